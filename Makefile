@@ -1,0 +1,31 @@
+# Two entry points that work on a fresh machine: `make repro` and `make test`.
+# Both create .venv from pyproject.toml when it is missing or older than pyproject.toml.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(abspath $(VENV))/bin
+STAMP := $(VENV)/.installed
+
+# Stages call `opcost`; put the venv first on PATH so dvc finds it without activation.
+export PATH := $(BIN):$(PATH)
+
+.PHONY: repro test venv clean-venv
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $(STAMP)
+
+## make repro: install, pull versioned data from the DVC remote, run the pipeline.
+repro: $(STAMP)
+	$(BIN)/dvc pull --allow-missing
+	$(BIN)/dvc repro
+
+## make test: install and run the test suite.
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+clean-venv:
+	rm -rf $(VENV)

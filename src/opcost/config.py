@@ -1,0 +1,159 @@
+"""Parameters and paths: the one place that knows where things live and what params.yaml holds.
+
+`params.yaml` is read into frozen dataclasses so stages get typed, validated values; every file
+path a stage reads or writes is a property of `Paths`, so `dvc.yaml` and the code cannot drift
+apart silently (tests compare them).
+
+The repository root is found without relying on where the package is installed, because under
+`dvc exp run --temp` the stage runs in a copy of the repository: `OPCOST_ROOT`, then `DVC_ROOT`,
+then the nearest parent of the working directory that holds `dvc.yaml`, else the working directory.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import yaml
+
+from opcost.errors import OpcostError
+
+MODES: tuple[str, ...] = ("inference", "training")
+DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16", "float64")
+INPUT_SHAPE_HELP = "B,C,H,W: four positive integers, e.g. 32,3,224,224"
+
+
+def find_root(start: Path | None = None) -> Path:
+    """The repository root (see module docstring for the order of precedence)."""
+    for var in ("OPCOST_ROOT", "DVC_ROOT"):
+        if os.environ.get(var):
+            return Path(os.environ[var]).resolve()
+    here = (start or Path.cwd()).resolve()
+    for candidate in (here, *here.parents):
+        if (candidate / "dvc.yaml").is_file():
+            return candidate
+    return here
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Every path a stage reads or writes, relative to one root."""
+
+    root: Path
+
+    @property
+    def params(self) -> Path:
+        return self.root / "params.yaml"
+
+    @property
+    def operations_dir(self) -> Path:
+        return self.root / "data" / "operations"
+
+    @property
+    def operations(self) -> Path:
+        return self.operations_dir / "operations.parquet"
+
+    @property
+    def occurrences(self) -> Path:
+        return self.operations_dir / "occurrences.parquet"
+
+    @property
+    def extract_report_dir(self) -> Path:
+        return self.root / "reports" / "extract"
+
+    @property
+    def extract_coverage(self) -> Path:
+        return self.extract_report_dir / "coverage.json"
+
+
+def parse_input_shape(value: str | Sequence[Any], what: str = "input shape") -> tuple[int, ...]:
+    """Parse `32,3,224,224` (or a list of ints) into a 4-tuple of positive ints, or fail clearly."""
+    raw = value
+    if isinstance(value, str):
+        parts = [p.strip() for p in value.replace("x", ",").split(",")]
+        if any(p == "" for p in parts):
+            raise OpcostError(f"malformed {what} {raw!r}: expected {INPUT_SHAPE_HELP}")
+        try:
+            items: list[Any] = [int(p) for p in parts]
+        except ValueError:
+            raise OpcostError(f"malformed {what} {raw!r}: expected {INPUT_SHAPE_HELP}") from None
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    else:
+        raise OpcostError(f"malformed {what} {raw!r}: expected {INPUT_SHAPE_HELP}")
+    if len(items) != 4 or not all(isinstance(i, int) and not isinstance(i, bool) and i > 0 for i in items):
+        raise OpcostError(f"malformed {what} {raw!r}: expected {INPUT_SHAPE_HELP}")
+    return tuple(items)
+
+
+def shape_text(shape: Iterable[int]) -> str:
+    """`(32, 3, 224, 224)` -> `32x3x224x224`, the spelling used in set ids and file names."""
+    return "x".join(str(int(s)) for s in shape)
+
+
+@dataclass(frozen=True)
+class ModelInputSet:
+    """A torchvision model at one input shape and dtype, extracted for one or more modes."""
+
+    model: str
+    input_shape: tuple[int, ...]
+    dtype: str = "float32"
+    modes: tuple[str, ...] = ("inference",)
+
+    @property
+    def set_id(self) -> str:
+        """Stable, readable id: `resnet18:32x3x224x224` (dtype appended unless float32)."""
+        base = f"{self.model}:{shape_text(self.input_shape)}"
+        return base if self.dtype == "float32" else f"{base}:{self.dtype}"
+
+    @classmethod
+    def from_dict(cls, raw: Any, where: str) -> "ModelInputSet":
+        if not isinstance(raw, dict) or "model" not in raw or "input_shape" not in raw:
+            raise OpcostError(f"{where}: expected a mapping with 'model' and 'input_shape', got {raw!r}")
+        unknown = set(raw) - {"model", "input_shape", "dtype", "modes"}
+        if unknown:
+            raise OpcostError(
+                f"{where}: unknown key(s) {sorted(unknown)}; valid keys: model, input_shape, dtype, modes"
+            )
+        model = raw["model"]
+        if not isinstance(model, str) or not model:
+            raise OpcostError(f"{where}: 'model' must be a torchvision model name, got {model!r}")
+        shape = parse_input_shape(raw["input_shape"], what=f"{where} input_shape")
+        dtype = raw.get("dtype", "float32")
+        if dtype not in DTYPES:
+            raise OpcostError(f"{where}: dtype {dtype!r} is not one of {', '.join(DTYPES)}")
+        modes = raw.get("modes", ["inference"])
+        if isinstance(modes, str):
+            modes = [modes]
+        if not modes or any(m not in MODES for m in modes):
+            raise OpcostError(f"{where}: modes {modes!r} must be a non-empty list of {', '.join(MODES)}")
+        return cls(model=model, input_shape=shape, dtype=dtype, modes=tuple(dict.fromkeys(modes)))
+
+
+@dataclass(frozen=True)
+class ExtractParams:
+    sets: tuple[ModelInputSet, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class Params:
+    extract: ExtractParams
+
+
+def load_params(path: Path) -> Params:
+    """Read and validate params.yaml; every problem names the entry and what would be valid."""
+    if not path.is_file():
+        raise OpcostError(f"parameter file {path} not found: run from the repository root or set OPCOST_ROOT")
+    raw = yaml.safe_load(path.read_text()) or {}
+    ex = raw.get("extract") or {}
+    raw_sets = ex.get("sets") or []
+    if not isinstance(raw_sets, list):
+        raise OpcostError(f"{path}: extract.sets must be a list of model-input sets")
+    sets = tuple(ModelInputSet.from_dict(s, f"{path.name}: extract.sets[{i}]") for i, s in enumerate(raw_sets))
+    ids = [s.set_id for s in sets]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise OpcostError(f"{path.name}: extract.sets lists {', '.join(dupes)} more than once; merge their modes")
+    return Params(extract=ExtractParams(sets=sets))
