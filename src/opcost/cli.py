@@ -24,6 +24,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 out = Console()
+if not out.is_terminal:
+    out = Console(width=160)  # piped or logged: do not squeeze tables to 80 columns
 err = Console(stderr=True)
 
 T = TypeVar("T")
