@@ -78,6 +78,10 @@ def test_dvc_yaml_paths_are_the_config_paths(repo_root):
     assert set(ex["outs"]) == {rel(paths.operations), rel(paths.occurrences)}
     assert [next(iter(m)) for m in ex["metrics"]] == [rel(paths.extract_coverage)]
     assert ex["cmd"].split()[0] == "opcost"
+    prof = stages["profile"]
+    assert prof["foreach"] == "${profile.campaigns}"
+    assert prof["do"]["outs"] == [rel(paths.raw_dir("${key}"))]
+    assert prof["do"]["cmd"].startswith("opcost profile --campaign ${key}")
 
 
 def test_default_dvc_remote_is_a_folder_inside_the_repo(repo_root):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Callable, List, Optional, TypeVar
 
 import typer
@@ -113,6 +114,73 @@ def coverage(
         out.print(f"{len(rows) - bad}/{len(rows)} within 1.00 +/- {COVERAGE_TOLERANCE:.2f}")
     if any(not r["within_tolerance"] for r in rows):
         raise typer.Exit(1)
+
+
+def _parse_model_arg(text: str) -> ModelInputSet:
+    """`resnet18:1,3,32,32` -> ModelInputSet."""
+    from opcost.ops.models import check_model_name
+
+    if ":" not in text:
+        raise OpcostError(f"malformed --models {text!r}: expected MODEL:B,C,H,W, e.g. resnet18:1,3,32,32")
+    name, shape = text.split(":", 1)
+    return ModelInputSet(check_model_name(name), parse_input_shape(shape, f"--models {text!r} shape"))
+
+
+@app.command()
+def profile(
+    campaign: Optional[str] = typer.Option(None, "--campaign", help="A campaign of params.yaml (profile.campaigns)."),
+    device: str = typer.Option("cpu", "--device", help="Ad hoc: cpu or cuda:N."),
+    mode: List[str] = typer.Option(["inference"], "--mode", help="Ad hoc: inference and/or training (repeat)."),
+    models: List[str] = typer.Option([], "--models", help="Ad hoc: MODEL:B,C,H,W (repeat for several)."),
+    min_time: float = typer.Option(0.2, "--min-time", help="Ad hoc: seconds per benchmark.Timer autorange."),
+    window: Optional[float] = typer.Option(None, "--window", help="Ad hoc: seconds of the energy window (default 4 x --min-time)."),
+    trials: int = typer.Option(3, "--trials", help="Ad hoc: independent trials per op and setting."),
+    energy_source: str = typer.Option("auto", "--energy-source", help="Ad hoc: auto, nvml, nvidia-smi, rapl or none."),
+    clocks: List[int] = typer.Option([], "--clock", help="Ad hoc: core clock to sweep in MHz (repeat)."),
+    power_limits: List[float] = typer.Option([], "--power-limit", help="Ad hoc: power limit to sweep in W (repeat)."),
+    networks: bool = typer.Option(True, "--networks/--no-networks", help="Ad hoc: also measure the whole networks."),
+    seed: int = typer.Option(0, "--seed"),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="Ad hoc: output folder."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and its estimated duration; touch nothing."),
+    no_progress: bool = typer.Option(False, "--no-progress", help="Do not draw a progress bar."),
+) -> None:
+    """Measure operations (and whole networks): time, energy and the raw power log.
+
+    Stage `profile@NAME` runs `opcost profile --campaign NAME` into data/raw/NAME/. Without
+    --campaign the options describe an ad-hoc campaign written to --out. Interrupted campaigns
+    resume where they stopped.
+    """
+    from opcost.config import CampaignParams
+    from opcost.measure import profile as prof
+
+    def go() -> dict:
+        if campaign is not None:
+            paths = Paths(find_root())
+            return prof.run_stage(paths, load_params(paths.params), campaign, dry_run, not no_progress)
+        if not models:
+            raise OpcostError("give --campaign NAME, or --models MODEL:B,C,H,W (with --out DIR) for an ad-hoc campaign")
+        sets = [_parse_model_arg(m) for m in models]
+        if out_dir is None and not dry_run:
+            raise OpcostError("an ad-hoc campaign needs --out DIR for its results")
+        c = CampaignParams(
+            name=(out_dir.name if out_dir else "adhoc"), device=device, modes=tuple(dict.fromkeys(mode)),
+            sets=tuple(s.set_id for s in sets), networks=networks, clocks_mhz=tuple(clocks),
+            power_limits_w=tuple(power_limits), trials=trials, min_time_s=min_time,
+            window_s=window if window is not None else 4 * min_time, energy_source=energy_source, seed=seed,
+        )
+        c.check("command line")
+        return prof.run_adhoc(c, sets, out_dir or Path("."), dry_run, not no_progress)
+
+    result = _run(go)
+    if dry_run:
+        out.print_json(data=result)
+        return
+    rows = result["rows"]
+    out.print(
+        f"profile {result['campaign']}: {rows['timings']} op rows, {rows['networks']} network rows, "
+        f"{rows['power_samples']} power samples, {result['failed_rows']} failed, "
+        f"{result['parts_resumed']} parts resumed; energy source {result['environment']['energy_source']}"
+    )
 
 
 def main() -> None:

@@ -67,6 +67,14 @@ class Paths:
     def extract_coverage(self) -> Path:
         return self.extract_report_dir / "coverage.json"
 
+    def raw_dir(self, campaign: str) -> Path:
+        """DVC output of `profile@<campaign>`: timings, power samples, networks, campaign.json."""
+        return self.root / "data" / "raw" / campaign
+
+    def parts_dir(self, campaign: str) -> Path:
+        """Per-unit results of a running campaign (git- and DVC-ignored), what a restart resumes from."""
+        return self.root / ".opcost" / "parts" / campaign
+
 
 def parse_input_shape(value: str | Sequence[Any], what: str = "input shape") -> tuple[int, ...]:
     """Parse `32,3,224,224` (or a list of ints) into a 4-tuple of positive ints, or fail clearly."""
@@ -137,9 +145,84 @@ class ExtractParams:
     sets: tuple[ModelInputSet, ...] = field(default_factory=tuple)
 
 
+ENERGY_SOURCES: tuple[str, ...] = ("auto", "nvml", "nvidia-smi", "rapl", "none")
+
+
+@dataclass(frozen=True)
+class CampaignParams:
+    """One profiling campaign: where, what, which settings, how long and how often."""
+
+    name: str
+    device: str = "cpu"
+    modes: tuple[str, ...] = ("inference",)
+    sets: tuple[str, ...] = ()  # model-input set ids from extract (their ops)
+    op_ids: tuple[str, ...] = ()  # single ops from operations.parquet
+    networks: bool = True  # also measure the sets' whole networks
+    clocks_mhz: tuple[int, ...] = ()
+    power_limits_w: tuple[float, ...] = ()
+    trials: int = 3
+    min_time_s: float = 0.2  # benchmark.Timer.blocked_autorange(min_run_time)
+    window_s: float = 2.0  # energy window per trial
+    chunks: int = 5  # checkpoints in the window for the proportionality fit
+    energy_source: str = "auto"
+    sample_interval_s: float = 0.02
+    seed: int = 0
+    max_instances: int = 16
+    instance_budget_mb: float = 256.0
+
+    @classmethod
+    def from_dict(cls, name: str, raw: Any, where: str) -> "CampaignParams":
+        if not isinstance(raw, dict):
+            raise OpcostError(f"{where}: a campaign must be a mapping of its settings, got {raw!r}")
+        known = {f for f in cls.__dataclass_fields__ if f != "name"}
+        unknown = set(raw) - known
+        if unknown:
+            raise OpcostError(f"{where}: unknown key(s) {sorted(unknown)}; valid keys: {', '.join(sorted(known))}")
+        kw: dict[str, Any] = dict(raw)
+        for key in ("modes", "sets", "op_ids", "clocks_mhz", "power_limits_w"):
+            if key in kw:
+                v = kw[key]
+                kw[key] = tuple(v) if isinstance(v, (list, tuple)) else (v,)
+        c = cls(name=name, **kw)
+        c.check(where)
+        return c
+
+    def check(self, where: str) -> None:
+        if not (self.device == "cpu" or (self.device.startswith("cuda") and self.device[4:] in ("", *(f":{i}" for i in range(64))))):
+            raise OpcostError(f"{where}: device {self.device!r} must be cpu or cuda:N")
+        if not self.modes or any(m not in MODES for m in self.modes):
+            raise OpcostError(f"{where}: modes {list(self.modes)!r} must be a non-empty list of {', '.join(MODES)}")
+        if self.energy_source not in ENERGY_SOURCES:
+            raise OpcostError(f"{where}: energy_source {self.energy_source!r} is not one of {', '.join(ENERGY_SOURCES)}")
+        if self.trials < 1 or self.chunks < 3:
+            raise OpcostError(f"{where}: trials must be >= 1 and chunks >= 3 (got {self.trials}, {self.chunks})")
+        if self.min_time_s <= 0 or self.window_s <= 0 or self.sample_interval_s <= 0:
+            raise OpcostError(f"{where}: min_time_s, window_s and sample_interval_s must be positive")
+        if not self.sets and not self.op_ids:
+            raise OpcostError(f"{where}: name the operations to measure: sets (model-input set ids) and/or op_ids")
+        if any(c <= 0 for c in self.clocks_mhz) or any(p <= 0 for p in self.power_limits_w):
+            raise OpcostError(f"{where}: clocks_mhz and power_limits_w must be positive numbers")
+
+    def fingerprint_fields(self) -> dict[str, Any]:
+        """What makes two measurements of one unit comparable; resumed parts must agree on it."""
+        return {
+            k: getattr(self, k)
+            for k in (
+                "device", "trials", "min_time_s", "window_s", "chunks", "energy_source",
+                "sample_interval_s", "seed", "max_instances", "instance_budget_mb",
+            )
+        }
+
+
+@dataclass(frozen=True)
+class ProfileParams:
+    campaigns: dict[str, CampaignParams] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class Params:
     extract: ExtractParams
+    profile: ProfileParams = field(default_factory=ProfileParams)
 
 
 def load_params(path: Path) -> Params:
@@ -156,4 +239,12 @@ def load_params(path: Path) -> Params:
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     if dupes:
         raise OpcostError(f"{path.name}: extract.sets lists {', '.join(dupes)} more than once; merge their modes")
-    return Params(extract=ExtractParams(sets=sets))
+    prof = raw.get("profile") or {}
+    raw_campaigns = prof.get("campaigns") or {}
+    if not isinstance(raw_campaigns, dict):
+        raise OpcostError(f"{path.name}: profile.campaigns must map campaign names to their settings")
+    campaigns = {
+        str(name): CampaignParams.from_dict(str(name), c, f"{path.name}: profile.campaigns.{name}")
+        for name, c in raw_campaigns.items()
+    }
+    return Params(extract=ExtractParams(sets=sets), profile=ProfileParams(campaigns=campaigns))

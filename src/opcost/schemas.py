@@ -133,5 +133,95 @@ OCCURRENCES = Table(
 )
 
 
+# --- raw campaign tables (profile stage) ---------------------------------------------------
+
+_MEASUREMENT = cols(
+    Col("campaign", "str"),
+    Col("mode", "str", doc="inference or training"),
+    Col("variant", "str", doc="as-is, or out-of-place for in-place layers measured in training"),
+    Col("setting", "str", doc="sweep point label: default, clk1410, pl250, clk1410-pl250"),
+    Col("clock_mhz", "int", unit="MHz", nullable=True, min=1, doc="requested core clock (null: as found)"),
+    Col("power_limit_w", "float", unit="W", nullable=True, min=1, doc="requested power limit (null: as found)"),
+    Col("trial", "int", min=0),
+    Col("seed", "int", min=0),
+    Col("status", "str", doc="ok or failed"),
+    Col("error", "str", nullable=True, doc="first line of the error for failed measurements"),
+    Col("instances", "int", nullable=True, min=1, doc="ops per timed block (cycled copies)"),
+    Col("number_per_run", "int", nullable=True, min=1, doc="blocks per timed run"),
+    Col("runs", "int", nullable=True, min=1, doc="timed runs (block means)"),
+    Col("iterations", "int", nullable=True, min=1, doc="iterations timed by benchmark.Timer"),
+    Col("total_time_s", "float", unit="s", nullable=True, min=0),
+    Col("mean_s", "float", unit="s", nullable=True, min=0, doc="per-iteration time, mean of block means"),
+    Col("median_s", "float", unit="s", nullable=True, min=0),
+    Col("iqr_s", "float", unit="s", nullable=True, min=0, doc="IQR of block means (per iteration)"),
+    Col("std_s", "float", unit="s", nullable=True, min=0, doc="std of block means (per iteration)"),
+    Col("window_iterations", "int", nullable=True, min=1, doc="iterations in the energy window"),
+    Col("window_time_s", "float", unit="s", nullable=True, min=0),
+    Col("window_energy_j", "float", unit="J", nullable=True, min=0, doc="null where the source gives no energy"),
+    Col("time_per_iter_s", "float", unit="s", nullable=True, min=0, doc="window time / window iterations"),
+    Col("energy_per_iter_j", "float", unit="J", nullable=True, min=0),
+    Col("power_w", "float", unit="W", nullable=True, min=0, doc="window energy / window time"),
+    Col("time_r2", "float", nullable=True, doc="R^2 of time vs iterations over the window's checkpoints"),
+    Col("energy_r2", "float", nullable=True, doc="R^2 of energy vs iterations"),
+    Col("proportional", "bool", nullable=True, doc="time and energy linear in iterations (R^2 >= 0.99, small intercept)"),
+    Col("sm_clock_mhz", "float", unit="MHz", nullable=True, min=0, doc="mean core clock reached during the window"),
+    Col("energy_source", "str"),
+    Col("started_at", "float", unit="s since epoch", min=0),
+    Col("ended_at", "float", unit="s since epoch", min=0),
+)
+
+TIMINGS = Table(
+    name="timings",
+    doc="One row per op x mode x setting x trial of a campaign.",
+    columns=cols(Col("op_id", "str"), Col("kind", "str"), *_MEASUREMENT),
+)
+
+NETWORKS = Table(
+    name="networks",
+    doc="Whole networks measured the same way: one row per set x mode x setting x trial.",
+    columns=cols(Col("set_id", "str"), Col("model", "str"), Col("input_shape", "list"), *_MEASUREMENT),
+)
+
+POWER_SAMPLES = Table(
+    name="power_samples",
+    doc="The raw power log: one row per sample, with the measurement it belongs to.",
+    columns=cols(
+        Col("campaign", "str"),
+        Col("item_type", "str", doc="op or network"),
+        Col("item_id", "str", doc="op_id or set_id"),
+        Col("mode", "str"),
+        Col("setting", "str"),
+        Col("trial", "int", min=0),
+        Col("source", "str", doc="nvml, nvidia-smi or rapl"),
+        Col("timestamp", "float", unit="s since epoch", min=0),
+        Col("power_w", "float", unit="W", nullable=True, min=0),
+        Col("power_kind", "str", nullable=True, doc="instant or average (NVML), null otherwise"),
+        Col("energy_j", "float", unit="J", nullable=True, min=0, doc="energy counter reading"),
+        Col("sm_clock_mhz", "float", unit="MHz", nullable=True, min=0),
+        Col("mem_clock_mhz", "float", unit="MHz", nullable=True, min=0),
+        Col("temperature_c", "float", unit="C", nullable=True, min=-50, max=150),
+        Col("utilization_pct", "float", unit="%", nullable=True, min=0, max=100),
+        Col("throttle_reasons", "int", nullable=True, min=0, doc="NVML clocks event reasons bitmask"),
+    ),
+)
+
+
+def conform(df: pd.DataFrame, table: Table) -> pd.DataFrame:
+    """Give `df` (built from dict rows) the schema's columns and nullable dtypes, then validate."""
+    out = pd.DataFrame(index=df.index)
+    for col in table.columns:
+        s = df[col.name] if col.name in df.columns else pd.Series([None] * len(df), index=df.index, dtype=object)
+        if col.kind == "str":
+            s = s.astype("string")
+        elif col.kind == "int":
+            s = s.astype("Int64") if (col.nullable or s.isna().any()) else s.astype("int64")
+        elif col.kind == "float":
+            s = pd.to_numeric(s, errors="coerce").astype("float64")
+        elif col.kind == "bool":
+            s = s.astype("boolean") if col.nullable else s.astype(bool)
+        out[col.name] = s
+    return table.validate(out)
+
+
 def empty_frame(table: Table, extra: Iterable[str] = ()) -> pd.DataFrame:
     return pd.DataFrame({name: [] for name in [*table.names, *extra]})

@@ -1,0 +1,1 @@
+"""Measuring: timing, energy sources, clock control, and resumable campaigns."""

@@ -1,0 +1,64 @@
+"""`opcost profile`: a campaign from params.yaml (the DVC stage) or from command-line options."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+
+from opcost.config import CampaignParams, ModelInputSet, Params, Paths
+from opcost.errors import OpcostError
+from opcost.measure.campaign import Campaign, Plan, make_plan, units_from_op_ids, units_from_sets
+from opcost.schemas import OCCURRENCES, OPERATIONS
+
+
+def _read_extract(paths: Paths) -> tuple[pd.DataFrame, pd.DataFrame]:
+    if not paths.operations.is_file() or not paths.occurrences.is_file():
+        raise OpcostError(f"{paths.operations} not found: run `dvc repro extract` (or `dvc pull`) first")
+    return OPERATIONS.validate(pd.read_parquet(paths.operations)), OCCURRENCES.validate(pd.read_parquet(paths.occurrences))
+
+
+def stage_plan(paths: Paths, params: Params, name: str) -> Plan:
+    campaigns = params.profile.campaigns
+    if name not in campaigns:
+        valid = ", ".join(sorted(campaigns)) or "none defined"
+        raise OpcostError(f"unknown campaign {name!r}; campaigns in params.yaml: {valid}")
+    c = campaigns[name]
+    by_id = {s.set_id: s for s in params.extract.sets}
+    unknown = [s for s in c.sets if s not in by_id]
+    if unknown:
+        raise OpcostError(
+            f"campaign {name}: set(s) {', '.join(unknown)} not in extract.sets; valid ids look like "
+            f"{', '.join(list(by_id)[:3])}"
+        )
+    ops, occ = _read_extract(paths)
+    units = units_from_sets([by_id[s] for s in c.sets], c.modes, occ, ops, c.networks)
+    units += units_from_op_ids(c.op_ids, c.modes, ops)
+    return make_plan(c, units)
+
+
+def run_stage(paths: Paths, params: Params, name: str, dry_run: bool = False, show_progress: bool = True) -> dict[str, Any]:
+    plan = stage_plan(paths, params, name)
+    if dry_run:
+        return plan.summary()
+    return Campaign(plan, paths.raw_dir(name), paths.parts_dir(name)).run(show_progress)
+
+
+def adhoc_plan(campaign: CampaignParams, models: Sequence[ModelInputSet]) -> Plan:
+    from opcost.ops.catalog import extract_sets, occurrences_frame, operations_frame
+
+    catalog = extract_sets(models, show_progress=False)
+    units = units_from_sets(models, campaign.modes, occurrences_frame(catalog), operations_frame(catalog), campaign.networks)
+    return make_plan(campaign, units)
+
+
+def run_adhoc(
+    campaign: CampaignParams, models: Sequence[ModelInputSet], out: Path, dry_run: bool = False, show_progress: bool = True
+) -> dict[str, Any]:
+    plan = adhoc_plan(campaign, [replace(m, modes=campaign.modes) for m in models])
+    if dry_run:
+        return plan.summary()
+    out = Path(out)
+    return Campaign(plan, out, out / ".parts").run(show_progress)
