@@ -68,6 +68,13 @@ def test_op_id_is_sha256_of_canonical_key_and_ignores_spelling():
     assert conv_spec(nn.Conv2d(3, 64, 7, 2, 3, bias=True)).op_id != a.op_id
 
 
+def test_inplace_is_not_part_of_the_key():
+    a = conv_spec(nn.ReLU(inplace=True), (2, 4, 8, 8))
+    b = conv_spec(nn.ReLU(), (2, 4, 8, 8))
+    assert a.attrs["inplace"] is True and b.attrs["inplace"] is False
+    assert a.op_id == b.op_id
+
+
 def test_encode_decode_round_trip_keeps_tuples_in_calls():
     x = torch.empty(2, 3)
     tensors: list = []

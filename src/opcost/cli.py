@@ -116,6 +116,46 @@ def coverage(
         raise typer.Exit(1)
 
 
+@app.command()
+def ingest(
+    source: str = typer.Option(..., "--source", help="An ingest source of params.yaml (ingest.sources)."),
+) -> None:
+    """Stage `ingest@SOURCE`: parse external measurements (data/external/) into the project's tables.
+
+    Writes data/ingested/SOURCE/: op_measurements, networks and operations tables for thesis logs,
+    a sweeps table for Zeus and dvfs traces, and summary.json (rows parsed, lines skipped by kind).
+    """
+    from opcost.data.ingest import run_ingest_stage
+
+    def go() -> dict:
+        paths = Paths(find_root())
+        return run_ingest_stage(paths, load_params(paths.params), source)
+
+    s = _run(go)
+    counts = {k: v for k, v in s.items() if k.endswith("_rows")}
+    out.print(f"ingest {source}: {counts}; skipped lines {s.get('skipped_lines', {})}")
+
+
+@app.command()
+def evaluate() -> None:
+    """Stage `evaluate`: every source into data/evaluated/{operations,networks,sweeps}.parquet.
+
+    Also writes reports/ingest/summary.json and reports/ingest/coverage.json (share of each measured
+    thesis network's FLOPs and calls whose operations were measured).
+    """
+    from opcost.data.evaluate import run_evaluate_stage
+
+    def go() -> dict:
+        paths = Paths(find_root())
+        return run_evaluate_stage(paths, load_params(paths.params))
+
+    s = _run(go)
+    out.print(
+        f"evaluate: {s['operations']} op rows, {s['networks']} network rows, {s['sweeps']} sweep rows; "
+        f"mean FLOP share of measured networks covered by measured ops: {s['mean_flops_share']}"
+    )
+
+
 def _parse_model_arg(text: str) -> ModelInputSet:
     """`resnet18:1,3,32,32` -> ModelInputSet."""
     from opcost.ops.models import check_model_name

@@ -71,6 +71,46 @@ class Paths:
         """DVC output of `profile@<campaign>`: timings, power samples, networks, campaign.json."""
         return self.root / "data" / "raw" / campaign
 
+    def ingested_dir(self, source: str) -> Path:
+        """DVC output of `ingest@<source>`."""
+        return self.root / "data" / "ingested" / source
+
+    @property
+    def raw_root(self) -> Path:
+        return self.root / "data" / "raw"
+
+    @property
+    def ingested_root(self) -> Path:
+        return self.root / "data" / "ingested"
+
+    @property
+    def evaluated_dir(self) -> Path:
+        return self.root / "data" / "evaluated"
+
+    @property
+    def evaluated_operations(self) -> Path:
+        return self.evaluated_dir / "operations.parquet"
+
+    @property
+    def evaluated_networks(self) -> Path:
+        return self.evaluated_dir / "networks.parquet"
+
+    @property
+    def evaluated_sweeps(self) -> Path:
+        return self.evaluated_dir / "sweeps.parquet"
+
+    @property
+    def ingest_report_dir(self) -> Path:
+        return self.root / "reports" / "ingest"
+
+    @property
+    def ingest_summary(self) -> Path:
+        return self.ingest_report_dir / "summary.json"
+
+    @property
+    def ingest_coverage(self) -> Path:
+        return self.ingest_report_dir / "coverage.json"
+
     def parts_dir(self, campaign: str) -> Path:
         """Per-unit results of a running campaign (git- and DVC-ignored), what a restart resumes from."""
         return self.root / ".opcost" / "parts" / campaign
@@ -219,10 +259,28 @@ class ProfileParams:
     campaigns: dict[str, CampaignParams] = field(default_factory=dict)
 
 
+INGEST_KINDS: tuple[str, ...] = ("thesis-logs", "zeus-power-limit", "dvfs-conv")
+
+
+@dataclass(frozen=True)
+class IngestSource:
+    """External measurements in data/external/: where they are and which parser reads them."""
+
+    name: str
+    path: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class IngestParams:
+    sources: dict[str, IngestSource] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class Params:
     extract: ExtractParams
     profile: ProfileParams = field(default_factory=ProfileParams)
+    ingest: IngestParams = field(default_factory=IngestParams)
 
 
 def load_params(path: Path) -> Params:
@@ -247,4 +305,17 @@ def load_params(path: Path) -> Params:
         str(name): CampaignParams.from_dict(str(name), c, f"{path.name}: profile.campaigns.{name}")
         for name, c in raw_campaigns.items()
     }
-    return Params(extract=ExtractParams(sets=sets), profile=ProfileParams(campaigns=campaigns))
+    raw_sources = (raw.get("ingest") or {}).get("sources") or {}
+    sources = {}
+    for name, src in raw_sources.items():
+        where = f"{path.name}: ingest.sources.{name}"
+        if not isinstance(src, dict) or set(src) != {"path", "kind"}:
+            raise OpcostError(f"{where}: expected a mapping with exactly 'path' and 'kind', got {src!r}")
+        if src["kind"] not in INGEST_KINDS:
+            raise OpcostError(f"{where}: kind {src['kind']!r} is not one of {', '.join(INGEST_KINDS)}")
+        sources[str(name)] = IngestSource(str(name), str(src["path"]), src["kind"])
+    return Params(
+        extract=ExtractParams(sets=sets),
+        profile=ProfileParams(campaigns=campaigns),
+        ingest=IngestParams(sources=sources),
+    )

@@ -206,6 +206,108 @@ POWER_SAMPLES = Table(
 )
 
 
+# --- ingested external measurements ------------------------------------------------------------
+
+_LOGGED = cols(
+    Col("source", "str", doc="ingest source name (nicolai-thesis)"),
+    Col("source_file", "str", doc="file inside data/external/<source>/"),
+    Col("line", "int", min=1, doc="1-based line number in that file"),
+    Col("device_config", "str", doc="A30, A30_no_tf32, RTX2080Ti, ..."),
+    Col("mode", "str", doc="inference or training"),
+    Col("phase", "str", doc="forward, forward_backward (ops) or train_step (networks)"),
+    Col("clock_mhz", "int", unit="MHz", nullable=True, min=1, doc="null: the device's default clocks"),
+    Col("power_limit_w", "float", unit="W", nullable=True, min=1, doc="null: the device's default limit"),
+    Col("t_s", "float", unit="s", min=0, doc="time per iteration"),
+    Col("sigma_t_s", "float", unit="s", nullable=True, min=0),
+    Col("e_j", "float", unit="J", min=0, doc="energy per iteration (logged in mJ)"),
+    Col("sigma_e_j", "float", unit="J", nullable=True, min=0, doc="thesis: sigma_P x t"),
+    Col("e_sem_j", "float", unit="J", nullable=True, min=0, doc="the log's small error of e (v3)"),
+    Col("p_w", "float", unit="W", min=0, max=2000, doc="mean power after the 3-sigma filter"),
+    Col("sigma_p_w", "float", unit="W", nullable=True, min=0),
+    Col("iterations", "int", nullable=True, min=1),
+    Col("total_time_s", "float", unit="s", nullable=True, min=0),
+    Col("total_energy_j", "float", unit="J", nullable=True, doc="as logged (v9; meaning unverified)"),
+    Col("sigma_total_energy_j", "float", unit="J", nullable=True),
+    Col("wall_time_per_iter_s", "float", unit="s", nullable=True, min=0, doc="v11, probably wall clock with overhead"),
+    Col("start_time", "str", nullable=True, doc="ISO local time as logged"),
+    Col("stop_time", "str", nullable=True),
+)
+
+OP_MEASUREMENTS = Table(
+    name="op_measurements",
+    doc="Ingested per-operation measurements: one row per data line (training lines give two).",
+    columns=cols(Col("op_id", "str"), Col("kind", "str"), Col("input_shape", "list"), *_LOGGED),
+)
+
+NET_MEASUREMENTS = Table(
+    name="net_measurements",
+    doc="Ingested whole-network measurements.",
+    columns=cols(Col("set_id", "str"), Col("model", "str"), Col("input_shape", "list"), *_LOGGED),
+)
+
+SWEEPS = Table(
+    name="sweeps",
+    doc="Measurements along one knob (power limit, core or memory clock) per workload and device.",
+    columns=cols(
+        Col("source", "str"),
+        Col("device", "str"),
+        Col("workload", "str", doc="what ran; a 2-D clock grid gives one workload per slice"),
+        Col("knob", "str", doc="power_limit_w, core_clock_mhz or mem_clock_mhz"),
+        Col("value", "float", min=0, doc="the knob's setting, in the knob's unit"),
+        Col("time_s", "float", unit="s", min=0, doc="time of one unit of work (epoch, call)"),
+        Col("power_w", "float", unit="W", nullable=True, min=0, max=2000),
+        Col("energy_j", "float", unit="J", nullable=True, min=0),
+        Col("core_clock_mhz", "float", unit="MHz", nullable=True, min=0),
+        Col("mem_clock_mhz", "float", unit="MHz", nullable=True, min=0),
+        Col("power_limit_w", "float", unit="W", nullable=True, min=0),
+        Col("detail", "str", nullable=True, doc="source-specific context as JSON"),
+    ),
+)
+
+
+# --- evaluated tables (evaluate stage) ---------------------------------------------------------
+
+
+def _stat_cols(prefix: str, doc: str) -> tuple[Col, ...]:
+    return cols(
+        Col(f"{prefix}t_s", "float", unit="s", nullable=bool(prefix), min=0, doc=f"time per iteration ({doc})"),
+        Col(f"{prefix}sigma_t_s", "float", unit="s", nullable=True, min=0),
+        Col(f"{prefix}e_j", "float", unit="J", nullable=True, min=0, doc=f"energy per iteration ({doc}); null without an energy source"),
+        Col(f"{prefix}sigma_e_j", "float", unit="J", nullable=True, min=0),
+        Col(f"{prefix}p_w", "float", unit="W", nullable=True, min=0, max=2000),
+        Col(f"{prefix}sigma_p_w", "float", unit="W", nullable=True, min=0),
+    )
+
+
+_EVALUATED = cols(
+    Col("device_config", "str"),
+    Col("mode", "str"),
+    Col("phase", "str", doc="forward, forward_backward or train_step"),
+    Col("clock_mhz", "int", unit="MHz", nullable=True, min=1),
+    Col("power_limit_w", "float", unit="W", nullable=True, min=1),
+    *_stat_cols("", "best figures: trial-based for campaigns, thesis figures for its logs"),
+    Col("n_measurements", "int", min=1, doc="measurements combined (trials, or logged re-runs)"),
+    Col("n_trials", "int", min=0, doc="independent measurements behind the trials_* columns"),
+    Col("method", "str", doc="trials or thesis-log"),
+    Col("sources", "str", doc="ingest sources or campaigns, comma-separated"),
+    *_stat_cols("thesis_", "thesis method: 3-sigma-filtered power, sigma_e = sigma_P x t"),
+    *_stat_cols("trials_", "mean and std across independent measurements"),
+    Col("proportional_share", "float", nullable=True, min=0, max=1, doc="share of trials flagged proportional"),
+)
+
+EVALUATED_OPERATIONS = Table(
+    name="evaluated_operations",
+    doc="One row per device config, mode, phase, clock, power limit and op.",
+    columns=cols(Col("op_id", "str"), Col("kind", "str"), *_EVALUATED),
+)
+
+EVALUATED_NETWORKS = Table(
+    name="evaluated_networks",
+    doc="One row per device config, mode, phase, clock, power limit and model-input set.",
+    columns=cols(Col("set_id", "str"), Col("model", "str"), Col("input_shape", "list"), *_EVALUATED),
+)
+
+
 def conform(df: pd.DataFrame, table: Table) -> pd.DataFrame:
     """Give `df` (built from dict rows) the schema's columns and nullable dtypes, then validate."""
     out = pd.DataFrame(index=df.index)

@@ -115,10 +115,16 @@ def extract_sets(sets: Sequence[ModelInputSet], show_progress: bool = True) -> C
 
 
 def operations_frame(catalog: Catalog) -> pd.DataFrame:
-    ids = sorted(catalog.specs)
+    return operations_table(catalog.specs, catalog.metrics)
+
+
+def operations_table(specs: dict[str, OpSpec], metrics: dict[str, OpMetrics] | None = None) -> pd.DataFrame:
+    """The operations table (schemas.OPERATIONS) of `specs` by op_id; paper costs computed if not given."""
+    metrics = metrics if metrics is not None else {i: op_metrics(s) for i, s in specs.items()}
+    ids = sorted(specs)
     rows = []
     for op_id in ids:
-        spec, m = catalog.specs[op_id], catalog.metrics[op_id]
+        spec, m = specs[op_id], metrics[op_id]
         rows.append(
             {
                 "op_id": op_id,
@@ -143,7 +149,7 @@ def operations_frame(catalog: Catalog) -> pd.DataFrame:
     base["is_view"] = base["is_view"].astype(bool)
     for col in ("op_id", "kind", "category", "target", "dtype", "spec_json"):
         base[col] = base[col].astype("string")
-    hp = typed_hp_columns([hyperparameters(catalog.specs[i]) for i in ids])
+    hp = typed_hp_columns([hyperparameters(specs[i]) for i in ids])
     return OPERATIONS.validate(pd.concat([base, hp], axis=1))
 
 

@@ -35,6 +35,9 @@ CATEGORY_FUNCTION = "function"
 
 # Constructor arguments that choose placement, not computation.
 _SKIPPED_INIT_ARGS = frozenset({"self", "device", "dtype", "factory_kwargs"})
+# Hyper-parameters kept for rebuilding but left out of the key: `ReLU(inplace=True)` and `ReLU()`
+# compute the same function on the same shapes (the thesis logs hold both for one layer).
+NON_KEY_ATTRS = frozenset({"inplace"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -144,10 +147,11 @@ class OpSpec:
     inputs: tuple[TensorInput, ...] = ()
 
     def key(self) -> dict[str, Any]:
-        """The canonical key. The target is left out: `torch.add` and `Tensor.add` are one op."""
+        """The canonical key. The target is left out (`torch.add` and `Tensor.add` are one op), and
+        so are NON_KEY_ATTRS (`x += y` and `x + y` are one op)."""
         return {
             "kind": self.kind,
-            "attrs": self.attrs,
+            "attrs": {k: v for k, v in self.attrs.items() if k not in NON_KEY_ATTRS},
             "args": self.args,
             "kwargs": self.kwargs,
             "inputs": [i.to_json() for i in self.inputs],

@@ -1,0 +1,304 @@
+"""Stage `evaluate`: every measurement source into one row per (device config, mode, phase, clock,
+power limit, op) -- and the same for whole networks -- plus one sweeps table.
+
+Two sets of statistics sit side by side so they can be compared:
+- `thesis_*`: the thesis method. For its logs, the values as logged (re-runs averaged, their sigmas
+  combined as a root mean square). For our campaigns, computed from the raw power log the same way:
+  power samples outside 3 sigma dropped by value, P = mean, sigma_P = std, e = P x t, sigma_e =
+  sigma_P x t. That sigma is the spread of samples, not the uncertainty of the mean.
+- `trials_*`: mean and standard deviation across independent measurements (our trials; the
+  thesis' re-runs where an op was measured more than once), with their count.
+The unprefixed t/e/P and sigmas are the row's best figures: trial-based for our campaigns, the
+thesis figures for its logs (`method` says which).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from opcost.config import Params, Paths
+from opcost.errors import OpcostError
+from opcost.io import write_json, write_parquet
+from opcost.schemas import (
+    NET_MEASUREMENTS,
+    NETWORKS,
+    OCCURRENCES,
+    OP_MEASUREMENTS,
+    OPERATIONS,
+    POWER_SAMPLES,
+    SWEEPS,
+    TIMINGS,
+    EVALUATED_NETWORKS,
+    EVALUATED_OPERATIONS,
+    conform,
+)
+
+STATS = ("t_s", "sigma_t_s", "e_j", "sigma_e_j", "p_w", "sigma_p_w")
+OP_KEYS = ["device_config", "mode", "phase", "clock_mhz", "power_limit_w", "op_id"]
+NET_KEYS = ["device_config", "mode", "phase", "clock_mhz", "power_limit_w", "set_id"]
+
+
+def device_config(env: dict[str, Any], device: str) -> str:
+    """`NVIDIA A30` -> `NVIDIA_A30`; `_no_tf32` where a GPU campaign ran with cuDNN TF32 off."""
+    name = re.sub(r"[^A-Za-z0-9]+", "_", str(env.get("device_name") or device)).strip("_")
+    if device.startswith("cuda") and env.get("tf32_cudnn") is False:
+        name += "_no_tf32"
+    return name
+
+
+def _rms(s: pd.Series) -> float:
+    s = s.dropna()
+    return float(np.sqrt((s**2).mean())) if len(s) else np.nan
+
+
+def _std(s: pd.Series) -> float:
+    s = s.dropna()
+    return float(s.std(ddof=1)) if len(s) > 1 else np.nan
+
+
+# --------------------------------------------------------------------------------------------
+# The thesis logs
+# --------------------------------------------------------------------------------------------
+
+
+def evaluate_logged(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Re-runs combined: thesis figures averaged, re-run spread as the trial statistics."""
+    g = df.groupby(keys, dropna=False, sort=True)
+    out = g.agg(
+        thesis_t_s=("t_s", "mean"),
+        thesis_sigma_t_s=("sigma_t_s", _rms),
+        thesis_e_j=("e_j", "mean"),
+        thesis_sigma_e_j=("sigma_e_j", _rms),
+        thesis_p_w=("p_w", "mean"),
+        thesis_sigma_p_w=("sigma_p_w", _rms),
+        trials_t_s=("t_s", "mean"),
+        trials_sigma_t_s=("t_s", _std),
+        trials_e_j=("e_j", "mean"),
+        trials_sigma_e_j=("e_j", _std),
+        trials_p_w=("p_w", "mean"),
+        trials_sigma_p_w=("p_w", _std),
+        n_measurements=("t_s", "size"),
+        sources=("source", lambda s: ",".join(sorted(set(s)))),
+    ).reset_index()
+    single = out["n_measurements"] < 2  # one measurement has no spread across measurements
+    for col in ("trials_t_s", "trials_e_j", "trials_p_w"):
+        out.loc[single, col] = np.nan
+    out["n_trials"] = out["n_measurements"].where(~single, 0)
+    for stat in STATS:
+        out[stat] = out[f"thesis_{stat}"]
+    out["method"] = "thesis-log"
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Our campaigns
+# --------------------------------------------------------------------------------------------
+
+
+def thesis_power_stats(samples: pd.DataFrame) -> tuple[float, float]:
+    """Mean and sigma of power after dropping samples outside 3 sigma (by value), as the thesis did."""
+    p = samples["power_w"].dropna().to_numpy(float)
+    if len(p) == 0:
+        return np.nan, np.nan
+    mu, sd = p.mean(), p.std()
+    kept = p[np.abs(p - mu) <= 3 * sd] if sd > 0 else p
+    return float(kept.mean()), float(kept.std())
+
+
+def evaluate_campaign_rows(rows: pd.DataFrame, samples: pd.DataFrame, item_col: str, keys: list[str]) -> pd.DataFrame:
+    """Trial rows (status ok) -> per-key statistics, trial-based and thesis-style."""
+    ok = rows[rows["status"] == "ok"].copy()
+    if ok.empty:
+        return pd.DataFrame()
+    # thesis-style power per trial, from that trial's raw samples
+    if len(samples):
+        sp = samples.groupby(["item_id", "mode", "setting", "trial"])
+        stats = {k: thesis_power_stats(v) for k, v in sp}
+    else:
+        stats = {}
+    pw = [stats.get((r[item_col], r["mode"], r["setting"], r["trial"]), (np.nan, np.nan)) for _, r in ok.iterrows()]
+    ok["thesis_p"] = [p for p, _ in pw]
+    ok["thesis_sp"] = [s for _, s in pw]
+    ok["thesis_e"] = ok["thesis_p"] * ok["mean_s"]
+    ok["thesis_se"] = ok["thesis_sp"] * ok["mean_s"]
+    g = ok.groupby(keys, dropna=False, sort=True)
+    out = g.agg(
+        trials_t_s=("mean_s", "mean"),
+        trials_sigma_t_s=("mean_s", _std),
+        trials_e_j=("energy_per_iter_j", "mean"),
+        trials_sigma_e_j=("energy_per_iter_j", _std),
+        trials_p_w=("power_w", "mean"),
+        trials_sigma_p_w=("power_w", _std),
+        n_trials=("mean_s", "size"),
+        thesis_t_s=("mean_s", "mean"),
+        thesis_sigma_t_s=("std_s", _rms),
+        thesis_e_j=("thesis_e", "mean"),
+        thesis_sigma_e_j=("thesis_se", _rms),
+        thesis_p_w=("thesis_p", "mean"),
+        thesis_sigma_p_w=("thesis_sp", _rms),
+        proportional_share=("proportional", lambda s: float(s.astype("boolean").mean()) if s.notna().any() else np.nan),
+        sources=("campaign", lambda s: ",".join(sorted(set(s)))),
+    ).reset_index()
+    out["n_measurements"] = out["n_trials"]
+    for stat in STATS:
+        out[stat] = out[f"trials_{stat}"]
+    out["method"] = "trials"
+    return out
+
+
+def read_campaigns(paths: Paths) -> list[tuple[str, dict[str, Any], pd.DataFrame, pd.DataFrame, pd.DataFrame]]:
+    """(name, campaign.json, timings, networks, samples) of every finished campaign under data/raw/."""
+    found = []
+    root = paths.raw_root
+    for meta_path in sorted(root.glob("*/campaign.json")) if root.exists() else []:
+        d = meta_path.parent
+        meta = json.loads(meta_path.read_text())
+        t = TIMINGS.validate(pd.read_parquet(d / "timings.parquet"))
+        n = NETWORKS.validate(pd.read_parquet(d / "networks.parquet"))
+        s = POWER_SAMPLES.validate(pd.read_parquet(d / "power_samples.parquet"))
+        found.append((d.name, meta, t, n, s))
+    return found
+
+
+def _campaign_frames(paths: Paths) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    ops, nets, sweeps = [], [], []
+    for name, meta, t, n, s in read_campaigns(paths):
+        cfg = device_config(meta["environment"], meta["parameters"]["device"])
+        for df, phase_training in ((t, "forward_backward"), (n, "train_step")):
+            df["device_config"] = cfg
+            df["phase"] = np.where(df["mode"] == "training", phase_training, "forward")
+        e_ops = evaluate_campaign_rows(t, s[s["item_type"] == "op"], "op_id", OP_KEYS + ["kind"])
+        e_nets = evaluate_campaign_rows(n, s[s["item_type"] == "network"], "set_id", NET_KEYS + ["model"])
+        if len(e_nets):
+            shapes = n.drop_duplicates("set_id").set_index("set_id")["input_shape"]
+            e_nets["input_shape"] = [list(shapes[i]) for i in e_nets["set_id"]]
+        ops.append(e_ops)
+        nets.append(e_nets)
+        sweeps.append(campaign_sweeps(name, cfg, e_nets))
+    return (
+        pd.concat(ops, ignore_index=True) if ops else pd.DataFrame(),
+        pd.concat(nets, ignore_index=True) if nets else pd.DataFrame(),
+        pd.concat(sweeps, ignore_index=True) if sweeps else pd.DataFrame(),
+    )
+
+
+def campaign_sweeps(name: str, cfg: str, nets: pd.DataFrame) -> pd.DataFrame:
+    """A campaign's whole networks along its swept knob (only where it swept exactly one)."""
+    if nets.empty:
+        return pd.DataFrame()
+    rows = []
+    for knob, col in (("core_clock_mhz", "clock_mhz"), ("power_limit_w", "power_limit_w")):
+        other = "power_limit_w" if col == "clock_mhz" else "clock_mhz"
+        swept = nets[nets[col].notna()]
+        if swept[col].nunique() < 2 or swept[other].notna().any():
+            continue
+        for _, r in swept.iterrows():
+            rows.append(
+                {
+                    "source": name, "device": cfg, "workload": f"{r['set_id']}/{r['mode']}", "knob": knob,
+                    "value": float(r[col]), "time_s": r["t_s"], "power_w": r["p_w"], "energy_j": r["e_j"],
+                    "core_clock_mhz": r["clock_mhz"], "mem_clock_mhz": None, "power_limit_w": r["power_limit_w"],
+                    "detail": json.dumps({"unit": "iteration"}),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------------------------
+# The stage
+# --------------------------------------------------------------------------------------------
+
+
+def read_ingested(paths: Paths, params: Params) -> dict[str, list[pd.DataFrame]]:
+    out: dict[str, list[pd.DataFrame]] = {"ops": [], "nets": [], "sweeps": [], "catalogs": [], "summaries": []}
+    for name, src in params.ingest.sources.items():
+        d = paths.ingested_dir(name)
+        if not (d / "summary.json").is_file():
+            raise OpcostError(f"{d} has no ingest output: run `dvc repro ingest@{name}` (or `dvc pull`)")
+        out["summaries"].append(json.loads((d / "summary.json").read_text()))
+        if src.kind == "thesis-logs":
+            out["ops"].append(OP_MEASUREMENTS.validate(pd.read_parquet(d / "op_measurements.parquet")))
+            out["nets"].append(NET_MEASUREMENTS.validate(pd.read_parquet(d / "networks.parquet")))
+            out["catalogs"].append(OPERATIONS.validate(pd.read_parquet(d / "operations.parquet")))
+        else:
+            out["sweeps"].append(SWEEPS.validate(pd.read_parquet(d / "sweeps.parquet")))
+    return out
+
+
+def coverage_of_networks(nets: pd.DataFrame, ops: pd.DataFrame, occurrences: pd.DataFrame, catalog: pd.DataFrame) -> dict[str, Any]:
+    """For each measured whole network: the share of its FLOPs and calls whose ops were measured
+    (on the same device config and mode), and the kinds with no measurement."""
+    flops = dict(zip(catalog["op_id"], catalog["flops"]))
+    kinds = dict(zip(catalog["op_id"], catalog["kind"]))
+    op_phase = {"inference": "forward", "training": "forward_backward"}
+    rows = []
+    for _, n in nets.drop_duplicates(["set_id", "device_config", "mode"]).iterrows():
+        occ = occurrences[(occurrences["set_id"] == n["set_id"]) & (occurrences["mode"] == n["mode"])]
+        entry: dict[str, Any] = {"set_id": n["set_id"], "device_config": n["device_config"], "mode": n["mode"]}
+        if occ.empty:
+            rows.append({**entry, "extracted": False})
+            continue
+        have = set(ops[(ops["device_config"] == n["device_config"]) & (ops["mode"] == n["mode"]) & (ops["phase"] == op_phase[n["mode"]])]["op_id"])
+        f = occ["op_id"].map(flops).astype(float) * occ["calls"]
+        hit = occ["op_id"].isin(have)
+        missing = sorted({kinds[o] for o in occ.loc[~hit, "op_id"]})
+        rows.append(
+            {
+                **entry,
+                "extracted": True,
+                "flops_share": float(f[hit].sum() / f.sum()) if f.sum() else None,
+                "calls_share": float(occ.loc[hit, "calls"].sum() / occ["calls"].sum()),
+                "missing_kinds": missing,
+            }
+        )
+    shares = [r["flops_share"] for r in rows if r.get("flops_share") is not None]
+    return {
+        "networks": rows,
+        "mean_flops_share": float(np.mean(shares)) if shares else None,
+        "min_flops_share": float(np.min(shares)) if shares else None,
+    }
+
+
+def _finish(df: pd.DataFrame, table: Any) -> pd.DataFrame:
+    if df.empty:
+        return conform(pd.DataFrame({c: [] for c in table.names}), table)
+    return conform(df.reset_index(drop=True), table)
+
+
+def run_evaluate_stage(paths: Paths, params: Params) -> dict[str, Any]:
+    ing = read_ingested(paths, params)
+    logged_ops = pd.concat(ing["ops"], ignore_index=True) if ing["ops"] else pd.DataFrame()
+    logged_nets = pd.concat(ing["nets"], ignore_index=True) if ing["nets"] else pd.DataFrame()
+    parts_ops, parts_nets = [], []
+    if len(logged_ops):
+        parts_ops.append(evaluate_logged(logged_ops, OP_KEYS + ["kind"]))
+    if len(logged_nets):
+        e = evaluate_logged(logged_nets, NET_KEYS + ["model"])
+        shapes = logged_nets.drop_duplicates("set_id").set_index("set_id")["input_shape"]
+        e["input_shape"] = [list(shapes[i]) for i in e["set_id"]]
+        parts_nets.append(e)
+    c_ops, c_nets, c_sweeps = _campaign_frames(paths)
+    parts_ops.append(c_ops)
+    parts_nets.append(c_nets)
+    ops = _finish(pd.concat([p for p in parts_ops if len(p)], ignore_index=True), EVALUATED_OPERATIONS)
+    nets = _finish(pd.concat([p for p in parts_nets if len(p)], ignore_index=True), EVALUATED_NETWORKS)
+    sweeps_parts = [s for s in [*ing["sweeps"], c_sweeps] if len(s)]
+    sweeps = _finish(pd.concat(sweeps_parts, ignore_index=True) if sweeps_parts else pd.DataFrame(), SWEEPS)
+
+    occurrences = OCCURRENCES.validate(pd.read_parquet(paths.occurrences))
+    catalog = pd.concat([OPERATIONS.validate(pd.read_parquet(paths.operations)), *ing["catalogs"]], ignore_index=True)
+    catalog = catalog.drop_duplicates("op_id")
+    coverage = coverage_of_networks(logged_nets, ops, occurrences, catalog) if len(logged_nets) else {"networks": []}
+
+    write_parquet(ops, paths.evaluated_operations)
+    write_parquet(nets, paths.evaluated_networks)
+    write_parquet(sweeps, paths.evaluated_sweeps)
+    write_json({s["source"]: s for s in ing["summaries"]}, paths.ingest_summary)
+    write_json(coverage, paths.ingest_coverage)
+    return {"operations": len(ops), "networks": len(nets), "sweeps": len(sweeps), "mean_flops_share": coverage.get("mean_flops_share")}
