@@ -33,3 +33,49 @@ def external_data() -> Path:
         dvc = shutil.which("dvc") or str(Path(sys.executable).parent / "dvc")
         subprocess.run([dvc, "pull", *map(str, targets)], cwd=REPO, check=True, capture_output=True)
     return EXTERNAL
+
+
+@pytest.fixture(scope="session")
+def pipeline_root(tmp_path_factory, external_data):
+    """A small project run end to end (extract, a tiny CPU campaign, ingest, evaluate) in a temp root.
+
+    Extract sets are small; the thesis data is the real one, so evaluated tables hold real rows.
+    """
+    import os
+
+    import yaml
+
+    from opcost.config import Paths, load_params
+    from opcost.data.evaluate import run_evaluate_stage
+    from opcost.data.ingest import run_ingest_stage
+    from opcost.measure.profile import run_stage
+    from opcost.ops.catalog import run_extract_stage
+
+    root = tmp_path_factory.mktemp("pipeline")
+    (root / "data").mkdir()
+    os.symlink(external_data, root / "data" / "external")
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    params["extract"]["sets"] = [
+        {"model": "resnet18", "input_shape": [32, 3, 32, 32], "modes": ["inference", "training"]},
+        {"model": "squeezenet1_1", "input_shape": [2, 3, 32, 32]},
+    ]
+    params["profile"] = {"campaigns": {"tiny": {
+        "device": "cpu", "modes": ["inference"], "sets": ["squeezenet1_1:2x3x32x32"], "trials": 2,
+        "min_time_s": 0.005, "window_s": 0.01, "energy_source": "none", "max_instances": 2, "instance_budget_mb": 4,
+    }}}
+    params["train"].update({"folds": 3, "random_forest": {"n_estimators": 10}, "xgboost": {"n_estimators": 20}})
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    old = os.environ.get("OPCOST_ROOT")
+    os.environ["OPCOST_ROOT"] = str(root)
+    paths = Paths(root)
+    p = load_params(paths.params)
+    run_extract_stage(paths, p, show_progress=False)
+    run_stage(paths, p, "tiny", show_progress=False)
+    for src in p.ingest.sources:
+        run_ingest_stage(paths, p, src)
+    run_evaluate_stage(paths, p)
+    yield paths
+    if old is None:
+        os.environ.pop("OPCOST_ROOT", None)
+    else:
+        os.environ["OPCOST_ROOT"] = old

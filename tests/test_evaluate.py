@@ -1,20 +1,14 @@
 """The evaluate stage on the real thesis data plus a real (tiny) CPU campaign."""
 
 import json
-import os
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
-from opcost.config import Paths, load_params
+from opcost.config import load_params
 from opcost.data.evaluate import device_config, run_evaluate_stage, thesis_power_stats
-from opcost.data.ingest import run_ingest_stage
 from opcost.errors import SchemaError
-from opcost.measure.profile import run_stage
-from opcost.ops.catalog import run_extract_stage
 from opcost.schemas import EVALUATED_NETWORKS, EVALUATED_OPERATIONS, SWEEPS
 
 
@@ -30,31 +24,9 @@ def test_device_config_names():
     assert device_config({"device_name": "AMD EPYC", "tf32_cudnn": False}, "cpu") == "AMD_EPYC"
 
 
-@pytest.fixture(scope="module")
-def evaluated(tmp_path_factory, external_data):
-    root = tmp_path_factory.mktemp("eval")
-    os.environ["OPCOST_ROOT"] = str(root)
-    (root / "data").mkdir()
-    os.symlink(external_data, root / "data" / "external")
-    params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
-    params["extract"]["sets"] = [
-        {"model": "resnet18", "input_shape": [32, 3, 32, 32], "modes": ["inference", "training"]},
-        {"model": "squeezenet1_1", "input_shape": [2, 3, 32, 32]},
-    ]
-    params["profile"] = {"campaigns": {"tiny": {
-        "device": "cpu", "modes": ["inference"], "sets": ["squeezenet1_1:2x3x32x32"], "trials": 2,
-        "min_time_s": 0.005, "window_s": 0.01, "energy_source": "none", "max_instances": 2, "instance_budget_mb": 4,
-    }}}
-    (root / "params.yaml").write_text(yaml.safe_dump(params))
-    paths = Paths(root)
-    p = load_params(paths.params)
-    run_extract_stage(paths, p, show_progress=False)
-    run_stage(paths, p, "tiny", show_progress=False)
-    for src in p.ingest.sources:
-        run_ingest_stage(paths, p, src)
-    summary = run_evaluate_stage(paths, p)
-    yield paths, summary
-    del os.environ["OPCOST_ROOT"]
+@pytest.fixture
+def evaluated(pipeline_root):
+    return pipeline_root, None
 
 
 def test_evaluated_operations_combine_reruns(evaluated):

@@ -13,6 +13,7 @@ from typing import Callable, List, Optional, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from opcost.config import MODES, ModelInputSet, Paths, find_root, load_params, parse_input_shape
@@ -154,6 +155,113 @@ def evaluate() -> None:
         f"evaluate: {s['operations']} op rows, {s['networks']} network rows, {s['sweeps']} sweep rows; "
         f"mean FLOP share of measured networks covered by measured ops: {s['mean_flops_share']}"
     )
+
+
+@app.command()
+def train(
+    target: str = typer.Option(..., "--target", help="<device config>-<mode>, e.g. A30-inference (params.yaml train.targets)."),
+    no_mlflow: bool = typer.Option(False, "--no-mlflow", help="Do not log to MLflow or register (scores and models/ only)."),
+) -> None:
+    """Stage `train@TARGET`: time and power models (RF, XGBoost; baseline and improved features).
+
+    Writes models/TARGET/ and reports/train/TARGET/metrics.json; logs runs to MLflow and registers
+    the best bundle as opcost-TARGET with alias champion.
+    """
+    from opcost.model.train import run_train_stage
+
+    def go() -> dict:
+        paths = Paths(find_root())
+        params = load_params(paths.params)
+        if target not in params.train.targets:
+            raise OpcostError(f"unknown train target {target!r}; targets in params.yaml: {', '.join(params.train.targets)}")
+        return run_train_stage(paths, params, target, log_to_mlflow=not no_mlflow)
+
+    r = _run(go)
+    for q in ("time", "power"):
+        if q in r["metrics"]:
+            c = r["metrics"][q]["comparison"]
+            out.print(
+                f"{target} {q}: chosen {r['metrics'][q]['chosen']}; CV R2 improved {c['best_improved_cv_r2']:.3f} vs "
+                f"baseline {c['best_baseline_cv_r2']:.3f}, MAPE ratio {c['mape_ratio_improved_over_baseline']:.2f}"
+            )
+    reg = r["registered_version"]
+    out.print(f"registered version {reg}" if reg else "registry: nothing new to register")
+
+
+@app.command("train-report")
+def train_report() -> None:
+    """Stage `train-report`: merge the per-target metrics into reports/train/metrics.json."""
+    from opcost.model.train import merge_metrics
+
+    def go() -> dict:
+        paths = Paths(find_root())
+        return merge_metrics(paths, load_params(paths.params))
+
+    merged = _run(go)
+    out.print(f"train-report: {len(merged)} targets")
+
+
+@app.command()
+def predict(
+    model: str = typer.Option(..., "--model", help="torchvision classification model, e.g. resnet50."),
+    input_shape: str = typer.Option(..., "--input-shape", help="B,C,H,W, e.g. 32,3,224,224."),
+    device: str = typer.Option(..., "--device", help="Device config with a trained model, e.g. A30."),
+    mode: str = typer.Option("inference", "--mode", help="inference or training."),
+    clock: Optional[float] = typer.Option(None, "--clock", help="Core clock in MHz (models trained on clock sweeps)."),
+    registry: bool = typer.Option(False, "--registry", help="Use the MLflow registry's champion instead of models/."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    top: int = typer.Option(10, "--top", help="Operations shown in the breakdown table."),
+) -> None:
+    """Predict a whole network's time, energy and average power from its operations."""
+    from opcost.model.predict import Predictor
+
+    p = _run(lambda: Predictor(registry=registry).predict(model, input_shape, device, mode, clock))
+    if as_json:
+        sys.stdout.write(json.dumps(p.to_json(), indent=2) + "\n")
+        return
+    e = f"{p.energy_j:.4g} J" if p.energy_j is not None else "n/a"
+    pw = f"{p.avg_power_w:.1f} W" if p.avg_power_w is not None else "n/a"
+    out.print(f"{model} {'x'.join(map(str, p.input_shape))} on {device} ({mode}): time {p.time_s * 1e3:.3f} ms, energy {e}, average power {pw}")
+    table = Table(title=f"top {top} operations by time")
+    for col in ("kind", "op_id", "calls", "t per call [ms]", "e per call [mJ]", "time share"):
+        table.add_column(escape(col), justify="left" if col in ("kind", "op_id") else "right", no_wrap=True)
+    for _, r in p.breakdown.head(top).iterrows():
+        table.add_row(r["kind"], r["op_id"], str(r["calls"]), f"{r['t_s'] * 1e3:.4f}",
+                      "n/a" if r["e_j"] != r["e_j"] else f"{r['e_j'] * 1e3:.4f}", f"{r['time_share']:.1%}")
+    out.print(table)
+    if len(p.unseen):
+        out.print(f"left out (kinds the model never saw): {', '.join(sorted(set(p.unseen['kind'])))}; "
+                  f"{int(p.unseen['calls'].sum())} calls, {p.unseen_flops_share:.2%} of FLOPs")
+    if p.note:
+        out.print(f"note: {p.note}")
+
+
+@app.command()
+def recommend(
+    model: str = typer.Option(..., "--model", help="torchvision classification model."),
+    input_shape: str = typer.Option(..., "--input-shape", help="B,C,H,W."),
+    mode: str = typer.Option("inference", "--mode", help="inference or training."),
+    max_slowdown: Optional[float] = typer.Option(None, "--max-slowdown", help="Keep configs at most X times slower than the fastest."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Rank the device configs (and clocks, where known) by time, energy and energy-delay product."""
+    from opcost.model.predict import Predictor
+
+    df = _run(lambda: Predictor().recommend(model, input_shape, mode, max_slowdown))
+    if as_json:
+        sys.stdout.write(df.to_json(orient="records", indent=2) + "\n")
+        return
+    table = Table(title=f"{model} {input_shape} ({mode})")
+    for col in ("device", "clock", "time [ms]", "energy [J]", "EDP [J s]", "slowdown", "rank time", "rank energy", "rank EDP"):
+        table.add_column(escape(col), no_wrap=True)
+    for _, r in df.iterrows():
+        table.add_row(
+            r["device_config"], "default" if r["clock_mhz"] is None or r["clock_mhz"] != r["clock_mhz"] else f"{r['clock_mhz']:g}",
+            f"{r['time_s'] * 1e3:.3f}", "n/a" if r["energy_j"] is None else f"{r['energy_j']:.4g}",
+            "n/a" if r["edp_js"] is None else f"{r['edp_js']:.4g}", f"{r['slowdown']:.2f}",
+            str(r["rank_time"]), str(r["rank_energy"]), str(r["rank_edp"]),
+        )
+    out.print(table)
 
 
 def _parse_model_arg(text: str) -> ModelInputSet:

@@ -111,6 +111,19 @@ class Paths:
     def ingest_coverage(self) -> Path:
         return self.ingest_report_dir / "coverage.json"
 
+    def model_dir(self, target: str) -> Path:
+        """DVC output of `train@<target>`: the bundle and its summary."""
+        return self.root / "models" / target
+
+    def train_metrics(self, target: str | None = None) -> Path:
+        """Per-target metrics of one train stage, or (None) the merged DVC metrics file."""
+        base = self.root / "reports" / "train"
+        return base / "metrics.json" if target is None else base / "targets" / f"{target}.json"
+
+    @property
+    def train_report_dir(self) -> Path:
+        return self.root / "reports" / "train"
+
     def parts_dir(self, campaign: str) -> Path:
         """Per-unit results of a running campaign (git- and DVC-ignored), what a restart resumes from."""
         return self.root / ".opcost" / "parts" / campaign
@@ -277,10 +290,31 @@ class IngestParams:
 
 
 @dataclass(frozen=True)
+class TrainParams:
+    """Per device config and mode (`targets`, e.g. A30-inference): algorithms' settings and seeds."""
+
+    targets: tuple[str, ...] = ()
+    folds: int = 15
+    test_size: float = 0.2
+    seed: int = 0
+    random_forest: dict[str, Any] = field(default_factory=dict)
+    xgboost: dict[str, Any] = field(default_factory=dict)
+
+    @staticmethod
+    def split_target(target: str) -> tuple[str, str]:
+        """`A30_no_tf32-inference` -> ("A30_no_tf32", "inference")."""
+        device, _, mode = target.rpartition("-")
+        if not device or mode not in MODES:
+            raise OpcostError(f"train target {target!r} must be <device config>-<mode>, mode one of {', '.join(MODES)}")
+        return device, mode
+
+
+@dataclass(frozen=True)
 class Params:
     extract: ExtractParams
     profile: ProfileParams = field(default_factory=ProfileParams)
     ingest: IngestParams = field(default_factory=IngestParams)
+    train: TrainParams = field(default_factory=TrainParams)
 
 
 def load_params(path: Path) -> Params:
@@ -314,8 +348,25 @@ def load_params(path: Path) -> Params:
         if src["kind"] not in INGEST_KINDS:
             raise OpcostError(f"{where}: kind {src['kind']!r} is not one of {', '.join(INGEST_KINDS)}")
         sources[str(name)] = IngestSource(str(name), str(src["path"]), src["kind"])
+    tr = raw.get("train") or {}
+    unknown = set(tr) - {"targets", "folds", "test_size", "seed", "random_forest", "xgboost"}
+    if unknown:
+        raise OpcostError(f"{path.name}: train: unknown key(s) {sorted(unknown)}")
+    train = TrainParams(
+        targets=tuple(tr.get("targets") or ()),
+        folds=int(tr.get("folds", 15)),
+        test_size=float(tr.get("test_size", 0.2)),
+        seed=int(tr.get("seed", 0)),
+        random_forest=dict(tr.get("random_forest") or {}),
+        xgboost=dict(tr.get("xgboost") or {}),
+    )
+    for t in train.targets:
+        TrainParams.split_target(t)
+    if train.folds < 2 or not 0 < train.test_size < 1:
+        raise OpcostError(f"{path.name}: train.folds must be >= 2 and train.test_size in (0, 1)")
     return Params(
         extract=ExtractParams(sets=sets),
         profile=ProfileParams(campaigns=campaigns),
         ingest=IngestParams(sources=sources),
+        train=train,
     )

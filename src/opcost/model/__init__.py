@@ -1,0 +1,1 @@
+"""Models: features, training with MLflow tracking and registry, prediction."""

@@ -1,0 +1,114 @@
+"""Feature encodings of operations, one code path for training and for prediction.
+
+`baseline` is the thesis encoding: one-hot op kind; a fixed list of hyper-parameters where a value
+that does not apply is -1 with a 0 flag beside it; the input shape padded the same way; the core
+clock. `improved` adds what the cost of an op follows more directly (PALEO, Sponner et al.): FLOPs,
+bytes read and written, parameters, arithmetic intensity, input and output sizes, on a log scale.
+Both are built from the op's spec and its paper costs (`ops.features.op_metrics`), so a network
+extracted at prediction time is encoded exactly like the training data.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from opcost.ops.hparams import hyperparameters
+from opcost.ops.spec import OpSpec
+
+FEATURE_SETS = ("baseline", "improved")
+
+# The thesis' fixed hyper-parameter list; sizes contribute their first element.
+BASELINE_ATTRS = (
+    "in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups", "bias",
+    "in_features", "out_features", "num_features", "output_size", "normalized_shape", "p", "eps",
+)
+SHAPE_DIMS = 4
+NOT_APPLICABLE = -1.0
+
+
+def _scalar(value: Any) -> float | None:
+    """A hyper-parameter as one number: sizes by their first element, bools as 0/1, text as None."""
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, (list, tuple, np.ndarray)) and len(value) and isinstance(value[0], (int, float, np.integer, np.floating)):
+        return float(value[0])
+    return None
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """The feature columns of one trained model: the kinds it knows and the feature set."""
+
+    feature_set: str
+    kinds: tuple[str, ...]
+
+    @property
+    def columns(self) -> list[str]:
+        cols = [f"kind={k}" for k in self.kinds]
+        for a in BASELINE_ATTRS:
+            cols += [a, f"{a}_flag"]
+        for d in range(SHAPE_DIMS):
+            cols += [f"in_dim{d}", f"in_dim{d}_flag"]
+        cols.append("clock_mhz")
+        if self.feature_set == "improved":
+            cols += [
+                "log_flops", "log_bytes_read", "log_bytes_written", "log_params", "log_intensity",
+                "log_in_numel", "log_out_numel", "in_rank", "is_view",
+            ]
+        return cols
+
+    def row(self, spec: OpSpec, metrics: dict[str, Any], clock_mhz: float | None) -> list[float]:
+        hp = hyperparameters(spec)
+        out: list[float] = [1.0 if spec.kind == k else 0.0 for k in self.kinds]
+        for a in BASELINE_ATTRS:
+            v = _scalar(hp.get(a))
+            out += [NOT_APPLICABLE, 0.0] if v is None else [v, 1.0]
+        shape = list(spec.inputs[0].shape) if spec.inputs else []
+        for d in range(SHAPE_DIMS):
+            out += [float(shape[d]), 1.0] if d < len(shape) else [NOT_APPLICABLE, 0.0]
+        out.append(float(clock_mhz) if clock_mhz is not None else NOT_APPLICABLE)
+        if self.feature_set == "improved":
+            flops = float(metrics["flops"])
+            read, written = float(metrics["bytes_read"]), float(metrics["bytes_written"])
+            in_numel = sum(math.prod(i.shape) for i in spec.inputs)
+            out_numel = sum(math.prod(s) for s in metrics["output_shapes"])
+            out += [
+                math.log1p(flops), math.log1p(read), math.log1p(written), math.log1p(float(metrics["params"])),
+                math.log1p(flops / (read + written)) if read + written else 0.0,
+                math.log1p(in_numel), math.log1p(out_numel), float(len(shape)), float(bool(metrics["is_view"])),
+            ]
+        return out
+
+    def matrix(self, items: Iterable[tuple[OpSpec, dict[str, Any], float | None]]) -> np.ndarray:
+        rows = [self.row(s, m, c) for s, m, c in items]
+        return np.asarray(rows, dtype=np.float64).reshape(len(rows), len(self.columns))
+
+
+def metrics_of(catalog_row: pd.Series | dict[str, Any]) -> dict[str, Any]:
+    """Paper costs of an op from a row of an operations table."""
+    r = catalog_row
+    return {
+        "flops": int(r["flops"]),
+        "bytes_read": int(r["bytes_read"]),
+        "bytes_written": int(r["bytes_written"]),
+        "params": int(r["params"]),
+        "is_view": bool(r["is_view"]),
+        "output_shapes": [list(s) for s in r["output_shapes"]],
+    }
+
+
+def spec_of(catalog_row: pd.Series | dict[str, Any]) -> OpSpec:
+    return OpSpec.from_json(json.loads(catalog_row["spec_json"]))
+
+
+def encodings(kinds: Sequence[str]) -> dict[str, Encoding]:
+    k = tuple(sorted(set(kinds)))
+    return {fs: Encoding(fs, k) for fs in FEATURE_SETS}

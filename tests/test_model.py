@@ -1,0 +1,166 @@
+"""Features, training with MLflow tracking and registry, prediction and recommendation."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from torch import nn
+from typer.testing import CliRunner
+
+from opcost.config import TrainParams, load_params
+from opcost.errors import OpcostError
+from opcost.model.features import BASELINE_ATTRS, Encoding
+from opcost.model.predict import Predictor
+from opcost.model.train import run_train_stage, splits
+from opcost.ops.features import op_metrics
+from opcost.ops.spec import CATEGORY_MODULE, OpSpec, TensorInput, module_attrs, target_of_class
+
+
+def conv_spec() -> OpSpec:
+    m = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
+    return OpSpec("Conv2d", CATEGORY_MODULE, target_of_class(nn.Conv2d), module_attrs(m), [{"tensor": 0}], {},
+                  (TensorInput((32, 3, 56, 56), "float32"),))
+
+
+def test_baseline_encoding_is_the_thesis_layout():
+    spec = conv_spec()
+    m = op_metrics(spec)
+    metrics = {"flops": m.flops, "bytes_read": m.bytes_read, "bytes_written": m.bytes_written, "params": m.params,
+               "is_view": m.is_view, "output_shapes": [list(s) for s in m.output_shapes]}
+    enc = Encoding("baseline", ("BatchNorm2d", "Conv2d"))
+    row = dict(zip(enc.columns, enc.row(spec, metrics, None)))
+    assert row["kind=Conv2d"] == 1.0 and row["kind=BatchNorm2d"] == 0.0
+    assert (row["in_channels"], row["in_channels_flag"]) == (3.0, 1.0)
+    assert (row["kernel_size"], row["stride"], row["bias"]) == (7.0, 2.0, 0.0)
+    assert (row["in_features"], row["in_features_flag"]) == (-1.0, 0.0)  # does not apply to a conv
+    assert [row[f"in_dim{d}"] for d in range(4)] == [32.0, 3.0, 56.0, 56.0]
+    assert row["clock_mhz"] == -1.0
+    assert len(enc.columns) == 2 + 2 * len(BASELINE_ATTRS) + 8 + 1
+    imp = Encoding("improved", ("Conv2d",))
+    irow = dict(zip(imp.columns, imp.row(spec, metrics, 1410.0)))
+    assert irow["log_flops"] == math.log1p(2 * 32 * 64 * 28 * 28 * 3 * 7 * 7) and irow["clock_mhz"] == 1410.0
+
+
+def test_splits_keep_each_op_on_one_side():
+    groups = np.array([f"op{i // 3}" for i in range(60)])  # each op measured three times (three clocks)
+    tr, te, folds = splits(groups, TrainParams(folds=5, test_size=0.2, seed=1))
+    assert not set(groups[tr]) & set(groups[te])
+    assert len(folds) == 5
+    for a, b in folds:
+        assert not set(groups[a]) & set(groups[b]) and set(groups[a]) | set(groups[b]) == set(groups[tr])
+
+
+@pytest.fixture(scope="module")
+def trained(pipeline_root, tmp_path_factory):
+    import os
+
+    db = tmp_path_factory.mktemp("mlflow") / "mlflow.db"
+    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{db}"
+    params = load_params(pipeline_root.params)
+    first = {t: run_train_stage(pipeline_root, params, t) for t in ("RTX2080Ti-training", "A30_no_tf32-training")}
+    yield pipeline_root, params, first
+    del os.environ["MLFLOW_TRACKING_URI"]
+
+
+def test_train_writes_metrics_models_and_registers(trained):
+    paths, params, first = trained
+    r = first["RTX2080Ti-training"]
+    assert r["registered_version"] == "1"
+    m = json.loads(paths.train_metrics("RTX2080Ti-training").read_text())["RTX2080Ti-training"]
+    for q in ("time", "power"):
+        for alg in ("rf", "xgb"):
+            for fs in ("baseline", "improved"):
+                s = m[q][alg][fs]
+                assert set(s) >= {"cv_r2_mean", "cv_r2_std", "cv_mape_mean", "test_r2", "test_mape", "n_train", "n_test"}
+                assert s["n_train"] + s["n_test"] == m["n_ops"] == 128
+        assert m[q]["chosen"] in {f"{a}-{f}" for a in ("rf", "xgb") for f in ("baseline", "improved")}
+        assert "mape_ratio_improved_over_baseline" in m[q]["comparison"]
+    assert (paths.model_dir("RTX2080Ti-training") / "bundle.joblib").is_file()
+
+    import mlflow
+    from mlflow import MlflowClient
+
+    client = MlflowClient()
+    assert str(client.get_model_version_by_alias("opcost-RTX2080Ti-training", "champion").version) == "1"
+    runs = mlflow.search_runs(experiment_names=["opcost-train"])
+    names = set(runs["tags.mlflow.runName"])
+    assert {"train@RTX2080Ti-training", "rf-time-baseline", "xgb-power-improved"} <= names
+    nested = runs[runs["tags.mlflow.runName"] == "rf-time-baseline"].iloc[0]
+    assert len(client.get_metric_history(nested.run_id, "cv_r2")) == 3  # one step per fold
+    assert nested["tags.dvc_stage"] in ("train@RTX2080Ti-training", "train@A30_no_tf32-training")
+    assert any(a.path.endswith(".png") for a in client.list_artifacts(nested.run_id))
+
+
+def test_retraining_unchanged_registers_nothing_and_new_params_do(trained):
+    paths, params, _ = trained
+    again = run_train_stage(paths, params, "RTX2080Ti-training")
+    assert again["registered_version"] is None
+    changed = params.__class__(**{**params.__dict__, "train": TrainParams(**{**params.train.__dict__, "seed": 1})})
+    new = run_train_stage(paths, changed, "RTX2080Ti-training")
+    assert new["registered_version"] == "2"
+    run_train_stage(paths, params, "RTX2080Ti-training")  # back to the first bundle: already registered
+
+
+def test_predict_sums_ops_and_reports_unseen_kinds(trained):
+    paths, _, _ = trained
+    p = Predictor(paths=paths).predict("resnet18", "32,3,32,32", "RTX2080Ti", "training")
+    bd = p.breakdown
+    assert p.time_s == pytest.approx(float((bd["t_s"] * bd["calls"]).sum()))
+    assert p.energy_j == pytest.approx(float((bd["e_j"] * bd["calls"]).sum()))
+    assert p.avg_power_w == pytest.approx(p.energy_j / p.time_s)
+    assert (bd["t_s"] > 0).all() and bd["time_share"].sum() == pytest.approx(1.0)
+    # the RTX 2080 Ti training log has no residual add, flatten or max pooling
+    assert {"add", "flatten", "MaxPool2d"} <= set(p.unseen["kind"])
+    assert 0 <= p.unseen_flops_share < 0.01
+    assert int(bd["calls"].sum() + p.unseen["calls"].sum()) == 69  # all of resnet18's calls are accounted for
+    assert "optimizer step" in p.note
+
+
+def test_predict_errors_say_what_exists(trained, tmp_path):
+    paths, _, _ = trained
+    pr = Predictor(paths=paths)
+    with pytest.raises(OpcostError, match=r"no model for device 'H100' in mode training; trained: A30_no_tf32, RTX2080Ti"):
+        pr.predict("resnet18", "32,3,32,32", "H100", "training")
+    with pytest.raises(OpcostError, match="unknown mode 'train'"):
+        pr.predict("resnet18", "32,3,32,32", "RTX2080Ti", "train")
+    with pytest.raises(OpcostError, match="trained at the device's default clock only"):
+        pr.predict("resnet18", "32,3,32,32", "RTX2080Ti", "training", clock_mhz=900)
+    with pytest.raises(OpcostError, match="unknown model 'resnet19'"):
+        pr.predict("resnet19", "32,3,32,32", "RTX2080Ti", "training")
+    from opcost.config import Paths
+
+    with pytest.raises(OpcostError, match="no trained model found under models/: run `dvc pull`"):
+        Predictor(paths=Paths(tmp_path)).predict("resnet18", "32,3,32,32", "A30", "inference")
+
+
+def test_recommend_ranks_devices(trained):
+    paths, _, _ = trained
+    df = Predictor(paths=paths).recommend("resnet18", "32,3,32,32", "training")
+    assert sorted(df["device_config"]) == ["A30_no_tf32", "RTX2080Ti"]
+    assert df["slowdown"].min() == 1.0 and sorted(df["rank_time"]) == [1, 2]
+    fastest = df.loc[df["rank_time"] == 1, "device_config"].item()
+    only = Predictor(paths=paths).recommend("resnet18", "32,3,32,32", "training", max_slowdown=1.0)
+    assert list(only["device_config"]) == [fastest]
+
+
+def test_registry_champion_predicts_like_local_bundle(trained):
+    paths, _, _ = trained
+    local = Predictor(paths=paths).predict("resnet18", "32,3,32,32", "RTX2080Ti", "training")
+    reg = Predictor(paths=paths, registry=True).predict("resnet18", "32,3,32,32", "RTX2080Ti", "training")
+    assert reg.time_s == pytest.approx(local.time_s) and reg.energy_j == pytest.approx(local.energy_j)
+
+
+def test_cli_predict_json(trained):
+    from opcost.cli import app
+
+    res = CliRunner().invoke(app, ["predict", "--model", "resnet18", "--input-shape", "32,3,32,32", "--device", "RTX2080Ti",
+                                   "--mode", "training", "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    assert d["time_s"] > 0 and d["coverage"]["unseen_kinds"] and len(d["operations"]) > 10
+    bad = CliRunner().invoke(app, ["predict", "--model", "resnet18", "--input-shape", "32,3,32,32", "--device", "V100"])
+    assert bad.exit_code == 2 and "no model for device 'V100'" in bad.stderr
