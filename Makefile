@@ -18,10 +18,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	touch $(STAMP)
 
-## make repro: install, pull versioned data from the DVC remote, run the pipeline.
+## make repro: install, pull versioned data from the DVC remote, run the pipeline, and register
+## in the local MLflow store any pulled model it lacks (DVC skips stages whose outputs it pulled).
 repro: $(STAMP)
 	$(BIN)/dvc pull --allow-missing
 	$(BIN)/dvc repro
+	$(BIN)/opcost sync-registry
 
 ## make test: install and run the test suite.
 test: $(STAMP)

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from opcost.config import TrainParams, load_params
 from opcost.errors import OpcostError
-from opcost.model.features import BASELINE_ATTRS, Encoding
+from opcost.model.features import BASELINE_ATTRS, Encoding, op_record
 from opcost.model.predict import Predictor
 from opcost.model.train import run_train_stage, splits
 from opcost.ops.features import op_metrics
@@ -32,7 +32,7 @@ def test_baseline_encoding_is_the_thesis_layout():
     metrics = {"flops": m.flops, "bytes_read": m.bytes_read, "bytes_written": m.bytes_written, "params": m.params,
                "is_view": m.is_view, "output_shapes": [list(s) for s in m.output_shapes]}
     enc = Encoding("baseline", ("BatchNorm2d", "Conv2d"))
-    row = dict(zip(enc.columns, enc.row(spec, metrics, None)))
+    row = dict(zip(enc.columns, enc.row(op_record(spec, metrics), None)))
     assert row["kind=Conv2d"] == 1.0 and row["kind=BatchNorm2d"] == 0.0
     assert (row["in_channels"], row["in_channels_flag"]) == (3.0, 1.0)
     assert (row["kernel_size"], row["stride"], row["bias"]) == (7.0, 2.0, 0.0)
@@ -41,7 +41,7 @@ def test_baseline_encoding_is_the_thesis_layout():
     assert row["clock_mhz"] == -1.0
     assert len(enc.columns) == 2 + 2 * len(BASELINE_ATTRS) + 8 + 1
     imp = Encoding("improved", ("Conv2d",))
-    irow = dict(zip(imp.columns, imp.row(spec, metrics, 1410.0)))
+    irow = dict(zip(imp.columns, imp.row(op_record(spec, metrics), 1410.0)))
     assert irow["log_flops"] == math.log1p(2 * 32 * 64 * 28 * 28 * 3 * 7 * 7) and irow["clock_mhz"] == 1410.0
 
 
@@ -114,9 +114,9 @@ def test_predict_sums_ops_and_reports_unseen_kinds(trained):
     assert p.avg_power_w == pytest.approx(p.energy_j / p.time_s)
     assert (bd["t_s"] > 0).all() and bd["time_share"].sum() == pytest.approx(1.0)
     # the RTX 2080 Ti training log has no residual add, flatten or max pooling
-    assert {"add", "flatten", "MaxPool2d"} <= set(p.unseen["kind"])
+    assert {"add", "flatten", "MaxPool2d"} <= set(p.unseen_frame["kind"])
     assert 0 <= p.unseen_flops_share < 0.01
-    assert int(bd["calls"].sum() + p.unseen["calls"].sum()) == 69  # all of resnet18's calls are accounted for
+    assert int(bd["calls"].sum() + p.unseen_frame["calls"].sum()) == 69  # all of resnet18's calls are accounted for
     assert "optimizer step" in p.note
 
 
@@ -164,3 +164,61 @@ def test_cli_predict_json(trained):
     assert d["time_s"] > 0 and d["coverage"]["unseen_kinds"] and len(d["operations"]) > 10
     bad = CliRunner().invoke(app, ["predict", "--model", "resnet18", "--input-shape", "32,3,32,32", "--device", "V100"])
     assert bad.exit_code == 2 and "no model for device 'V100'" in bad.stderr
+
+
+def test_compiled_trees_reproduce_the_libraries():
+    """The numpy ensembles predict what XGBoost and scikit-learn predict (float32 comparisons)."""
+    from sklearn.ensemble import RandomForestRegressor
+    from xgboost import XGBRegressor
+
+    from opcost.model.trees import compile_ensemble
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 6)) * np.array([1, 10, 100, 1e3, 1e-3, 1])
+    X[:, 5] = np.round(X[:, 5])  # ties at thresholds
+    # adjacent float32 values a < b: scikit-learn splits at their float64 midpoint, which float32
+    # would round (half to even) up onto b when a's mantissa is odd, sending b the wrong way
+    # (near 1000: scikit-learn does not split values closer than 1e-7)
+    a = np.nextafter(np.float32(1000.0), np.float32(2000.0))
+    b = np.nextafter(a, np.float32(2000.0))
+    X[:, 4] = np.where(rng.random(400) < 0.5, a, b)
+    y = X[:, 0] * 2 + np.sin(X[:, 1]) + (X[:, 5] > 0) + 3 * (X[:, 4] > a)
+    for model in (XGBRegressor(n_estimators=50, max_depth=5, random_state=0), RandomForestRegressor(n_estimators=20, random_state=0)):
+        model.fit(X[:300], y[:300])
+        ens = compile_ensemble(model, X[:300])
+        np.testing.assert_allclose(ens.predict(X[300:]), model.predict(X[300:]), rtol=1e-5, atol=1e-6)
+
+
+def test_predictions_from_the_disk_cache_match_and_need_no_torch(trained):
+    """A second process answers from .opcost/cache without importing torch, xgboost or sklearn."""
+    import os
+    import subprocess
+    import sys
+
+    paths, _, _ = trained
+    first = Predictor(paths=paths).predict("resnet18", "32,3,32,32", "RTX2080Ti", "training")
+    code = (
+        "import sys, json; from opcost.model.predict import Predictor; from opcost.config import Paths;"
+        f"p = Predictor(paths=Paths(__import__('pathlib').Path({str(paths.root)!r}))).predict('resnet18', '32,3,32,32', 'RTX2080Ti', 'training');"
+        "print(json.dumps({'t': p.time_s, 'mods': sorted(m for m in ('torch', 'xgboost', 'sklearn') if m in sys.modules)}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env={**os.environ})
+    d = json.loads(out.stdout.strip().splitlines()[-1])
+    assert d["mods"] == [] and d["t"] == pytest.approx(first.time_s, rel=1e-12)
+
+
+def test_sync_registry_registers_pulled_bundles_once(trained, tmp_path, monkeypatch):
+    """A fresh clone's store lacks the pulled models: sync registers each once, with a champion."""
+    from mlflow import MlflowClient
+
+    from opcost.model.train import sync_registry
+
+    paths, params, _ = trained
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'fresh.db'}")
+    only = params.__class__(**{**params.__dict__, "train": TrainParams(**{**params.train.__dict__,
+                                                                         "targets": ("RTX2080Ti-training", "A30_no_tf32-training")})})
+    first = sync_registry(paths, only)
+    assert first == {"RTX2080Ti-training": "1", "A30_no_tf32-training": "1"}
+    assert sync_registry(paths, only) == {"RTX2080Ti-training": None, "A30_no_tf32-training": None}
+    v = MlflowClient().get_model_version_by_alias("opcost-A30_no_tf32-training", "champion")
+    assert v.tags["bundle_hash"] == json.loads((paths.model_dir("A30_no_tf32-training") / "model.json").read_text())["bundle_hash"]

@@ -188,6 +188,20 @@ def train(
     out.print(f"registered version {reg}" if reg else "registry: nothing new to register")
 
 
+@app.command("sync-registry")
+def sync_registry() -> None:
+    """Register the bundles under models/ that the MLflow store lacks (after `dvc pull` on a fresh clone)."""
+    from opcost.model.train import sync_registry as sync
+
+    def go() -> dict:
+        paths = Paths(find_root())
+        return sync(paths, load_params(paths.params))
+
+    done = _run(go)
+    for t, v in done.items():
+        out.print(f"{t}: {'registered version ' + v if v else 'already registered'}")
+
+
 @app.command("train-report")
 def train_report() -> None:
     """Stage `train-report`: merge the per-target metrics into reports/train/metrics.json."""
@@ -225,13 +239,14 @@ def predict(
     table = Table(title=f"top {top} operations by time")
     for col in ("kind", "op_id", "calls", "t per call [ms]", "e per call [mJ]", "time share"):
         table.add_column(escape(col), justify="left" if col in ("kind", "op_id") else "right", no_wrap=True)
-    for _, r in p.breakdown.head(top).iterrows():
+    for r in p.operations()[:top]:
         table.add_row(r["kind"], r["op_id"], str(r["calls"]), f"{r['t_s'] * 1e3:.4f}",
-                      "n/a" if r["e_j"] != r["e_j"] else f"{r['e_j'] * 1e3:.4f}", f"{r['time_share']:.1%}")
+                      "n/a" if r["e_j"] is None else f"{r['e_j'] * 1e3:.4f}", f"{r['time_share']:.1%}")
     out.print(table)
-    if len(p.unseen):
-        out.print(f"left out (kinds the model never saw): {', '.join(sorted(set(p.unseen['kind'])))}; "
-                  f"{int(p.unseen['calls'].sum())} calls, {p.unseen_flops_share:.2%} of FLOPs")
+    if p.unseen:
+        kinds = sorted({u["kind"] for u in p.unseen})
+        out.print(f"left out (kinds the model never saw): {', '.join(kinds)}; "
+                  f"{sum(u['calls'] for u in p.unseen)} calls, {p.unseen_flops_share:.2%} of FLOPs")
     if p.note:
         out.print(f"note: {p.note}")
 

@@ -135,6 +135,9 @@ OCCURRENCES = Table(
 
 # --- raw campaign tables (profile stage) ---------------------------------------------------
 
+# What names a whole network in every network table.
+_NETWORK_ID = cols(Col("set_id", "str", doc="model:BxCxHxW[:dtype]"), Col("model", "str"), Col("input_shape", "list"))
+
 _MEASUREMENT = cols(
     Col("campaign", "str"),
     Col("mode", "str", doc="inference or training"),
@@ -179,7 +182,7 @@ TIMINGS = Table(
 NETWORKS = Table(
     name="networks",
     doc="Whole networks measured the same way: one row per set x mode x setting x trial.",
-    columns=cols(Col("set_id", "str"), Col("model", "str"), Col("input_shape", "list"), *_MEASUREMENT),
+    columns=cols(*_NETWORK_ID, *_MEASUREMENT),
 )
 
 POWER_SAMPLES = Table(
@@ -242,7 +245,7 @@ OP_MEASUREMENTS = Table(
 NET_MEASUREMENTS = Table(
     name="net_measurements",
     doc="Ingested whole-network measurements.",
-    columns=cols(Col("set_id", "str"), Col("model", "str"), Col("input_shape", "list"), *_LOGGED),
+    columns=cols(*_NETWORK_ID, *_LOGGED),
 )
 
 SWEEPS = Table(
@@ -304,7 +307,7 @@ EVALUATED_OPERATIONS = Table(
 EVALUATED_NETWORKS = Table(
     name="evaluated_networks",
     doc="One row per device config, mode, phase, clock, power limit and model-input set.",
-    columns=cols(Col("set_id", "str"), Col("model", "str"), Col("input_shape", "list"), *_EVALUATED),
+    columns=cols(*_NETWORK_ID, *_EVALUATED),
 )
 
 

@@ -16,8 +16,8 @@ import joblib
 import numpy as np
 
 from opcost.io import atomic_path, write_json
-from opcost.model.features import Encoding
-from opcost.ops.spec import OpSpec
+from opcost.model.features import Encoding, OpRecord
+from opcost.model.trees import TreeEnsemble
 
 BUNDLE_FILE = "bundle.joblib"
 SUMMARY_FILE = "model.json"
@@ -27,15 +27,18 @@ QUANTITIES = ("time", "power")  # predicted t_s [s] and p_w [W]
 @dataclass
 class QuantityModel:
     name: str  # e.g. "xgb-improved"
-    estimator: Any
+    ensemble: TreeEnsemble  # the fitted model compiled to arrays (see model/trees.py)
     encoding: Encoding
     log_target: bool
 
-    def predict(self, items: Sequence[tuple[OpSpec, dict[str, Any], float | None]]) -> np.ndarray:
-        if not items:
+    def predict_matrix(self, X: np.ndarray) -> np.ndarray:
+        if len(X) == 0:
             return np.zeros(0)
-        y = self.estimator.predict(self.encoding.matrix(items))
+        y = self.ensemble.predict(X)
         return np.exp(y) if self.log_target else np.asarray(y, float)
+
+    def predict(self, items: Sequence[tuple[OpRecord, float | None]]) -> np.ndarray:
+        return self.predict_matrix(self.encoding.matrix(items))
 
 
 @dataclass
@@ -49,8 +52,9 @@ class Bundle:
     clocks_mhz: tuple[float, ...] = ()  # clocks seen in training; empty: device default only
     scores: dict[str, Any] = field(default_factory=dict)
     data_version: str = ""
+    bundle_hash: str = ""  # data version, parameters and code it was trained with (registry identity)
 
-    def predict(self, items: Sequence[tuple[OpSpec, dict[str, Any], float | None]]) -> dict[str, np.ndarray | None]:
+    def predict(self, items: Sequence[tuple[OpRecord, float | None]]) -> dict[str, np.ndarray | None]:
         return {q: (self.models[q].predict(items) if q in self.models else None) for q in QUANTITIES}
 
     def summary(self) -> dict[str, Any]:
@@ -64,6 +68,7 @@ class Bundle:
             "clocks_mhz": list(self.clocks_mhz),
             "scores": self.scores,
             "data_version": self.data_version,
+            "bundle_hash": self.bundle_hash,
         }
 
     def save(self, folder: Path) -> None:

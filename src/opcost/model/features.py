@@ -4,22 +4,25 @@
 that does not apply is -1 with a 0 flag beside it; the input shape padded the same way; the core
 clock. `improved` adds what the cost of an op follows more directly (PALEO, Sponner et al.): FLOPs,
 bytes read and written, parameters, arithmetic intensity, input and output sizes, on a log scale.
-Both are built from the op's spec and its paper costs (`ops.features.op_metrics`), so a network
-extracted at prediction time is encoded exactly like the training data.
+Both are built from an `OpRecord` (kind, named hyper-parameters, input shape, paper costs), made
+from the op's spec by `op_record`, so a network extracted at prediction time is encoded exactly
+like the training data. Records are plain data: encoding them needs no torch, which lets a
+prediction from a cached extraction start in well under a second.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
-import pandas as pd
 
-from opcost.ops.hparams import hyperparameters
-from opcost.ops.spec import OpSpec
+if TYPE_CHECKING:  # torch stays out of the import path of predictions
+    import pandas as pd
+
+    from opcost.ops.spec import OpSpec
 
 FEATURE_SETS = ("baseline", "improved")
 
@@ -44,6 +47,39 @@ def _scalar(value: Any) -> float | None:
 
 
 @dataclass(frozen=True)
+class OpRecord:
+    """What the encodings need to know about one op."""
+
+    op_id: str
+    kind: str
+    hp: dict[str, Any] = field(default_factory=dict)
+    input_shape: tuple[int, ...] = ()
+    in_numel: int = 0
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"op_id": self.op_id, "kind": self.kind, "hp": self.hp, "input_shape": list(self.input_shape),
+                "in_numel": self.in_numel, "metrics": self.metrics}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "OpRecord":
+        return cls(d["op_id"], d["kind"], d["hp"], tuple(d["input_shape"]), int(d["in_numel"]), d["metrics"])
+
+
+def op_record(spec: "OpSpec", metrics: dict[str, Any]) -> OpRecord:
+    from opcost.ops.hparams import hyperparameters
+
+    return OpRecord(
+        op_id=spec.op_id,
+        kind=spec.kind,
+        hp=hyperparameters(spec),
+        input_shape=tuple(spec.inputs[0].shape) if spec.inputs else (),
+        in_numel=sum(math.prod(i.shape) for i in spec.inputs),
+        metrics=metrics,
+    )
+
+
+@dataclass(frozen=True)
 class Encoding:
     """The feature columns of one trained model: the kinds it knows and the feature set."""
 
@@ -65,20 +101,20 @@ class Encoding:
             ]
         return cols
 
-    def row(self, spec: OpSpec, metrics: dict[str, Any], clock_mhz: float | None) -> list[float]:
-        hp = hyperparameters(spec)
-        out: list[float] = [1.0 if spec.kind == k else 0.0 for k in self.kinds]
+    def row(self, rec: OpRecord, clock_mhz: float | None) -> list[float]:
+        hp, metrics = rec.hp, rec.metrics
+        out: list[float] = [1.0 if rec.kind == k else 0.0 for k in self.kinds]
         for a in BASELINE_ATTRS:
             v = _scalar(hp.get(a))
             out += [NOT_APPLICABLE, 0.0] if v is None else [v, 1.0]
-        shape = list(spec.inputs[0].shape) if spec.inputs else []
+        shape = list(rec.input_shape)
         for d in range(SHAPE_DIMS):
             out += [float(shape[d]), 1.0] if d < len(shape) else [NOT_APPLICABLE, 0.0]
         out.append(float(clock_mhz) if clock_mhz is not None else NOT_APPLICABLE)
         if self.feature_set == "improved":
             flops = float(metrics["flops"])
             read, written = float(metrics["bytes_read"]), float(metrics["bytes_written"])
-            in_numel = sum(math.prod(i.shape) for i in spec.inputs)
+            in_numel = rec.in_numel
             out_numel = sum(math.prod(s) for s in metrics["output_shapes"])
             out += [
                 math.log1p(flops), math.log1p(read), math.log1p(written), math.log1p(float(metrics["params"])),
@@ -87,12 +123,12 @@ class Encoding:
             ]
         return out
 
-    def matrix(self, items: Iterable[tuple[OpSpec, dict[str, Any], float | None]]) -> np.ndarray:
-        rows = [self.row(s, m, c) for s, m, c in items]
+    def matrix(self, items: Iterable[tuple[OpRecord, float | None]]) -> np.ndarray:
+        rows = [self.row(r, c) for r, c in items]
         return np.asarray(rows, dtype=np.float64).reshape(len(rows), len(self.columns))
 
 
-def metrics_of(catalog_row: pd.Series | dict[str, Any]) -> dict[str, Any]:
+def metrics_of(catalog_row: "pd.Series | dict[str, Any]") -> dict[str, Any]:
     """Paper costs of an op from a row of an operations table."""
     r = catalog_row
     return {
@@ -105,8 +141,15 @@ def metrics_of(catalog_row: pd.Series | dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def spec_of(catalog_row: pd.Series | dict[str, Any]) -> OpSpec:
+def spec_of(catalog_row: "pd.Series | dict[str, Any]") -> "OpSpec":
+    from opcost.ops.spec import OpSpec
+
     return OpSpec.from_json(json.loads(catalog_row["spec_json"]))
+
+
+def record_of(catalog_row: "pd.Series | dict[str, Any]") -> OpRecord:
+    """The record of a row of an operations table (schemas.OPERATIONS)."""
+    return op_record(spec_of(catalog_row), metrics_of(catalog_row))
 
 
 def encodings(kinds: Sequence[str]) -> dict[str, Encoding]:

@@ -6,22 +6,42 @@ saw are left out of the sum and listed with the share of FLOPs they hold, rather
 extrapolated. Models come from models/<device>-<mode>/ (the DVC outputs of the train stages), or
 from the MLflow registry's champion with `registry=True`.
 
-A `Predictor` keeps extracted networks and encoded features in memory, so repeated questions
-(another device, another clock) cost only the model evaluation.
+Speed. Bundles hold tree ensembles compiled to numpy arrays, and extracted networks are cached in
+.opcost/cache/networks/ (keyed by model, shape, dtype, mode, the torch and torchvision versions
+and the extraction code), so a question about a network seen before imports neither torch nor
+XGBoost. A `Predictor` also keeps extractions and encoded features in memory, and
+`predict_many` evaluates each device's model once for all the networks it is asked about.
 """
 
 from __future__ import annotations
 
-import math
+import hashlib
+import importlib.metadata
+import json
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
-import pandas as pd
 
-from opcost.config import MODES, ModelInputSet, Paths, find_root, parse_input_shape
+from opcost.config import MODES, Paths, find_root, parse_input_shape
 from opcost.errors import OpcostError
+from opcost.io import write_json
 from opcost.model.bundle import Bundle, read_summary
+from opcost.model.features import OpRecord
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+TRAINING_NOTE = "per-op forward+backward summed; the loss and the optimizer step of a training step are not covered"
+
+
+@dataclass
+class Network:
+    """An extracted network: its unique ops as records, and calls per op."""
+
+    records: dict[str, OpRecord]
+    calls: dict[str, int]
 
 
 @dataclass
@@ -34,10 +54,39 @@ class NetworkPrediction:
     time_s: float
     energy_j: float | None
     avg_power_w: float | None
-    breakdown: pd.DataFrame  # op_id, kind, calls, t_s, e_j (per call), time_share, energy_share
-    unseen: pd.DataFrame  # op_id, kind, calls, flops: left out of the sum
+    op_ids: list[str]
+    kinds: list[str]
+    calls: np.ndarray
+    t_s: np.ndarray  # per call, for each op in op_ids
+    e_j: np.ndarray | None
+    unseen: list[dict[str, Any]]  # op_id, kind, calls, flops: left out of the sum
     unseen_flops_share: float
     note: str = ""
+
+    def operations(self) -> list[dict[str, Any]]:
+        """Per-op breakdown, largest time share first."""
+        total_e = self.energy_j or 0.0
+        rows = []
+        for i, op in enumerate(self.op_ids):
+            e = None if self.e_j is None else float(self.e_j[i])
+            rows.append({
+                "op_id": op, "kind": self.kinds[i], "calls": int(self.calls[i]), "t_s": float(self.t_s[i]), "e_j": e,
+                "time_share": float(self.t_s[i] * self.calls[i] / self.time_s) if self.time_s else 0.0,
+                "energy_share": (e * float(self.calls[i]) / total_e) if e is not None and total_e else None,
+            })
+        return sorted(rows, key=lambda r: -r["time_share"])
+
+    @property
+    def breakdown(self) -> "pd.DataFrame":
+        import pandas as pd
+
+        return pd.DataFrame(self.operations(), columns=["op_id", "kind", "calls", "t_s", "e_j", "time_share", "energy_share"])
+
+    @property
+    def unseen_frame(self) -> "pd.DataFrame":
+        import pandas as pd
+
+        return pd.DataFrame(self.unseen, columns=["op_id", "kind", "calls", "flops"])
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -49,22 +98,30 @@ class NetworkPrediction:
             "time_s": self.time_s,
             "energy_j": self.energy_j,
             "avg_power_w": self.avg_power_w,
-            "operations": self.breakdown.to_dict(orient="records"),
+            "operations": self.operations(),
             "coverage": {
-                "unseen_kinds": sorted(set(self.unseen["kind"])),
-                "unseen_calls": int(self.unseen["calls"].sum()) if len(self.unseen) else 0,
+                "unseen_kinds": sorted({u["kind"] for u in self.unseen}),
+                "unseen_calls": int(sum(u["calls"] for u in self.unseen)),
                 "unseen_flops_share": self.unseen_flops_share,
             },
             "note": self.note,
         }
 
 
-@dataclass
-class _Extracted:
-    specs: dict[str, Any]
-    metrics: dict[str, dict[str, Any]]
-    calls: dict[str, int]
-    kinds: dict[str, str]
+def _version(pkg: str) -> str:
+    try:
+        return importlib.metadata.version(pkg)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _extraction_code_hash() -> str:
+    import opcost.ops
+
+    h = hashlib.sha256()
+    for f in sorted(Path(opcost.ops.__file__).parent.glob("*.py")):
+        h.update(f.read_bytes())
+    return h.hexdigest()[:12]
 
 
 @dataclass
@@ -73,8 +130,9 @@ class Predictor:
 
     paths: Paths = field(default_factory=lambda: Paths(find_root()))
     registry: bool = False
+    disk_cache: bool = True
     _bundles: dict[str, Bundle] = field(default_factory=dict)
-    _extracted: dict[tuple, _Extracted] = field(default_factory=dict)
+    _networks: dict[tuple, Network] = field(default_factory=dict)
     _features: dict[tuple, np.ndarray] = field(default_factory=dict)
 
     # -- models ---------------------------------------------------------------------------
@@ -100,122 +158,137 @@ class Predictor:
                 f"no model for device {device!r} in mode {mode}; trained: {', '.join(devices) or 'none in this mode'} "
                 f"(all: {', '.join(available)})"
             )
-        if self.registry:
-            self._bundles[target] = _registry_bundle(self.paths, target)
-        else:
-            self._bundles[target] = Bundle.load(self.paths.model_dir(target))
+        self._bundles[target] = _registry_bundle(self.paths, target) if self.registry else Bundle.load(self.paths.model_dir(target))
         return self._bundles[target]
 
     # -- networks -------------------------------------------------------------------------
-    def _extract(self, model: str, shape: tuple[int, ...], dtype: str, mode: str) -> _Extracted:
-        key = (model, shape, dtype, mode)
-        if key not in self._extracted:
-            from opcost.ops.catalog import extract_sets
+    def _cache_file(self, key: tuple) -> Path:
+        ident = json.dumps([*key, _version("torch"), _version("torchvision"), _extraction_code_hash()])
+        name = hashlib.sha256(ident.encode()).hexdigest()[:20]
+        return self.paths.root / ".opcost" / "cache" / "networks" / f"{name}.json"
 
-            cat = extract_sets([ModelInputSet(model, shape, dtype, (mode,))], show_progress=False)
-            res = cat.results[0]
-            metrics = {
-                i: {
-                    "flops": m.flops, "bytes_read": m.bytes_read, "bytes_written": m.bytes_written,
-                    "params": m.params, "is_view": m.is_view, "output_shapes": [list(s) for s in m.output_shapes],
-                }
-                for i, m in cat.metrics.items()
-            }
-            self._extracted[key] = _Extracted(
-                cat.specs, metrics, dict(res.calls), {i: s.kind for i, s in cat.specs.items()}
-            )
-        return self._extracted[key]
+    def network(self, model: str, shape: tuple[int, ...], dtype: str, mode: str) -> Network:
+        key = (model, tuple(shape), dtype, mode)
+        if key in self._networks:
+            return self._networks[key]
+        f = self._cache_file(key) if self.disk_cache else None
+        if f is not None and f.is_file():
+            d = json.loads(f.read_text())
+            net = Network({r["op_id"]: OpRecord.from_json(r) for r in d["records"]}, d["calls"])
+        else:
+            net = _extract_network(model, tuple(shape), dtype, mode)
+            if f is not None:
+                write_json({"key": list(key), "records": [r.to_json() for r in net.records.values()], "calls": net.calls}, f)
+        self._networks[key] = net
+        return net
 
+    # -- predictions ----------------------------------------------------------------------
     def predict(
         self, model: str, input_shape: Any, device: str, mode: str = "inference", clock_mhz: float | None = None,
         dtype: str = "float32",
     ) -> NetworkPrediction:
-        from opcost.ops.models import check_model_name
+        return self.predict_many([(model, input_shape, device, mode, clock_mhz)], dtype)[0]
 
-        check_model_name(model)
-        shape = parse_input_shape(input_shape, "--input-shape")
-        bundle = self.bundle(device, mode)
-        if clock_mhz is not None and not bundle.clocks_mhz:
-            raise OpcostError(
-                f"the {bundle.target} model was trained at the device's default clock only; "
-                "leave out --clock, or train it on a clock sweep"
-            )
-        ex = self._extract(model, shape, dtype, mode)
+    def predict_many(self, requests: Sequence[tuple[str, Any, str, str, float | None]], dtype: str = "float32") -> list[NetworkPrediction]:
+        """Several (model, input_shape, device, mode, clock) questions; each device's model runs once."""
+        prepared = []
+        for model, input_shape, device, mode, clock in requests:
+            shape = parse_input_shape(input_shape, "--input-shape")
+            bundle = self.bundle(device, mode)
+            if clock is not None and not bundle.clocks_mhz:
+                raise OpcostError(
+                    f"the {bundle.target} model was trained at the device's default clock only; "
+                    "leave out --clock, or train it on a clock sweep"
+                )
+            prepared.append((model, shape, bundle, clock, self.network(model, shape, dtype, bundle.mode)))
+        # one model evaluation per (target, clock, quantity) over the union of the requests' ops
+        values: dict[tuple, dict[str, float]] = {}
+        groups: dict[tuple, list[OpRecord]] = {}
+        for _, _, bundle, clock, net in prepared:
+            known = set(bundle.kinds)
+            bucket = groups.setdefault((bundle.target, clock), [])
+            seen = {r.op_id for r in bucket}
+            bucket += [r for r in net.records.values() if r.kind in known and r.op_id not in seen]
+        for (target, clock), recs in groups.items():
+            bundle = self._bundles[target]
+            for q, qm in bundle.models.items():
+                fkey = (target, q, clock, tuple(r.op_id for r in recs))
+                if fkey not in self._features:
+                    self._features[fkey] = qm.encoding.matrix([(r, clock) for r in recs])
+                y = qm.predict_matrix(self._features[fkey])
+                values[(target, clock, q)] = dict(zip((r.op_id for r in recs), y.tolist()))
+        return [self._assemble(m, s, b, c, n, values) for m, s, b, c, n in prepared]
+
+    def _assemble(self, model: str, shape: tuple[int, ...], bundle: Bundle, clock: float | None, net: Network,
+                  values: dict[tuple, dict[str, float]]) -> NetworkPrediction:
         known = set(bundle.kinds)
-        seen = [i for i in ex.specs if ex.kinds[i] in known]
-        unseen = [i for i in ex.specs if ex.kinds[i] not in known]
-        preds = {q: self._predict_ops(bundle, q, ex, seen, clock_mhz) for q in bundle.models}
-        t = preds["time"]
-        p = preds.get("power")
-        calls = np.array([ex.calls[i] for i in seen], float)
+        seen = [i for i, r in net.records.items() if r.kind in known]
+        unseen = [i for i, r in net.records.items() if r.kind not in known]
+        calls = np.array([net.calls[i] for i in seen], float)
+        t_map = values[(bundle.target, clock, "time")]
+        t = np.array([t_map[i] for i in seen])
+        p = None
+        if "power" in bundle.models:
+            p_map = values[(bundle.target, clock, "power")]
+            p = np.array([p_map[i] for i in seen])
         e = t * p if p is not None else None
         total_t = float((t * calls).sum())
         total_e = float((e * calls).sum()) if e is not None else None
-        bd = pd.DataFrame(
-            {
-                "op_id": seen, "kind": [ex.kinds[i] for i in seen], "calls": calls.astype(int),
-                "t_s": t, "e_j": e if e is not None else np.nan,
-            }
-        )
-        bd["time_share"] = bd["t_s"] * bd["calls"] / total_t if total_t else 0.0
-        bd["energy_share"] = bd["e_j"] * bd["calls"] / total_e if total_e else np.nan
-        bd = bd.sort_values("time_share", ascending=False, ignore_index=True)
-        flops_all = sum(ex.metrics[i]["flops"] * ex.calls[i] for i in ex.specs)
-        flops_unseen = sum(ex.metrics[i]["flops"] * ex.calls[i] for i in unseen)
-        un = pd.DataFrame(
-            {"op_id": unseen, "kind": [ex.kinds[i] for i in unseen], "calls": [ex.calls[i] for i in unseen],
-             "flops": [ex.metrics[i]["flops"] for i in unseen]}
-        )
-        note = ""
-        if mode == "training":
-            note = "per-op forward+backward summed; the loss and the optimizer step of a training step are not covered"
+        flops = {i: net.records[i].metrics["flops"] * net.calls[i] for i in net.records}
+        flops_all = sum(flops.values())
+        note = TRAINING_NOTE if bundle.mode == "training" else ""
         if p is None:
             note = (note + "; " if note else "") + "no power model for this device (time-only measurements)"
         return NetworkPrediction(
-            model=model, input_shape=shape, device_config=device, mode=mode, clock_mhz=clock_mhz,
+            model=model, input_shape=shape, device_config=bundle.device_config, mode=bundle.mode, clock_mhz=clock,
             time_s=total_t, energy_j=total_e, avg_power_w=(total_e / total_t) if total_e is not None and total_t else None,
-            breakdown=bd, unseen=un, unseen_flops_share=(flops_unseen / flops_all) if flops_all else 0.0, note=note,
+            op_ids=seen, kinds=[net.records[i].kind for i in seen], calls=calls, t_s=t, e_j=e,
+            unseen=[{"op_id": i, "kind": net.records[i].kind, "calls": net.calls[i], "flops": net.records[i].metrics["flops"]} for i in unseen],
+            unseen_flops_share=(sum(flops[i] for i in unseen) / flops_all) if flops_all else 0.0, note=note,
         )
 
-    def _predict_ops(self, bundle: Bundle, quantity: str, ex: _Extracted, ids: list[str], clock: float | None) -> np.ndarray:
-        qm = bundle.models[quantity]
-        key = (bundle.target, quantity, tuple(ids), clock, id(ex))
-        if key not in self._features:
-            self._features[key] = qm.encoding.matrix([(ex.specs[i], ex.metrics[i], clock) for i in ids])
-        X = self._features[key]
-        if len(ids) == 0:
-            return np.zeros(0)
-        y = qm.estimator.predict(X)
-        return np.exp(y) if qm.log_target else np.asarray(y, float)
-
     # -- recommendations ------------------------------------------------------------------
-    def recommend(
-        self, model: str, input_shape: Any, mode: str = "inference", max_slowdown: float | None = None,
-    ) -> pd.DataFrame:
+    def recommend(self, model: str, input_shape: Any, mode: str = "inference", max_slowdown: float | None = None) -> "pd.DataFrame":
         """Device configs (and clocks, where a model knows them) ranked by time, energy and EDP."""
-        rows = []
+        import pandas as pd
+
+        if max_slowdown is not None and max_slowdown < 1:
+            raise OpcostError(f"--max-slowdown {max_slowdown} must be >= 1 (1.2 = at most 20 % slower than the fastest)")
+        if mode not in MODES:
+            raise OpcostError(f"unknown mode {mode!r}; valid modes: {', '.join(MODES)}")
         devices = [t.rpartition("-")[0] for t in self.targets() if t.endswith(f"-{mode}")]
         if not devices:
             raise OpcostError(f"no trained model in mode {mode}; trained: {', '.join(self.targets()) or 'none'}")
-        for dev in devices:
-            bundle = self.bundle(dev, mode)
-            for clock in bundle.clocks_mhz or (None,):
-                p = self.predict(model, input_shape, dev, mode, clock)
-                rows.append(
-                    {"device_config": dev, "clock_mhz": clock, "time_s": p.time_s, "energy_j": p.energy_j,
-                     "edp_js": p.time_s * p.energy_j if p.energy_j is not None else None,
-                     "unseen_flops_share": p.unseen_flops_share}
-                )
-        df = pd.DataFrame(rows)
-        fastest = df["time_s"].min()
-        df["slowdown"] = df["time_s"] / fastest
+        requests = [(model, input_shape, d, mode, c) for d in devices for c in (self.bundle(d, mode).clocks_mhz or (None,))]
+        preds = self.predict_many(requests)
+        df = pd.DataFrame(
+            [{"device_config": p.device_config, "clock_mhz": p.clock_mhz, "time_s": p.time_s, "energy_j": p.energy_j,
+              "edp_js": p.time_s * p.energy_j if p.energy_j is not None else None,
+              "unseen_flops_share": p.unseen_flops_share} for p in preds]
+        )
+        df["slowdown"] = df["time_s"] / df["time_s"].min()
         if max_slowdown is not None:
-            if max_slowdown < 1:
-                raise OpcostError(f"--max-slowdown {max_slowdown} must be >= 1 (1.2 = at most 20 % slower than the fastest)")
             df = df[df["slowdown"] <= max_slowdown + 1e-12]
         for col, name in (("time_s", "rank_time"), ("energy_j", "rank_energy"), ("edp_js", "rank_edp")):
             df[name] = df[col].rank(method="min", na_option="bottom").astype(int)
         return df.sort_values(["rank_energy", "rank_time"], ignore_index=True)
+
+
+def _extract_network(model: str, shape: tuple[int, ...], dtype: str, mode: str) -> Network:
+    """Trace the network (imports torch and torchvision) into records and call counts."""
+    from opcost.config import ModelInputSet
+    from opcost.model.features import op_record
+    from opcost.ops.catalog import extract_sets
+
+    cat = extract_sets([ModelInputSet(model, shape, dtype, (mode,))], show_progress=False)
+    res = cat.results[0]
+    records = {}
+    for i, s in cat.specs.items():
+        m = cat.metrics[i]
+        metrics = {"flops": m.flops, "bytes_read": m.bytes_read, "bytes_written": m.bytes_written, "params": m.params,
+                   "is_view": m.is_view, "output_shapes": [list(o) for o in m.output_shapes]}
+        records[i] = op_record(s, metrics)
+    return Network(records, dict(res.calls))
 
 
 def _registry_bundle(paths: Paths, target: str) -> Bundle:
@@ -233,7 +306,3 @@ def _registry_bundle(paths: Paths, target: str) -> Bundle:
 def model_summaries(paths: Paths) -> dict[str, dict[str, Any]]:
     root = paths.root / "models"
     return {p.parent.name: read_summary(p.parent) for p in sorted(root.glob("*/model.json"))} if root.is_dir() else {}
-
-
-def finite(x: float | None) -> bool:
-    return x is not None and math.isfinite(x)

@@ -22,10 +22,10 @@ class BundleModel(mlflow.pyfunc.PythonModel):
         # no type hints here: MLflow would try (and fail) to derive a schema from them
         import pandas as pd
 
-        from opcost.model.features import metrics_of, spec_of
+        from opcost.model.features import record_of
 
         clocks = model_input["clock_mhz"] if "clock_mhz" in model_input else [None] * len(model_input)
-        items = [(spec_of(r), metrics_of(r), c) for (_, r), c in zip(model_input.iterrows(), clocks)]
+        items = [(record_of(r), c) for (_, r), c in zip(model_input.iterrows(), clocks)]
         p = self.bundle.predict(items)
         out = pd.DataFrame({"t_s": p["time"]})
         out["p_w"] = p["power"] if p["power"] is not None else np.nan

@@ -31,7 +31,8 @@ from opcost.errors import OpcostError
 from opcost.io import write_json
 from opcost.model import tracking
 from opcost.model.bundle import Bundle, QuantityModel
-from opcost.model.features import FEATURE_SETS, Encoding, encodings, metrics_of, spec_of
+from opcost.model.features import FEATURE_SETS, encodings, record_of
+from opcost.model.trees import compile_ensemble
 from opcost.schemas import EVALUATED_OPERATIONS, OPERATIONS
 
 ALGORITHMS = ("rf", "xgb")
@@ -78,11 +79,8 @@ def training_data(paths: Paths, params: Params, target: str) -> pd.DataFrame:
     return rows.join(cat[["spec_json", "flops", "bytes_read", "bytes_written", "params", "is_view", "output_shapes"]], on="op_id")
 
 
-def _items(df: pd.DataFrame) -> list[tuple[Any, dict[str, Any], float | None]]:
-    return [
-        (spec_of(r), metrics_of(r), None if pd.isna(r["clock_mhz"]) else float(r["clock_mhz"]))
-        for _, r in df.iterrows()
-    ]
+def _items(df: pd.DataFrame) -> list[tuple[Any, float | None]]:
+    return [(record_of(r), None if pd.isna(r["clock_mhz"]) else float(r["clock_mhz"])) for _, r in df.iterrows()]
 
 
 def _mape(y: np.ndarray, p: np.ndarray) -> float:
@@ -156,8 +154,10 @@ def bundle_hash(version: str, params: TrainParams, target: str) -> str:
     import opcost.model.bundle
     import opcost.model.features
     import opcost.model.train
+    import opcost.model.trees
 
-    code = b"".join(Path(m.__file__).read_bytes() for m in (opcost.model.features, opcost.model.train, opcost.model.bundle))
+    modules = (opcost.model.features, opcost.model.train, opcost.model.bundle, opcost.model.trees)
+    code = b"".join(Path(m.__file__).read_bytes() for m in modules)
     text = json.dumps({"data": version, "params": params.__dict__, "target": target}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode() + code).hexdigest()[:16]
 
@@ -202,7 +202,8 @@ def run_train_stage(paths: Paths, params: Params, target: str, log_to_mlflow: bo
         log_t = best_fs == "improved"
         y = df.loc[ok, col].to_numpy(float)
         est = estimator(best_alg, tp, tp.seed).fit(X[best_fs][ok], np.log(y) if log_t else y)
-        chosen[quantity] = QuantityModel(f"{best_alg}-{best_fs}", est, encs[best_fs], log_t)
+        compiled = compile_ensemble(est, X[best_fs][ok])  # checked against the library's predictions
+        chosen[quantity] = QuantityModel(f"{best_alg}-{best_fs}", compiled, encs[best_fs], log_t)
 
     metrics = {target: {"device_config": device, "mode": mode, "n_ops": int(len(df)), "data_version": version}}
     for quantity, by_alg in results.items():
@@ -228,22 +229,20 @@ def run_train_stage(paths: Paths, params: Params, target: str, log_to_mlflow: bo
         kinds=tuple(sorted(set(df["kind"]))), clocks_mhz=clocks,
         scores={q: metrics[target][q][chosen[q].name.split("-")[0]][chosen[q].name.split("-")[1]] for q in chosen},
         data_version=version,
+        bundle_hash=bundle_hash(version, tp, target),
     )
     bundle.save(paths.model_dir(target))
     write_json(metrics, paths.train_metrics(target))
     registered = None
     if log_to_mlflow:
-        registered = log_and_register(paths, tp, target, results, bundle, bundle_hash(version, tp, target))
+        registered = log_and_register(paths, tp, target, results, bundle)
     return {"target": target, "metrics": metrics[target], "registered_version": registered}
 
 
-def log_and_register(paths: Paths, tp: TrainParams, target: str, results: dict, bundle: Bundle, bhash: str) -> str | None:
+def log_and_register(paths: Paths, tp: TrainParams, target: str, results: dict, bundle: Bundle) -> str | None:
     """Parent run per stage, nested runs per algorithm x quantity x feature set; register the bundle."""
     mlflow = tracking.setup(paths.root)
-    from mlflow import MlflowClient
-
-    from opcost.model.pyfunc import BundleModel
-
+    bhash = bundle.bundle_hash
     units = {"time": "s", "power": "W"}
     with mlflow.start_run(run_name=tracking.stage_run_name(target)) as parent:
         mlflow.set_tags({"dvc_stage": f"train@{target}", "data_version": bundle.data_version, "bundle_hash": bhash})
@@ -264,29 +263,64 @@ def log_and_register(paths: Paths, tp: TrainParams, target: str, results: dict, 
                         import matplotlib.pyplot as plt
 
                         plt.close(fig)
-        name = tracking.registered_name(target)
-        client = MlflowClient()
-        existing = tracking.find_version(client, name, bhash)
-        if existing is not None:
-            return None  # the same bundle is registered already
-        score = sum(bundle.scores[q]["cv_r2_mean"] for q in bundle.scores)
-        with tempfile.TemporaryDirectory() as tmp:
-            bundle.save(Path(tmp))
-            info = mlflow.pyfunc.log_model(
-                name="bundle", python_model=BundleModel(), artifacts={"bundle": tmp},
-                registered_model_name=name, pip_requirements=[],
-            )
-        version = str(info.registered_model_version)
-        tags = {"bundle_hash": bhash, "data_version": bundle.data_version, "score": score,
-                **{f"{q}_{k}": bundle.scores[q][k] for q in bundle.scores for k in ("cv_r2_mean", "cv_mape_mean", "test_r2", "test_mape")},
-                **{f"{q}_model": m.name for q, m in bundle.models.items()}}
-        for k, v in tags.items():
-            client.set_model_version_tag(name, version, k, str(v))
-        champ = tracking.champion_version(client, name)
-        if champ is None or score >= float(champ.tags.get("score", "-inf")):
-            client.set_registered_model_alias(name, tracking.CHAMPION, version)
-        mlflow.log_metric("bundle_score", score)
-        return version
+        return register_bundle(mlflow, bundle)
+
+
+def register_bundle(mlflow: Any, bundle: Bundle) -> str | None:
+    """Register `bundle` in the active run unless a version with its content hash exists; move the
+    champion alias to it if its score (sum of the chosen models' mean CV R^2) is at least the
+    champion's. Returns the new version, or None when nothing new was registered."""
+    from mlflow import MlflowClient
+
+    from opcost.model.pyfunc import BundleModel
+
+    name = tracking.registered_name(bundle.target)
+    client = MlflowClient()
+    if tracking.find_version(client, name, bundle.bundle_hash) is not None:
+        return None  # the same bundle is registered already
+    score = sum(bundle.scores[q]["cv_r2_mean"] for q in bundle.scores)
+    with tempfile.TemporaryDirectory() as tmp:
+        bundle.save(Path(tmp))
+        info = mlflow.pyfunc.log_model(
+            name="bundle", python_model=BundleModel(), artifacts={"bundle": tmp},
+            registered_model_name=name, pip_requirements=[],
+        )
+    version = str(info.registered_model_version)
+    tags = {"bundle_hash": bundle.bundle_hash, "data_version": bundle.data_version, "score": score,
+            **{f"{q}_{k}": bundle.scores[q][k] for q in bundle.scores for k in ("cv_r2_mean", "cv_mape_mean", "test_r2", "test_mape")},
+            **{f"{q}_model": m.name for q, m in bundle.models.items()}}
+    for k, v in tags.items():
+        client.set_model_version_tag(name, version, k, str(v))
+    champ = tracking.champion_version(client, name)
+    if champ is None or score >= float(champ.tags.get("score", "-inf")):
+        client.set_registered_model_alias(name, tracking.CHAMPION, version)
+    mlflow.log_metric("bundle_score", score)
+    return version
+
+
+def sync_registry(paths: Paths, params: Params) -> dict[str, str | None]:
+    """Register the bundles under models/ that this tracking store lacks (a fresh clone's `dvc pull`
+    brings models without their MLflow runs). Each gets a run `sync@<target>` with its scores."""
+    mlflow = tracking.setup(paths.root)
+    from mlflow import MlflowClient
+
+    client = MlflowClient()
+    done: dict[str, str | None] = {}
+    for target in params.train.targets:
+        folder = paths.model_dir(target)
+        if not (folder / "bundle.joblib").is_file():
+            raise OpcostError(f"{folder} has no bundle: run `dvc pull` or `dvc repro train@{target}`")
+        bundle = Bundle.load(folder)
+        if tracking.find_version(client, tracking.registered_name(target), bundle.bundle_hash) is not None:
+            done[target] = None
+            continue
+        with mlflow.start_run(run_name=f"sync@{target}"):
+            mlflow.set_tags({"dvc_stage": f"train@{target}", "data_version": bundle.data_version,
+                             "bundle_hash": bundle.bundle_hash, "synced_from": "models/"})
+            for q, s in bundle.scores.items():
+                mlflow.log_metrics({f"{q}_{k}": v for k, v in s.items() if isinstance(v, (int, float))})
+            done[target] = register_bundle(mlflow, bundle)
+    return done
 
 
 def merge_metrics(paths: Paths, params: Params) -> dict[str, Any]:

@@ -41,6 +41,16 @@ class SetResult:
     def n_calls(self) -> int:
         return sum(self.calls.values())
 
+    def ident(self) -> dict[str, Any]:
+        """The columns that name this set and mode in the occurrences and coverage rows."""
+        return {
+            "set_id": self.set.set_id,
+            "model": self.set.model,
+            "input_shape": list(self.set.input_shape),
+            "dtype": self.set.dtype,
+            "mode": self.mode,
+        }
+
 
 @dataclass
 class Catalog:
@@ -68,11 +78,7 @@ class Catalog:
             ratio = flops_ops / total if total else (1.0 if flops_ops == 0 else float("inf"))
             rows.append(
                 {
-                    "set_id": r.set.set_id,
-                    "model": r.set.model,
-                    "input_shape": list(r.set.input_shape),
-                    "dtype": r.set.dtype,
-                    "mode": r.mode,
+                    **r.ident(),
                     "calls": r.n_calls,
                     "unique_ops": len(r.calls),
                     "flops_ops": int(flops_ops),
@@ -159,11 +165,7 @@ def occurrences_frame(catalog: Catalog) -> pd.DataFrame:
         for op_id, n in sorted(r.calls.items(), key=lambda kv: r.first_call[kv[0]]):
             rows.append(
                 {
-                    "set_id": r.set.set_id,
-                    "model": r.set.model,
-                    "input_shape": list(r.set.input_shape),
-                    "dtype": r.set.dtype,
-                    "mode": r.mode,
+                    **r.ident(),
                     "op_id": op_id,
                     "calls": n,
                     "first_call": r.first_call[op_id],
