@@ -188,6 +188,27 @@ def train(
     out.print(f"registered version {reg}" if reg else "registry: nothing new to register")
 
 
+@app.command()
+def validate(
+    no_mlflow: bool = typer.Option(False, "--no-mlflow", help="Do not log the figures and metrics to MLflow."),
+) -> None:
+    """Stage `validate`: summed and predicted vs measured networks, tensor cores, sweeps, latency.
+
+    Writes reports/validate/ (CSV tables, figures, metrics.json) and reports/index.md.
+    """
+    from opcost.validate.report import run_validate_stage
+
+    def go() -> dict:
+        paths = Paths(find_root())
+        return run_validate_stage(paths, load_params(paths.params), log_to_mlflow=not no_mlflow)
+
+    m = _run(go)
+    for comp in ("summed_vs_measured", "predicted_vs_measured"):
+        for k, v in m[comp].items():
+            e = "n/a" if v["energy_mape_pct"] is None else f"{v['energy_mape_pct']:.1f} %"
+            out.print(f"{comp} {k}: {v['networks']} networks, time MAPE {v['time_mape_pct']:.1f} %, energy MAPE {e}")
+
+
 @app.command("sync-registry")
 def sync_registry() -> None:
     """Register the bundles under models/ that the MLflow store lacks (after `dvc pull` on a fresh clone)."""

@@ -124,6 +124,22 @@ class Paths:
     def train_report_dir(self) -> Path:
         return self.root / "reports" / "train"
 
+    @property
+    def validate_dir(self) -> Path:
+        return self.root / "reports" / "validate"
+
+    @property
+    def validate_figures(self) -> Path:
+        return self.validate_dir / "figures"
+
+    @property
+    def validate_metrics(self) -> Path:
+        return self.validate_dir / "metrics.json"
+
+    @property
+    def report_index(self) -> Path:
+        return self.root / "reports" / "index.md"
+
     def parts_dir(self, campaign: str) -> Path:
         """Per-unit results of a running campaign (git- and DVC-ignored), what a restart resumes from."""
         return self.root / ".opcost" / "parts" / campaign

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 EXPERIMENT = "opcost-train"
+VALIDATE_EXPERIMENT = "opcost-validate"
+VALIDATE_RUN = "validate"
 CHAMPION = "champion"
 
 
@@ -33,7 +35,7 @@ def nested_run_name(algorithm: str, quantity: str, feature_set: str) -> str:
     return f"{algorithm}-{quantity}-{feature_set}"
 
 
-def setup(root: Path) -> Any:
+def setup(root: Path, experiment: str = EXPERIMENT) -> Any:
     """Point MLflow at the project's store and experiment; returns the mlflow module."""
     import logging
 
@@ -42,7 +44,7 @@ def setup(root: Path) -> Any:
     logging.getLogger("mlflow").setLevel(logging.WARNING)
     logging.getLogger("alembic").setLevel(logging.WARNING)
     mlflow.set_tracking_uri(tracking_uri(root))
-    mlflow.set_experiment(EXPERIMENT)
+    mlflow.set_experiment(experiment)
     return mlflow
 
 

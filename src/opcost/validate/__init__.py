@@ -1,0 +1,1 @@
+"""Validation: whole networks against their operations and predictions, sweeps, and the report."""

@@ -1,0 +1,286 @@
+"""Stage `validate`: tables (CSV, also DVC plots), figures (PNG), small metrics JSON, reports/index.md.
+
+Every figure has labelled axes with units, log scales where values span orders of magnitude, and
+legends that name devices and modes; the same figures are logged to MLflow (experiment
+`opcost-validate`). reports/index.md links each figure and table with a line saying what it shows.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from opcost.config import Params, Paths
+from opcost.io import atomic_path, write_json
+from opcost.schemas import EVALUATED_NETWORKS, EVALUATED_OPERATIONS, OCCURRENCES, SWEEPS
+from opcost.validate import summation, sweeps
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    sns.set_theme(style="whitegrid", context="paper")
+    return plt
+
+
+def _save(fig: Any, path: Path, figures: list[Path]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
+    _plt().close(fig)
+    figures.append(path)
+
+
+def _write_csv(df: pd.DataFrame, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        df.to_csv(tmp, index=False, float_format="%.6g")
+
+
+def _label(set_id: str) -> str:
+    model, shape = set_id.split(":")[:2]
+    return f"{model}\n{shape.split('x', 1)[1]}"
+
+
+def fig_summed(df: pd.DataFrame, out: Path, figures: list[Path]) -> list[tuple[str, str]]:
+    """Grouped bars, measured vs summed, per device config and mode; small and large sets apart."""
+    plt = _plt()
+    made = []
+    for (dev, mode), g in df.groupby(["device_config", "mode"]):
+        g = g.sort_values("measured_t_s")
+        halves = [("small", g.iloc[: (len(g) + 1) // 2]), ("large", g.iloc[(len(g) + 1) // 2 :])] if len(g) > 4 else [("all", g)]
+        for size, h in halves:
+            if h.empty:
+                continue
+            has_e = h["summed_e_j"].notna().any()
+            fig, axes = plt.subplots(1, 2 if has_e else 1, figsize=(max(6, 0.9 * len(h)) * (2 if has_e else 1), 4.2), squeeze=False)
+            x = np.arange(len(h))
+            for ax, (q, unit, scale) in zip(axes[0], [("t", "time per iteration [ms]", 1e3), ("e", "energy per iteration [J]", 1.0)]):
+                ax.bar(x - 0.2, h[f"measured_{q}_s" if q == "t" else "measured_e_j"] * scale, 0.4,
+                       yerr=h["measured_sigma_t_s" if q == "t" else "measured_sigma_e_j"] * scale, label="measured network")
+                ax.bar(x + 0.2, h[f"summed_{q}_s" if q == "t" else "summed_e_j"] * scale, 0.4,
+                       yerr=h["summed_sigma_t_s" if q == "t" else "summed_sigma_e_j"] * scale, label="sum of measured ops x calls")
+                ax.set_xticks(x, [_label(s) for s in h["set_id"]], rotation=60, ha="right", fontsize=7)
+                ax.set_ylabel(unit)
+                ax.set_title(f"{dev}, {mode} ({size} sets): {'time' if q == 't' else 'energy'}")
+                ax.legend(fontsize=7)
+            fig.tight_layout()
+            name = f"summed_vs_measured_{dev}-{mode}_{size}.png"
+            _save(fig, out / name, figures)
+            made.append((name, f"{dev} {mode}, {size} sets: measured network vs sum of its measured ops (error bars: propagated sigma)"))
+    return made
+
+
+def fig_scatter(df: pd.DataFrame, x: str, y: str, title: str, path: Path, figures: list[Path]) -> None:
+    plt = _plt()
+    import seaborn as sns
+
+    panels = [("time", f"{x}_t_s", f"{y}_t_s", "s")]
+    if df[f"{y}_e_j"].notna().any():
+        panels.append(("energy", f"{x}_e_j", f"{y}_e_j", "J"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.6), squeeze=False)
+    d = df.assign(config=df["device_config"] + " " + df["mode"])
+    for ax, (q, cx, cy, unit) in zip(axes[0], panels):
+        sub = d.dropna(subset=[cx, cy])
+        sns.scatterplot(data=sub, x=cx, y=cy, hue="config", ax=ax, s=28)
+        lo, hi = sub[[cx, cy]].min().min(), sub[[cx, cy]].max().max()
+        ax.plot([lo, hi], [lo, hi], color="grey", lw=1, label="y = x")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(f"measured network {q} per iteration [{unit}]")
+        ax.set_ylabel(f"{y} {q} per iteration [{unit}]")
+        ax.legend(fontsize=7, title="device config, mode")
+    fig.suptitle(title)
+    fig.tight_layout()
+    _save(fig, path, figures)
+
+
+def fig_tensor_cores(tc: pd.DataFrame, path: Path, figures: list[Path]) -> None:
+    plt = _plt()
+    cols = [c for c in ("A30", "A30_no_tf32", "RTX2080Ti") if c in tc.columns]
+    fig, ax = plt.subplots(figsize=(max(7, 0.8 * len(tc)), 4.5))
+    x = np.arange(len(tc))
+    w = 0.8 / len(cols)
+    for i, c in enumerate(cols):
+        ax.bar(x + (i - (len(cols) - 1) / 2) * w, tc[c], w, label=c.replace("_no_tf32", " (TF32 off)"))
+    ax.set_yscale("log")
+    ax.set_xticks(x, [_label(s) for s in tc["set_id"]], rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("energy per inference batch [J]")
+    ax.set_title("Inference energy per network: A30 with and without TF32, RTX 2080 Ti")
+    ax.legend(title="device config")
+    fig.tight_layout()
+    _save(fig, path, figures)
+
+
+def fig_sweeps(norm: pd.DataFrame, opt: pd.DataFrame, out: Path, figures: list[Path]) -> list[tuple[str, str]]:
+    plt = _plt()
+    made = []
+    units = {"power_limit_w": "power limit [W]", "core_clock_mhz": "core clock [MHz]", "mem_clock_mhz": "memory clock [MHz]"}
+    for (src, dev, knob), g in norm.groupby(["source", "device", "knob"]):
+        fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), sharex=True)
+        for wl, w in g.groupby("workload"):
+            for ax, col in zip(axes, ("time_rel", "energy_rel", "edp_rel")):
+                ax.plot(w["value"], w[col], color="tab:blue", alpha=0.25, lw=1)
+        med = g.groupby("value")[["time_rel", "energy_rel", "edp_rel"]].median()
+        o = opt[(opt["source"] == src) & (opt["device"] == dev) & (opt["knob"] == knob)]
+        for ax, col, label in zip(axes, ("time_rel", "energy_rel", "edp_rel"), ("time", "energy", "energy-delay product")):
+            ax.plot(med.index, med[col], color="black", lw=2, label="median over workloads")
+            if col == "energy_rel":
+                ax.hist(o["energy_optimal_value"], bins=20, weights=np.full(len(o), 0.3 / max(len(o), 1)), bottom=med[col].min() * 0.9,
+                        color="tab:green", alpha=0.4, label="energy-optimal settings")
+            ax.set_xlabel(units.get(knob, knob))
+            ax.set_ylabel(f"{label} relative to the highest setting")
+            ax.legend(fontsize=7)
+        fig.suptitle(f"{src}: {dev}, {len(o)} workloads (thin lines), normalised to the highest {units.get(knob, knob)}")
+        fig.tight_layout()
+        name = f"sweep_{src}_{dev.split(' ')[0]}_{knob}.png".replace("/", "_")
+        _save(fig, out / name, figures)
+        made.append((name, f"{src} on {dev}: time, energy and EDP against the {units.get(knob, knob)}, normalised per workload"))
+    return made
+
+
+def latency_table(paths: Paths, nets_ingested: pd.DataFrame) -> pd.DataFrame | None:
+    bench = paths.root / "reports" / "bench" / "predictor_latency.json"
+    if not bench.is_file() or nets_ingested.empty:
+        return None
+    b = json.loads(bench.read_text())
+    per_pred = b["warm_batched_s"]["median"] / b["predictions_per_pass"]
+    inf = nets_ingested[nets_ingested["mode"] == "inference"]
+    rows = inf.groupby("device_config")["total_time_s"].agg(["median", "min", "max"]).reset_index()
+    rows = rows.rename(columns={"median": "measurement_median_s", "min": "measurement_min_s", "max": "measurement_max_s"})
+    rows["predictor_warm_s"] = per_pred
+    rows["predictor_cold_cached_s"] = b["cold_process_cached_s"]["median"]
+    rows["predictor_cold_uncached_s"] = b["cold_process_uncached_s"]["median"]
+    rows["speedup_warm"] = rows["measurement_median_s"] / per_pred
+    rows["speedup_cold_uncached"] = rows["measurement_median_s"] / rows["predictor_cold_uncached_s"]
+    return rows
+
+
+def fig_latency(lat: pd.DataFrame, path: Path, figures: list[Path]) -> None:
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    labels = [f"measure one network\n({d}, thesis)" for d in lat["device_config"]]
+    vals = list(lat["measurement_median_s"])
+    labels += ["predict (warm,\nper network)", "predict (new process,\nnetwork cached)", "predict (new process,\nnew network)"]
+    vals += [lat["predictor_warm_s"].iloc[0], lat["predictor_cold_cached_s"].iloc[0], lat["predictor_cold_uncached_s"].iloc[0]]
+    ax.barh(labels, vals, color=["tab:orange"] * len(lat) + ["tab:blue"] * 3)
+    ax.set_xscale("log")
+    ax.set_xlabel("seconds (log scale)")
+    ax.set_title("Predicting a network's cost vs measuring it")
+    fig.tight_layout()
+    _save(fig, path, figures)
+
+
+def run_validate_stage(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, Any]:
+    from opcost.model.predict import Predictor
+
+    out = paths.validate_dir
+    fig_dir = paths.validate_figures
+    nets = EVALUATED_NETWORKS.validate(pd.read_parquet(paths.evaluated_networks))
+    ops = EVALUATED_OPERATIONS.validate(pd.read_parquet(paths.evaluated_operations))
+    occ = OCCURRENCES.validate(pd.read_parquet(paths.occurrences))
+    from opcost.model.train import catalog as op_catalog
+
+    cat = op_catalog(paths, params).reset_index()
+    figures: list[Path] = []
+    index: list[tuple[str, str, str]] = []  # (section, link, what)
+
+    summed = summation.summed_vs_measured(nets, ops, occ, cat)
+    _write_csv(summed, out / "summed_vs_measured.csv")
+    index.append(("Summed versus measured", "validate/summed_vs_measured.csv",
+                  "every measured network: measured vs summed time and energy, propagated sigmas, FLOP and call shares covered"))
+    for name, what in fig_summed(summed, fig_dir, figures):
+        index.append(("Summed versus measured", f"validate/figures/{name}", what))
+    fig_scatter(summed, "measured", "summed", "Sum of measured operations vs measured network", fig_dir / "summed_scatter.png", figures)
+    index.append(("Summed versus measured", "validate/figures/summed_scatter.png", "all networks: sum of measured ops against the measured network (log-log)"))
+
+    predictor = Predictor(paths=paths)
+    predicted = summation.predicted_vs_measured(nets, predictor)
+    _write_csv(predicted, out / "predicted_vs_measured.csv")
+    index.append(("Predicted versus measured", "validate/predicted_vs_measured.csv",
+                  "every measured network with a trained model: predicted vs measured time and energy, unseen-kind FLOP share"))
+    if len(predicted):
+        fig_scatter(predicted, "measured", "predicted", "Predicted (per-op models) vs measured network", fig_dir / "predicted_scatter.png", figures)
+        index.append(("Predicted versus measured", "validate/figures/predicted_scatter.png", "all networks: prediction from the champion bundles against measurement (log-log)"))
+
+    tc = summation.tensor_cores(nets)
+    _write_csv(tc, out / "tensor_cores.csv")
+    index.append(("Tensor cores", "validate/tensor_cores.csv", "inference energy per network on A30, A30 without TF32 and RTX 2080 Ti, relative differences"))
+    if len(tc):
+        fig_tensor_cores(tc, fig_dir / "tensor_cores.png", figures)
+        index.append(("Tensor cores", "validate/figures/tensor_cores.png", "inference energy per network, three device configs (log scale)"))
+
+    sw = SWEEPS.validate(pd.read_parquet(paths.evaluated_sweeps))
+    norm = sweeps.normalised(sw)
+    opt = sweeps.optima(norm)
+    _write_csv(norm[["source", "device", "workload", "knob", "value", "time_rel", "energy_rel", "edp_rel"]], out / "sweeps.csv")
+    _write_csv(opt, out / "sweep_optima.csv")
+    index.append(("Sweeps", "validate/sweep_optima.csv",
+                  "every workload of every sweep: energy- and EDP-optimal setting, energy saved and time lost vs the highest setting, optimum at the edge?"))
+    index.append(("Sweeps", "validate/sweeps.csv", "normalised time, energy and EDP per setting (DVC plot data)"))
+    for name, what in fig_sweeps(norm, opt, fig_dir, figures):
+        index.append(("Sweeps", f"validate/figures/{name}", what))
+
+    from opcost.schemas import NET_MEASUREMENTS
+
+    ing = [NET_MEASUREMENTS.validate(pd.read_parquet(paths.ingested_dir(n) / "networks.parquet"))
+           for n, s in params.ingest.sources.items() if s.kind == "thesis-logs"]
+    lat = latency_table(paths, pd.concat(ing, ignore_index=True) if ing else pd.DataFrame())
+    if lat is not None:
+        _write_csv(lat, out / "latency.csv")
+        fig_latency(lat, fig_dir / "latency.png", figures)
+        index.append(("Predictor latency", "validate/latency.csv", "thesis measurement time per network vs predictor time (bench/predictor_latency.py)"))
+        index.append(("Predictor latency", "validate/figures/latency.png", "the same as a bar chart (log scale)"))
+
+    metrics = {
+        "summed_vs_measured": summation.error_summary(summed),
+        "predicted_vs_measured": summation.error_summary(predicted) if len(predicted) else {},
+        "sweeps": sweeps.optima_summary(opt),
+        "summed_min_flops_share": float(summed["flops_share"].min()) if len(summed) else None,
+    }
+    write_json(metrics, paths.validate_metrics)
+    write_index(paths, index, metrics)
+    if log_to_mlflow:
+        _log_mlflow(paths, metrics, figures)
+    return metrics
+
+
+def write_index(paths: Paths, index: list[tuple[str, str, str]], metrics: dict[str, Any]) -> None:
+    lines = ["# opcost report", "", "Written by the `validate` stage (`dvc repro validate`). Numbers behind every figure are in the CSV",
+             "tables beside it; `dvc plots show` renders the DVC plots; `dvc metrics show` lists reports/validate/metrics.json.", ""]
+    lines += ["## Errors at a glance", "", "| comparison | device config, mode | networks | time MAPE % | energy MAPE % |", "| --- | --- | --- | --- | --- |"]
+    for comp in ("summed_vs_measured", "predicted_vs_measured"):
+        for k, v in metrics[comp].items():
+            e = "n/a" if v["energy_mape_pct"] is None else f"{v['energy_mape_pct']:.1f}"
+            lines.append(f"| {comp.replace('_', ' ')} | {k} | {v['networks']} | {v['time_mape_pct']:.1f} | {e} |")
+    section = None
+    for sec, link, what in index:
+        if sec != section:
+            lines += ["", f"## {sec}", ""]
+            section = sec
+        lines.append(f"- [{link}]({link}): {what}")
+    with atomic_path(paths.report_index) as tmp:
+        tmp.write_text("\n".join(lines) + "\n")
+
+
+def _log_mlflow(paths: Paths, metrics: dict[str, Any], figures: list[Path]) -> None:
+    from opcost.model import tracking
+
+    mlflow = tracking.setup(paths.root, experiment=tracking.VALIDATE_EXPERIMENT)
+    with mlflow.start_run(run_name=tracking.VALIDATE_RUN):
+        mlflow.set_tag("dvc_stage", "validate")
+        for comp in ("summed_vs_measured", "predicted_vs_measured"):
+            for k, v in metrics[comp].items():
+                mlflow.log_metric(f"{comp}.{k}.time_mape_pct", v["time_mape_pct"])
+                if v["energy_mape_pct"] is not None:
+                    mlflow.log_metric(f"{comp}.{k}.energy_mape_pct", v["energy_mape_pct"])
+        for f in figures:
+            mlflow.log_artifact(str(f), artifact_path="figures")

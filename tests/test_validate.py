@@ -1,0 +1,78 @@
+"""Validation: sweep optima, summed-vs-measured arithmetic, and the stage's report."""
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from opcost.config import load_params
+from opcost.validate import summation, sweeps
+from opcost.validate.report import run_validate_stage
+
+
+def sweep_rows(workload, values, times, powers):
+    return [
+        {"source": "s", "device": "d", "workload": workload, "knob": "power_limit_w", "value": float(v),
+         "time_s": t, "power_w": p, "energy_j": t * p}
+        for v, t, p in zip(values, times, powers)
+    ]
+
+
+def test_sweep_optima_and_edges():
+    df = pd.DataFrame(
+        sweep_rows("mid", [100, 150, 200, 250], [2.0, 1.5, 1.2, 1.0], [100, 120, 160, 250])
+        + sweep_rows("edge", [100, 150, 200, 250], [1.0, 1.0, 1.0, 1.0], [100, 120, 160, 250])
+    )
+    opt = sweeps.optima(sweeps.normalised(df)).set_index("workload")
+    # mid: energy 200, 180, 192, 250 J -> optimum 150 W; EDP 400, 270, 230.4, 250 -> 200 W
+    m = opt.loc["mid"]
+    assert m["energy_optimal_value"] == 150 and m["edp_optimal_value"] == 200
+    assert m["energy_saved"] == pytest.approx(1 - 180 / 250) and m["time_lost_at_energy_optimum"] == pytest.approx(0.5)
+    assert m["energy_saved_at_edp_optimum"] == pytest.approx(1 - 192 / 250)
+    assert not m["energy_optimum_at_edge"] and not m["edp_optimum_at_edge"]
+    # edge: time does not change, so the lowest limit wins and sits at the edge of the range
+    e = opt.loc["edge"]
+    assert e["energy_optimal_value"] == 100 and e["energy_optimum_at_edge"] and e["reference_value"] == 250
+
+
+def test_summed_vs_measured_propagates_sigmas():
+    nets = pd.DataFrame([{"set_id": "m:1x3x8x8", "model": "m", "device_config": "D", "mode": "inference", "clock_mhz": None,
+                          "power_limit_w": None, "t_s": 1.0, "sigma_t_s": 0.05, "e_j": 10.0, "sigma_e_j": 0.5, "sources": "x"}])
+    ops = pd.DataFrame([
+        {"op_id": "a", "device_config": "D", "mode": "inference", "phase": "forward", "clock_mhz": None, "power_limit_w": None,
+         "t_s": 0.1, "sigma_t_s": 0.01, "e_j": 1.0, "sigma_e_j": 0.1},
+        {"op_id": "b", "device_config": "D", "mode": "inference", "phase": "forward", "clock_mhz": None, "power_limit_w": None,
+         "t_s": 0.2, "sigma_t_s": 0.02, "e_j": 2.0, "sigma_e_j": 0.2},
+    ])
+    occ = pd.DataFrame({"set_id": ["m:1x3x8x8"] * 3, "mode": ["inference"] * 3, "op_id": ["a", "b", "c"], "calls": [2, 3, 1]})
+    cat = pd.DataFrame({"op_id": ["a", "b", "c"], "flops": [10, 20, 40]})
+    r = summation.summed_vs_measured(nets, ops, occ, cat).iloc[0]
+    assert r["summed_t_s"] == pytest.approx(2 * 0.1 + 3 * 0.2)
+    assert r["summed_sigma_t_s"] == pytest.approx(math.sqrt((2 * 0.01) ** 2 + (3 * 0.02) ** 2))
+    assert r["summed_e_j"] == pytest.approx(8.0) and r["e_error"] == pytest.approx(-0.2)
+    assert r["flops_share"] == pytest.approx(80 / 120) and r["calls_share"] == pytest.approx(5 / 6)
+
+
+def test_validate_stage_writes_the_report(pipeline_root):
+    paths = pipeline_root
+    metrics = run_validate_stage(paths, load_params(paths.params), log_to_mlflow=False)
+    summed = pd.read_csv(paths.validate_dir / "summed_vs_measured.csv")
+    # every measured thesis network whose set is extracted in this project (resnet18 at 32x32 here),
+    # on every device config and mode it was measured in, plus the tiny CPU campaign's network
+    got = set(zip(summed["set_id"], summed["device_config"], summed["mode"]))
+    assert {("resnet18:32x3x32x32", c, "inference") for c in ("A30", "A30_no_tf32", "RTX2080Ti")} <= got
+    assert ("resnet18:32x3x32x32", "A30", "training") in got
+    assert ("squeezenet1_1:2x3x32x32", "AMD_EPYC", "inference") in got
+    assert (summed["flops_share"] > 0.99).all()
+    opt = pd.read_csv(paths.validate_dir / "sweep_optima.csv")
+    sw = pd.read_parquet(paths.evaluated_sweeps)
+    assert len(opt) == sw.groupby(["source", "device", "workload", "knob"]).ngroups
+    assert set(opt["source"]) == {"zeus-power-limit", "dvfs-conv"}
+    index = paths.report_index.read_text()
+    for f in (paths.validate_figures).glob("*.png"):
+        assert f"validate/figures/{f.name}" in index
+    assert "validate/sweep_optima.csv" in index and "A30-inference" in index
+    saved = json.loads(paths.validate_metrics.read_text())
+    assert saved["summed_vs_measured"]["A30-inference"]["networks"] == 1
+    assert metrics["sweeps"]["zeus-power-limit/V100/power_limit_w"]["workloads"] == 68
