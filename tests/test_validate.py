@@ -36,6 +36,23 @@ def test_sweep_optima_and_edges():
     assert e["energy_optimal_value"] == 100 and e["energy_optimum_at_edge"] and e["reference_value"] == 250
 
 
+def test_grid_optimum_is_the_joint_minimum():
+    rows = []
+    for core in (500, 1000):
+        for mem in (2000, 3000):
+            t = 2.0 if core == 500 else 1.0
+            p = {(500, 2000): 50, (500, 3000): 60, (1000, 2000): 90, (1000, 3000): 130}[(core, mem)]
+            base = {"source": "g", "device": "d", "time_s": t, "power_w": p, "energy_j": t * p,
+                    "core_clock_mhz": float(core), "mem_clock_mhz": float(mem), "power_limit_w": None}
+            rows.append({**base, "workload": f"app@mem{mem}", "knob": "core_clock_mhz", "value": float(core)})
+            rows.append({**base, "workload": f"app@core{core}", "knob": "mem_clock_mhz", "value": float(mem)})
+    g = sweeps.grid_optima(pd.DataFrame(rows)).iloc[0]
+    # energies: (500,2000) 100, (500,3000) 120, (1000,2000) 90, (1000,3000) 130 J; EDP 200, 240, 90, 130
+    assert (g["energy_optimal_core_mhz"], g["energy_optimal_mem_mhz"]) == (1000, 2000)
+    assert (g["edp_optimal_core_mhz"], g["edp_optimal_mem_mhz"]) == (1000, 2000)
+    assert g["energy_saved"] == pytest.approx(1 - 90 / 130) and g["grid_points"] == 4 and g["energy_optimum_at_edge"]
+
+
 def test_summed_vs_measured_propagates_sigmas():
     nets = pd.DataFrame([{"set_id": "m:1x3x8x8", "model": "m", "device_config": "D", "mode": "inference", "clock_mhz": None,
                           "power_limit_w": None, "t_s": 1.0, "sigma_t_s": 0.05, "e_j": 10.0, "sigma_e_j": 0.5, "sources": "x"}])
@@ -69,6 +86,10 @@ def test_validate_stage_writes_the_report(pipeline_root):
     sw = pd.read_parquet(paths.evaluated_sweeps)
     assert len(opt) == sw.groupby(["source", "device", "workload", "knob"]).ngroups
     assert set(opt["source"]) == {"zeus-power-limit", "dvfs-conv"}
+    grid = pd.read_csv(paths.validate_dir / "grid_optima.csv")
+    # dvfs-conv: three cuDNN algorithms, each a 5 x 5 core x memory clock grid
+    assert sorted(grid["workload"]) == ["conv-fft/input00", "conv-sgemm/input00", "conv-winograd/input00"]
+    assert (grid["grid_points"] == 25).all()
     index = paths.report_index.read_text()
     for f in (paths.validate_figures).glob("*.png"):
         assert f"validate/figures/{f.name}" in index

@@ -226,6 +226,11 @@ def run_validate_stage(paths: Paths, params: Params, log_to_mlflow: bool = True)
     index.append(("Sweeps", "validate/sweep_optima.csv",
                   "every workload of every sweep: energy- and EDP-optimal setting, energy saved and time lost vs the highest setting, optimum at the edge?"))
     index.append(("Sweeps", "validate/sweeps.csv", "normalised time, energy and EDP per setting (DVC plot data)"))
+    grid = sweeps.grid_optima(sw)
+    if len(grid):
+        _write_csv(grid, out / "grid_optima.csv")
+        index.append(("Sweeps", "validate/grid_optima.csv",
+                      "core x memory clock grids (dvfs-conv): the joint energy- and EDP-optimal clock pair per algorithm, at the edge?"))
     for name, what in fig_sweeps(norm, opt, fig_dir, figures):
         index.append(("Sweeps", f"validate/figures/{name}", what))
 
@@ -244,6 +249,10 @@ def run_validate_stage(paths: Paths, params: Params, log_to_mlflow: bool = True)
         "summed_vs_measured": summation.error_summary(summed),
         "predicted_vs_measured": summation.error_summary(predicted) if len(predicted) else {},
         "sweeps": sweeps.optima_summary(opt),
+        "grid_optima": {r["workload"]: {"energy_optimal": [r["energy_optimal_core_mhz"], r["energy_optimal_mem_mhz"]],
+                                        "edp_optimal": [r["edp_optimal_core_mhz"], r["edp_optimal_mem_mhz"]],
+                                        "energy_saved_pct": 100 * r["energy_saved"], "at_edge": r["energy_optimum_at_edge"]}
+                        for _, r in grid.iterrows()},
         "summed_min_flops_share": float(summed["flops_share"].min()) if len(summed) else None,
     }
     write_json(metrics, paths.validate_metrics)

@@ -63,3 +63,36 @@ def optima_summary(opt: pd.DataFrame) -> dict[str, dict[str, float]]:
             "edp_optima_at_edge": int(g["edp_optimum_at_edge"].sum()),
         }
     return out
+
+
+def grid_optima(sweeps_df: pd.DataFrame) -> pd.DataFrame:
+    """Joint optimum over a core x memory clock grid (sources that swept both), per workload.
+
+    A grid measurement appears once per knob in the sweeps table; the core-clock rows alone hold
+    every grid point once, with the workload named `<app>@mem<clock>`.
+    """
+    g = sweeps_df[(sweeps_df["knob"] == "core_clock_mhz") & sweeps_df["mem_clock_mhz"].notna()].dropna(subset=["energy_j"]).copy()
+    if g.empty:
+        return pd.DataFrame()
+    g["app"] = g["workload"].str.rsplit("@", n=1).str[0]
+    g["edp"] = g["energy_j"] * g["time_s"]
+    rows = []
+    for (src, dev, app), w in g.groupby(["source", "device", "app"], sort=True):
+        ref = w.loc[w["core_clock_mhz"].eq(w["core_clock_mhz"].max()) & w["mem_clock_mhz"].eq(w["mem_clock_mhz"].max())].iloc[0]
+        e, d = w.loc[w["energy_j"].idxmin()], w.loc[w["edp"].idxmin()]
+
+        def edge(r: pd.Series) -> bool:
+            return bool(r["core_clock_mhz"] in (w["core_clock_mhz"].min(), w["core_clock_mhz"].max())
+                        or r["mem_clock_mhz"] in (w["mem_clock_mhz"].min(), w["mem_clock_mhz"].max()))
+
+        rows.append({
+            "source": src, "device": dev, "workload": app, "grid_points": int(len(w)),
+            "reference_core_mhz": ref["core_clock_mhz"], "reference_mem_mhz": ref["mem_clock_mhz"],
+            "energy_optimal_core_mhz": e["core_clock_mhz"], "energy_optimal_mem_mhz": e["mem_clock_mhz"],
+            "energy_saved": 1 - e["energy_j"] / ref["energy_j"], "time_lost_at_energy_optimum": e["time_s"] / ref["time_s"] - 1,
+            "energy_optimum_at_edge": edge(e),
+            "edp_optimal_core_mhz": d["core_clock_mhz"], "edp_optimal_mem_mhz": d["mem_clock_mhz"],
+            "energy_saved_at_edp_optimum": 1 - d["energy_j"] / ref["energy_j"], "time_lost_at_edp_optimum": d["time_s"] / ref["time_s"] - 1,
+            "edp_optimum_at_edge": edge(d),
+        })
+    return pd.DataFrame(rows)
