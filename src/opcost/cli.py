@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Callable, List, Optional, TypeVar
+from typing import Any, Callable, List, Optional, TypeVar
 
 import typer
 from rich.console import Console
@@ -41,6 +41,16 @@ def _run(fn: Callable[[], T]) -> T:
         raise typer.Exit(2) from None
 
 
+def _stage(fn: Callable[[Paths, Any], T]) -> T:
+    """Run `fn(paths, params)` for the project around the working directory, errors as one line."""
+
+    def go() -> T:
+        paths = Paths(find_root())
+        return fn(paths, load_params(paths.params))
+
+    return _run(go)
+
+
 @app.command()
 def extract(
     no_progress: bool = typer.Option(False, "--no-progress", help="Do not draw a progress bar."),
@@ -51,11 +61,7 @@ def extract(
     """
     from opcost.ops.catalog import run_extract_stage
 
-    def go() -> dict:
-        paths = Paths(find_root())
-        return run_extract_stage(paths, load_params(paths.params), show_progress=not no_progress)
-
-    summary = _run(go)
+    summary = _stage(lambda paths, params: run_extract_stage(paths, params, show_progress=not no_progress))
     out.print(
         f"extract: {summary['operations']} unique operations, {summary['occurrences']} occurrence rows, "
         f"coverage {summary['min_coverage']:.4f}..{summary['max_coverage']:.4f}"
@@ -128,11 +134,7 @@ def ingest(
     """
     from opcost.data.ingest import run_ingest_stage
 
-    def go() -> dict:
-        paths = Paths(find_root())
-        return run_ingest_stage(paths, load_params(paths.params), source)
-
-    s = _run(go)
+    s = _stage(lambda paths, params: run_ingest_stage(paths, params, source))
     counts = {k: v for k, v in s.items() if k.endswith("_rows")}
     out.print(f"ingest {source}: {counts}; skipped lines {s.get('skipped_lines', {})}")
 
@@ -146,11 +148,7 @@ def evaluate() -> None:
     """
     from opcost.data.evaluate import run_evaluate_stage
 
-    def go() -> dict:
-        paths = Paths(find_root())
-        return run_evaluate_stage(paths, load_params(paths.params))
-
-    s = _run(go)
+    s = _stage(lambda paths, params: run_evaluate_stage(paths, params))
     out.print(
         f"evaluate: {s['operations']} op rows, {s['networks']} network rows, {s['sweeps']} sweep rows; "
         f"mean FLOP share of measured networks covered by measured ops: {s['mean_flops_share']}"
@@ -164,19 +162,17 @@ def train(
 ) -> None:
     """Stage `train@TARGET`: time and power models (RF, XGBoost; baseline and improved features).
 
-    Writes models/TARGET/ and reports/train/TARGET/metrics.json; logs runs to MLflow and registers
+    Writes models/TARGET/ and reports/train/targets/TARGET.json; logs runs to MLflow and registers
     the best bundle as opcost-TARGET with alias champion.
     """
     from opcost.model.train import run_train_stage
 
-    def go() -> dict:
-        paths = Paths(find_root())
-        params = load_params(paths.params)
+    def go(paths: Paths, params: Any) -> dict:
         if target not in params.train.targets:
             raise OpcostError(f"unknown train target {target!r}; targets in params.yaml: {', '.join(params.train.targets)}")
         return run_train_stage(paths, params, target, log_to_mlflow=not no_mlflow)
 
-    r = _run(go)
+    r = _stage(go)
     for q in ("time", "power"):
         if q in r["metrics"]:
             c = r["metrics"][q]["comparison"]
@@ -198,11 +194,7 @@ def validate(
     """
     from opcost.validate.report import run_validate_stage
 
-    def go() -> dict:
-        paths = Paths(find_root())
-        return run_validate_stage(paths, load_params(paths.params), log_to_mlflow=not no_mlflow)
-
-    m = _run(go)
+    m = _stage(lambda paths, params: run_validate_stage(paths, params, log_to_mlflow=not no_mlflow))
     for comp in ("summed_vs_measured", "predicted_vs_measured"):
         for k, v in m[comp].items():
             e = "n/a" if v["energy_mape_pct"] is None else f"{v['energy_mape_pct']:.1f} %"
@@ -214,11 +206,7 @@ def sync_registry() -> None:
     """Register the bundles under models/ that the MLflow store lacks (after `dvc pull` on a fresh clone)."""
     from opcost.model.train import sync_registry as sync
 
-    def go() -> dict:
-        paths = Paths(find_root())
-        return sync(paths, load_params(paths.params))
-
-    done = _run(go)
+    done = _stage(lambda paths, params: sync(paths, params))
     for t, v in done.items():
         out.print(f"{t}: {'registered version ' + v if v else 'already registered'}")
 
@@ -228,11 +216,7 @@ def train_report() -> None:
     """Stage `train-report`: merge the per-target metrics into reports/train/metrics.json."""
     from opcost.model.train import merge_metrics
 
-    def go() -> dict:
-        paths = Paths(find_root())
-        return merge_metrics(paths, load_params(paths.params))
-
-    merged = _run(go)
+    merged = _stage(lambda paths, params: merge_metrics(paths, params))
     out.print(f"train-report: {len(merged)} targets")
 
 
@@ -337,10 +321,7 @@ def profile(
     from opcost.config import CampaignParams
     from opcost.measure import profile as prof
 
-    def go() -> dict:
-        if campaign is not None:
-            paths = Paths(find_root())
-            return prof.run_stage(paths, load_params(paths.params), campaign, dry_run, not no_progress)
+    def adhoc() -> dict:
         if not models:
             raise OpcostError("give --campaign NAME, or --models MODEL:B,C,H,W (with --out DIR) for an ad-hoc campaign")
         sets = [_parse_model_arg(m) for m in models]
@@ -355,7 +336,10 @@ def profile(
         c.check("command line")
         return prof.run_adhoc(c, sets, out_dir or Path("."), dry_run, not no_progress)
 
-    result = _run(go)
+    if campaign is not None:
+        result = _stage(lambda paths, params: prof.run_stage(paths, params, campaign, dry_run, not no_progress))
+    else:
+        result = _run(adhoc)
     if dry_run:
         out.print_json(data=result)
         return
