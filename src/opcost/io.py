@@ -45,3 +45,15 @@ def write_json(obj: Any, target: Path) -> None:
     """Write JSON atomically, pretty-printed and key-sorted so diffs in git stay readable."""
     with atomic_path(target) as tmp:
         tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def round_floats(obj: Any, digits: int = 10) -> Any:
+    """Floats to `digits` significant digits, recursively: metrics files then do not change in the
+    last bits when parallel reductions sum in another order."""
+    if isinstance(obj, float):
+        return float(f"{obj:.{digits}g}")
+    if isinstance(obj, dict):
+        return {k: round_floats(v, digits) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [round_floats(v, digits) for v in obj]
+    return obj

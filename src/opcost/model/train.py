@@ -28,7 +28,7 @@ from sklearn.model_selection import GroupKFold, GroupShuffleSplit
 
 from opcost.config import Params, Paths, TrainParams
 from opcost.errors import OpcostError
-from opcost.io import write_json
+from opcost.io import round_floats, write_json
 from opcost.model import tracking
 from opcost.model.bundle import Bundle, QuantityModel
 from opcost.model.features import FEATURE_SETS, encodings, record_of
@@ -232,7 +232,7 @@ def run_train_stage(paths: Paths, params: Params, target: str, log_to_mlflow: bo
         bundle_hash=bundle_hash(version, tp, target),
     )
     bundle.save(paths.model_dir(target))
-    write_json(metrics, paths.train_metrics(target))
+    write_json(round_floats(metrics), paths.train_metrics(target))
     registered = None
     if log_to_mlflow:
         registered = log_and_register(paths, tp, target, results, bundle)
