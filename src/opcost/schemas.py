@@ -8,8 +8,6 @@ error that names the table and the column.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
-
 import numpy as np
 import pandas as pd
 from pandas.api import types as ptypes
@@ -326,7 +324,3 @@ def conform(df: pd.DataFrame, table: Table) -> pd.DataFrame:
             s = s.astype("boolean") if col.nullable else s.astype(bool)
         out[col.name] = s
     return table.validate(out)
-
-
-def empty_frame(table: Table, extra: Iterable[str] = ()) -> pd.DataFrame:
-    return pd.DataFrame({name: [] for name in [*table.names, *extra]})

@@ -27,7 +27,7 @@ import numpy as np
 from opcost.config import MODES, Paths, find_root, parse_input_shape
 from opcost.errors import OpcostError
 from opcost.io import write_json
-from opcost.model.bundle import Bundle, read_summary
+from opcost.model.bundle import Bundle
 from opcost.model.features import OpRecord
 
 if TYPE_CHECKING:
@@ -301,8 +301,3 @@ def _registry_bundle(paths: Paths, target: str) -> Bundle:
     except Exception as exc:
         raise OpcostError(f"cannot load {uri} from {tracking.tracking_uri(paths.root)}: run `dvc repro train@{target}`") from exc
     return model.unwrap_python_model().bundle
-
-
-def model_summaries(paths: Paths) -> dict[str, dict[str, Any]]:
-    root = paths.root / "models"
-    return {p.parent.name: read_summary(p.parent) for p in sorted(root.glob("*/model.json"))} if root.is_dir() else {}
