@@ -23,8 +23,6 @@ from typing import Any, Iterable, Sequence
 
 import pandas as pd
 import torch
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from opcost.config import CampaignParams, ModelInputSet
 from opcost.errors import OpcostError
@@ -34,6 +32,7 @@ from opcost.measure.power import EnergySource, open_source
 from opcost.measure.timing import measure_window, time_block
 from opcost.measure.workload import blocks_for, device_sync, network_workload, op_workload
 from opcost.ops.spec import OpSpec
+from opcost.progress import progress_bar
 from opcost.schemas import NETWORKS, POWER_SAMPLES, TIMINGS, conform
 
 # Rough seconds a trial spends outside the timed loops (building instances, warm-up, calibration).
@@ -323,14 +322,8 @@ class Campaign:
             stale.unlink()
         started = time.time()
         skipped = self.plan.parts - len(self.pending())
-        columns = (
-            TextColumn("[progress.description]{task.description}"), BarColumn(),
-            TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
-        )
         try:
-            with control.session(), Progress(
-                *columns, console=Console(stderr=True), disable=not show_progress, transient=True
-            ) as progress:
+            with control.session(), progress_bar(show_progress) as progress:
                 task = progress.add_task(self.c.name, total=self.plan.parts, completed=skipped)
                 for setting in self.plan.settings:
                     todo = [u for u in self.plan.units if not self._done(part_name(setting, u))]

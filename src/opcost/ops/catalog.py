@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 import pandas as pd
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from opcost.config import ModelInputSet, Params, Paths
 from opcost.io import write_json, write_parquet
@@ -22,6 +20,7 @@ from opcost.ops.features import OpMetrics, op_metrics
 from opcost.ops.hparams import hyperparameters, typed_hp_columns
 from opcost.ops.models import check_model_name, meta_model
 from opcost.ops.spec import OpSpec, canonical_json
+from opcost.progress import progress_bar
 from opcost.schemas import OCCURRENCES, OPERATIONS
 
 COVERAGE_TOLERANCE = 0.01
@@ -101,15 +100,7 @@ def extract_sets(sets: Sequence[ModelInputSet], show_progress: bool = True) -> C
     validate_sets(sets)
     jobs = [(s, m) for s in sets for m in s.modes]
     catalog = Catalog()
-    columns = (
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-        TextColumn("eta"),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, console=Console(stderr=True), disable=not show_progress, transient=True) as progress:
+    with progress_bar(show_progress) as progress:
         task = progress.add_task("extracting", total=len(jobs))
         for mis, mode in jobs:
             progress.update(task, description=f"{mis.set_id} {mode}")
