@@ -25,12 +25,12 @@ import pandas as pd
 from opcost.config import Params, Paths
 from opcost.errors import OpcostError
 from opcost.io import write_json, write_parquet
+from opcost.ops.catalog import known_operations
 from opcost.schemas import (
     NET_MEASUREMENTS,
     NETWORKS,
     OCCURRENCES,
     OP_MEASUREMENTS,
-    OPERATIONS,
     POWER_SAMPLES,
     SWEEPS,
     TIMINGS,
@@ -216,7 +216,7 @@ def campaign_sweeps(name: str, cfg: str, nets: pd.DataFrame) -> pd.DataFrame:
 
 
 def read_ingested(paths: Paths, params: Params) -> dict[str, list[pd.DataFrame]]:
-    out: dict[str, list[pd.DataFrame]] = {"ops": [], "nets": [], "sweeps": [], "catalogs": [], "summaries": []}
+    out: dict[str, list[pd.DataFrame]] = {"ops": [], "nets": [], "sweeps": [], "summaries": []}
     for name, src in params.ingest.sources.items():
         d = paths.ingested_dir(name)
         if not (d / "summary.json").is_file():
@@ -225,7 +225,6 @@ def read_ingested(paths: Paths, params: Params) -> dict[str, list[pd.DataFrame]]
         if src.kind == "thesis-logs":
             out["ops"].append(OP_MEASUREMENTS.validate(pd.read_parquet(d / "op_measurements.parquet")))
             out["nets"].append(NET_MEASUREMENTS.validate(pd.read_parquet(d / "networks.parquet")))
-            out["catalogs"].append(OPERATIONS.validate(pd.read_parquet(d / "operations.parquet")))
         else:
             out["sweeps"].append(SWEEPS.validate(pd.read_parquet(d / "sweeps.parquet")))
     return out
@@ -292,8 +291,7 @@ def run_evaluate_stage(paths: Paths, params: Params) -> dict[str, Any]:
     sweeps = _finish(pd.concat(sweeps_parts, ignore_index=True) if sweeps_parts else pd.DataFrame(), SWEEPS)
 
     occurrences = OCCURRENCES.validate(pd.read_parquet(paths.occurrences))
-    catalog = pd.concat([OPERATIONS.validate(pd.read_parquet(paths.operations)), *ing["catalogs"]], ignore_index=True)
-    catalog = catalog.drop_duplicates("op_id")
+    catalog = known_operations(paths, params).reset_index()
     coverage = coverage_of_networks(logged_nets, ops, occurrences, catalog) if len(logged_nets) else {"networks": []}
 
     write_parquet(ops, paths.evaluated_operations)

@@ -33,7 +33,8 @@ from opcost.model import tracking
 from opcost.model.bundle import Bundle, QuantityModel
 from opcost.model.features import FEATURE_SETS, encodings, record_of
 from opcost.model.trees import compile_ensemble
-from opcost.schemas import EVALUATED_OPERATIONS, OPERATIONS
+from opcost.ops.catalog import known_operations
+from opcost.schemas import EVALUATED_OPERATIONS
 
 ALGORITHMS = ("rf", "xgb")
 TARGET_COLUMN = {"time": "t_s", "power": "p_w"}
@@ -50,16 +51,6 @@ def estimator(algorithm: str, params: TrainParams, seed: int) -> Any:
     return XGBRegressor(random_state=seed, n_jobs=2, tree_method="hist", **kw)
 
 
-def catalog(paths: Paths, params: Params) -> pd.DataFrame:
-    """Every known op spec: extract's and every ingest source's operations tables."""
-    frames = [OPERATIONS.validate(pd.read_parquet(paths.operations))]
-    for name, src in params.ingest.sources.items():
-        f = paths.ingested_dir(name) / "operations.parquet"
-        if src.kind == "thesis-logs" and f.is_file():
-            frames.append(OPERATIONS.validate(pd.read_parquet(f)))
-    return pd.concat(frames, ignore_index=True).drop_duplicates("op_id").set_index("op_id")
-
-
 def data_version(paths: Paths) -> str:
     """md5 of the evaluated operations table: what DVC calls this data."""
     return hashlib.md5(paths.evaluated_operations.read_bytes()).hexdigest()
@@ -72,7 +63,7 @@ def training_data(paths: Paths, params: Params, target: str) -> pd.DataFrame:
     if rows.empty:
         have = sorted({f"{d}-{m}" for d, m in zip(ev["device_config"], ev["mode"])})
         raise OpcostError(f"no evaluated operations for {target}; device configs and modes present: {', '.join(have)}")
-    cat = catalog(paths, params)
+    cat = known_operations(paths, params)
     missing = sorted(set(rows["op_id"]) - set(cat.index))
     if missing:
         raise OpcostError(f"{len(missing)} evaluated ops have no spec in any operations table (e.g. {missing[0]})")

@@ -150,6 +150,17 @@ def operations_table(specs: dict[str, OpSpec], metrics: dict[str, OpMetrics] | N
     return OPERATIONS.validate(pd.concat([base, hp], axis=1))
 
 
+def known_operations(paths: Paths, params: Params) -> pd.DataFrame:
+    """Every op spec the project knows, indexed by op_id: extract's operations table and those of
+    the thesis-log ingest sources (ops the thesis measured that no extract set contains)."""
+    frames = [OPERATIONS.validate(pd.read_parquet(paths.operations))]
+    for name, src in params.ingest.sources.items():
+        f = paths.ingested_dir(name) / "operations.parquet"
+        if src.kind == "thesis-logs" and f.is_file():
+            frames.append(OPERATIONS.validate(pd.read_parquet(f)))
+    return pd.concat(frames, ignore_index=True).drop_duplicates("op_id").set_index("op_id")
+
+
 def occurrences_frame(catalog: Catalog) -> pd.DataFrame:
     rows = []
     for r in catalog.results:

@@ -187,9 +187,9 @@ def run_validate_stage(paths: Paths, params: Params, log_to_mlflow: bool = True)
     nets = EVALUATED_NETWORKS.validate(pd.read_parquet(paths.evaluated_networks))
     ops = EVALUATED_OPERATIONS.validate(pd.read_parquet(paths.evaluated_operations))
     occ = OCCURRENCES.validate(pd.read_parquet(paths.occurrences))
-    from opcost.model.train import catalog as op_catalog
+    from opcost.ops.catalog import known_operations
 
-    cat = op_catalog(paths, params).reset_index()
+    cat = known_operations(paths, params).reset_index()
     figures: list[Path] = []
     index: list[tuple[str, str, str]] = []  # (section, link, what)
 
