@@ -7,7 +7,6 @@ kinds it was trained on, so a prediction can say what it leaves out instead of e
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -80,7 +79,3 @@ class Bundle:
     @staticmethod
     def load(folder: Path) -> "Bundle":
         return joblib.load(Path(folder) / BUNDLE_FILE)
-
-
-def read_summary(folder: Path) -> dict[str, Any]:
-    return json.loads((Path(folder) / SUMMARY_FILE).read_text())

@@ -282,12 +282,7 @@ def _extract_network(model: str, shape: tuple[int, ...], dtype: str, mode: str) 
 
     cat = extract_sets([ModelInputSet(model, shape, dtype, (mode,))], show_progress=False)
     res = cat.results[0]
-    records = {}
-    for i, s in cat.specs.items():
-        m = cat.metrics[i]
-        metrics = {"flops": m.flops, "bytes_read": m.bytes_read, "bytes_written": m.bytes_written, "params": m.params,
-                   "is_view": m.is_view, "output_shapes": [list(o) for o in m.output_shapes]}
-        records[i] = op_record(s, metrics)
+    records = {i: op_record(s, cat.metrics[i].as_dict()) for i, s in cat.specs.items()}
     return Network(records, dict(res.calls))
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
@@ -324,7 +323,3 @@ def merge_metrics(paths: Paths, params: Params) -> dict[str, Any]:
         merged.update(json.loads(f.read_text()))
     write_json(merged, paths.train_metrics())
     return merged
-
-
-def _finite(x: float) -> bool:
-    return x is not None and math.isfinite(x)

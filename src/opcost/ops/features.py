@@ -28,10 +28,13 @@ class OpMetrics:
     output_shapes: tuple[tuple[int, ...], ...]
     is_view: bool
 
-    @property
-    def arithmetic_intensity(self) -> float:
-        moved = self.bytes_read + self.bytes_written
-        return self.flops / moved if moved else 0.0
+    def as_dict(self) -> dict[str, object]:
+        """The JSON-safe form that feature records carry (model.features.metrics_of reads the same
+        fields from an operations table row)."""
+        return {
+            "flops": self.flops, "bytes_read": self.bytes_read, "bytes_written": self.bytes_written,
+            "params": self.params, "is_view": self.is_view, "output_shapes": [list(o) for o in self.output_shapes],
+        }
 
 
 def _nbytes(t: torch.Tensor) -> int:
