@@ -8,8 +8,12 @@ STAMP := $(VENV)/.installed
 
 # Stages call `opcost`; put the venv first on PATH so dvc finds it without activation.
 export PATH := $(BIN):$(PATH)
+# Nothing the project starts sends telemetry (MLflow, DVC, and any tool honouring DO_NOT_TRACK).
+export MLFLOW_DISABLE_TELEMETRY := true
+export DO_NOT_TRACK := true
+export DVC_NO_ANALYTICS := 1
 
-.PHONY: repro test venv clean-venv
+.PHONY: repro test lint venv clean-venv
 
 venv: $(STAMP)
 
@@ -25,9 +29,12 @@ repro: $(STAMP)
 	$(BIN)/dvc repro
 	$(BIN)/opcost sync-registry
 
-## make test: install and run the test suite.
-test: $(STAMP)
+## make test: install, lint (ruff, line length 120) and run the test suite.
+test: $(STAMP) lint
 	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
 
 clean-venv:
 	rm -rf $(VENV)

@@ -65,8 +65,19 @@ def main() -> int:
             pred.predict(*r)
         sequential.append(time.perf_counter() - t0)
 
-    cmd = [sys.executable, "-m", "opcost", "predict", "--model", "resnet50", "--input-shape", "32,3,224,224",
-           "--device", devices[0], "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "opcost",
+        "predict",
+        "--model",
+        "resnet50",
+        "--input-shape",
+        "32,3,224,224",
+        "--device",
+        devices[0],
+        "--json",
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     cold_uncached = _cold(cmd, env, clear_cache=cache)
     cold_cached = _cold(cmd, env)
@@ -78,16 +89,29 @@ def main() -> int:
         "devices": devices,
         "predictions_per_pass": len(requests),
         "first_pass_s": first_total,
-        "warm_batched_s": {"median": med(batched), "runs": batched,
-                           "what": "predict_many over all sets x devices: one model evaluation per device and quantity"},
-        "warm_sequential_s": {"median": med(sequential), "runs": sequential, "what": "one predict() call per set and device"},
+        "warm_batched_s": {
+            "median": med(batched),
+            "runs": batched,
+            "what": "predict_many over all sets x devices: one model evaluation per device and quantity",
+        },
+        "warm_sequential_s": {
+            "median": med(sequential),
+            "runs": sequential,
+            "what": "one predict() call per set and device",
+        },
         "warm_target_s": 0.1,
         "warm_batched_meets_target": med(batched) < 0.1,
         "warm_sequential_meets_target": med(sequential) < 0.1,
-        "cold_process_cached_s": {"median": med(cold_cached), "runs": cold_cached,
-                                  "what": "new process, network extracted before (.opcost/cache): no torch import"},
-        "cold_process_uncached_s": {"median": med(cold_uncached), "runs": cold_uncached,
-                                    "what": "new process, cache cleared: imports torch and torchvision and traces the network"},
+        "cold_process_cached_s": {
+            "median": med(cold_cached),
+            "runs": cold_cached,
+            "what": "new process, network extracted before (.opcost/cache): no torch import",
+        },
+        "cold_process_uncached_s": {
+            "median": med(cold_uncached),
+            "runs": cold_uncached,
+            "what": "new process, cache cleared: imports torch and torchvision and traces the network",
+        },
         "command": " ".join(cmd[1:]),
         "cold_target_s": 3.0,
         "cold_cached_meets_target": med(cold_cached) < 3.0,

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+# Nothing the tests start sends telemetry (set before anything imports MLflow or runs DVC).
+os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
+os.environ["DO_NOT_TRACK"] = "true"
+os.environ["DVC_NO_ANALYTICS"] = "1"
 
 REPO = Path(__file__).resolve().parents[1]
 EXTERNAL = REPO / "data" / "external"
@@ -59,10 +65,21 @@ def pipeline_root(tmp_path_factory, external_data):
         {"model": "resnet18", "input_shape": [32, 3, 32, 32], "modes": ["inference", "training"]},
         {"model": "squeezenet1_1", "input_shape": [2, 3, 32, 32]},
     ]
-    params["profile"] = {"campaigns": {"tiny": {
-        "device": "cpu", "modes": ["inference"], "sets": ["squeezenet1_1:2x3x32x32"], "trials": 2,
-        "min_time_s": 0.005, "window_s": 0.01, "energy_source": "none", "max_instances": 2, "instance_budget_mb": 4,
-    }}}
+    params["profile"] = {
+        "campaigns": {
+            "tiny": {
+                "device": "cpu",
+                "modes": ["inference"],
+                "sets": ["squeezenet1_1:2x3x32x32"],
+                "trials": 2,
+                "min_time_s": 0.005,
+                "window_s": 0.01,
+                "energy_source": "none",
+                "max_instances": 2,
+                "instance_budget_mb": 4,
+            }
+        }
+    }
     params["train"].update({"folds": 3, "random_forest": {"n_estimators": 10}, "xgboost": {"n_estimators": 20}})
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     old = os.environ.get("OPCOST_ROOT")

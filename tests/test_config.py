@@ -13,7 +13,9 @@ def test_parse_input_shape_accepts_commas_x_and_lists():
     assert parse_input_shape([2, 3, 299, 299]) == (2, 3, 299, 299)
 
 
-@pytest.mark.parametrize("bad", ["2,3,224", "2,3,224,224,1", "a,b,c,d", "2,,224,224", "2,3,0,224", [2, 3, 224], "-1,3,4,4"])
+@pytest.mark.parametrize(
+    "bad", ["2,3,224", "2,3,224,224,1", "a,b,c,d", "2,,224,224", "2,3,0,224", [2, 3, 224], "-1,3,4,4"]
+)
 def test_parse_input_shape_rejects_malformed(bad):
     with pytest.raises(OpcostError) as exc:
         parse_input_shape(bad)

@@ -48,7 +48,11 @@ def test_evaluated_operations_combine_reruns(evaluated):
     single = thesis[thesis["n_measurements"] == 1]
     assert single["trials_t_s"].isna().all() and (single["n_trials"] == 0).all()
     # phases: forward for inference; forward and forward_backward for training
-    assert set(zip(ev["mode"], ev["phase"])) >= {("inference", "forward"), ("training", "forward"), ("training", "forward_backward")}
+    assert set(zip(ev["mode"], ev["phase"])) >= {
+        ("inference", "forward"),
+        ("training", "forward"),
+        ("training", "forward_backward"),
+    }
 
 
 def test_campaign_rows_use_trial_statistics(evaluated):
@@ -74,7 +78,11 @@ def test_sweeps_and_reports(evaluated):
     by = {(r["set_id"], r["device_config"], r["mode"]): r for r in cov["networks"]}
     r18 = by[("resnet18:32x3x32x32", "A30", "inference")]
     # every conv and linear of resnet18 was measured; residual adds and flatten were not (README)
-    assert r18["flops_share"] > 0.99 and {"add", "flatten"} <= set(r18["missing_kinds"]) and "Conv2d" not in r18["missing_kinds"]
+    assert (
+        r18["flops_share"] > 0.99
+        and {"add", "flatten"} <= set(r18["missing_kinds"])
+        and "Conv2d" not in r18["missing_kinds"]
+    )
     assert 0 < r18["calls_share"] < 1
     assert by[("resnet50:32x3x224x224", "A30", "inference")]["extracted"] is False  # not in this test's extract sets
 

@@ -22,7 +22,16 @@ def test_resnet18_call_counts():
     # conv+bn pairs; avgpool, torch.flatten, fc. ReLU is one module per block called twice.
     c = kinds("resnet18", (1, 3, 224, 224))
     assert c == Counter(
-        {"Conv2d": 20, "BatchNorm2d": 20, "ReLU": 17, "add": 8, "MaxPool2d": 1, "AdaptiveAvgPool2d": 1, "flatten": 1, "Linear": 1}
+        {
+            "Conv2d": 20,
+            "BatchNorm2d": 20,
+            "ReLU": 17,
+            "add": 8,
+            "MaxPool2d": 1,
+            "AdaptiveAvgPool2d": 1,
+            "flatten": 1,
+            "Linear": 1,
+        }
     )
 
 
@@ -40,8 +49,18 @@ def test_vit_b_16_call_counts():
     c = kinds("vit_b_16", (1, 3, 224, 224))
     assert c == Counter(
         {
-            "Conv2d": 1, "reshape": 1, "permute": 1, "expand": 1, "cat": 1, "add": 25, "Dropout": 37,
-            "LayerNorm": 25, "MultiheadAttention": 12, "Linear": 25, "GELU": 12, "getitem": 1,
+            "Conv2d": 1,
+            "reshape": 1,
+            "permute": 1,
+            "expand": 1,
+            "cat": 1,
+            "add": 25,
+            "Dropout": 37,
+            "LayerNorm": 25,
+            "MultiheadAttention": 12,
+            "Linear": 25,
+            "GELU": 12,
+            "getitem": 1,
         }
     )
 
@@ -63,8 +82,16 @@ def test_densenet121_call_counts():
     c = kinds("densenet121", (1, 3, 224, 224))
     assert c == Counter(
         {
-            "cat": 62, "Conv2d": 120, "BatchNorm2d": 121, "ReLU": 120, "relu": 1, "MaxPool2d": 1, "AvgPool2d": 3,
-            "adaptive_avg_pool2d": 1, "flatten": 1, "Linear": 1,
+            "cat": 62,
+            "Conv2d": 120,
+            "BatchNorm2d": 121,
+            "ReLU": 120,
+            "relu": 1,
+            "MaxPool2d": 1,
+            "AvgPool2d": 3,
+            "adaptive_avg_pool2d": 1,
+            "flatten": 1,
+            "Linear": 1,
         }
     )
 
@@ -75,14 +102,29 @@ def test_training_mode_runs_googlenet_aux_classifiers():
     inf = kinds("googlenet", (2, 3, 224, 224))
     tr = kinds("googlenet", (2, 3, 224, 224), training=True)
     assert sum(tr.values()) - sum(inf.values()) == 18
-    assert tr - inf == Counter({"adaptive_avg_pool2d": 2, "Conv2d": 2, "BatchNorm2d": 2, "relu": 4, "flatten": 2, "Linear": 4, "Dropout": 2})
+    assert tr - inf == Counter(
+        {"adaptive_avg_pool2d": 2, "Conv2d": 2, "BatchNorm2d": 2, "relu": 4, "flatten": 2, "Linear": 4, "Dropout": 2}
+    )
 
 
 REPRESENTATIVE = [
-    ("alexnet", 224), ("resnet50", 224), ("densenet121", 224), ("inception_v3", 299), ("googlenet", 224),
-    ("efficientnet_b0", 224), ("mobilenet_v3_small", 224), ("shufflenet_v2_x0_5", 224), ("squeezenet1_1", 224),
-    ("regnet_y_400mf", 224), ("mnasnet0_5", 224), ("convnext_tiny", 224), ("vit_b_16", 224), ("swin_t", 224),
-    ("swin_v2_t", 224), ("maxvit_t", 224), ("vgg11_bn", 224),
+    ("alexnet", 224),
+    ("resnet50", 224),
+    ("densenet121", 224),
+    ("inception_v3", 299),
+    ("googlenet", 224),
+    ("efficientnet_b0", 224),
+    ("mobilenet_v3_small", 224),
+    ("shufflenet_v2_x0_5", 224),
+    ("squeezenet1_1", 224),
+    ("regnet_y_400mf", 224),
+    ("mnasnet0_5", 224),
+    ("convnext_tiny", 224),
+    ("vit_b_16", 224),
+    ("swin_t", 224),
+    ("swin_v2_t", 224),
+    ("maxvit_t", 224),
+    ("vgg11_bn", 224),
 ]
 
 
@@ -103,7 +145,9 @@ def test_coverage_catches_a_lost_hyper_parameter():
 
 
 def test_training_forward_flops_equal_inference():
-    rows = extract_sets([ModelInputSet("resnet18", (2, 3, 64, 64), modes=("inference", "training"))], False).coverage_rows()
+    rows = extract_sets(
+        [ModelInputSet("resnet18", (2, 3, 64, 64), modes=("inference", "training"))], False
+    ).coverage_rows()
     assert rows[0]["flops_total"] == rows[1]["flops_total"] and all(r["coverage"] == pytest.approx(1.0) for r in rows)
 
 

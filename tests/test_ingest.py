@@ -107,9 +107,15 @@ def test_thesis_counts_equal_the_datasets_readme(ingest_root):
     parsed = {f: v["parsed"] for f, v in s["files"].items()}
     # data/external/README.md: rows that parse
     assert parsed == {
-        "ops/inference/A30.log": 835, "ops/inference/A30_no_tf32.log": 835, "ops/inference/RTX2080Ti.log": 835,
-        "ops/training/A30.log": 1227, "ops/training/A30_no_tf32.log": 1227, "ops/training/RTX2080Ti.log": 128,
-        "models/inference/A30.log": 18, "models/inference/A30_no_tf32.log": 18, "models/inference/RTX2080Ti.log": 18,
+        "ops/inference/A30.log": 835,
+        "ops/inference/A30_no_tf32.log": 835,
+        "ops/inference/RTX2080Ti.log": 835,
+        "ops/training/A30.log": 1227,
+        "ops/training/A30_no_tf32.log": 1227,
+        "ops/training/RTX2080Ti.log": 128,
+        "models/inference/A30.log": 18,
+        "models/inference/A30_no_tf32.log": 18,
+        "models/inference/RTX2080Ti.log": 18,
         "models/training/A30.log": 26,
     }
     d = ingest_root.ingested_dir("nicolai-thesis")
@@ -133,10 +139,15 @@ def test_sweep_sources(ingest_root):
     params = load_params(ingest_root.params)
     z = run_ingest_stage(ingest_root, params, "zeus-power-limit")
     assert z["rows_per_file"] == {
-        "summary_power_a40.csv": 453, "summary_power_p100.csv": 270, "summary_power_rtx6000.csv": 410, "summary_power_v100.csv": 476,
+        "summary_power_a40.csv": 453,
+        "summary_power_p100.csv": 270,
+        "summary_power_rtx6000.csv": 410,
+        "summary_power_v100.csv": 476,
     }
     zt = SWEEPS.validate(pd.read_parquet(ingest_root.ingested_dir("zeus-power-limit") / "sweeps.parquet"))
-    first = zt[(zt["device"] == "A40") & (zt["workload"] == "cifar100/shufflenetv2/bs1024/adadelta") & (zt["value"] == 100)].iloc[0]
+    first = zt[
+        (zt["device"] == "A40") & (zt["workload"] == "cifar100/shufflenetv2/bs1024/adadelta") & (zt["value"] == 100)
+    ].iloc[0]
     assert first["time_s"] == 27.130000000000003 and first["power_w"] == 106.88881213499654
     assert first["energy_j"] == 27.130000000000003 * 106.88881213499654 and first["knob"] == "power_limit_w"
     d = run_ingest_stage(ingest_root, params, "dvfs-conv")
@@ -150,5 +161,8 @@ def test_sweep_sources(ingest_root):
 def test_unknown_source_is_named(ingest_root):
     from opcost.errors import OpcostError
 
-    with pytest.raises(OpcostError, match="unknown ingest source 'zeus'; sources in params.yaml: dvfs-conv, nicolai-thesis, zeus-power-limit"):
+    with pytest.raises(
+        OpcostError,
+        match="unknown ingest source 'zeus'; sources in params.yaml: dvfs-conv, nicolai-thesis, zeus-power-limit",
+    ):
         run_ingest_stage(ingest_root, load_params(ingest_root.params), "zeus")

@@ -26,13 +26,17 @@ from opcost.measure.profile import adhoc_plan
 from opcost.measure.timing import measure_window, time_block
 from opcost.measure.workload import VARIANT_OUT_OF_PLACE, op_workload
 from opcost.ops.spec import CATEGORY_MODULE, OpSpec, TensorInput, module_attrs, target_of_class
-from opcost.schemas import NETWORKS, POWER_SAMPLES, TIMINGS
+from opcost.schemas import POWER_SAMPLES, TIMINGS
 
 
 def module_spec(module: nn.Module, shape) -> OpSpec:
     return OpSpec(
-        kind=type(module).__name__, category=CATEGORY_MODULE, target=target_of_class(type(module)),
-        attrs=module_attrs(module), args=[{"tensor": 0}], inputs=(TensorInput(tuple(shape), "float32"),),
+        kind=type(module).__name__,
+        category=CATEGORY_MODULE,
+        target=target_of_class(type(module)),
+        attrs=module_attrs(module),
+        args=[{"tensor": 0}],
+        inputs=(TensorInput(tuple(shape), "float32"),),
     )
 
 
@@ -42,8 +46,19 @@ BROKEN = module_spec(nn.Linear(10, 4), (2, 5))  # 5 features into a 10-feature l
 
 
 def campaign(**kw) -> CampaignParams:
-    base = dict(name="t", device="cpu", modes=("inference",), sets=("x",), networks=False, trials=2,
-                min_time_s=0.01, window_s=0.03, energy_source="none", max_instances=4, instance_budget_mb=8)
+    base = dict(
+        name="t",
+        device="cpu",
+        modes=("inference",),
+        sets=("x",),
+        networks=False,
+        trials=2,
+        min_time_s=0.01,
+        window_s=0.03,
+        energy_source="none",
+        max_instances=4,
+        instance_budget_mb=8,
+    )
     base.update(kw)
     return CampaignParams(**base)
 
@@ -62,7 +77,9 @@ def test_time_block_and_window_on_a_real_op():
     s = t.stats()
     assert t.iterations == 4 * t.number_per_run * len(t.block_means_s)
     assert 0 < s["median_s"] and 0 < s["mean_s"] < 1
-    w = measure_window(wl.block, wl.instances, blocks_per_chunk=3, chunks=5, sync=lambda: None, read_energy=lambda: None)
+    w = measure_window(
+        wl.block, wl.instances, blocks_per_chunk=3, chunks=5, sync=lambda: None, read_energy=lambda: None
+    )
     assert w.iterations == 5 * 3 * 4
     assert [c[0] for c in w.checkpoints] == [0, 12, 24, 36, 48, 60]
     times = [c[1] for c in w.checkpoints]
@@ -118,8 +135,18 @@ def test_rapl_missing_falls_back_to_none_on_auto(tmp_path):
 
 def test_nvidia_smi_line_and_thesis_energy():
     row = parse_smi_line("2026/11/21 10:00:00.123, 245.31, 1410, 1215, 61, 100\n")
-    assert (row["power_w"], row["sm_clock_mhz"], row["mem_clock_mhz"], row["temperature_c"], row["utilization_pct"]) == (
-        245.31, 1410.0, 1215.0, 61.0, 100.0,
+    assert (
+        row["power_w"],
+        row["sm_clock_mhz"],
+        row["mem_clock_mhz"],
+        row["temperature_c"],
+        row["utilization_pct"],
+    ) == (
+        245.31,
+        1410.0,
+        1215.0,
+        61.0,
+        100.0,
     )
     assert parse_smi_line("[N/A], bad") is None
     assert parse_smi_line("t, [N/A], 1410, 1215, 61, 100")["power_w"] is None
@@ -128,7 +155,11 @@ def test_nvidia_smi_line_and_thesis_energy():
 
 
 def test_integrate_power_trapezoid():
-    samples = [{"timestamp": 0.0, "power_w": 100.0}, {"timestamp": 1.0, "power_w": 300.0}, {"timestamp": 3.0, "power_w": 300.0}]
+    samples = [
+        {"timestamp": 0.0, "power_w": 100.0},
+        {"timestamp": 1.0, "power_w": 300.0},
+        {"timestamp": 3.0, "power_w": 300.0},
+    ]
     assert integrate_power_j(samples) == 200.0 + 600.0
 
 
@@ -156,7 +187,9 @@ def test_settings_grid():
 def test_unsupported_clocks_and_limits_are_refused_before_anything():
     fake = FakeNvml()
     ctl = DeviceControl(Nvml(0, lib=fake), "cuda:0")
-    with pytest.raises(OpcostError, match=r"core clock\(s\) \[1000\] MHz not supported by cuda:0; supported: 210..1410"):
+    with pytest.raises(
+        OpcostError, match=r"core clock\(s\) \[1000\] MHz not supported by cuda:0; supported: 210..1410"
+    ):
         ctl.validate([Setting(1000)])
     with pytest.raises(OpcostError, match=r"power limit\(s\) \[400\] W outside .*100..300 W"):
         ctl.validate([Setting(None, 400)])
@@ -251,14 +284,19 @@ def test_adhoc_plan_counts_and_dry_run_touches_nothing(tmp_path):
     plan = adhoc_plan(c, [ModelInputSet("resnet18", (2, 3, 32, 32), modes=("inference", "training"))])
     s = plan.summary()
     # resnet18: 29 unique ops per mode (see the extract tests' catalogue), plus the network
-    assert s["ops_per_mode"] == {"inference": 29, "training": 29} and s["networks_per_mode"] == {"inference": 1, "training": 1}
+    assert s["ops_per_mode"] == {"inference": 29, "training": 29} and s["networks_per_mode"] == {
+        "inference": 1,
+        "training": 1,
+    }
     assert s["parts"] == 60 and s["measurements"] == 120
     from typer.testing import CliRunner
 
     from opcost.cli import app
 
     out = tmp_path / "never"
-    res = CliRunner().invoke(app, ["profile", "--models", "resnet18:2,3,32,32", "--out", str(out), "--dry-run", "--no-progress"])
+    res = CliRunner().invoke(
+        app, ["profile", "--models", "resnet18:2,3,32,32", "--out", str(out), "--dry-run", "--no-progress"]
+    )
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["parts"] == 30 and not out.exists()
 
@@ -270,7 +308,9 @@ def test_profile_cli_errors():
 
     r = CliRunner().invoke(app, ["profile", "--models", "resnet18", "--out", "x"])
     assert r.exit_code == 2 and "expected MODEL:B,C,H,W" in r.stderr
-    r = CliRunner().invoke(app, ["profile", "--models", "resnet18:2,3,32,32", "--out", "x", "--energy-source", "joulemeter"])
+    r = CliRunner().invoke(
+        app, ["profile", "--models", "resnet18:2,3,32,32", "--out", "x", "--energy-source", "joulemeter"]
+    )
     assert r.exit_code == 2 and "energy_source 'joulemeter' is not one of" in r.stderr
 
 
@@ -291,7 +331,10 @@ Campaign(plan, Path(sys.argv[1]) / "out", Path(sys.argv[1]) / "parts").run(show_
 
 def test_kill_and_resume_measures_only_what_is_missing(tmp_path):
     n_ops = 12
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parent), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parent), os.environ.get("PYTHONPATH")])),
+    }
     cmd = [sys.executable, "-c", KILL_SCRIPT, str(tmp_path), str(n_ops)]
     proc = subprocess.Popen(cmd, env=env)
     parts = tmp_path / "parts"

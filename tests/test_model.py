@@ -6,7 +6,6 @@ import json
 import math
 
 import numpy as np
-import pandas as pd
 import pytest
 from torch import nn
 from typer.testing import CliRunner
@@ -22,15 +21,28 @@ from opcost.ops.spec import CATEGORY_MODULE, OpSpec, TensorInput, module_attrs, 
 
 def conv_spec() -> OpSpec:
     m = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
-    return OpSpec("Conv2d", CATEGORY_MODULE, target_of_class(nn.Conv2d), module_attrs(m), [{"tensor": 0}], {},
-                  (TensorInput((32, 3, 56, 56), "float32"),))
+    return OpSpec(
+        "Conv2d",
+        CATEGORY_MODULE,
+        target_of_class(nn.Conv2d),
+        module_attrs(m),
+        [{"tensor": 0}],
+        {},
+        (TensorInput((32, 3, 56, 56), "float32"),),
+    )
 
 
 def test_baseline_encoding_is_the_thesis_layout():
     spec = conv_spec()
     m = op_metrics(spec)
-    metrics = {"flops": m.flops, "bytes_read": m.bytes_read, "bytes_written": m.bytes_written, "params": m.params,
-               "is_view": m.is_view, "output_shapes": [list(s) for s in m.output_shapes]}
+    metrics = {
+        "flops": m.flops,
+        "bytes_read": m.bytes_read,
+        "bytes_written": m.bytes_written,
+        "params": m.params,
+        "is_view": m.is_view,
+        "output_shapes": [list(s) for s in m.output_shapes],
+    }
     enc = Encoding("baseline", ("BatchNorm2d", "Conv2d"))
     row = dict(zip(enc.columns, enc.row(op_record(spec, metrics), None)))
     assert row["kind=Conv2d"] == 1.0 and row["kind=BatchNorm2d"] == 0.0
@@ -75,7 +87,15 @@ def test_train_writes_metrics_models_and_registers(trained):
         for alg in ("rf", "xgb"):
             for fs in ("baseline", "improved"):
                 s = m[q][alg][fs]
-                assert set(s) >= {"cv_r2_mean", "cv_r2_std", "cv_mape_mean", "test_r2", "test_mape", "n_train", "n_test"}
+                assert set(s) >= {
+                    "cv_r2_mean",
+                    "cv_r2_std",
+                    "cv_mape_mean",
+                    "test_r2",
+                    "test_mape",
+                    "n_train",
+                    "n_test",
+                }
                 assert s["n_train"] + s["n_test"] == m["n_ops"] == 128
         assert m[q]["chosen"] in {f"{a}-{f}" for a in ("rf", "xgb") for f in ("baseline", "improved")}
         assert "mape_ratio_improved_over_baseline" in m[q]["comparison"]
@@ -123,7 +143,9 @@ def test_predict_sums_ops_and_reports_unseen_kinds(trained):
 def test_predict_errors_say_what_exists(trained, tmp_path):
     paths, _, _ = trained
     pr = Predictor(paths=paths)
-    with pytest.raises(OpcostError, match=r"no model for device 'H100' in mode training; trained: A30_no_tf32, RTX2080Ti"):
+    with pytest.raises(
+        OpcostError, match=r"no model for device 'H100' in mode training; trained: A30_no_tf32, RTX2080Ti"
+    ):
         pr.predict("resnet18", "32,3,32,32", "H100", "training")
     with pytest.raises(OpcostError, match="unknown mode 'train'"):
         pr.predict("resnet18", "32,3,32,32", "RTX2080Ti", "train")
@@ -157,8 +179,21 @@ def test_registry_champion_predicts_like_local_bundle(trained):
 def test_cli_predict_json(trained):
     from opcost.cli import app
 
-    res = CliRunner().invoke(app, ["predict", "--model", "resnet18", "--input-shape", "32,3,32,32", "--device", "RTX2080Ti",
-                                   "--mode", "training", "--json"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "predict",
+            "--model",
+            "resnet18",
+            "--input-shape",
+            "32,3,32,32",
+            "--device",
+            "RTX2080Ti",
+            "--mode",
+            "training",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
     assert d["time_s"] > 0 and d["coverage"]["unseen_kinds"] and len(d["operations"]) > 10
@@ -183,7 +218,10 @@ def test_compiled_trees_reproduce_the_libraries():
     b = np.nextafter(a, np.float32(2000.0))
     X[:, 4] = np.where(rng.random(400) < 0.5, a, b)
     y = X[:, 0] * 2 + np.sin(X[:, 1]) + (X[:, 5] > 0) + 3 * (X[:, 4] > a)
-    for model in (XGBRegressor(n_estimators=50, max_depth=5, random_state=0), RandomForestRegressor(n_estimators=20, random_state=0)):
+    for model in (
+        XGBRegressor(n_estimators=50, max_depth=5, random_state=0),
+        RandomForestRegressor(n_estimators=20, random_state=0),
+    ):
         model.fit(X[:300], y[:300])
         ens = compile_ensemble(model, X[:300])
         np.testing.assert_allclose(ens.predict(X[300:]), model.predict(X[300:]), rtol=1e-5, atol=1e-6)
@@ -199,8 +237,10 @@ def test_predictions_from_the_disk_cache_match_and_need_no_torch(trained):
     first = Predictor(paths=paths).predict("resnet18", "32,3,32,32", "RTX2080Ti", "training")
     code = (
         "import sys, json; from opcost.model.predict import Predictor; from opcost.config import Paths;"
-        f"p = Predictor(paths=Paths(__import__('pathlib').Path({str(paths.root)!r}))).predict('resnet18', '32,3,32,32', 'RTX2080Ti', 'training');"
-        "print(json.dumps({'t': p.time_s, 'mods': sorted(m for m in ('torch', 'xgboost', 'sklearn') if m in sys.modules)}))"
+        f"p = Predictor(paths=Paths(__import__('pathlib').Path({str(paths.root)!r})))"
+        ".predict('resnet18', '32,3,32,32', 'RTX2080Ti', 'training');"
+        "mods = sorted(m for m in ('torch', 'xgboost', 'sklearn') if m in sys.modules);"
+        "print(json.dumps({'t': p.time_s, 'mods': mods}))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env={**os.environ})
     d = json.loads(out.stdout.strip().splitlines()[-1])
@@ -215,10 +255,19 @@ def test_sync_registry_registers_pulled_bundles_once(trained, tmp_path, monkeypa
 
     paths, params, _ = trained
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'fresh.db'}")
-    only = params.__class__(**{**params.__dict__, "train": TrainParams(**{**params.train.__dict__,
-                                                                         "targets": ("RTX2080Ti-training", "A30_no_tf32-training")})})
+    only = params.__class__(
+        **{
+            **params.__dict__,
+            "train": TrainParams(
+                **{**params.train.__dict__, "targets": ("RTX2080Ti-training", "A30_no_tf32-training")}
+            ),
+        }
+    )
     first = sync_registry(paths, only)
     assert first == {"RTX2080Ti-training": "1", "A30_no_tf32-training": "1"}
     assert sync_registry(paths, only) == {"RTX2080Ti-training": None, "A30_no_tf32-training": None}
     v = MlflowClient().get_model_version_by_alias("opcost-A30_no_tf32-training", "champion")
-    assert v.tags["bundle_hash"] == json.loads((paths.model_dir("A30_no_tf32-training") / "model.json").read_text())["bundle_hash"]
+    assert (
+        v.tags["bundle_hash"]
+        == json.loads((paths.model_dir("A30_no_tf32-training") / "model.json").read_text())["bundle_hash"]
+    )

@@ -8,7 +8,9 @@ from opcost.ops.reprparse import parse_repr, spec_from_repr
 
 def test_parse_repr_arguments():
     assert parse_repr("Conv2d(3, 64, kernel_size=(7, 7), stride=(2, 2), padding=(3, 3), bias=False)") == (
-        "Conv2d", [3, 64], {"kernel_size": (7, 7), "stride": (2, 2), "padding": (3, 3), "bias": False}
+        "Conv2d",
+        [3, 64],
+        {"kernel_size": (7, 7), "stride": (2, 2), "padding": (3, 3), "bias": False},
     )
     assert parse_repr("StochasticDepth(p=0.0, mode=row)") == ("StochasticDepth", [], {"p": 0.0, "mode": "row"})
     assert parse_repr("LayerNorm((96,), eps=1e-06, elementwise_affine=True)")[1] == [(96,)]
@@ -19,8 +21,12 @@ def test_old_reprs_match_the_layers_extract_finds():
     """Early-2025 reprs (BatchNorm2d without today's bias=True) get extract's op_ids."""
     tr = trace(meta_model("resnet34"), (32, 3, 56, 56))
     extracted = {c.spec.op_id for c in tr.calls}
-    stem = spec_from_repr("Conv2d(3, 64, kernel_size=(7, 7), stride=(2, 2), padding=(3, 3), bias=False)", (32, 3, 56, 56))
-    bn = spec_from_repr("BatchNorm2d(64, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)", (32, 64, 28, 28))
+    stem = spec_from_repr(
+        "Conv2d(3, 64, kernel_size=(7, 7), stride=(2, 2), padding=(3, 3), bias=False)", (32, 3, 56, 56)
+    )
+    bn = spec_from_repr(
+        "BatchNorm2d(64, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)", (32, 64, 28, 28)
+    )
     relu = spec_from_repr("ReLU(inplace=True)", (32, 64, 28, 28))
     relu_plain = spec_from_repr("ReLU()", (32, 64, 28, 28))  # the training logs print this form
     assert bn.attrs["bias"] is True

@@ -54,8 +54,15 @@ def test_op_id_is_sha256_of_canonical_key_and_ignores_spelling():
     key = {
         "kind": "Conv2d",
         "attrs": {
-            "bias": False, "dilation": [1, 1], "groups": 1, "in_channels": 3, "kernel_size": [7, 7],
-            "out_channels": 64, "padding": [3, 3], "padding_mode": "zeros", "stride": [2, 2],
+            "bias": False,
+            "dilation": [1, 1],
+            "groups": 1,
+            "in_channels": 3,
+            "kernel_size": [7, 7],
+            "out_channels": 64,
+            "padding": [3, 3],
+            "padding_mode": "zeros",
+            "stride": [2, 2],
         },
         "args": [{"tensor": 0}],
         "kwargs": {},
@@ -135,8 +142,12 @@ def test_build_runs_real_module_and_function_on_cpu():
     # the same weights and input give what a hand-made conv gives
     assert torch.allclose(out, torch.nn.functional.conv2d(r.inputs[0], r.fn.weight, padding=1))
     add = OpSpec(
-        kind="add", category="function", target="torch.Tensor.add", attrs={"inplace": False},
-        args=[{"tensor": 0}, {"tensor": 1}], inputs=(TensorInput((4,), "float32"), TensorInput((4,), "float32")),
+        kind="add",
+        category="function",
+        target="torch.Tensor.add",
+        attrs={"inplace": False},
+        args=[{"tensor": 0}, {"tensor": 1}],
+        inputs=(TensorInput((4,), "float32"), TensorInput((4,), "float32")),
     )
     r = build(add, "cpu")
     assert torch.equal(r(), r.inputs[0] + r.inputs[1])

@@ -38,7 +38,11 @@ def test_stage_writes_valid_tables_and_coverage(tmp_root):
     per_set = occ.groupby(["set_id", "mode"])["calls"].sum().to_dict()
     assert per_set[("resnet18:2x3x32x32", "inference")] == 69
     assert per_set[("resnet18:2x3x32x32", "training")] == 69
-    assert set(per_set) == {("resnet18:2x3x32x32", "inference"), ("resnet18:2x3x32x32", "training"), ("squeezenet1_1:2x3x64x64", "inference")}
+    assert set(per_set) == {
+        ("resnet18:2x3x32x32", "inference"),
+        ("resnet18:2x3x32x32", "training"),
+        ("squeezenet1_1:2x3x64x64", "inference"),
+    }
     # hyper-parameters as typed columns
     assert str(ops["hp_in_channels"].dtype) == "Int64"
     assert str(ops["hp_bias"].dtype) == "boolean"
@@ -83,7 +87,9 @@ def test_cli_extract(tmp_root):
 
 
 def test_cli_coverage_json():
-    res = runner.invoke(app, ["coverage", "resnet18", "alexnet", "--input-shape", "1,3,224,224", "--json", "--no-progress"])
+    res = runner.invoke(
+        app, ["coverage", "resnet18", "alexnet", "--input-shape", "1,3,224,224", "--json", "--no-progress"]
+    )
     assert res.exit_code == 0, res.output
     rows = json.loads(res.stdout)
     assert [r["model"] for r in rows] == ["resnet18", "alexnet"]

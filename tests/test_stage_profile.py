@@ -13,13 +13,22 @@ from opcost.ops.catalog import run_extract_stage
 from opcost.schemas import NETWORKS, POWER_SAMPLES, TIMINGS
 
 PARAMS = {
-    "extract": {"sets": [{"model": "squeezenet1_1", "input_shape": [2, 3, 32, 32], "modes": ["inference", "training"]}]},
+    "extract": {
+        "sets": [{"model": "squeezenet1_1", "input_shape": [2, 3, 32, 32], "modes": ["inference", "training"]}]
+    },
     "profile": {
         "campaigns": {
             "tiny": {
-                "device": "cpu", "modes": ["inference"], "sets": ["squeezenet1_1:2x3x32x32"], "networks": True,
-                "trials": 2, "min_time_s": 0.005, "window_s": 0.01, "energy_source": "none",
-                "max_instances": 2, "instance_budget_mb": 4,
+                "device": "cpu",
+                "modes": ["inference"],
+                "sets": ["squeezenet1_1:2x3x32x32"],
+                "networks": True,
+                "trials": 2,
+                "min_time_s": 0.005,
+                "window_s": 0.01,
+                "energy_source": "none",
+                "max_instances": 2,
+                "instance_budget_mb": 4,
             }
         }
     },
@@ -50,7 +59,16 @@ def test_profile_stage_writes_raw_tables(paths):
     saved = json.loads((raw / "campaign.json").read_text())
     assert saved["parameters"]["trials"] == 2 and saved["rows"]["timings"] == len(t)
     env = saved["environment"]
-    for key in ("host", "torch", "cuda_runtime", "tf32_matmul", "tf32_cudnn", "cudnn_benchmark", "energy_source", "device_name"):
+    for key in (
+        "host",
+        "torch",
+        "cuda_runtime",
+        "tf32_matmul",
+        "tf32_cudnn",
+        "cudnn_benchmark",
+        "energy_source",
+        "device_name",
+    ):
         assert key in env
     assert saved["energy_note"].startswith("no energy source")
     assert meta["failed_rows"] == 0

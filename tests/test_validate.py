@@ -13,8 +13,16 @@ from opcost.validate.report import run_validate_stage
 
 def sweep_rows(workload, values, times, powers):
     return [
-        {"source": "s", "device": "d", "workload": workload, "knob": "power_limit_w", "value": float(v),
-         "time_s": t, "power_w": p, "energy_j": t * p}
+        {
+            "source": "s",
+            "device": "d",
+            "workload": workload,
+            "knob": "power_limit_w",
+            "value": float(v),
+            "time_s": t,
+            "power_w": p,
+            "energy_j": t * p,
+        }
         for v, t, p in zip(values, times, powers)
     ]
 
@@ -42,8 +50,16 @@ def test_grid_optimum_is_the_joint_minimum():
         for mem in (2000, 3000):
             t = 2.0 if core == 500 else 1.0
             p = {(500, 2000): 50, (500, 3000): 60, (1000, 2000): 90, (1000, 3000): 130}[(core, mem)]
-            base = {"source": "g", "device": "d", "time_s": t, "power_w": p, "energy_j": t * p,
-                    "core_clock_mhz": float(core), "mem_clock_mhz": float(mem), "power_limit_w": None}
+            base = {
+                "source": "g",
+                "device": "d",
+                "time_s": t,
+                "power_w": p,
+                "energy_j": t * p,
+                "core_clock_mhz": float(core),
+                "mem_clock_mhz": float(mem),
+                "power_limit_w": None,
+            }
             rows.append({**base, "workload": f"app@mem{mem}", "knob": "core_clock_mhz", "value": float(core)})
             rows.append({**base, "workload": f"app@core{core}", "knob": "mem_clock_mhz", "value": float(mem)})
     g = sweeps.grid_optima(pd.DataFrame(rows)).iloc[0]
@@ -54,15 +70,54 @@ def test_grid_optimum_is_the_joint_minimum():
 
 
 def test_summed_vs_measured_propagates_sigmas():
-    nets = pd.DataFrame([{"set_id": "m:1x3x8x8", "model": "m", "device_config": "D", "mode": "inference", "clock_mhz": None,
-                          "power_limit_w": None, "t_s": 1.0, "sigma_t_s": 0.05, "e_j": 10.0, "sigma_e_j": 0.5, "sources": "x"}])
-    ops = pd.DataFrame([
-        {"op_id": "a", "device_config": "D", "mode": "inference", "phase": "forward", "clock_mhz": None, "power_limit_w": None,
-         "t_s": 0.1, "sigma_t_s": 0.01, "e_j": 1.0, "sigma_e_j": 0.1},
-        {"op_id": "b", "device_config": "D", "mode": "inference", "phase": "forward", "clock_mhz": None, "power_limit_w": None,
-         "t_s": 0.2, "sigma_t_s": 0.02, "e_j": 2.0, "sigma_e_j": 0.2},
-    ])
-    occ = pd.DataFrame({"set_id": ["m:1x3x8x8"] * 3, "mode": ["inference"] * 3, "op_id": ["a", "b", "c"], "calls": [2, 3, 1]})
+    nets = pd.DataFrame(
+        [
+            {
+                "set_id": "m:1x3x8x8",
+                "model": "m",
+                "device_config": "D",
+                "mode": "inference",
+                "clock_mhz": None,
+                "power_limit_w": None,
+                "t_s": 1.0,
+                "sigma_t_s": 0.05,
+                "e_j": 10.0,
+                "sigma_e_j": 0.5,
+                "sources": "x",
+            }
+        ]
+    )
+    ops = pd.DataFrame(
+        [
+            {
+                "op_id": "a",
+                "device_config": "D",
+                "mode": "inference",
+                "phase": "forward",
+                "clock_mhz": None,
+                "power_limit_w": None,
+                "t_s": 0.1,
+                "sigma_t_s": 0.01,
+                "e_j": 1.0,
+                "sigma_e_j": 0.1,
+            },
+            {
+                "op_id": "b",
+                "device_config": "D",
+                "mode": "inference",
+                "phase": "forward",
+                "clock_mhz": None,
+                "power_limit_w": None,
+                "t_s": 0.2,
+                "sigma_t_s": 0.02,
+                "e_j": 2.0,
+                "sigma_e_j": 0.2,
+            },
+        ]
+    )
+    occ = pd.DataFrame(
+        {"set_id": ["m:1x3x8x8"] * 3, "mode": ["inference"] * 3, "op_id": ["a", "b", "c"], "calls": [2, 3, 1]}
+    )
     cat = pd.DataFrame({"op_id": ["a", "b", "c"], "flops": [10, 20, 40]})
     r = summation.summed_vs_measured(nets, ops, occ, cat).iloc[0]
     assert r["summed_t_s"] == pytest.approx(2 * 0.1 + 3 * 0.2)

@@ -26,7 +26,9 @@ def predictor() -> Predictor:
     return _default
 
 
-def predict(model: str, input_shape: Any, device: str, mode: str = "inference", clock_mhz: float | None = None) -> NetworkPrediction:
+def predict(
+    model: str, input_shape: Any, device: str, mode: str = "inference", clock_mhz: float | None = None
+) -> NetworkPrediction:
     return predictor().predict(model, input_shape, device, mode, clock_mhz)
 
 

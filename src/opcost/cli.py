@@ -157,8 +157,12 @@ def evaluate() -> None:
 
 @app.command()
 def train(
-    target: str = typer.Option(..., "--target", help="<device config>-<mode>, e.g. A30-inference (params.yaml train.targets)."),
-    no_mlflow: bool = typer.Option(False, "--no-mlflow", help="Do not log to MLflow or register (scores and models/ only)."),
+    target: str = typer.Option(
+        ..., "--target", help="<device config>-<mode>, e.g. A30-inference (params.yaml train.targets)."
+    ),
+    no_mlflow: bool = typer.Option(
+        False, "--no-mlflow", help="Do not log to MLflow or register (scores and models/ only)."
+    ),
 ) -> None:
     """Stage `train@TARGET`: time and power models (RF, XGBoost; baseline and improved features).
 
@@ -169,7 +173,9 @@ def train(
 
     def go(paths: Paths, params: Any) -> dict:
         if target not in params.train.targets:
-            raise OpcostError(f"unknown train target {target!r}; targets in params.yaml: {', '.join(params.train.targets)}")
+            raise OpcostError(
+                f"unknown train target {target!r}; targets in params.yaml: {', '.join(params.train.targets)}"
+            )
         return run_train_stage(paths, params, target, log_to_mlflow=not no_mlflow)
 
     r = _stage(go)
@@ -240,18 +246,29 @@ def predict(
         return
     e = f"{p.energy_j:.4g} J" if p.energy_j is not None else "n/a"
     pw = f"{p.avg_power_w:.1f} W" if p.avg_power_w is not None else "n/a"
-    out.print(f"{model} {'x'.join(map(str, p.input_shape))} on {device} ({mode}): time {p.time_s * 1e3:.3f} ms, energy {e}, average power {pw}")
+    out.print(
+        f"{model} {'x'.join(map(str, p.input_shape))} on {device} ({mode}): "
+        f"time {p.time_s * 1e3:.3f} ms, energy {e}, average power {pw}"
+    )
     table = Table(title=f"top {top} operations by time")
     for col in ("kind", "op_id", "calls", "t per call [ms]", "e per call [mJ]", "time share"):
         table.add_column(escape(col), justify="left" if col in ("kind", "op_id") else "right", no_wrap=True)
     for r in p.operations()[:top]:
-        table.add_row(r["kind"], r["op_id"], str(r["calls"]), f"{r['t_s'] * 1e3:.4f}",
-                      "n/a" if r["e_j"] is None else f"{r['e_j'] * 1e3:.4f}", f"{r['time_share']:.1%}")
+        table.add_row(
+            r["kind"],
+            r["op_id"],
+            str(r["calls"]),
+            f"{r['t_s'] * 1e3:.4f}",
+            "n/a" if r["e_j"] is None else f"{r['e_j'] * 1e3:.4f}",
+            f"{r['time_share']:.1%}",
+        )
     out.print(table)
     if p.unseen:
         kinds = sorted({u["kind"] for u in p.unseen})
-        out.print(f"left out (kinds the model never saw): {', '.join(kinds)}; "
-                  f"{sum(u['calls'] for u in p.unseen)} calls, {p.unseen_flops_share:.2%} of FLOPs")
+        out.print(
+            f"left out (kinds the model never saw): {', '.join(kinds)}; "
+            f"{sum(u['calls'] for u in p.unseen)} calls, {p.unseen_flops_share:.2%} of FLOPs"
+        )
     if p.note:
         out.print(f"note: {p.note}")
 
@@ -261,7 +278,9 @@ def recommend(
     model: str = typer.Option(..., "--model", help="torchvision classification model."),
     input_shape: str = typer.Option(..., "--input-shape", help="B,C,H,W."),
     mode: str = typer.Option("inference", "--mode", help="inference or training."),
-    max_slowdown: Optional[float] = typer.Option(None, "--max-slowdown", help="Keep configs at most X times slower than the fastest."),
+    max_slowdown: Optional[float] = typer.Option(
+        None, "--max-slowdown", help="Keep configs at most X times slower than the fastest."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Rank the device configs (and clocks, where known) by time, energy and energy-delay product."""
@@ -272,14 +291,29 @@ def recommend(
         sys.stdout.write(df.to_json(orient="records", indent=2) + "\n")
         return
     table = Table(title=f"{model} {input_shape} ({mode})")
-    for col in ("device", "clock", "time [ms]", "energy [J]", "EDP [J s]", "slowdown", "rank time", "rank energy", "rank EDP"):
+    for col in (
+        "device",
+        "clock",
+        "time [ms]",
+        "energy [J]",
+        "EDP [J s]",
+        "slowdown",
+        "rank time",
+        "rank energy",
+        "rank EDP",
+    ):
         table.add_column(escape(col), no_wrap=True)
     for _, r in df.iterrows():
         table.add_row(
-            r["device_config"], "default" if r["clock_mhz"] is None or r["clock_mhz"] != r["clock_mhz"] else f"{r['clock_mhz']:g}",
-            f"{r['time_s'] * 1e3:.3f}", "n/a" if r["energy_j"] is None else f"{r['energy_j']:.4g}",
-            "n/a" if r["edp_js"] is None else f"{r['edp_js']:.4g}", f"{r['slowdown']:.2f}",
-            str(r["rank_time"]), str(r["rank_energy"]), str(r["rank_edp"]),
+            r["device_config"],
+            "default" if r["clock_mhz"] is None or r["clock_mhz"] != r["clock_mhz"] else f"{r['clock_mhz']:g}",
+            f"{r['time_s'] * 1e3:.3f}",
+            "n/a" if r["energy_j"] is None else f"{r['energy_j']:.4g}",
+            "n/a" if r["edp_js"] is None else f"{r['edp_js']:.4g}",
+            f"{r['slowdown']:.2f}",
+            str(r["rank_time"]),
+            str(r["rank_energy"]),
+            str(r["rank_edp"]),
         )
     out.print(table)
 
@@ -301,7 +335,9 @@ def profile(
     mode: List[str] = typer.Option(["inference"], "--mode", help="Ad hoc: inference and/or training (repeat)."),
     models: List[str] = typer.Option([], "--models", help="Ad hoc: MODEL:B,C,H,W (repeat for several)."),
     min_time: float = typer.Option(0.2, "--min-time", help="Ad hoc: seconds per benchmark.Timer autorange."),
-    window: Optional[float] = typer.Option(None, "--window", help="Ad hoc: seconds of the energy window (default 4 x --min-time)."),
+    window: Optional[float] = typer.Option(
+        None, "--window", help="Ad hoc: seconds of the energy window (default 4 x --min-time)."
+    ),
     trials: int = typer.Option(3, "--trials", help="Ad hoc: independent trials per op and setting."),
     energy_source: str = typer.Option("auto", "--energy-source", help="Ad hoc: auto, nvml, nvidia-smi, rapl or none."),
     clocks: List[int] = typer.Option([], "--clock", help="Ad hoc: core clock to sweep in MHz (repeat)."),
@@ -328,10 +364,18 @@ def profile(
         if out_dir is None and not dry_run:
             raise OpcostError("an ad-hoc campaign needs --out DIR for its results")
         c = CampaignParams(
-            name=(out_dir.name if out_dir else "adhoc"), device=device, modes=tuple(dict.fromkeys(mode)),
-            sets=tuple(s.set_id for s in sets), networks=networks, clocks_mhz=tuple(clocks),
-            power_limits_w=tuple(power_limits), trials=trials, min_time_s=min_time,
-            window_s=window if window is not None else 4 * min_time, energy_source=energy_source, seed=seed,
+            name=(out_dir.name if out_dir else "adhoc"),
+            device=device,
+            modes=tuple(dict.fromkeys(mode)),
+            sets=tuple(s.set_id for s in sets),
+            networks=networks,
+            clocks_mhz=tuple(clocks),
+            power_limits_w=tuple(power_limits),
+            trials=trials,
+            min_time_s=min_time,
+            window_s=window if window is not None else 4 * min_time,
+            energy_source=energy_source,
+            seed=seed,
         )
         c.check("command line")
         return prof.run_adhoc(c, sets, out_dir or Path("."), dry_run, not no_progress)

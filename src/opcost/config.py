@@ -257,12 +257,17 @@ class CampaignParams:
         return c
 
     def check(self, where: str) -> None:
-        if not (self.device == "cpu" or (self.device.startswith("cuda") and self.device[4:] in ("", *(f":{i}" for i in range(64))))):
+        if not (
+            self.device == "cpu"
+            or (self.device.startswith("cuda") and self.device[4:] in ("", *(f":{i}" for i in range(64))))
+        ):
             raise OpcostError(f"{where}: device {self.device!r} must be cpu or cuda:N")
         if not self.modes or any(m not in MODES for m in self.modes):
             raise OpcostError(f"{where}: modes {list(self.modes)!r} must be a non-empty list of {', '.join(MODES)}")
         if self.energy_source not in ENERGY_SOURCES:
-            raise OpcostError(f"{where}: energy_source {self.energy_source!r} is not one of {', '.join(ENERGY_SOURCES)}")
+            raise OpcostError(
+                f"{where}: energy_source {self.energy_source!r} is not one of {', '.join(ENERGY_SOURCES)}"
+            )
         if self.trials < 1 or self.chunks < 3:
             raise OpcostError(f"{where}: trials must be >= 1 and chunks >= 3 (got {self.trials}, {self.chunks})")
         if self.min_time_s <= 0 or self.window_s <= 0 or self.sample_interval_s <= 0:
@@ -277,8 +282,16 @@ class CampaignParams:
         return {
             k: getattr(self, k)
             for k in (
-                "device", "trials", "min_time_s", "window_s", "chunks", "energy_source",
-                "sample_interval_s", "seed", "max_instances", "instance_budget_mb",
+                "device",
+                "trials",
+                "min_time_s",
+                "window_s",
+                "chunks",
+                "energy_source",
+                "sample_interval_s",
+                "seed",
+                "max_instances",
+                "instance_budget_mb",
             )
         }
 

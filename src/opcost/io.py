@@ -1,13 +1,18 @@
-"""Atomic file output: write to a temporary file beside the target, then rename.
+"""Atomic file output: write to a temporary file, then rename it onto the target.
 
 A stage that fails (or is killed) half-way never leaves a truncated Parquet or JSON file that the
-next stage, or DVC, would mistake for a finished output.
+next stage, or DVC, would mistake for a finished output. Inside a project the temporary file lives
+in `.opcost/tmp/` (git- and DVC-ignored), not beside the target: a SIGKILL between writing and
+renaming then leaves nothing inside a DVC output folder. Elsewhere (an ad-hoc `--out` folder) it
+sits beside the target as a hidden `.name.*.tmp` file.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,7 +26,7 @@ def atomic_path(target: Path) -> Iterator[Path]:
     """Yield a temporary path in the target's folder; rename it onto `target` if the block succeeds."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=temp_dir_for(target))
     os.close(fd)
     tmp_path = Path(tmp)
     umask = os.umask(0)
@@ -29,10 +34,44 @@ def atomic_path(target: Path) -> Iterator[Path]:
     os.chmod(tmp_path, 0o666 & ~umask)  # mkstemp makes 0600; outputs are ordinary shared files
     try:
         yield tmp_path
-        os.replace(tmp_path, target)
+        _replace(tmp_path, target)
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+def temp_dir_for(target: Path) -> Path:
+    """Where the temporary file of `target` is written: the project's `.opcost/tmp/` when the target
+    is inside a project (a folder with dvc.yaml), else the target's own folder."""
+    from opcost.config import find_root
+
+    root = find_root()
+    if (root / "dvc.yaml").is_file():
+        try:
+            Path(target).resolve().relative_to(root)
+        except ValueError:
+            return Path(target).parent
+        d = root / ".opcost" / "tmp"
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+    return Path(target).parent
+
+
+def _replace(tmp: Path, target: Path) -> None:
+    try:
+        os.replace(tmp, target)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        # .opcost/tmp on another file system than the target: copy beside the target, then rename
+        fd, near = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        os.close(fd)
+        try:
+            shutil.copyfile(tmp, near)
+            os.replace(near, target)
+        finally:
+            if os.path.exists(near):
+                os.unlink(near)
 
 
 def write_parquet(df: pd.DataFrame, target: Path) -> None:

@@ -8,6 +8,7 @@ error that names the table and the column.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 from pandas.api import types as ptypes
@@ -66,7 +67,7 @@ def _kind_ok(kind: str, s: pd.Series) -> bool:
     if kind == "bool":
         return ptypes.is_bool_dtype(dtype)
     if kind == "list":
-        return dtype == object and all(isinstance(v, (list, tuple, np.ndarray)) for v in s.dropna())
+        return ptypes.is_object_dtype(dtype) and all(isinstance(v, (list, tuple, np.ndarray)) for v in s.dropna())
     raise ValueError(f"unknown column kind {kind!r}")
 
 
@@ -164,7 +165,9 @@ _MEASUREMENT = cols(
     Col("power_w", "float", unit="W", nullable=True, min=0, doc="window energy / window time"),
     Col("time_r2", "float", nullable=True, doc="R^2 of time vs iterations over the window's checkpoints"),
     Col("energy_r2", "float", nullable=True, doc="R^2 of energy vs iterations"),
-    Col("proportional", "bool", nullable=True, doc="time and energy linear in iterations (R^2 >= 0.99, small intercept)"),
+    Col(
+        "proportional", "bool", nullable=True, doc="time and energy linear in iterations (R^2 >= 0.99, small intercept)"
+    ),
     Col("sm_clock_mhz", "float", unit="MHz", nullable=True, min=0, doc="mean core clock reached during the window"),
     Col("energy_source", "str"),
     Col("started_at", "float", unit="s since epoch", min=0),
@@ -273,7 +276,14 @@ def _stat_cols(prefix: str, doc: str) -> tuple[Col, ...]:
     return cols(
         Col(f"{prefix}t_s", "float", unit="s", nullable=bool(prefix), min=0, doc=f"time per iteration ({doc})"),
         Col(f"{prefix}sigma_t_s", "float", unit="s", nullable=True, min=0),
-        Col(f"{prefix}e_j", "float", unit="J", nullable=True, min=0, doc=f"energy per iteration ({doc}); null without an energy source"),
+        Col(
+            f"{prefix}e_j",
+            "float",
+            unit="J",
+            nullable=True,
+            min=0,
+            doc=f"energy per iteration ({doc}); null without an energy source",
+        ),
         Col(f"{prefix}sigma_e_j", "float", unit="J", nullable=True, min=0),
         Col(f"{prefix}p_w", "float", unit="W", nullable=True, min=0, max=2000),
         Col(f"{prefix}sigma_p_w", "float", unit="W", nullable=True, min=0),

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,6 +26,8 @@ from opcost.errors import OpcostError
 from opcost.io import write_json, write_parquet
 from opcost.ops.catalog import known_operations
 from opcost.schemas import (
+    EVALUATED_NETWORKS,
+    EVALUATED_OPERATIONS,
     NET_MEASUREMENTS,
     NETWORKS,
     OCCURRENCES,
@@ -34,8 +35,6 @@ from opcost.schemas import (
     POWER_SAMPLES,
     SWEEPS,
     TIMINGS,
-    EVALUATED_NETWORKS,
-    EVALUATED_OPERATIONS,
     conform,
 )
 
@@ -201,9 +200,17 @@ def campaign_sweeps(name: str, cfg: str, nets: pd.DataFrame) -> pd.DataFrame:
         for _, r in swept.iterrows():
             rows.append(
                 {
-                    "source": name, "device": cfg, "workload": f"{r['set_id']}/{r['mode']}", "knob": knob,
-                    "value": float(r[col]), "time_s": r["t_s"], "power_w": r["p_w"], "energy_j": r["e_j"],
-                    "core_clock_mhz": r["clock_mhz"], "mem_clock_mhz": None, "power_limit_w": r["power_limit_w"],
+                    "source": name,
+                    "device": cfg,
+                    "workload": f"{r['set_id']}/{r['mode']}",
+                    "knob": knob,
+                    "value": float(r[col]),
+                    "time_s": r["t_s"],
+                    "power_w": r["p_w"],
+                    "energy_j": r["e_j"],
+                    "core_clock_mhz": r["clock_mhz"],
+                    "mem_clock_mhz": None,
+                    "power_limit_w": r["power_limit_w"],
                     "detail": json.dumps({"unit": "iteration"}),
                 }
             )
@@ -230,7 +237,9 @@ def read_ingested(paths: Paths, params: Params) -> dict[str, list[pd.DataFrame]]
     return out
 
 
-def coverage_of_networks(nets: pd.DataFrame, ops: pd.DataFrame, occurrences: pd.DataFrame, catalog: pd.DataFrame) -> dict[str, Any]:
+def coverage_of_networks(
+    nets: pd.DataFrame, ops: pd.DataFrame, occurrences: pd.DataFrame, catalog: pd.DataFrame
+) -> dict[str, Any]:
     """For each measured whole network: the share of its FLOPs and calls whose ops were measured
     (on the same device config and mode), and the kinds with no measurement."""
     flops = dict(zip(catalog["op_id"], catalog["flops"]))
@@ -243,7 +252,13 @@ def coverage_of_networks(nets: pd.DataFrame, ops: pd.DataFrame, occurrences: pd.
         if occ.empty:
             rows.append({**entry, "extracted": False})
             continue
-        have = set(ops[(ops["device_config"] == n["device_config"]) & (ops["mode"] == n["mode"]) & (ops["phase"] == op_phase[n["mode"]])]["op_id"])
+        have = set(
+            ops[
+                (ops["device_config"] == n["device_config"])
+                & (ops["mode"] == n["mode"])
+                & (ops["phase"] == op_phase[n["mode"]])
+            ]["op_id"]
+        )
         f = occ["op_id"].map(flops).astype(float) * occ["calls"]
         hit = occ["op_id"].isin(have)
         missing = sorted({kinds[o] for o in occ.loc[~hit, "op_id"]})
@@ -299,4 +314,9 @@ def run_evaluate_stage(paths: Paths, params: Params) -> dict[str, Any]:
     write_parquet(sweeps, paths.evaluated_sweeps)
     write_json({s["source"]: s for s in ing["summaries"]}, paths.ingest_summary)
     write_json(coverage, paths.ingest_coverage)
-    return {"operations": len(ops), "networks": len(nets), "sweeps": len(sweeps), "mean_flops_share": coverage.get("mean_flops_share")}
+    return {
+        "operations": len(ops),
+        "networks": len(nets),
+        "sweeps": len(sweeps),
+        "mean_flops_share": coverage.get("mean_flops_share"),
+    }

@@ -74,7 +74,9 @@ def ingest_sweep(src: IngestSource, paths: Paths) -> dict[str, Any]:
 def run_ingest_stage(paths: Paths, params: Params, name: str) -> dict[str, Any]:
     sources = params.ingest.sources
     if name not in sources:
-        raise OpcostError(f"unknown ingest source {name!r}; sources in params.yaml: {', '.join(sorted(sources)) or 'none'}")
+        raise OpcostError(
+            f"unknown ingest source {name!r}; sources in params.yaml: {', '.join(sorted(sources)) or 'none'}"
+        )
     src = sources[name]
     if not (paths.root / src.path).exists():
         raise OpcostError(f"{src.path} not found: run `dvc pull` to fetch the external data")

@@ -42,7 +42,13 @@ def zeus(root: Path, source: str) -> tuple[pd.DataFrame, dict]:
             {
                 "source": source,
                 "device": gpu,
-                "workload": df["dataset"] + "/" + df["network"] + "/bs" + df["batch_size"].astype(str) + "/" + df["optimizer"],
+                "workload": df["dataset"]
+                + "/"
+                + df["network"]
+                + "/bs"
+                + df["batch_size"].astype(str)
+                + "/"
+                + df["optimizer"],
                 "knob": "power_limit_w",
                 "value": df["power_limit"].astype(float),
                 "time_s": df["time_per_epoch"].astype(float),
@@ -67,7 +73,9 @@ def dvfs(root: Path, source: str) -> tuple[pd.DataFrame, dict]:
     t = df["time/us"].astype(float) * 1e-6
     p = df["power/W"].astype(float)
     app = df["appName"] + "/" + df["argNo"]
-    detail = [json.dumps({"gflops": g, "gflops_per_w": gw, "unit": "call"}) for g, gw in zip(df["GFLOPS"], df["GFLOPS/W"])]
+    detail = [
+        json.dumps({"gflops": g, "gflops_per_w": gw, "unit": "call"}) for g, gw in zip(df["GFLOPS"], df["GFLOPS/W"])
+    ]
     common = {
         "source": source,
         "device": "unnamed Maxwell/Pascal GPU (dvfs-conv)",
@@ -79,6 +87,20 @@ def dvfs(root: Path, source: str) -> tuple[pd.DataFrame, dict]:
         "power_limit_w": None,
         "detail": detail,
     }
-    core = pd.DataFrame({**common, "workload": app + "@mem" + df["memF"].astype(str), "knob": "core_clock_mhz", "value": df["coreF"].astype(float)})
-    mem = pd.DataFrame({**common, "workload": app + "@core" + df["coreF"].astype(str), "knob": "mem_clock_mhz", "value": df["memF"].astype(float)})
+    core = pd.DataFrame(
+        {
+            **common,
+            "workload": app + "@mem" + df["memF"].astype(str),
+            "knob": "core_clock_mhz",
+            "value": df["coreF"].astype(float),
+        }
+    )
+    mem = pd.DataFrame(
+        {
+            **common,
+            "workload": app + "@core" + df["coreF"].astype(str),
+            "knob": "mem_clock_mhz",
+            "value": df["memF"].astype(float),
+        }
+    )
     return pd.concat([core, mem], ignore_index=True), {"rows_per_file": {path.name: len(df)}}

@@ -152,8 +152,15 @@ def parse_op_log(path: Path, rel: str, device_config: str, mode: str, spec_cache
             res.skipped["other"] += 1
             continue
         base = {
-            "op_id": spec.op_id, "kind": spec.kind, "input_shape": list(shape), "source_file": rel, "line": lineno,
-            "device_config": device_config, "mode": mode, "clock_mhz": None, "power_limit_w": None,
+            "op_id": spec.op_id,
+            "kind": spec.kind,
+            "input_shape": list(shape),
+            "source_file": rel,
+            "line": lineno,
+            "device_config": device_config,
+            "mode": mode,
+            "clock_mhz": None,
+            "power_limit_w": None,
         }
         res.rows.append({**base, "phase": "forward", **fwd})
         if fb is not None:
@@ -185,9 +192,17 @@ def parse_network_log(path: Path, rel: str, device_config: str, mode: str) -> Lo
         current = None
         res.rows.append(
             {
-                "set_id": f"{model}:{'x'.join(map(str, shape))}", "model": model, "input_shape": list(shape),
-                "source_file": rel, "line": lineno, "device_config": device_config, "mode": mode, "phase": phase,
-                "clock_mhz": None, "power_limit_w": None, **forward_values(tokens),
+                "set_id": f"{model}:{'x'.join(map(str, shape))}",
+                "model": model,
+                "input_shape": list(shape),
+                "source_file": rel,
+                "line": lineno,
+                "device_config": device_config,
+                "mode": mode,
+                "phase": phase,
+                "clock_mhz": None,
+                "power_limit_w": None,
+                **forward_values(tokens),
             }
         )
         res.parsed += 1

@@ -230,7 +230,12 @@ def measure_part(
             if unit.item_type == "op":
                 assert unit.spec is not None
                 wl = op_workload(
-                    unit.spec, unit.mode, campaign.device, seed, campaign.max_instances, campaign.instance_budget_mb * 1e6
+                    unit.spec,
+                    unit.mode,
+                    campaign.device,
+                    seed,
+                    campaign.max_instances,
+                    campaign.instance_budget_mb * 1e6,
                 )
             else:
                 assert unit.set is not None
@@ -266,8 +271,14 @@ def measure_part(
                 proportional=window.proportional(),
                 sm_clock_mhz=sum(clocks) / len(clocks) if clocks else None,
             )
-            ctx = {"campaign": campaign.name, "item_type": unit.item_type, "item_id": unit.item_id,
-                   "mode": unit.mode, "setting": setting.label, "trial": trial}
+            ctx = {
+                "campaign": campaign.name,
+                "item_type": unit.item_type,
+                "item_id": unit.item_id,
+                "mode": unit.mode,
+                "setting": setting.label,
+                "trial": trial,
+            }
             samples.extend({**ctx, **s} for s in trial_samples)
         except (RuntimeError, ValueError, OpcostError) as exc:
             # out of memory (torch.OutOfMemoryError is a RuntimeError), an op or dtype this device does not
@@ -295,7 +306,9 @@ def measure_part(
 class Campaign:
     """Runs a plan into `out_dir`, keeping resumable parts in `parts_root`."""
 
-    def __init__(self, plan: Plan, out_dir: Path, parts_root: Path, nvml_lib: Any = None, rapl_root: Path | None = None):
+    def __init__(
+        self, plan: Plan, out_dir: Path, parts_root: Path, nvml_lib: Any = None, rapl_root: Path | None = None
+    ):
         self.plan = plan
         self.c = plan.campaign
         self.out_dir = Path(out_dir)
@@ -384,7 +397,9 @@ class Campaign:
             "parts_resumed": skipped,
             "rows": {"timings": len(ops), "networks": len(nets), "power_samples": len(samples)},
             "failed_rows": failed,
-            "energy_note": None if env["energy_source"] != "none" else "no energy source: time only, energy columns are null",
+            "energy_note": None
+            if env["energy_source"] != "none"
+            else "no energy source: time only, energy columns are null",
         }
         write_json(meta, self.out_dir / "campaign.json")
         return meta
@@ -398,7 +413,11 @@ def _concat(frames: Iterable[pd.DataFrame], table: Any) -> pd.DataFrame:
 
 
 def units_from_sets(
-    sets: Sequence[ModelInputSet], modes: Sequence[str], occurrences: pd.DataFrame, operations: pd.DataFrame, networks: bool
+    sets: Sequence[ModelInputSet],
+    modes: Sequence[str],
+    occurrences: pd.DataFrame,
+    operations: pd.DataFrame,
+    networks: bool,
 ) -> list[Unit]:
     """The ops (and networks) of model-input sets, from the extract stage's tables."""
     specs = dict(zip(operations["op_id"], operations["spec_json"]))
@@ -408,7 +427,8 @@ def units_from_sets(
             rows = occurrences[(occurrences["set_id"] == s.set_id) & (occurrences["mode"] == mode)]
             if rows.empty:
                 raise OpcostError(
-                    f"set {s.set_id} in mode {mode} is not in the extract outputs; add it to extract.sets in params.yaml"
+                    f"set {s.set_id} in mode {mode} is not in the extract outputs; "
+                    "add it to extract.sets in params.yaml"
                 )
             for op_id in rows["op_id"]:
                 spec = OpSpec.from_json(json.loads(specs[op_id]))
@@ -422,10 +442,11 @@ def units_from_op_ids(op_ids: Sequence[str], modes: Sequence[str], operations: p
     specs = dict(zip(operations["op_id"], operations["spec_json"]))
     unknown = [o for o in op_ids if o not in specs]
     if unknown:
-        raise OpcostError(f"op id(s) {', '.join(unknown)} not in operations.parquet; run `opcost extract` for their networks")
+        raise OpcostError(
+            f"op id(s) {', '.join(unknown)} not in operations.parquet; run `opcost extract` for their networks"
+        )
     out = []
     for o in op_ids:
         spec = OpSpec.from_json(json.loads(specs[o]))
         out.extend(Unit("op", o, m, spec.kind, spec=spec) for m in modes)
     return out
-

@@ -67,7 +67,9 @@ class DeviceControl:
         if not swept:
             return
         if self.nvml is None:
-            raise OpcostError(f"device {self.device} has no clock or power-limit control; remove clocks_mhz/power_limits_w")
+            raise OpcostError(
+                f"device {self.device} has no clock or power-limit control; remove clocks_mhz/power_limits_w"
+            )
         clocks = [s.clock_mhz for s in swept if s.clock_mhz is not None]
         if clocks:
             supported = self.nvml.supported_graphics_clocks()
@@ -75,8 +77,8 @@ class DeviceControl:
             if bad:
                 shown = ", ".join(map(str, supported[:: max(1, len(supported) // 12)]))
                 raise OpcostError(
-                    f"core clock(s) {bad} MHz not supported by {self.device}; supported: {supported[0]}..{supported[-1]} MHz "
-                    f"in steps, e.g. {shown}"
+                    f"core clock(s) {bad} MHz not supported by {self.device}; "
+                    f"supported: {supported[0]}..{supported[-1]} MHz in steps, e.g. {shown}"
                 )
         limits = [s.power_limit_w for s in swept if s.power_limit_w is not None]
         if limits:
@@ -116,7 +118,9 @@ class DeviceControl:
                 self._changed_limit = False
         except Exception as exc:
             if self.nvml.is_permission_error(exc):
-                raise OpcostError(f"no permission to apply {setting.label} on {self.device}: {PERMISSION_HELP}") from exc
+                raise OpcostError(
+                    f"no permission to apply {setting.label} on {self.device}: {PERMISSION_HELP}"
+                ) from exc
             raise
         return {"sm_clock_mhz": self.nvml.clock_mhz("sm"), "power_limit_w": self.nvml.power_limit_w()}
 

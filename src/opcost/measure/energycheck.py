@@ -17,7 +17,9 @@ from opcost.measure.power import NvmlEnergy, integrate_power_j
 from opcost.measure.workload import device_sync
 
 
-def energy_check(nvml: Any, device: str, seconds: float = 10.0, size: int = 8192, interval_s: float = 0.005) -> dict[str, Any]:
+def energy_check(
+    nvml: Any, device: str, seconds: float = 10.0, size: int = 8192, interval_s: float = 0.005
+) -> dict[str, Any]:
     """Run `size`x`size` matmuls on `device` for `seconds`; compare counter and integrated power."""
     source = NvmlEnergy(nvml)
     sync = device_sync(device)

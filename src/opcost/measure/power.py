@@ -48,7 +48,7 @@ class EnergySource(ABC):
         """Energy of a window from its power samples, for sources without an energy counter."""
         return None
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook; most sources hold nothing to release
         pass
 
 
@@ -131,7 +131,9 @@ class RaplEnergy(EnergySource):
             try:
                 int((d / "energy_uj").read_text())
             except (PermissionError, OSError) as exc:
-                raise OpcostError(f"{d / 'energy_uj'} is not readable ({exc.__class__.__name__}): RAPL needs root here") from exc
+                raise OpcostError(
+                    f"{d / 'energy_uj'} is not readable ({exc.__class__.__name__}): RAPL needs root here"
+                ) from exc
             rng = d / "max_energy_range_uj"
             self._max.append(int(rng.read_text()) if rng.exists() else 2**32)
         self._last = [self._raw(i) for i in range(len(self.domains))]
@@ -163,7 +165,9 @@ class NvidiaSmiEnergy(EnergySource):
     def __init__(self, index: int = 0, executable: str = "nvidia-smi") -> None:
         exe = shutil.which(executable)
         if exe is None:
-            raise OpcostError(f"{executable} not found on PATH: the nvidia-smi energy source needs the NVIDIA driver tools")
+            raise OpcostError(
+                f"{executable} not found on PATH: the nvidia-smi energy source needs the NVIDIA driver tools"
+            )
         self.exe = exe
         self.index = index
 

@@ -17,7 +17,9 @@ from opcost.schemas import OCCURRENCES, OPERATIONS
 def _read_extract(paths: Paths) -> tuple[pd.DataFrame, pd.DataFrame]:
     if not paths.operations.is_file() or not paths.occurrences.is_file():
         raise OpcostError(f"{paths.operations} not found: run `dvc repro extract` (or `dvc pull`) first")
-    return OPERATIONS.validate(pd.read_parquet(paths.operations)), OCCURRENCES.validate(pd.read_parquet(paths.occurrences))
+    return OPERATIONS.validate(pd.read_parquet(paths.operations)), OCCURRENCES.validate(
+        pd.read_parquet(paths.occurrences)
+    )
 
 
 def stage_plan(paths: Paths, params: Params, name: str) -> Plan:
@@ -39,7 +41,9 @@ def stage_plan(paths: Paths, params: Params, name: str) -> Plan:
     return make_plan(c, units)
 
 
-def run_stage(paths: Paths, params: Params, name: str, dry_run: bool = False, show_progress: bool = True) -> dict[str, Any]:
+def run_stage(
+    paths: Paths, params: Params, name: str, dry_run: bool = False, show_progress: bool = True
+) -> dict[str, Any]:
     plan = stage_plan(paths, params, name)
     if dry_run:
         return plan.summary()
@@ -50,12 +54,18 @@ def adhoc_plan(campaign: CampaignParams, models: Sequence[ModelInputSet]) -> Pla
     from opcost.ops.catalog import extract_sets, occurrences_frame, operations_frame
 
     catalog = extract_sets(models, show_progress=False)
-    units = units_from_sets(models, campaign.modes, occurrences_frame(catalog), operations_frame(catalog), campaign.networks)
+    units = units_from_sets(
+        models, campaign.modes, occurrences_frame(catalog), operations_frame(catalog), campaign.networks
+    )
     return make_plan(campaign, units)
 
 
 def run_adhoc(
-    campaign: CampaignParams, models: Sequence[ModelInputSet], out: Path, dry_run: bool = False, show_progress: bool = True
+    campaign: CampaignParams,
+    models: Sequence[ModelInputSet],
+    out: Path,
+    dry_run: bool = False,
+    show_progress: bool = True,
 ) -> dict[str, Any]:
     plan = adhoc_plan(campaign, [replace(m, modes=campaign.modes) for m in models])
     if dry_run:

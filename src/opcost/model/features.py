@@ -28,8 +28,21 @@ FEATURE_SETS = ("baseline", "improved")
 
 # The thesis' fixed hyper-parameter list; sizes contribute their first element.
 BASELINE_ATTRS = (
-    "in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups", "bias",
-    "in_features", "out_features", "num_features", "output_size", "normalized_shape", "p", "eps",
+    "in_channels",
+    "out_channels",
+    "kernel_size",
+    "stride",
+    "padding",
+    "dilation",
+    "groups",
+    "bias",
+    "in_features",
+    "out_features",
+    "num_features",
+    "output_size",
+    "normalized_shape",
+    "p",
+    "eps",
 )
 SHAPE_DIMS = 4
 NOT_APPLICABLE = -1.0
@@ -41,7 +54,11 @@ def _scalar(value: Any) -> float | None:
         return float(value)
     if isinstance(value, (int, float)):
         return float(value)
-    if isinstance(value, (list, tuple, np.ndarray)) and len(value) and isinstance(value[0], (int, float, np.integer, np.floating)):
+    if (
+        isinstance(value, (list, tuple, np.ndarray))
+        and len(value)
+        and isinstance(value[0], (int, float, np.integer, np.floating))
+    ):
         return float(value[0])
     return None
 
@@ -58,8 +75,14 @@ class OpRecord:
     metrics: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"op_id": self.op_id, "kind": self.kind, "hp": self.hp, "input_shape": list(self.input_shape),
-                "in_numel": self.in_numel, "metrics": self.metrics}
+        return {
+            "op_id": self.op_id,
+            "kind": self.kind,
+            "hp": self.hp,
+            "input_shape": list(self.input_shape),
+            "in_numel": self.in_numel,
+            "metrics": self.metrics,
+        }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "OpRecord":
@@ -96,8 +119,15 @@ class Encoding:
         cols.append("clock_mhz")
         if self.feature_set == "improved":
             cols += [
-                "log_flops", "log_bytes_read", "log_bytes_written", "log_params", "log_intensity",
-                "log_in_numel", "log_out_numel", "in_rank", "is_view",
+                "log_flops",
+                "log_bytes_read",
+                "log_bytes_written",
+                "log_params",
+                "log_intensity",
+                "log_in_numel",
+                "log_out_numel",
+                "in_rank",
+                "is_view",
             ]
         return cols
 
@@ -117,9 +147,15 @@ class Encoding:
             in_numel = rec.in_numel
             out_numel = sum(math.prod(s) for s in metrics["output_shapes"])
             out += [
-                math.log1p(flops), math.log1p(read), math.log1p(written), math.log1p(float(metrics["params"])),
+                math.log1p(flops),
+                math.log1p(read),
+                math.log1p(written),
+                math.log1p(float(metrics["params"])),
                 math.log1p(flops / (read + written)) if read + written else 0.0,
-                math.log1p(in_numel), math.log1p(out_numel), float(len(shape)), float(bool(metrics["is_view"])),
+                math.log1p(in_numel),
+                math.log1p(out_numel),
+                float(len(shape)),
+                float(bool(metrics["is_view"])),
             ]
         return out
 

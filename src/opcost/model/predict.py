@@ -69,18 +69,26 @@ class NetworkPrediction:
         rows = []
         for i, op in enumerate(self.op_ids):
             e = None if self.e_j is None else float(self.e_j[i])
-            rows.append({
-                "op_id": op, "kind": self.kinds[i], "calls": int(self.calls[i]), "t_s": float(self.t_s[i]), "e_j": e,
-                "time_share": float(self.t_s[i] * self.calls[i] / self.time_s) if self.time_s else 0.0,
-                "energy_share": (e * float(self.calls[i]) / total_e) if e is not None and total_e else None,
-            })
+            rows.append(
+                {
+                    "op_id": op,
+                    "kind": self.kinds[i],
+                    "calls": int(self.calls[i]),
+                    "t_s": float(self.t_s[i]),
+                    "e_j": e,
+                    "time_share": float(self.t_s[i] * self.calls[i] / self.time_s) if self.time_s else 0.0,
+                    "energy_share": (e * float(self.calls[i]) / total_e) if e is not None and total_e else None,
+                }
+            )
         return sorted(rows, key=lambda r: -r["time_share"])
 
     @property
     def breakdown(self) -> "pd.DataFrame":
         import pandas as pd
 
-        return pd.DataFrame(self.operations(), columns=["op_id", "kind", "calls", "t_s", "e_j", "time_share", "energy_share"])
+        return pd.DataFrame(
+            self.operations(), columns=["op_id", "kind", "calls", "t_s", "e_j", "time_share", "energy_share"]
+        )
 
     @property
     def unseen_frame(self) -> "pd.DataFrame":
@@ -158,7 +166,9 @@ class Predictor:
                 f"no model for device {device!r} in mode {mode}; trained: {', '.join(devices) or 'none in this mode'} "
                 f"(all: {', '.join(available)})"
             )
-        self._bundles[target] = _registry_bundle(self.paths, target) if self.registry else Bundle.load(self.paths.model_dir(target))
+        self._bundles[target] = (
+            _registry_bundle(self.paths, target) if self.registry else Bundle.load(self.paths.model_dir(target))
+        )
         return self._bundles[target]
 
     # -- networks -------------------------------------------------------------------------
@@ -178,18 +188,27 @@ class Predictor:
         else:
             net = _extract_network(model, tuple(shape), dtype, mode)
             if f is not None:
-                write_json({"key": list(key), "records": [r.to_json() for r in net.records.values()], "calls": net.calls}, f)
+                write_json(
+                    {"key": list(key), "records": [r.to_json() for r in net.records.values()], "calls": net.calls}, f
+                )
         self._networks[key] = net
         return net
 
     # -- predictions ----------------------------------------------------------------------
     def predict(
-        self, model: str, input_shape: Any, device: str, mode: str = "inference", clock_mhz: float | None = None,
+        self,
+        model: str,
+        input_shape: Any,
+        device: str,
+        mode: str = "inference",
+        clock_mhz: float | None = None,
         dtype: str = "float32",
     ) -> NetworkPrediction:
         return self.predict_many([(model, input_shape, device, mode, clock_mhz)], dtype)[0]
 
-    def predict_many(self, requests: Sequence[tuple[str, Any, str, str, float | None]], dtype: str = "float32") -> list[NetworkPrediction]:
+    def predict_many(
+        self, requests: Sequence[tuple[str, Any, str, str, float | None]], dtype: str = "float32"
+    ) -> list[NetworkPrediction]:
         """Several (model, input_shape, device, mode, clock) questions; each device's model runs once."""
         prepared = []
         for model, input_shape, device, mode, clock in requests:
@@ -219,8 +238,15 @@ class Predictor:
                 values[(target, clock, q)] = dict(zip((r.op_id for r in recs), y.tolist()))
         return [self._assemble(m, s, b, c, n, values) for m, s, b, c, n in prepared]
 
-    def _assemble(self, model: str, shape: tuple[int, ...], bundle: Bundle, clock: float | None, net: Network,
-                  values: dict[tuple, dict[str, float]]) -> NetworkPrediction:
+    def _assemble(
+        self,
+        model: str,
+        shape: tuple[int, ...],
+        bundle: Bundle,
+        clock: float | None,
+        net: Network,
+        values: dict[tuple, dict[str, float]],
+    ) -> NetworkPrediction:
         known = set(bundle.kinds)
         seen = [i for i, r in net.records.items() if r.kind in known]
         unseen = [i for i, r in net.records.items() if r.kind not in known]
@@ -240,31 +266,64 @@ class Predictor:
         if p is None:
             note = (note + "; " if note else "") + "no power model for this device (time-only measurements)"
         return NetworkPrediction(
-            model=model, input_shape=shape, device_config=bundle.device_config, mode=bundle.mode, clock_mhz=clock,
-            time_s=total_t, energy_j=total_e, avg_power_w=(total_e / total_t) if total_e is not None and total_t else None,
-            op_ids=seen, kinds=[net.records[i].kind for i in seen], calls=calls, t_s=t, e_j=e,
-            unseen=[{"op_id": i, "kind": net.records[i].kind, "calls": net.calls[i], "flops": net.records[i].metrics["flops"]} for i in unseen],
-            unseen_flops_share=(sum(flops[i] for i in unseen) / flops_all) if flops_all else 0.0, note=note,
+            model=model,
+            input_shape=shape,
+            device_config=bundle.device_config,
+            mode=bundle.mode,
+            clock_mhz=clock,
+            time_s=total_t,
+            energy_j=total_e,
+            avg_power_w=(total_e / total_t) if total_e is not None and total_t else None,
+            op_ids=seen,
+            kinds=[net.records[i].kind for i in seen],
+            calls=calls,
+            t_s=t,
+            e_j=e,
+            unseen=[
+                {
+                    "op_id": i,
+                    "kind": net.records[i].kind,
+                    "calls": net.calls[i],
+                    "flops": net.records[i].metrics["flops"],
+                }
+                for i in unseen
+            ],
+            unseen_flops_share=(sum(flops[i] for i in unseen) / flops_all) if flops_all else 0.0,
+            note=note,
         )
 
     # -- recommendations ------------------------------------------------------------------
-    def recommend(self, model: str, input_shape: Any, mode: str = "inference", max_slowdown: float | None = None) -> "pd.DataFrame":
+    def recommend(
+        self, model: str, input_shape: Any, mode: str = "inference", max_slowdown: float | None = None
+    ) -> "pd.DataFrame":
         """Device configs (and clocks, where a model knows them) ranked by time, energy and EDP."""
         import pandas as pd
 
         if max_slowdown is not None and max_slowdown < 1:
-            raise OpcostError(f"--max-slowdown {max_slowdown} must be >= 1 (1.2 = at most 20 % slower than the fastest)")
+            raise OpcostError(
+                f"--max-slowdown {max_slowdown} must be >= 1 (1.2 = at most 20 % slower than the fastest)"
+            )
         if mode not in MODES:
             raise OpcostError(f"unknown mode {mode!r}; valid modes: {', '.join(MODES)}")
         devices = [t.rpartition("-")[0] for t in self.targets() if t.endswith(f"-{mode}")]
         if not devices:
             raise OpcostError(f"no trained model in mode {mode}; trained: {', '.join(self.targets()) or 'none'}")
-        requests = [(model, input_shape, d, mode, c) for d in devices for c in (self.bundle(d, mode).clocks_mhz or (None,))]
+        requests = [
+            (model, input_shape, d, mode, c) for d in devices for c in (self.bundle(d, mode).clocks_mhz or (None,))
+        ]
         preds = self.predict_many(requests)
         df = pd.DataFrame(
-            [{"device_config": p.device_config, "clock_mhz": p.clock_mhz, "time_s": p.time_s, "energy_j": p.energy_j,
-              "edp_js": p.time_s * p.energy_j if p.energy_j is not None else None,
-              "unseen_flops_share": p.unseen_flops_share} for p in preds]
+            [
+                {
+                    "device_config": p.device_config,
+                    "clock_mhz": p.clock_mhz,
+                    "time_s": p.time_s,
+                    "energy_j": p.energy_j,
+                    "edp_js": p.time_s * p.energy_j if p.energy_j is not None else None,
+                    "unseen_flops_share": p.unseen_flops_share,
+                }
+                for p in preds
+            ]
         )
         df["slowdown"] = df["time_s"] / df["time_s"].min()
         if max_slowdown is not None:
@@ -294,5 +353,7 @@ def _registry_bundle(paths: Paths, target: str) -> Bundle:
     try:
         model = mlflow.pyfunc.load_model(uri)
     except Exception as exc:
-        raise OpcostError(f"cannot load {uri} from {tracking.tracking_uri(paths.root)}: run `dvc repro train@{target}`") from exc
+        raise OpcostError(
+            f"cannot load {uri} from {tracking.tracking_uri(paths.root)}: run `dvc repro train@{target}`"
+        ) from exc
     return model.unwrap_python_model().bundle

@@ -66,7 +66,9 @@ def training_data(paths: Paths, params: Params, target: str) -> pd.DataFrame:
     missing = sorted(set(rows["op_id"]) - set(cat.index))
     if missing:
         raise OpcostError(f"{len(missing)} evaluated ops have no spec in any operations table (e.g. {missing[0]})")
-    return rows.join(cat[["spec_json", "flops", "bytes_read", "bytes_written", "params", "is_view", "output_shapes"]], on="op_id")
+    return rows.join(
+        cat[["spec_json", "flops", "bytes_read", "bytes_written", "params", "is_view", "output_shapes"]], on="op_id"
+    )
 
 
 def _items(df: pd.DataFrame) -> list[tuple[Any, float | None]]:
@@ -78,8 +80,14 @@ def _mape(y: np.ndarray, p: np.ndarray) -> float:
 
 
 def evaluate_combo(
-    make: Callable[[], Any], X: np.ndarray, y: np.ndarray, groups: np.ndarray, log_target: bool,
-    train_idx: np.ndarray, test_idx: np.ndarray, folds: list[tuple[np.ndarray, np.ndarray]],
+    make: Callable[[], Any],
+    X: np.ndarray,
+    y: np.ndarray,
+    groups: np.ndarray,
+    log_target: bool,
+    train_idx: np.ndarray,
+    test_idx: np.ndarray,
+    folds: list[tuple[np.ndarray, np.ndarray]],
 ) -> dict[str, Any]:
     """Fold scores on the training part, then a fit on it scored on the held-out test part."""
     fy = np.log if log_target else (lambda v: v)
@@ -106,7 +114,9 @@ def evaluate_combo(
     }
 
 
-def splits(groups: np.ndarray, params: TrainParams) -> tuple[np.ndarray, np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+def splits(
+    groups: np.ndarray, params: TrainParams
+) -> tuple[np.ndarray, np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
     """Held-out test split and CV folds, all grouped by op."""
     idx = np.arange(len(groups))
     gss = GroupShuffleSplit(n_splits=1, test_size=params.test_size, random_state=params.seed)
@@ -172,13 +182,22 @@ def run_train_stage(paths: Paths, params: Params, target: str, log_to_mlflow: bo
         pos = {i: j for j, i in enumerate(keep)}
         tr_q = np.array([pos[i] for i in train_idx if i in pos])
         te_q = np.array([pos[i] for i in test_idx if i in pos])
-        folds_q = [(np.array([pos[i] for i in a if i in pos]), np.array([pos[i] for i in b if i in pos])) for a, b in folds]
+        folds_q = [
+            (np.array([pos[i] for i in a if i in pos]), np.array([pos[i] for i in b if i in pos])) for a, b in folds
+        ]
         folds_q = [(a, b) for a, b in folds_q if len(a) and len(b)]
         y = df.loc[ok, col].to_numpy(float)
         for alg in ALGORITHMS:
             for fs in FEATURE_SETS:
                 res = evaluate_combo(
-                    lambda: estimator(alg, tp, tp.seed), X[fs][ok], y, groups[ok], fs == "improved", tr_q, te_q, folds_q
+                    lambda alg=alg: estimator(alg, tp, tp.seed),
+                    X[fs][ok],
+                    y,
+                    groups[ok],
+                    fs == "improved",
+                    tr_q,
+                    te_q,
+                    folds_q,
                 )
                 results.setdefault(quantity, {}).setdefault(alg, {})[fs] = res
 
@@ -198,7 +217,10 @@ def run_train_stage(paths: Paths, params: Params, target: str, log_to_mlflow: bo
     metrics = {target: {"device_config": device, "mode": mode, "n_ops": int(len(df)), "data_version": version}}
     for quantity, by_alg in results.items():
         metrics[target][quantity] = {
-            a: {f: {k: v for k, v in r.items() if k not in ("cv_r2", "test_measured", "test_predicted")} for f, r in fs.items()}
+            a: {
+                f: {k: v for k, v in r.items() if k not in ("cv_r2", "test_measured", "test_predicted")}
+                for f, r in fs.items()
+            }
             for a, fs in by_alg.items()
         }
         base = max(by_alg[a]["baseline"]["cv_r2_mean"] for a in by_alg)
@@ -206,8 +228,10 @@ def run_train_stage(paths: Paths, params: Params, target: str, log_to_mlflow: bo
         imp = max(by_alg[a]["improved"]["cv_r2_mean"] for a in by_alg)
         imp_mape = min(by_alg[a]["improved"]["cv_mape_mean"] for a in by_alg)
         metrics[target][quantity]["comparison"] = {
-            "best_baseline_cv_r2": base, "best_improved_cv_r2": imp,
-            "best_baseline_cv_mape": base_mape, "best_improved_cv_mape": imp_mape,
+            "best_baseline_cv_r2": base,
+            "best_improved_cv_r2": imp,
+            "best_baseline_cv_mape": base_mape,
+            "best_improved_cv_mape": imp_mape,
             "mape_ratio_improved_over_baseline": imp_mape / base_mape if base_mape else None,
             "improved_beats_baseline": bool(imp > base and imp_mape < base_mape),
         }
@@ -215,8 +239,13 @@ def run_train_stage(paths: Paths, params: Params, target: str, log_to_mlflow: bo
 
     clocks = tuple(sorted({float(c) for c in df["clock_mhz"].dropna()}))
     bundle = Bundle(
-        target=target, device_config=device, mode=mode, phase=PHASE[mode], models=chosen,
-        kinds=tuple(sorted(set(df["kind"]))), clocks_mhz=clocks,
+        target=target,
+        device_config=device,
+        mode=mode,
+        phase=PHASE[mode],
+        models=chosen,
+        kinds=tuple(sorted(set(df["kind"]))),
+        clocks_mhz=clocks,
         scores={q: metrics[target][q][chosen[q].name.split("-")[0]][chosen[q].name.split("-")[1]] for q in chosen},
         data_version=version,
         bundle_hash=bundle_hash(version, tp, target),
@@ -234,21 +263,34 @@ def log_and_register(paths: Paths, tp: TrainParams, target: str, results: dict, 
     mlflow = tracking.setup(paths.root)
     bhash = bundle.bundle_hash
     units = {"time": "s", "power": "W"}
-    with mlflow.start_run(run_name=tracking.stage_run_name(target)) as parent:
+    with mlflow.start_run(run_name=tracking.stage_run_name(target)):
         mlflow.set_tags({"dvc_stage": f"train@{target}", "data_version": bundle.data_version, "bundle_hash": bhash})
         mlflow.log_params({"folds": tp.folds, "test_size": tp.test_size, "seed": tp.seed, "n_ops": len(bundle.kinds)})
         for quantity, by_alg in results.items():
             for alg, by_fs in by_alg.items():
                 for fs, r in by_fs.items():
                     with mlflow.start_run(run_name=tracking.nested_run_name(alg, quantity, fs), nested=True):
-                        mlflow.set_tags({"algorithm": alg, "quantity": quantity, "feature_set": fs,
-                                         "dvc_stage": f"train@{target}", "data_version": bundle.data_version})
-                        mlflow.log_params({f"{alg}.{k}": v for k, v in (tp.random_forest if alg == "rf" else tp.xgboost).items()})
+                        mlflow.set_tags(
+                            {
+                                "algorithm": alg,
+                                "quantity": quantity,
+                                "feature_set": fs,
+                                "dvc_stage": f"train@{target}",
+                                "data_version": bundle.data_version,
+                            }
+                        )
+                        mlflow.log_params(
+                            {f"{alg}.{k}": v for k, v in (tp.random_forest if alg == "rf" else tp.xgboost).items()}
+                        )
                         mlflow.log_param("log_target", fs == "improved")
                         for step, v in enumerate(r["cv_r2"]):
                             mlflow.log_metric("cv_r2", v, step=step)
-                        mlflow.log_metrics({k: r[k] for k in ("cv_r2_mean", "cv_r2_std", "cv_mape_mean", "test_r2", "test_mape")})
-                        fig = _figure(r["test_measured"], r["test_predicted"], f"{target} {quantity} {alg}-{fs}", units[quantity])
+                        mlflow.log_metrics(
+                            {k: r[k] for k in ("cv_r2_mean", "cv_r2_std", "cv_mape_mean", "test_r2", "test_mape")}
+                        )
+                        fig = _figure(
+                            r["test_measured"], r["test_predicted"], f"{target} {quantity} {alg}-{fs}", units[quantity]
+                        )
                         mlflow.log_figure(fig, f"predicted_vs_measured_{quantity}.png")
                         import matplotlib.pyplot as plt
 
@@ -272,13 +314,24 @@ def register_bundle(mlflow: Any, bundle: Bundle) -> str | None:
     with tempfile.TemporaryDirectory() as tmp:
         bundle.save(Path(tmp))
         info = mlflow.pyfunc.log_model(
-            name="bundle", python_model=BundleModel(), artifacts={"bundle": tmp},
-            registered_model_name=name, pip_requirements=[],
+            name="bundle",
+            python_model=BundleModel(),
+            artifacts={"bundle": tmp},
+            registered_model_name=name,
+            pip_requirements=[],
         )
     version = str(info.registered_model_version)
-    tags = {"bundle_hash": bundle.bundle_hash, "data_version": bundle.data_version, "score": score,
-            **{f"{q}_{k}": bundle.scores[q][k] for q in bundle.scores for k in ("cv_r2_mean", "cv_mape_mean", "test_r2", "test_mape")},
-            **{f"{q}_model": m.name for q, m in bundle.models.items()}}
+    tags = {
+        "bundle_hash": bundle.bundle_hash,
+        "data_version": bundle.data_version,
+        "score": score,
+        **{
+            f"{q}_{k}": bundle.scores[q][k]
+            for q in bundle.scores
+            for k in ("cv_r2_mean", "cv_mape_mean", "test_r2", "test_mape")
+        },
+        **{f"{q}_model": m.name for q, m in bundle.models.items()},
+    }
     for k, v in tags.items():
         client.set_model_version_tag(name, version, k, str(v))
     champ = tracking.champion_version(client, name)
@@ -305,8 +358,14 @@ def sync_registry(paths: Paths, params: Params) -> dict[str, str | None]:
             done[target] = None
             continue
         with mlflow.start_run(run_name=f"sync@{target}"):
-            mlflow.set_tags({"dvc_stage": f"train@{target}", "data_version": bundle.data_version,
-                             "bundle_hash": bundle.bundle_hash, "synced_from": "models/"})
+            mlflow.set_tags(
+                {
+                    "dvc_stage": f"train@{target}",
+                    "data_version": bundle.data_version,
+                    "bundle_hash": bundle.bundle_hash,
+                    "synced_from": "models/",
+                }
+            )
             for q, s in bundle.scores.items():
                 mlflow.log_metrics({f"{q}_{k}": v for k, v in s.items() if isinstance(v, (int, float))})
             done[target] = register_bundle(mlflow, bundle)

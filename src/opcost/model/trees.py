@@ -37,7 +37,9 @@ class TreeEnsemble:
         self._feature = self.feature.ravel().astype(np.int32)
         self._threshold = self.threshold.ravel()
         # children interleaved: [left of node 0, right of node 0, left of node 1, ...]
-        self._children = np.stack([(self.left + offset).ravel(), (self.right + offset).ravel()], axis=1).ravel().astype(np.int32)
+        self._children = (
+            np.stack([(self.left + offset).ravel(), (self.right + offset).ravel()], axis=1).ravel().astype(np.int32)
+        )
         self._value = self.value.ravel()
         self._roots = offset.ravel()
 

@@ -32,8 +32,12 @@ class OpMetrics:
         """The JSON-safe form that feature records carry (model.features.metrics_of reads the same
         fields from an operations table row)."""
         return {
-            "flops": self.flops, "bytes_read": self.bytes_read, "bytes_written": self.bytes_written,
-            "params": self.params, "is_view": self.is_view, "output_shapes": [list(o) for o in self.output_shapes],
+            "flops": self.flops,
+            "bytes_read": self.bytes_read,
+            "bytes_written": self.bytes_written,
+            "params": self.params,
+            "is_view": self.is_view,
+            "output_shapes": [list(o) for o in self.output_shapes],
         }
 
 

@@ -81,7 +81,9 @@ def spec_from_repr(text: str, input_shape: tuple[int, ...], dtype: str = "float3
     name, args, kwargs = parse_repr(text)
     cls = module_classes().get(name)
     if cls is None:
-        raise OpcostError(f"unknown module class {name!r} in {text!r}: not in torch.nn, torchvision.ops or torchvision.models")
+        raise OpcostError(
+            f"unknown module class {name!r} in {text!r}: not in torch.nn, torchvision.ops or torchvision.models"
+        )
     try:
         with meta_parameters():
             module = cls(*args, **kwargs)

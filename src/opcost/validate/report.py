@@ -56,18 +56,36 @@ def fig_summed(df: pd.DataFrame, out: Path, figures: list[Path]) -> list[tuple[s
     made = []
     for (dev, mode), g in df.groupby(["device_config", "mode"]):
         g = g.sort_values("measured_t_s")
-        halves = [("small", g.iloc[: (len(g) + 1) // 2]), ("large", g.iloc[(len(g) + 1) // 2 :])] if len(g) > 4 else [("all", g)]
+        halves = (
+            [("small", g.iloc[: (len(g) + 1) // 2]), ("large", g.iloc[(len(g) + 1) // 2 :])]
+            if len(g) > 4
+            else [("all", g)]
+        )
         for size, h in halves:
             if h.empty:
                 continue
             has_e = h["summed_e_j"].notna().any()
-            fig, axes = plt.subplots(1, 2 if has_e else 1, figsize=(max(6, 0.9 * len(h)) * (2 if has_e else 1), 4.2), squeeze=False)
+            fig, axes = plt.subplots(
+                1, 2 if has_e else 1, figsize=(max(6, 0.9 * len(h)) * (2 if has_e else 1), 4.2), squeeze=False
+            )
             x = np.arange(len(h))
-            for ax, (q, unit, scale) in zip(axes[0], [("t", "time per iteration [ms]", 1e3), ("e", "energy per iteration [J]", 1.0)]):
-                ax.bar(x - 0.2, h[f"measured_{q}_s" if q == "t" else "measured_e_j"] * scale, 0.4,
-                       yerr=h["measured_sigma_t_s" if q == "t" else "measured_sigma_e_j"] * scale, label="measured network")
-                ax.bar(x + 0.2, h[f"summed_{q}_s" if q == "t" else "summed_e_j"] * scale, 0.4,
-                       yerr=h["summed_sigma_t_s" if q == "t" else "summed_sigma_e_j"] * scale, label="sum of measured ops x calls")
+            for ax, (q, unit, scale) in zip(
+                axes[0], [("t", "time per iteration [ms]", 1e3), ("e", "energy per iteration [J]", 1.0)]
+            ):
+                ax.bar(
+                    x - 0.2,
+                    h[f"measured_{q}_s" if q == "t" else "measured_e_j"] * scale,
+                    0.4,
+                    yerr=h["measured_sigma_t_s" if q == "t" else "measured_sigma_e_j"] * scale,
+                    label="measured network",
+                )
+                ax.bar(
+                    x + 0.2,
+                    h[f"summed_{q}_s" if q == "t" else "summed_e_j"] * scale,
+                    0.4,
+                    yerr=h["summed_sigma_t_s" if q == "t" else "summed_sigma_e_j"] * scale,
+                    label="sum of measured ops x calls",
+                )
                 ax.set_xticks(x, [_label(s) for s in h["set_id"]], rotation=60, ha="right", fontsize=7)
                 ax.set_ylabel(unit)
                 ax.set_title(f"{dev}, {mode} ({size} sets): {'time' if q == 't' else 'energy'}")
@@ -75,7 +93,13 @@ def fig_summed(df: pd.DataFrame, out: Path, figures: list[Path]) -> list[tuple[s
             fig.tight_layout()
             name = f"summed_vs_measured_{dev}-{mode}_{size}.png"
             _save(fig, out / name, figures)
-            made.append((name, f"{dev} {mode}, {size} sets: measured network vs sum of its measured ops (error bars: propagated sigma)"))
+            made.append(
+                (
+                    name,
+                    f"{dev} {mode}, {size} sets: measured network vs sum of its measured ops "
+                    "(error bars: propagated sigma)",
+                )
+            )
     return made
 
 
@@ -123,27 +147,44 @@ def fig_tensor_cores(tc: pd.DataFrame, path: Path, figures: list[Path]) -> None:
 def fig_sweeps(norm: pd.DataFrame, opt: pd.DataFrame, out: Path, figures: list[Path]) -> list[tuple[str, str]]:
     plt = _plt()
     made = []
-    units = {"power_limit_w": "power limit [W]", "core_clock_mhz": "core clock [MHz]", "mem_clock_mhz": "memory clock [MHz]"}
+    units = {
+        "power_limit_w": "power limit [W]",
+        "core_clock_mhz": "core clock [MHz]",
+        "mem_clock_mhz": "memory clock [MHz]",
+    }
     for (src, dev, knob), g in norm.groupby(["source", "device", "knob"]):
         fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), sharex=True)
-        for wl, w in g.groupby("workload"):
+        for _, w in g.groupby("workload"):
             for ax, col in zip(axes, ("time_rel", "energy_rel", "edp_rel")):
                 ax.plot(w["value"], w[col], color="tab:blue", alpha=0.25, lw=1)
         med = g.groupby("value")[["time_rel", "energy_rel", "edp_rel"]].median()
         o = opt[(opt["source"] == src) & (opt["device"] == dev) & (opt["knob"] == knob)]
-        for ax, col, label in zip(axes, ("time_rel", "energy_rel", "edp_rel"), ("time", "energy", "energy-delay product")):
+        for ax, col, label in zip(
+            axes, ("time_rel", "energy_rel", "edp_rel"), ("time", "energy", "energy-delay product")
+        ):
             ax.plot(med.index, med[col], color="black", lw=2, label="median over workloads")
             if col == "energy_rel":
-                ax.hist(o["energy_optimal_value"], bins=20, weights=np.full(len(o), 0.3 / max(len(o), 1)), bottom=med[col].min() * 0.9,
-                        color="tab:green", alpha=0.4, label="energy-optimal settings")
+                ax.hist(
+                    o["energy_optimal_value"],
+                    bins=20,
+                    weights=np.full(len(o), 0.3 / max(len(o), 1)),
+                    bottom=med[col].min() * 0.9,
+                    color="tab:green",
+                    alpha=0.4,
+                    label="energy-optimal settings",
+                )
             ax.set_xlabel(units.get(knob, knob))
             ax.set_ylabel(f"{label} relative to the highest setting")
             ax.legend(fontsize=7)
-        fig.suptitle(f"{src}: {dev}, {len(o)} workloads (thin lines), normalised to the highest {units.get(knob, knob)}")
+        fig.suptitle(
+            f"{src}: {dev}, {len(o)} workloads (thin lines), normalised to the highest {units.get(knob, knob)}"
+        )
         fig.tight_layout()
         name = f"sweep_{src}_{dev.split(' ')[0]}_{knob}.png".replace("/", "_")
         _save(fig, out / name, figures)
-        made.append((name, f"{src} on {dev}: time, energy and EDP against the {units.get(knob, knob)}, normalised per workload"))
+        made.append(
+            (name, f"{src} on {dev}: time, energy and EDP against the {units.get(knob, knob)}, normalised per workload")
+        )
     return made
 
 
@@ -155,7 +196,9 @@ def latency_table(paths: Paths, nets_ingested: pd.DataFrame) -> pd.DataFrame | N
     per_pred = b["warm_batched_s"]["median"] / b["predictions_per_pass"]
     inf = nets_ingested[nets_ingested["mode"] == "inference"]
     rows = inf.groupby("device_config")["total_time_s"].agg(["median", "min", "max"]).reset_index()
-    rows = rows.rename(columns={"median": "measurement_median_s", "min": "measurement_min_s", "max": "measurement_max_s"})
+    rows = rows.rename(
+        columns={"median": "measurement_median_s", "min": "measurement_min_s", "max": "measurement_max_s"}
+    )
     rows["predictor_warm_s"] = per_pred
     rows["predictor_cold_cached_s"] = b["cold_process_cached_s"]["median"]
     rows["predictor_cold_uncached_s"] = b["cold_process_uncached_s"]["median"]
@@ -169,8 +212,16 @@ def fig_latency(lat: pd.DataFrame, path: Path, figures: list[Path]) -> None:
     fig, ax = plt.subplots(figsize=(7, 4))
     labels = [f"measure one network\n({d}, thesis)" for d in lat["device_config"]]
     vals = list(lat["measurement_median_s"])
-    labels += ["predict (warm,\nper network)", "predict (new process,\nnetwork cached)", "predict (new process,\nnew network)"]
-    vals += [lat["predictor_warm_s"].iloc[0], lat["predictor_cold_cached_s"].iloc[0], lat["predictor_cold_uncached_s"].iloc[0]]
+    labels += [
+        "predict (warm,\nper network)",
+        "predict (new process,\nnetwork cached)",
+        "predict (new process,\nnew network)",
+    ]
+    vals += [
+        lat["predictor_warm_s"].iloc[0],
+        lat["predictor_cold_cached_s"].iloc[0],
+        lat["predictor_cold_uncached_s"].iloc[0],
+    ]
     ax.barh(labels, vals, color=["tab:orange"] * len(lat) + ["tab:blue"] * 3)
     ax.set_xscale("log")
     ax.set_xlabel("seconds (log scale)")
@@ -195,64 +246,142 @@ def run_validate_stage(paths: Paths, params: Params, log_to_mlflow: bool = True)
 
     summed = summation.summed_vs_measured(nets, ops, occ, cat)
     _write_csv(summed, out / "summed_vs_measured.csv")
-    index.append(("Summed versus measured", "validate/summed_vs_measured.csv",
-                  "every measured network: measured vs summed time and energy, propagated sigmas, FLOP and call shares covered"))
+    index.append(
+        (
+            "Summed versus measured",
+            "validate/summed_vs_measured.csv",
+            "every measured network: measured vs summed time and energy, propagated sigmas, "
+            "FLOP and call shares covered",
+        )
+    )
     for name, what in fig_summed(summed, fig_dir, figures):
         index.append(("Summed versus measured", f"validate/figures/{name}", what))
-    fig_scatter(summed, "measured", "summed", "Sum of measured operations vs measured network", fig_dir / "summed_scatter.png", figures)
-    index.append(("Summed versus measured", "validate/figures/summed_scatter.png", "all networks: sum of measured ops against the measured network (log-log)"))
+    fig_scatter(
+        summed,
+        "measured",
+        "summed",
+        "Sum of measured operations vs measured network",
+        fig_dir / "summed_scatter.png",
+        figures,
+    )
+    index.append(
+        (
+            "Summed versus measured",
+            "validate/figures/summed_scatter.png",
+            "all networks: sum of measured ops against the measured network (log-log)",
+        )
+    )
 
     predictor = Predictor(paths=paths)
     predicted = summation.predicted_vs_measured(nets, predictor)
     _write_csv(predicted, out / "predicted_vs_measured.csv")
-    index.append(("Predicted versus measured", "validate/predicted_vs_measured.csv",
-                  "every measured network with a trained model: predicted vs measured time and energy, unseen-kind FLOP share"))
+    index.append(
+        (
+            "Predicted versus measured",
+            "validate/predicted_vs_measured.csv",
+            "every measured network with a trained model: predicted vs measured time and energy, "
+            "unseen-kind FLOP share",
+        )
+    )
     if len(predicted):
-        fig_scatter(predicted, "measured", "predicted", "Predicted (per-op models) vs measured network", fig_dir / "predicted_scatter.png", figures)
-        index.append(("Predicted versus measured", "validate/figures/predicted_scatter.png", "all networks: prediction from the champion bundles against measurement (log-log)"))
+        fig_scatter(
+            predicted,
+            "measured",
+            "predicted",
+            "Predicted (per-op models) vs measured network",
+            fig_dir / "predicted_scatter.png",
+            figures,
+        )
+        index.append(
+            (
+                "Predicted versus measured",
+                "validate/figures/predicted_scatter.png",
+                "all networks: prediction from the champion bundles against measurement (log-log)",
+            )
+        )
 
     tc = summation.tensor_cores(nets)
     _write_csv(tc, out / "tensor_cores.csv")
-    index.append(("Tensor cores", "validate/tensor_cores.csv", "inference energy per network on A30, A30 without TF32 and RTX 2080 Ti, relative differences"))
+    index.append(
+        (
+            "Tensor cores",
+            "validate/tensor_cores.csv",
+            "inference energy per network on A30, A30 without TF32 and RTX 2080 Ti, relative differences",
+        )
+    )
     if len(tc):
         fig_tensor_cores(tc, fig_dir / "tensor_cores.png", figures)
-        index.append(("Tensor cores", "validate/figures/tensor_cores.png", "inference energy per network, three device configs (log scale)"))
+        index.append(
+            (
+                "Tensor cores",
+                "validate/figures/tensor_cores.png",
+                "inference energy per network, three device configs (log scale)",
+            )
+        )
 
     sw = SWEEPS.validate(pd.read_parquet(paths.evaluated_sweeps))
     norm = sweeps.normalised(sw)
     opt = sweeps.optima(norm)
-    _write_csv(norm[["source", "device", "workload", "knob", "value", "time_rel", "energy_rel", "edp_rel"]], out / "sweeps.csv")
+    _write_csv(
+        norm[["source", "device", "workload", "knob", "value", "time_rel", "energy_rel", "edp_rel"]], out / "sweeps.csv"
+    )
     _write_csv(opt, out / "sweep_optima.csv")
-    index.append(("Sweeps", "validate/sweep_optima.csv",
-                  "every workload of every sweep: energy- and EDP-optimal setting, energy saved and time lost vs the highest setting, optimum at the edge?"))
+    index.append(
+        (
+            "Sweeps",
+            "validate/sweep_optima.csv",
+            "every workload of every sweep: energy- and EDP-optimal setting, energy saved and time lost "
+            "vs the highest setting, optimum at the edge?",
+        )
+    )
     index.append(("Sweeps", "validate/sweeps.csv", "normalised time, energy and EDP per setting (DVC plot data)"))
     grid = sweeps.grid_optima(sw)
     if len(grid):
         _write_csv(grid, out / "grid_optima.csv")
-        index.append(("Sweeps", "validate/grid_optima.csv",
-                      "core x memory clock grids (dvfs-conv): the joint energy- and EDP-optimal clock pair per algorithm, at the edge?"))
+        index.append(
+            (
+                "Sweeps",
+                "validate/grid_optima.csv",
+                "core x memory clock grids (dvfs-conv): the joint energy- and EDP-optimal clock pair "
+                "per algorithm, at the edge?",
+            )
+        )
     for name, what in fig_sweeps(norm, opt, fig_dir, figures):
         index.append(("Sweeps", f"validate/figures/{name}", what))
 
     from opcost.schemas import NET_MEASUREMENTS
 
-    ing = [NET_MEASUREMENTS.validate(pd.read_parquet(paths.ingested_dir(n) / "networks.parquet"))
-           for n, s in params.ingest.sources.items() if s.kind == "thesis-logs"]
+    ing = [
+        NET_MEASUREMENTS.validate(pd.read_parquet(paths.ingested_dir(n) / "networks.parquet"))
+        for n, s in params.ingest.sources.items()
+        if s.kind == "thesis-logs"
+    ]
     lat = latency_table(paths, pd.concat(ing, ignore_index=True) if ing else pd.DataFrame())
     if lat is not None:
         _write_csv(lat, out / "latency.csv")
         fig_latency(lat, fig_dir / "latency.png", figures)
-        index.append(("Predictor latency", "validate/latency.csv", "thesis measurement time per network vs predictor time (bench/predictor_latency.py)"))
+        index.append(
+            (
+                "Predictor latency",
+                "validate/latency.csv",
+                "thesis measurement time per network vs predictor time (bench/predictor_latency.py)",
+            )
+        )
         index.append(("Predictor latency", "validate/figures/latency.png", "the same as a bar chart (log scale)"))
 
     metrics = {
         "summed_vs_measured": summation.error_summary(summed),
         "predicted_vs_measured": summation.error_summary(predicted) if len(predicted) else {},
         "sweeps": sweeps.optima_summary(opt),
-        "grid_optima": {r["workload"]: {"energy_optimal": [r["energy_optimal_core_mhz"], r["energy_optimal_mem_mhz"]],
-                                        "edp_optimal": [r["edp_optimal_core_mhz"], r["edp_optimal_mem_mhz"]],
-                                        "energy_saved_pct": 100 * r["energy_saved"], "at_edge": r["energy_optimum_at_edge"]}
-                        for _, r in grid.iterrows()},
+        "grid_optima": {
+            r["workload"]: {
+                "energy_optimal": [r["energy_optimal_core_mhz"], r["energy_optimal_mem_mhz"]],
+                "edp_optimal": [r["edp_optimal_core_mhz"], r["edp_optimal_mem_mhz"]],
+                "energy_saved_pct": 100 * r["energy_saved"],
+                "at_edge": r["energy_optimum_at_edge"],
+            }
+            for _, r in grid.iterrows()
+        },
         "summed_min_flops_share": float(summed["flops_share"].min()) if len(summed) else None,
     }
     write_json(metrics, paths.validate_metrics)
@@ -263,9 +392,20 @@ def run_validate_stage(paths: Paths, params: Params, log_to_mlflow: bool = True)
 
 
 def write_index(paths: Paths, index: list[tuple[str, str, str]], metrics: dict[str, Any]) -> None:
-    lines = ["# opcost report", "", "Written by the `validate` stage (`dvc repro validate`). Numbers behind every figure are in the CSV",
-             "tables beside it; `dvc plots show` renders the DVC plots; `dvc metrics show` lists reports/validate/metrics.json.", ""]
-    lines += ["## Errors at a glance", "", "| comparison | device config, mode | networks | time MAPE % | energy MAPE % |", "| --- | --- | --- | --- | --- |"]
+    lines = [
+        "# opcost report",
+        "",
+        "Written by the `validate` stage (`dvc repro validate`). Numbers behind every figure are in the CSV",
+        "tables beside it; `dvc plots show` renders the DVC plots; "
+        "`dvc metrics show` lists reports/validate/metrics.json.",
+        "",
+    ]
+    lines += [
+        "## Errors at a glance",
+        "",
+        "| comparison | device config, mode | networks | time MAPE % | energy MAPE % |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     for comp in ("summed_vs_measured", "predicted_vs_measured"):
         for k, v in metrics[comp].items():
             e = "n/a" if v["energy_mape_pct"] is None else f"{v['energy_mape_pct']:.1f}"

@@ -22,7 +22,9 @@ import pandas as pd
 OP_PHASE = {"inference": "forward", "training": "forward_backward"}
 
 
-def summed_vs_measured(nets: pd.DataFrame, ops: pd.DataFrame, occurrences: pd.DataFrame, catalog: pd.DataFrame) -> pd.DataFrame:
+def summed_vs_measured(
+    nets: pd.DataFrame, ops: pd.DataFrame, occurrences: pd.DataFrame, catalog: pd.DataFrame
+) -> pd.DataFrame:
     """One row per measured network (default clock and power limit) with its op sum."""
     flops = catalog.set_index("op_id")["flops"]
     rows = []
@@ -31,8 +33,13 @@ def summed_vs_measured(nets: pd.DataFrame, ops: pd.DataFrame, occurrences: pd.Da
         occ = occurrences[(occurrences["set_id"] == n["set_id"]) & (occurrences["mode"] == n["mode"])]
         if occ.empty:
             continue
-        m = ops[(ops["device_config"] == n["device_config"]) & (ops["mode"] == n["mode"]) & (ops["phase"] == OP_PHASE[n["mode"]])
-                & ops["clock_mhz"].isna() & ops["power_limit_w"].isna()].set_index("op_id")
+        m = ops[
+            (ops["device_config"] == n["device_config"])
+            & (ops["mode"] == n["mode"])
+            & (ops["phase"] == OP_PHASE[n["mode"]])
+            & ops["clock_mhz"].isna()
+            & ops["power_limit_w"].isna()
+        ].set_index("op_id")
         hit = occ[occ["op_id"].isin(m.index)]
         calls = hit["calls"].to_numpy(float)
         mm = m.loc[hit["op_id"]]
@@ -45,10 +52,20 @@ def summed_vs_measured(nets: pd.DataFrame, ops: pd.DataFrame, occurrences: pd.Da
         f_hit = float((hit["op_id"].map(flops) * hit["calls"]).sum())
         rows.append(
             {
-                "set_id": n["set_id"], "model": n["model"], "device_config": n["device_config"], "mode": n["mode"],
-                "measured_t_s": n["t_s"], "measured_sigma_t_s": n["sigma_t_s"], "summed_t_s": t_sum, "summed_sigma_t_s": t_sig,
-                "measured_e_j": n["e_j"], "measured_sigma_e_j": n["sigma_e_j"], "summed_e_j": e_sum, "summed_sigma_e_j": e_sig,
-                "t_error": t_sum / n["t_s"] - 1, "e_error": (e_sum / n["e_j"] - 1) if has_e else np.nan,
+                "set_id": n["set_id"],
+                "model": n["model"],
+                "device_config": n["device_config"],
+                "mode": n["mode"],
+                "measured_t_s": n["t_s"],
+                "measured_sigma_t_s": n["sigma_t_s"],
+                "summed_t_s": t_sum,
+                "summed_sigma_t_s": t_sig,
+                "measured_e_j": n["e_j"],
+                "measured_sigma_e_j": n["sigma_e_j"],
+                "summed_e_j": e_sum,
+                "summed_sigma_e_j": e_sig,
+                "t_error": t_sum / n["t_s"] - 1,
+                "e_error": (e_sum / n["e_j"] - 1) if has_e else np.nan,
                 "flops_share": f_hit / f_all if f_all else np.nan,
                 "calls_share": float(hit["calls"].sum() / occ["calls"].sum()),
                 "network_gflops": f_all / 1e9,
@@ -72,9 +89,15 @@ def predicted_vs_measured(nets: pd.DataFrame, predictor: Any) -> pd.DataFrame:
     for n, p in zip(rows, preds):
         out.append(
             {
-                "set_id": n["set_id"], "model": n["model"], "device_config": n["device_config"], "mode": n["mode"],
-                "measured_t_s": n["t_s"], "predicted_t_s": p.time_s, "t_error": p.time_s / n["t_s"] - 1,
-                "measured_e_j": n["e_j"], "predicted_e_j": p.energy_j,
+                "set_id": n["set_id"],
+                "model": n["model"],
+                "device_config": n["device_config"],
+                "mode": n["mode"],
+                "measured_t_s": n["t_s"],
+                "predicted_t_s": p.time_s,
+                "t_error": p.time_s / n["t_s"] - 1,
+                "measured_e_j": n["e_j"],
+                "predicted_e_j": p.energy_j,
                 "e_error": (p.energy_j / n["e_j"] - 1) if p.energy_j is not None and pd.notna(n["e_j"]) else np.nan,
                 "unseen_flops_share": p.unseen_flops_share,
             }

@@ -38,13 +38,20 @@ def optima(norm: pd.DataFrame) -> pd.DataFrame:
         d_opt = g.loc[g["edp"].idxmin()]
         rows.append(
             {
-                "source": src, "device": dev, "workload": wl, "knob": knob, "settings": int(len(g)),
-                "min_value": lo, "reference_value": hi,
+                "source": src,
+                "device": dev,
+                "workload": wl,
+                "knob": knob,
+                "settings": int(len(g)),
+                "min_value": lo,
+                "reference_value": hi,
                 "energy_optimal_value": e_opt["value"],
-                "energy_saved": 1 - e_opt["energy_rel"], "time_lost_at_energy_optimum": e_opt["time_rel"] - 1,
+                "energy_saved": 1 - e_opt["energy_rel"],
+                "time_lost_at_energy_optimum": e_opt["time_rel"] - 1,
                 "energy_optimum_at_edge": bool(e_opt["value"] in (lo, hi)),
                 "edp_optimal_value": d_opt["value"],
-                "energy_saved_at_edp_optimum": 1 - d_opt["energy_rel"], "time_lost_at_edp_optimum": d_opt["time_rel"] - 1,
+                "energy_saved_at_edp_optimum": 1 - d_opt["energy_rel"],
+                "time_lost_at_edp_optimum": d_opt["time_rel"] - 1,
                 "edp_optimum_at_edge": bool(d_opt["value"] in (lo, hi)),
             }
         )
@@ -71,28 +78,46 @@ def grid_optima(sweeps_df: pd.DataFrame) -> pd.DataFrame:
     A grid measurement appears once per knob in the sweeps table; the core-clock rows alone hold
     every grid point once, with the workload named `<app>@mem<clock>`.
     """
-    g = sweeps_df[(sweeps_df["knob"] == "core_clock_mhz") & sweeps_df["mem_clock_mhz"].notna()].dropna(subset=["energy_j"]).copy()
+    g = (
+        sweeps_df[(sweeps_df["knob"] == "core_clock_mhz") & sweeps_df["mem_clock_mhz"].notna()]
+        .dropna(subset=["energy_j"])
+        .copy()
+    )
     if g.empty:
         return pd.DataFrame()
     g["app"] = g["workload"].str.rsplit("@", n=1).str[0]
     g["edp"] = g["energy_j"] * g["time_s"]
     rows = []
     for (src, dev, app), w in g.groupby(["source", "device", "app"], sort=True):
-        ref = w.loc[w["core_clock_mhz"].eq(w["core_clock_mhz"].max()) & w["mem_clock_mhz"].eq(w["mem_clock_mhz"].max())].iloc[0]
+        ref = w.loc[
+            w["core_clock_mhz"].eq(w["core_clock_mhz"].max()) & w["mem_clock_mhz"].eq(w["mem_clock_mhz"].max())
+        ].iloc[0]
         e, d = w.loc[w["energy_j"].idxmin()], w.loc[w["edp"].idxmin()]
 
-        def edge(r: pd.Series) -> bool:
-            return bool(r["core_clock_mhz"] in (w["core_clock_mhz"].min(), w["core_clock_mhz"].max())
-                        or r["mem_clock_mhz"] in (w["mem_clock_mhz"].min(), w["mem_clock_mhz"].max()))
+        def edge(r: pd.Series, w: pd.DataFrame = w) -> bool:
+            return bool(
+                r["core_clock_mhz"] in (w["core_clock_mhz"].min(), w["core_clock_mhz"].max())
+                or r["mem_clock_mhz"] in (w["mem_clock_mhz"].min(), w["mem_clock_mhz"].max())
+            )
 
-        rows.append({
-            "source": src, "device": dev, "workload": app, "grid_points": int(len(w)),
-            "reference_core_mhz": ref["core_clock_mhz"], "reference_mem_mhz": ref["mem_clock_mhz"],
-            "energy_optimal_core_mhz": e["core_clock_mhz"], "energy_optimal_mem_mhz": e["mem_clock_mhz"],
-            "energy_saved": 1 - e["energy_j"] / ref["energy_j"], "time_lost_at_energy_optimum": e["time_s"] / ref["time_s"] - 1,
-            "energy_optimum_at_edge": edge(e),
-            "edp_optimal_core_mhz": d["core_clock_mhz"], "edp_optimal_mem_mhz": d["mem_clock_mhz"],
-            "energy_saved_at_edp_optimum": 1 - d["energy_j"] / ref["energy_j"], "time_lost_at_edp_optimum": d["time_s"] / ref["time_s"] - 1,
-            "edp_optimum_at_edge": edge(d),
-        })
+        rows.append(
+            {
+                "source": src,
+                "device": dev,
+                "workload": app,
+                "grid_points": int(len(w)),
+                "reference_core_mhz": ref["core_clock_mhz"],
+                "reference_mem_mhz": ref["mem_clock_mhz"],
+                "energy_optimal_core_mhz": e["core_clock_mhz"],
+                "energy_optimal_mem_mhz": e["mem_clock_mhz"],
+                "energy_saved": 1 - e["energy_j"] / ref["energy_j"],
+                "time_lost_at_energy_optimum": e["time_s"] / ref["time_s"] - 1,
+                "energy_optimum_at_edge": edge(e),
+                "edp_optimal_core_mhz": d["core_clock_mhz"],
+                "edp_optimal_mem_mhz": d["mem_clock_mhz"],
+                "energy_saved_at_edp_optimum": 1 - d["energy_j"] / ref["energy_j"],
+                "time_lost_at_edp_optimum": d["time_s"] / ref["time_s"] - 1,
+                "edp_optimum_at_edge": edge(d),
+            }
+        )
     return pd.DataFrame(rows)
