@@ -118,6 +118,11 @@ class Plan:
         }
 
 
+def unit_key(unit: Unit) -> tuple[str, str, str]:
+    """What identifies a unit in a plan (and in the consolidated tables): type, id, mode."""
+    return unit.item_type, unit.item_id, unit.mode
+
+
 def make_plan(campaign: CampaignParams, units: Sequence[Unit]) -> Plan:
     settings = settings_grid(campaign.clocks_mhz, campaign.power_limits_w)
     ordered = sorted(units, key=lambda u: (campaign.modes.index(u.mode), u.item_type != "op", u.label, u.item_id))
@@ -522,8 +527,8 @@ class Campaign:
             count = counts.pop() if counts else None
         if count is None:
             return f"{n} (no shard records: pass --shards N to name their shards)"
-        position = {u: k for k, u in enumerate(self.plan.units)}
-        shards = sorted({position[u] % count for _, u in missing})
+        position = {unit_key(u): k for k, u in enumerate(self.plan.units)}
+        shards = sorted({position[unit_key(u)] % count for _, u in missing})
         return (
             f"{n}, in shard(s) {', '.join(map(str, shards))} of {count}: run `opcost profile --campaign "
             f"{self.c.name} --shard I/{count}` for each, then merge again"
@@ -580,7 +585,7 @@ class Campaign:
                     for unit in todo:
                         progress.update(task, description=f"{setting.label} {unit.mode} {unit.label}")
                         rows, samples = measure_part(self.c, unit, setting, source)
-                        self._write_part(part_name(setting, unit), unit, rows, samples)
+                        self.write_part(part_name(setting, unit), unit, rows, samples)
                         progress.advance(task)
             rec.update(status="done")
         except Interrupted as exc:
@@ -637,7 +642,7 @@ class Campaign:
                     timings.unlink(missing_ok=True)
                     break
 
-    def _write_part(self, name: str, unit: Unit, rows: list[dict], samples: list[dict]) -> None:
+    def write_part(self, name: str, unit: Unit, rows: list[dict], samples: list[dict]) -> None:
         table = TIMINGS if unit.item_type == "op" else NETWORKS
         write_parquet(conform(pd.DataFrame(samples), POWER_SAMPLES), self.parts_dir / f"{name}.samples.parquet")
         # the timings file last: its presence marks the part done

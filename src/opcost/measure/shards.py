@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from opcost.config import Params, Paths
-from opcost.measure.campaign import Campaign, part_stats
+from opcost.measure.campaign import Campaign, part_stats, unit_key
 from opcost.measure.profile import stage_campaign
 
 
@@ -52,7 +52,7 @@ def shard_progress(paths: Paths, params: Params, name: str, n_shards: int) -> li
 
 def _merged_stats(camp: Campaign, n_shards: int) -> dict[int, dict[str, Any]]:
     """failed_rows and last_error per shard, from the consolidated tables of a merged campaign."""
-    position = {(u.item_type, u.item_id, u.mode): k for k, u in enumerate(camp.plan.units)}
+    position = {unit_key(u): k for k, u in enumerate(camp.plan.units)}
     cols = ["mode", "status", "error", "ended_at"]
     frames = []
     for table, item_type, key in (("timings", "op", "op_id"), ("networks", "network", "set_id")):
