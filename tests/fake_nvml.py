@@ -13,7 +13,8 @@ made to misbehave the way hardware does:
 - `deny_knobs`: fail with NVML_ERROR_NO_PERMISSION like a non-root user's calls;
 - `fail`: {knob: NVML error value}: that knob's call fails (e.g. a reset the driver refuses);
 - `hooks`: {knob: callable}: called inside the knob's call after the device changed, e.g. to
-  send the process a signal "during" the call;
+  send the process a signal "during" the call; `early_hooks` alike, before the device changes
+  (pynvml's wrappers are Python code around the C call: a signal can be handled there);
 - `state_file`: the device state (locked clocks, power limit) is kept in a JSON file, so it
   outlives the process that changed it, as a GPU's does (a run killed with SIGKILL).
 
@@ -78,6 +79,7 @@ class FakeNvml:
         uuid: str = "GPU-00000000-fake-0000-0000-000000000000",
         fail: dict[str, int] | None = None,
         hooks: dict[str, Callable[[], None]] | None = None,
+        early_hooks: dict[str, Callable[[], None]] | None = None,
         state_file: Path | None = None,
     ) -> None:
         self.trace = trace if trace is not None else json.loads(TRACE.read_text())["readings"]
@@ -89,6 +91,7 @@ class FakeNvml:
         self.uuid = uuid
         self.fail = dict(fail or {})
         self.hooks = dict(hooks or {})
+        self.early_hooks = dict(early_hooks or {})
         self.state_file = Path(state_file) if state_file else None
         self.power_limit_mw = int(power_limit_w * 1000)
         self.locked: tuple[int, int] | None = None
@@ -130,6 +133,8 @@ class FakeNvml:
             raise NVMLError(self.NVML_ERROR_NO_PERMISSION)
         if name in self.fail:
             raise NVMLError(self.fail[name])
+        if name in self.early_hooks:
+            self.early_hooks[name]()
 
     def _changed(self, name: str, *args: Any) -> None:
         """The device changed: persist it, log when, then run the knob's hook (still inside the call)."""

@@ -380,16 +380,11 @@ def test_signal_during_session_restores_clocks(sig):
     assert signal.getsignal(sig) == before  # handlers put back
 
 
-class _Unhandled(Exception):
-    pass
-
-
-def test_signal_during_the_permission_probe_restores(tmp_path):
-    """Handlers are in place before the probe (the first change of a campaign)."""
-
-    def unhandled(signum, frame):  # what would run if opcost had no handler yet
-        raise _Unhandled
-
+@pytest.mark.parametrize("knob,when", [("lock", "after"), ("reset", "before")])
+def test_signal_during_the_permission_probe_restores(tmp_path, knob, when):
+    """Handlers that restore are in place before the probe (the first change of a campaign): a
+    signal while the probe changes the clock, or while it resets it (before the reset took
+    effect), still leaves the device as found."""
     sent = []
 
     def once() -> None:
@@ -397,15 +392,13 @@ def test_signal_during_the_permission_probe_restores(tmp_path):
             sent.append(True)
             os.kill(os.getpid(), signal.SIGHUP)
 
-    fake = FakeNvml(power_limit_w=300, hooks={"lock": once})
+    hooks = {"hooks" if when == "after" else "early_hooks": {knob: once}}
+    fake = FakeNvml(power_limit_w=300, **hooks)
     plan = make_plan(campaign(clocks_mhz=(900,), power_limits_w=(200,)), op_units([CONV]))
-    previous = signal.signal(signal.SIGHUP, unhandled)
-    try:
-        with pytest.raises(Interrupted):
-            new_campaign(plan, tmp_path, nvml_lib=fake).run(show_progress=False)
-    finally:
-        signal.signal(signal.SIGHUP, previous)
-    assert fake.calls == [("lock", 900, 900), ("reset",)]  # the probe's first change, then restored
+    with pytest.raises(Interrupted) as exc:
+        new_campaign(plan, tmp_path, nvml_lib=fake).run(show_progress=False)
+    assert exc.value.exit_code == 128 + signal.SIGHUP and sent
+    assert fake.calls[0] == ("lock", 900, 900) and ("reset",) in fake.calls  # only the probe ran
     assert fake.locked is None and fake.power_limit_mw == 300_000
     assert not list((tmp_path / "state").iterdir()) and not (tmp_path / "out").exists()
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import platform
 import re
 import shutil
@@ -604,6 +605,7 @@ class Campaign:
             "campaign": self.c.name,
             "fingerprint": fingerprint(self.c),
             "host": socket.gethostname(),
+            "pid": os.getpid(),
             "started_at": time.time(),
             "error": None,
             **extra,
