@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,8 @@ import pytest
 os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
 os.environ["DO_NOT_TRACK"] = "true"
 os.environ["DVC_NO_ANALYTICS"] = "1"
+# Device locks are machine-wide: keep this test run's apart from real campaigns and other test runs.
+os.environ["OPCOST_LOCK_DIR"] = tempfile.mkdtemp(prefix="opcost-test-locks-")
 
 REPO = Path(__file__).resolve().parents[1]
 EXTERNAL = REPO / "data" / "external"

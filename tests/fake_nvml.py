@@ -1,10 +1,22 @@
 """A fake NVML library (the hardware boundary only) that replays a trace of readings.
 
-It has the names of `pynvml` that `opcost.measure.nvml.Nvml` calls. Readings come from a trace of
-(seconds, energy_mJ, power_mW, sm_MHz, mem_MHz, temp_C, util_%, reasons) rows, replayed against
-the wall clock since the fake was created and linearly interpolated, so an energy window of t
-seconds sees the energy the trace accumulates in t seconds. Knob calls are recorded, and
-`deny_knobs` makes them fail with NVML_ERROR_NO_PERMISSION like a non-root user's would.
+It has the names, signatures and constants of `pynvml` that `opcost.measure.nvml.Nvml` calls
+(tests/test_measure.py checks them against the real module). Like the real library, every call
+fails with NVML_ERROR_UNINITIALIZED before `nvmlInit` and after the matching `nvmlShutdown`.
+
+Readings come from a trace of (seconds, energy_mJ, power_mW, sm_MHz, mem_MHz, temp_C, util_%,
+reasons) rows, replayed against the wall clock since the fake was created and linearly
+interpolated, so an energy window of t seconds sees the energy the trace accumulates in t seconds.
+
+Knobs (locked clocks, power limit) are recorded with their wall-clock time (`knob_log`), and can be
+made to misbehave the way hardware does:
+- `deny_knobs`: fail with NVML_ERROR_NO_PERMISSION like a non-root user's calls;
+- `fail`: {knob: NVML error value}: that knob's call fails (e.g. a reset the driver refuses);
+- `hooks`: {knob: callable}: called inside the knob's call after the device changed, e.g. to
+  send the process a signal "during" the call; `early_hooks` alike, before the device changes
+  (pynvml's wrappers are Python code around the C call: a signal can be handled there);
+- `state_file`: the device state (locked clocks, power limit) is kept in a JSON file, so it
+  outlives the process that changed it, as a GPU's does (a run killed with SIGKILL).
 
 The trace in tests/data/nvml_trace.json is synthetic (no GPU was available when it was written):
 a card idling at ~60 W that steps to ~250 W under load, with 1410 MHz clocks. Replace it with a
@@ -13,12 +25,16 @@ trace recorded on a real GPU when one is at hand (see the README, "Measuring on 
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any, Callable
 
 TRACE = Path(__file__).parent / "data" / "nvml_trace.json"
+
+KNOBS = ("lock", "reset", "power_limit")
 
 
 class NVMLError(Exception):
@@ -27,10 +43,24 @@ class NVMLError(Exception):
         self.value = value
 
 
+def _initialised(fn: Callable) -> Callable:
+    """Like the real library: a call outside nvmlInit .. nvmlShutdown fails with UNINITIALIZED."""
+
+    @functools.wraps(fn)
+    def call(self: "FakeNvml", *args: Any) -> Any:
+        if self.inits <= 0:
+            raise NVMLError(self.NVML_ERROR_UNINITIALIZED)
+        return fn(self, *args)
+
+    return call
+
+
 class FakeNvml:
     NVML_SUCCESS = 0
+    NVML_ERROR_UNINITIALIZED = 1
     NVML_ERROR_NOT_SUPPORTED = 3
     NVML_ERROR_NO_PERMISSION = 4
+    NVML_ERROR_UNKNOWN = 999
     NVML_FI_DEV_POWER_INSTANT = 186
     NVML_CLOCK_SM = 1
     NVML_CLOCK_MEM = 2
@@ -46,6 +76,11 @@ class FakeNvml:
         graphics_clocks: tuple[int, ...] = tuple(range(210, 1411, 15)),
         power_range_w: tuple[float, float] = (100.0, 300.0),
         power_limit_w: float = 300.0,
+        uuid: str = "GPU-00000000-fake-0000-0000-000000000000",
+        fail: dict[str, int] | None = None,
+        hooks: dict[str, Callable[[], None]] | None = None,
+        early_hooks: dict[str, Callable[[], None]] | None = None,
+        state_file: Path | None = None,
     ) -> None:
         self.trace = trace if trace is not None else json.loads(TRACE.read_text())["readings"]
         self.energy_counter = energy_counter
@@ -53,11 +88,26 @@ class FakeNvml:
         self.deny_knobs = deny_knobs
         self.graphics_clocks = list(graphics_clocks)
         self.power_range_w = power_range_w
+        self.uuid = uuid
+        self.fail = dict(fail or {})
+        self.hooks = dict(hooks or {})
+        self.early_hooks = dict(early_hooks or {})
+        self.state_file = Path(state_file) if state_file else None
         self.power_limit_mw = int(power_limit_w * 1000)
         self.locked: tuple[int, int] | None = None
+        if self.state_file is not None and self.state_file.is_file():
+            saved = json.loads(self.state_file.read_text())
+            self.power_limit_mw = saved["power_limit_mw"]
+            self.locked = tuple(saved["locked"]) if saved["locked"] else None
         self.calls: list[tuple] = []
+        self.knob_log: list[tuple[float, tuple]] = []  # (time.time() when the call returned, call)
         self.t0 = time.monotonic()
-        self.initialised = False
+        self.inits = 0
+        self.shutdowns = 0
+
+    @property
+    def initialised(self) -> bool:
+        return self.inits > 0
 
     # -- replay ---------------------------------------------------------------------------
     def _at(self, col: int) -> float:
@@ -65,7 +115,7 @@ class FakeNvml:
         tr = self.trace
         span = tr[-1][0]
         base = 0.0
-        if t > span:  # beyond the trace: repeat its last segment's rates (energy keeps growing)
+        if t > span:  # beyond the trace: replay it again from the start (energy keeps growing)
             cycles = int(t // span)
             e_per_cycle = tr[-1][1] - tr[0][1]
             t -= cycles * span
@@ -76,73 +126,115 @@ class FakeNvml:
                 return base + a[col - 1] + w * (b[col - 1] - a[col - 1])
         return base + tr[-1][col]
 
-    # -- pynvml API -----------------------------------------------------------------------
+    def _knob(self, name: str, *args: Any) -> None:
+        """Record a knob call; fail it as configured (before the device changes)."""
+        self.calls.append((name, *args))
+        if self.deny_knobs:
+            raise NVMLError(self.NVML_ERROR_NO_PERMISSION)
+        if name in self.fail:
+            raise NVMLError(self.fail[name])
+        if name in self.early_hooks:
+            self.early_hooks[name]()
+
+    def _changed(self, name: str, *args: Any) -> None:
+        """The device changed: persist it, log when, then run the knob's hook (still inside the call)."""
+        if self.state_file is not None:
+            state = {"power_limit_mw": self.power_limit_mw, "locked": list(self.locked) if self.locked else None}
+            self.state_file.write_text(json.dumps(state))
+        self.knob_log.append((time.time(), (name, *args)))
+        if name in self.hooks:
+            self.hooks[name]()
+
+    # -- pynvml API (names and parameter names as in pynvml) -------------------------------
     def nvmlInit(self) -> None:
-        self.initialised = True
+        self.inits += 1
 
     def nvmlShutdown(self) -> None:
-        self.initialised = False
+        if self.inits <= 0:
+            raise NVMLError(self.NVML_ERROR_UNINITIALIZED)
+        self.inits -= 1
+        self.shutdowns += 1
 
-    def nvmlDeviceGetHandleByIndex(self, i: int) -> str:
-        return f"gpu{i}"
+    @_initialised
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> str:
+        return f"gpu{index}"
 
-    def nvmlDeviceGetName(self, h: str) -> str:
+    @_initialised
+    def nvmlDeviceGetName(self, handle: str) -> str:
         return "Fake GPU (replayed trace)"
 
+    @_initialised
+    def nvmlDeviceGetUUID(self, handle: str) -> str:
+        return self.uuid
+
+    @_initialised
     def nvmlSystemGetDriverVersion(self) -> str:
         return "0.0-fake"
 
-    def nvmlDeviceGetTotalEnergyConsumption(self, h: str) -> int:
+    @_initialised
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: str) -> int:
         if not self.energy_counter:
             raise NVMLError(self.NVML_ERROR_NOT_SUPPORTED)
         return int(self._at(1))
 
-    def nvmlDeviceGetFieldValues(self, h: str, fields: list[int]) -> list:
-        ok = self.instant_power and fields == [self.NVML_FI_DEV_POWER_INSTANT]
+    @_initialised
+    def nvmlDeviceGetFieldValues(self, handle: str, fieldIds: list[int]) -> list:
+        ok = self.instant_power and fieldIds == [self.NVML_FI_DEV_POWER_INSTANT]
         value = SimpleNamespace(uiVal=int(self._at(2)))
         return [SimpleNamespace(nvmlReturn=self.NVML_SUCCESS if ok else self.NVML_ERROR_NOT_SUPPORTED, value=value)]
 
-    def nvmlDeviceGetPowerUsage(self, h: str) -> int:
+    @_initialised
+    def nvmlDeviceGetPowerUsage(self, handle: str) -> int:
         return int(self._at(2))
 
-    def nvmlDeviceGetClockInfo(self, h: str, which: int) -> int:
-        if which == self.NVML_CLOCK_SM and self.locked is not None:
+    @_initialised
+    def nvmlDeviceGetClockInfo(self, handle: str, type: int) -> int:
+        if type == self.NVML_CLOCK_SM and self.locked is not None:
             return self.locked[0]
-        return int(self._at(3 if which == self.NVML_CLOCK_SM else 4))
+        return int(self._at(3 if type == self.NVML_CLOCK_SM else 4))
 
-    def nvmlDeviceGetTemperature(self, h: str, sensor: int) -> int:
+    @_initialised
+    def nvmlDeviceGetTemperature(self, handle: str, sensor: int) -> int:
         return int(self._at(5))
 
-    def nvmlDeviceGetUtilizationRates(self, h: str) -> SimpleNamespace:
+    @_initialised
+    def nvmlDeviceGetUtilizationRates(self, handle: str) -> SimpleNamespace:
         return SimpleNamespace(gpu=int(self._at(6)), memory=0)
 
-    def nvmlDeviceGetCurrentClocksEventReasons(self, h: str) -> int:
+    @_initialised
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: str) -> int:
         return int(self._at(7))
 
-    def nvmlDeviceGetSupportedMemoryClocks(self, h: str) -> list[int]:
+    @_initialised
+    def nvmlDeviceGetSupportedMemoryClocks(self, handle: str) -> list[int]:
         return [1215]
 
-    def nvmlDeviceGetSupportedGraphicsClocks(self, h: str, mem: int) -> list[int]:
+    @_initialised
+    def nvmlDeviceGetSupportedGraphicsClocks(self, handle: str, memoryClockMHz: int) -> list[int]:
         return list(reversed(self.graphics_clocks))
 
-    def nvmlDeviceGetPowerManagementLimitConstraints(self, h: str) -> tuple[int, int]:
+    @_initialised
+    def nvmlDeviceGetPowerManagementLimitConstraints(self, handle: str) -> tuple[int, int]:
         return int(self.power_range_w[0] * 1000), int(self.power_range_w[1] * 1000)
 
-    def nvmlDeviceGetPowerManagementLimit(self, h: str) -> int:
+    @_initialised
+    def nvmlDeviceGetPowerManagementLimit(self, handle: str) -> int:
         return self.power_limit_mw
 
-    def nvmlDeviceSetGpuLockedClocks(self, h: str, lo: int, hi: int) -> None:
-        self.calls.append(("lock", lo, hi))
-        if self.deny_knobs:
-            raise NVMLError(self.NVML_ERROR_NO_PERMISSION)
-        self.locked = (lo, hi)
+    @_initialised
+    def nvmlDeviceSetGpuLockedClocks(self, handle: str, minGpuClockMHz: int, maxGpuClockMHz: int) -> None:
+        self._knob("lock", minGpuClockMHz, maxGpuClockMHz)
+        self.locked = (minGpuClockMHz, maxGpuClockMHz)
+        self._changed("lock", minGpuClockMHz, maxGpuClockMHz)
 
-    def nvmlDeviceResetGpuLockedClocks(self, h: str) -> None:
-        self.calls.append(("reset",))
+    @_initialised
+    def nvmlDeviceResetGpuLockedClocks(self, handle: str) -> None:
+        self._knob("reset")
         self.locked = None
+        self._changed("reset")
 
-    def nvmlDeviceSetPowerManagementLimit(self, h: str, mw: int) -> None:
-        self.calls.append(("power_limit", mw))
-        if self.deny_knobs:
-            raise NVMLError(self.NVML_ERROR_NO_PERMISSION)
-        self.power_limit_mw = mw
+    @_initialised
+    def nvmlDeviceSetPowerManagementLimit(self, handle: str, limit: int) -> None:
+        self._knob("power_limit", limit)
+        self.power_limit_mw = limit
+        self._changed("power_limit", limit)

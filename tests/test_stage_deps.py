@@ -88,3 +88,26 @@ def test_the_closure_sees_lazy_imports():
     depends on it): predict imports ops.catalog only inside _extract_network."""
     names = {f.relative_to(SRC).as_posix() for f in closure("opcost.model.predict")}
     assert "opcost/ops/catalog.py" in names and "opcost/__init__.py" in names
+
+
+def sync_dvc_yaml() -> None:
+    """Rewrite the src/ deps of every stage in dvc.yaml to its import closure (keeps all else)."""
+    lines = (REPO / "dvc.yaml").read_text().splitlines(keepends=True)
+    stages = stage_entries()
+    out, current = [], None
+    for line in lines:
+        m = re.match(r"^  ([\w-]+):\s*$", line)
+        if m and m.group(1) in stages:
+            current = m.group(1)
+        if current and re.match(r"^\s+- src/opcost/", line):
+            indent = line[: len(line) - len(line.lstrip())]
+            if not out or not out[-1].startswith(f"{indent}- src/opcost/"):
+                entry = stages[current][0]
+                out += [f"{indent}- {f.relative_to(REPO).as_posix()}\n" for f in sorted(closure(entry))]
+            continue
+        out.append(line)
+    (REPO / "dvc.yaml").write_text("".join(out))
+
+
+if __name__ == "__main__":  # python tests/test_stage_deps.py: bring dvc.yaml's src deps up to date
+    sync_dvc_yaml()

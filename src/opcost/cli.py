@@ -7,6 +7,7 @@ can fix (`OpcostError`) are printed on one line and exit with status 2; nothing 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any, Callable, List, Optional, TypeVar
@@ -301,6 +302,14 @@ def _parse_model_arg(text: str) -> ModelInputSet:
     return ModelInputSet(check_model_name(name), parse_input_shape(shape, f"--models {text!r} shape"))
 
 
+def _parse_shard(text: str) -> tuple[int, int]:
+    """`1/4` -> (1, 4): shard 1 of 4, 0-based."""
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if not m or not 0 <= int(m.group(1)) < int(m.group(2)):
+        raise OpcostError(f"malformed --shard {text!r}: expected I/N with 0 <= I < N, e.g. 0/4")
+    return int(m.group(1)), int(m.group(2))
+
+
 @app.command()
 def profile(
     campaign: Optional[str] = typer.Option(None, "--campaign", help="A campaign of params.yaml (profile.campaigns)."),
@@ -318,17 +327,41 @@ def profile(
     networks: bool = typer.Option(True, "--networks/--no-networks", help="Ad hoc: also measure the whole networks."),
     seed: int = typer.Option(0, "--seed"),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Ad hoc: output folder."),
+    shard: Optional[str] = typer.Option(
+        None, "--shard", help="With --campaign: measure only shard I/N (0-based) into parts; merge with --merge."
+    ),
+    merge: bool = typer.Option(False, "--merge", help="With --campaign: consolidate the shards' parts."),
+    shards: Optional[int] = typer.Option(
+        None, "--shards", help="With --merge: the shard count, to name missing shards (else from the shards' records)."
+    ),
+    remeasure: bool = typer.Option(False, "--remeasure", help="Measure again even if the output is complete."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and its estimated duration; touch nothing."),
     no_progress: bool = typer.Option(False, "--no-progress", help="Do not draw a progress bar."),
 ) -> None:
     """Measure operations (and whole networks): time, energy and the raw power log.
 
-    Stage `profile@NAME` runs `opcost profile --campaign NAME` into data/raw/NAME/. Without
+    Stage `profile@NAME` runs `opcost profile --campaign NAME` into data/raw/NAME/; a campaign
+    already complete there (same plan, same measuring code) is not measured again. Without
     --campaign the options describe an ad-hoc campaign written to --out. Interrupted campaigns
-    resume where they stopped.
+    resume where they stopped. Exits 1 when every measurement failed; 130/143 on SIGINT/SIGTERM.
     """
     from opcost.config import CampaignParams
     from opcost.measure import profile as prof
+    from opcost.measure.campaign import all_failed_message
+    from opcost.measure.interrupts import RESUME_HINT, Interrupted
+
+    def check_flags() -> tuple[int, int] | None:
+        if campaign is None and (shard is not None or merge or shards is not None):
+            raise OpcostError("--shard and --merge work on a params.yaml campaign: add --campaign NAME")
+        if shard is not None and merge:
+            raise OpcostError("--shard measures one shard, --merge consolidates them: give one of the two")
+        if shards is not None and not merge:
+            raise OpcostError("--shards N goes with --merge (a shard run names its count in --shard I/N)")
+        if shards is not None and shards < 1:
+            raise OpcostError(f"--shards {shards}: expected a positive shard count")
+        if remeasure and (shard is not None or merge):
+            raise OpcostError("--remeasure measures a whole campaign afresh; it does not go with --shard or --merge")
+        return _parse_shard(shard) if shard is not None else None
 
     def adhoc() -> dict:
         if not models:
@@ -351,21 +384,59 @@ def profile(
             seed=seed,
         )
         c.check("command line")
-        return prof.run_adhoc(c, sets, out_dir or Path("."), dry_run, not no_progress)
+        return prof.run_adhoc(c, sets, out_dir or Path("."), dry_run, not no_progress, remeasure)
 
-    if campaign is not None:
-        result = _stage(lambda paths, params: prof.run_stage(paths, params, campaign, dry_run, not no_progress))
-    else:
-        result = _run(adhoc)
+    def staged(paths: Paths, params: Any) -> dict:
+        assert campaign is not None
+        which = check_flags()
+        if which is not None:
+            return prof.run_shard_stage(paths, params, campaign, *which, dry_run, not no_progress)
+        if merge and not dry_run:
+            return prof.merge_stage(paths, params, campaign, shards)
+        return prof.run_stage(paths, params, campaign, dry_run, not no_progress, remeasure)
+
+    try:
+        if campaign is not None:
+            result = _stage(staged)
+        else:
+            _run(check_flags)
+            result = _run(adhoc)
+    except Interrupted as exc:  # clocks are back, finished parts kept
+        err.print(RESUME_HINT, highlight=False, markup=False)
+        raise typer.Exit(exc.exit_code) from None
+    except KeyboardInterrupt:  # Ctrl-C before or after the measuring loop
+        err.print(RESUME_HINT, highlight=False, markup=False)
+        raise typer.Exit(130) from None
     if dry_run:
         out.print_json(data=result)
         return
-    rows = result["rows"]
-    out.print(
-        f"profile {result['campaign']}: {rows['timings']} op rows, {rows['networks']} network rows, "
-        f"{rows['power_samples']} power samples, {result['failed_rows']} failed, "
-        f"{result['parts_resumed']} parts resumed; energy source {result['environment']['energy_source']}"
-    )
+    out.print(prof.summary_line(result), highlight=False, soft_wrap=True)
+    failure = all_failed_message(result)
+    if failure is not None:
+        err.print(f"[bold red]error:[/] {escape(failure)}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
+
+
+@app.command("restore-device")
+def restore_device(
+    device: str = typer.Option("cuda:0", "--device", help="The GPU to restore: cuda:N."),
+) -> None:
+    """Put back the clocks and power limit that a killed campaign left changed on a GPU.
+
+    Campaigns save a GPU's original state in .opcost/device-state/ before changing it and restore
+    it themselves, even on SIGINT/SIGTERM; only SIGKILL (or a crash) leaves it changed. The next
+    campaign on that GPU restores it first; this verb does it now. Takes the GPU's lock, so it never
+    runs under a campaign that is measuring.
+    """
+    from opcost.measure.clocks import restore_device as restore
+
+    def go() -> str:
+        m = re.fullmatch(r"cuda(?::(\d+))?", device)
+        if not m:
+            raise OpcostError(f"--device {device!r}: expected cuda:N, e.g. cuda:0 (only GPUs have clocks to restore)")
+        return restore(Paths(find_root()).device_state_dir, int(m.group(1) or 0))
+
+    out.print(_run(go), highlight=False, soft_wrap=True)
 
 
 def main() -> None:

@@ -11,6 +11,7 @@ then the nearest parent of the working directory that holds `dvc.yaml`, else the
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,6 +177,11 @@ class Paths:
         """Per-unit results of a running campaign (git- and DVC-ignored), what a restart resumes from."""
         return self.root / ".opcost" / "parts" / campaign
 
+    @property
+    def device_state_dir(self) -> Path:
+        """Original clocks and power limits of GPUs a campaign changed, kept until restored (git-ignored)."""
+        return self.root / ".opcost" / "device-state"
+
 
 def parse_input_shape(value: str | Sequence[Any], what: str = "input shape") -> tuple[int, ...]:
     """Parse `32,3,224,224` (or a list of ints) into a 4-tuple of positive ints, or fail clearly."""
@@ -302,8 +308,11 @@ class CampaignParams:
             )
         if self.trials < 1 or self.chunks < 3:
             raise OpcostError(f"{where}: trials must be >= 1 and chunks >= 3 (got {self.trials}, {self.chunks})")
-        if self.min_time_s <= 0 or self.window_s <= 0 or self.sample_interval_s <= 0:
-            raise OpcostError(f"{where}: min_time_s, window_s and sample_interval_s must be positive")
+        if not all(math.isfinite(v) and v > 0 for v in (self.min_time_s, self.window_s, self.sample_interval_s)):
+            raise OpcostError(
+                f"{where}: min_time_s, window_s and sample_interval_s must be positive finite seconds (got "
+                f"{self.min_time_s}, {self.window_s}, {self.sample_interval_s})"
+            )
         if not self.sets and not self.op_ids:
             raise OpcostError(f"{where}: name the operations to measure: sets (model-input set ids) and/or op_ids")
         if any(c <= 0 for c in self.clocks_mhz) or any(p <= 0 for p in self.power_limits_w):

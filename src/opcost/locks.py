@@ -3,6 +3,10 @@
 Registry writes, creating a fresh MLflow store, measuring into one output folder, measuring on one
 GPU: each takes a lock file. `flock` locks die with their process (SIGKILL included), so a killed
 run never leaves a stale lock behind; the lock file itself may stay and is harmless.
+
+Device locks are machine-wide, not per project: two checkouts must not measure on one GPU (or the
+CPU) at once. They live in `OPCOST_LOCK_DIR`, else `<system temp>/opcost-locks` (made sticky and
+world-writable like /tmp, so several users share it).
 """
 
 from __future__ import annotations
@@ -11,8 +15,11 @@ import contextlib
 import errno
 import fcntl
 import os
+import re
+import socket
+import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import ContextManager, Iterator
 
 from opcost.errors import OpcostError
 
@@ -50,3 +57,26 @@ def _holder(fd: int) -> str:
     except OSError:
         return ""
     return f" (pid {pid})" if pid.isdigit() else ""
+
+
+def machine_lock_dir() -> Path:
+    """Where machine-wide locks live: OPCOST_LOCK_DIR, else <system temp dir>/opcost-locks."""
+    env = os.environ.get("OPCOST_LOCK_DIR")
+    d = Path(env) if env else Path(tempfile.gettempdir()) / "opcost-locks"
+    if not d.is_dir():
+        d.mkdir(parents=True, exist_ok=True)
+        if not env:
+            os.chmod(d, 0o1777)
+    return d
+
+
+def device_lock(key: str, what: str) -> ContextManager[None]:
+    """The lock of one measuring device, failing at once if another process holds it. `key` is a
+    GPU's UUID, or `cpu_lock_key()` for the CPU."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", key)
+    return file_lock(machine_lock_dir() / f"device-{safe}.lock", what, wait=False)
+
+
+def cpu_lock_key() -> str:
+    """The CPU as a device: one per host (the lock dir may be shared between the nodes of a cluster)."""
+    return f"cpu-{socket.gethostname()}"

@@ -3,31 +3,51 @@
 Each (setting, unit) is a *part*: its k trials and their power samples are written atomically to
 `<parts>/<fingerprint>/<part>.{samples,timings}.parquet` (samples first; the timings file marks the
 part done). A campaign killed at any point (SIGKILL included) and started again skips finished
-parts, so nothing is measured twice and no file is half-written. When all parts are done they are
-consolidated into the campaign's tables. The fingerprint covers every parameter that changes how a
-unit is measured, so parts from a differently configured run are never mixed in.
+parts, so nothing is measured twice and no file is half-written; a part file found empty or
+unreadable is measured again. When all parts are done they are consolidated into the campaign's
+tables. The fingerprint covers every parameter that changes how a unit is measured, and the
+measuring code, so parts from a differently configured run are never mixed in.
+
+A campaign whose output folder already holds it complete (same fingerprint, same planned parts)
+is not measured again: a `persist`ed DVC stage re-run on a machine without the campaign's GPU
+then reproduces the pulled results instead of failing.
+
+On a cluster a campaign is split into shards (`Campaign.run_shard`: unit k belongs to shard
+k mod N, with all settings), each writing parts only, and `Campaign.merge` consolidates them
+exactly as a local run does. Every measuring run leaves a small record beside the parts
+(`<name>.run.json`: host, environment, state) that the merge and `opcost status` read.
+
+Locks: the output folder (a local run, a merge), each shard, and each measuring device (machine
+wide, see `opcost.locks`), all taken without waiting: a second run fails at once, naming the lock.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import platform
 import re
 import shutil
 import socket
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import pandas as pd
+import pyarrow.parquet as pq
 import torch
 
-from opcost.config import CampaignParams, ModelInputSet
+from opcost.config import CampaignParams, ModelInputSet, Paths, find_root
 from opcost.errors import OpcostError
 from opcost.io import write_json, write_parquet
+from opcost.locks import cpu_lock_key, device_lock, file_lock
 from opcost.measure.clocks import DeviceControl, Setting, settings_grid
+from opcost.measure.interrupts import Interrupted, stop_on_signals
+from opcost.measure.interrupts import say as _say
 from opcost.measure.power import EnergySource, open_source
 from opcost.measure.timing import measure_window, time_block
 from opcost.measure.workload import blocks_for, device_sync, network_workload, op_workload
@@ -65,6 +85,20 @@ class Plan:
     def measurements(self) -> int:
         return self.parts * self.campaign.trials
 
+    def shard(self, index: int, count: int) -> "Plan":
+        """Shard `index` of `count`: the units at plan positions k with k mod count == index, all settings."""
+        if not (count >= 1 and 0 <= index < count):
+            raise OpcostError(f"shard {index}/{count} does not exist: expected I/N with 0 <= I < N, e.g. 0/4")
+        return Plan(self.campaign, self.units[index::count], self.settings)
+
+    def part_names(self) -> list[str]:
+        return [part_name(s, u) for s in self.settings for u in self.units]
+
+    def parts_record(self) -> dict[str, Any]:
+        """What campaign.json keeps of the plan so a later run can tell it is the same plan."""
+        digest = hashlib.sha256("\n".join(self.part_names()).encode()).hexdigest()[:16]
+        return {"count": self.parts, "digest": digest}
+
     def estimated_seconds(self) -> float:
         c = self.campaign
         return self.measurements * (TRIAL_OVERHEAD_S + 1.5 * c.min_time_s + c.window_s)
@@ -83,6 +117,11 @@ class Plan:
             "measurements": self.measurements,
             "estimated_seconds": round(self.estimated_seconds(), 1),
         }
+
+
+def unit_key(unit: Unit) -> tuple[str, str, str]:
+    """What identifies a unit in a plan (and in the consolidated tables): type, id, mode."""
+    return unit.item_type, unit.item_id, unit.mode
 
 
 def make_plan(campaign: CampaignParams, units: Sequence[Unit]) -> Plan:
@@ -149,8 +188,12 @@ def open_nvml(campaign: CampaignParams, nvml_lib: Any = None) -> Any:
     return Nvml(index, lib=nvml_lib)
 
 
-def environment(campaign: CampaignParams, source: EnergySource, nvml: Any) -> dict[str, Any]:
-    """Everything that decides what the numbers mean: host, device, versions, math flags."""
+def environment(campaign: CampaignParams, source: EnergySource | None, nvml: Any) -> dict[str, Any]:
+    """Everything that decides what the numbers mean: host, device, versions, math flags.
+
+    Called while NVML is open (the real library refuses every call after nvmlShutdown); with
+    `source` None (consolidating parts measured elsewhere, no record of them) the device is not
+    touched."""
     env: dict[str, Any] = {
         "host": socket.gethostname(),
         "platform": platform.platform(),
@@ -165,8 +208,8 @@ def environment(campaign: CampaignParams, source: EnergySource, nvml: Any) -> di
         "cudnn_deterministic": torch.backends.cudnn.deterministic,
         "cpu_threads": torch.get_num_threads(),
         "cpu": _cpu_model(),
-        "energy_source": source.name,
-        "energy_counter": source.has_counter,
+        "energy_source": source.name if source is not None else campaign.energy_source,
+        "energy_counter": source.has_counter if source is not None else None,
     }
     try:
         import torchvision
@@ -174,12 +217,15 @@ def environment(campaign: CampaignParams, source: EnergySource, nvml: Any) -> di
         env["torchvision"] = torchvision.__version__
     except ImportError:  # pragma: no cover
         env["torchvision"] = None
-    if campaign.device.startswith("cuda"):
+    if not campaign.device.startswith("cuda"):
+        env["device_name"] = env["cpu"]
+    elif torch.cuda.is_available() and (torch.device(campaign.device).index or 0) < torch.cuda.device_count():
         env["device_name"] = torch.cuda.get_device_name(torch.device(campaign.device))
     else:
-        env["device_name"] = env["cpu"]
+        env["device_name"] = None
     if nvml is not None:
         env["nvml_device_name"] = nvml.name()
+        env["nvml_uuid"] = nvml.uuid()
         env["driver"] = nvml.driver_version()
     return env
 
@@ -247,8 +293,10 @@ def measure_part(
             block_s = float(timing.stats()["mean_s"] or 0.0) * wl.instances
             per_chunk = blocks_for(campaign.window_s, block_s, campaign.chunks)
             sampler = source.start_sampling(campaign.sample_interval_s)
-            window = measure_window(wl.block, wl.instances, per_chunk, campaign.chunks, sync, source.read_energy_j)
-            trial_samples = sampler.stop()
+            try:
+                window = measure_window(wl.block, wl.instances, per_chunk, campaign.chunks, sync, source.read_energy_j)
+            finally:  # also on an interrupt: no sampler thread left reading a device being shut down
+                trial_samples = sampler.stop()
             energy = window.energy_j if source.has_counter else source.window_energy_j(trial_samples, window.time_s)
             t_fit, e_fit = window.fit("time"), window.fit("energy")
             clocks = [s["sm_clock_mhz"] for s in trial_samples if s.get("sm_clock_mhz") is not None]
@@ -303,62 +351,300 @@ def measure_part(
 # --------------------------------------------------------------------------------------------
 
 
+TABLE_FILES = ("timings.parquet", "networks.parquet", "power_samples.parquet", "campaign.json")
+PART_KINDS = ("samples", "timings")
+
+
+def _part_file_problem(path: Path) -> str | None:
+    """Why a part file cannot be used (None if it can): missing, empty, or not a readable Parquet."""
+    try:
+        if path.stat().st_size == 0:
+            return "empty (0 bytes)"
+        pq.read_metadata(path)
+    except FileNotFoundError:
+        return "missing"
+    except Exception as exc:  # truncated, garbage, no permission: whatever stops a reader
+        return f"unreadable ({_first_line(exc)})"
+    return None
+
+
+def _stale_tmp_target(name: str) -> str | None:
+    """The target file name of an `atomic_path` temporary (`.<target>.<random>.tmp`), else None."""
+    if not (name.startswith(".") and name.endswith(".tmp")):
+        return None
+    return name[1:-4].rsplit(".", 1)[0]
+
+
+def error_summary(*tables: pd.DataFrame, top: int = 5) -> list[dict[str, Any]]:
+    """The most frequent errors of failed rows, with their counts (most frequent first)."""
+    counts: Counter[str] = Counter()
+    for t in tables:
+        if len(t):
+            counts.update(t.loc[t["status"] == "failed", "error"].fillna("").tolist())
+    return [{"error": e, "rows": n} for e, n in counts.most_common(top)]
+
+
+def all_failed_message(result: dict[str, Any]) -> str | None:
+    """A one-line error when every measured row of a campaign (or a shard) failed, else None."""
+    rows = result["rows"]
+    total = rows.get("timings", 0) + rows.get("networks", 0)
+    if total == 0 or result["failed_rows"] < total:
+        return None
+    errors = result.get("errors") or []
+    first = f"; most frequent error: {errors[0]['error']}" if errors else ""
+    what = f"shard {result['shard']}/{result['shards']} of " if "shard" in result else ""
+    return f"every measurement of {what}campaign {result['campaign']} failed ({total} rows){first}"
+
+
 class Campaign:
-    """Runs a plan into `out_dir`, keeping resumable parts in `parts_root`."""
+    """Runs a plan into `out_dir`, keeping resumable parts in `parts_root`.
+
+    `state_dir` holds the original GPU state while clocks are changed (default: the project's
+    `.opcost/device-state/`); `say` prints notices (warnings about bad parts, a restored device).
+    """
 
     def __init__(
-        self, plan: Plan, out_dir: Path, parts_root: Path, nvml_lib: Any = None, rapl_root: Path | None = None
+        self,
+        plan: Plan,
+        out_dir: Path,
+        parts_root: Path,
+        nvml_lib: Any = None,
+        rapl_root: Path | None = None,
+        state_dir: Path | None = None,
+        say: Callable[[str], None] = _say,
     ):
         self.plan = plan
         self.c = plan.campaign
         self.out_dir = Path(out_dir)
-        self.parts_dir = Path(parts_root) / fingerprint(self.c)
+        self.parts_root = Path(parts_root)
+        self.parts_dir = self.parts_root / fingerprint(self.c)
         self.nvml_lib = nvml_lib
         self.rapl_root = rapl_root
+        self.state_dir = Path(state_dir) if state_dir is not None else Paths(find_root()).device_state_dir
+        self.say = say
+
+    # -- where things are -------------------------------------------------------------------
+    @property
+    def output_lock(self) -> Path:
+        """Lock of the output folder (beside the parts: nothing but results goes into the output)."""
+        return self.parts_root / "output.lock"
+
+    def shard_lock(self, index: int, count: int) -> Path:
+        return self.parts_root / f"shard-{index}-of-{count}.lock"
+
+    def record_path(self, name: str) -> Path:
+        return self.parts_dir / f"{name}.run.json"
 
     def _done(self, name: str) -> bool:
         return (self.parts_dir / f"{name}.timings.parquet").is_file()
 
-    def pending(self) -> list[tuple[Setting, Unit]]:
-        return [(s, u) for s in self.plan.settings for u in self.plan.units if not self._done(part_name(s, u))]
+    def pending(self, plan: Plan | None = None) -> list[tuple[Setting, Unit]]:
+        plan = plan or self.plan
+        return [(s, u) for s in plan.settings for u in plan.units if not self._done(part_name(s, u))]
 
-    def run(self, show_progress: bool = True) -> dict[str, Any]:
+    def completed(self) -> dict[str, Any] | None:
+        """campaign.json of `out_dir` if it holds this very plan complete (same fingerprint, same
+        planned parts, every table with the rows campaign.json counts), else None."""
+        try:
+            meta = json.loads((self.out_dir / "campaign.json").read_text())
+            if meta.get("fingerprint") != fingerprint(self.c) or meta.get("planned_parts") != self.plan.parts_record():
+                return None
+            for table in ("timings", "networks", "power_samples"):
+                if pq.read_metadata(self.out_dir / f"{table}.parquet").num_rows != meta["rows"][table]:
+                    return None
+        except Exception:  # missing, unreadable, an older layout: not complete
+            return None
+        return meta
+
+    # -- running ----------------------------------------------------------------------------
+    def run(self, show_progress: bool = True, remeasure: bool = False) -> dict[str, Any]:
+        """Measure what is missing and consolidate; nothing when `out_dir` already holds this plan."""
+        with stop_on_signals(), file_lock(self.output_lock, f"campaign output {self.out_dir}", wait=False):
+            if not remeasure:
+                done = self.completed()
+                if done is not None:
+                    return {**done, "complete": True}
+            elif self.parts_dir.exists():
+                shutil.rmtree(self.parts_dir)
+            self._tidy(self.plan, output=True)
+            skipped = self.plan.parts - len(self.pending())
+            if self.pending():
+                self._measure(self.plan, show_progress, "local", {})
+            meta = self.consolidate(skipped)
+            # parts exist only to resume an interrupted run; a finished campaign measured again
+            # (--remeasure, changed code) must measure afresh
+            shutil.rmtree(self.parts_dir)
+            return meta
+
+    def run_shard(self, index: int, count: int, show_progress: bool = True) -> dict[str, Any]:
+        """Measure shard `index` of `count` into parts only (no consolidation, no output written)."""
+        sub = self.plan.shard(index, count)
+        name = f"shard-{index}-of-{count}"
+        lock = file_lock(self.shard_lock(index, count), f"shard {index}/{count} of campaign {self.c.name}", wait=False)
+        with stop_on_signals(), lock:
+            self._tidy(sub, output=False)
+            skipped = sub.parts - len(self.pending(sub))
+            extra = {"shard": index, "shards": count, "parts_total": sub.parts}
+            if self.pending(sub):
+                self._measure(sub, show_progress, name, extra)
+            elif not self.record_path(name).is_file():
+                self.parts_dir.mkdir(parents=True, exist_ok=True)
+                write_json(
+                    {**self._record_base(name, extra), "status": "done", "ended_at": time.time()},
+                    self.record_path(name),
+                )
+            stats = part_stats(self.parts_dir, sub.part_names())
+        return {
+            "campaign": self.c.name,
+            "shard": index,
+            "shards": count,
+            "parts": sub.parts,
+            "parts_resumed": skipped,
+            "parts_dir": str(self.parts_dir),
+            **stats,
+        }
+
+    def merge(self, count: int | None = None) -> dict[str, Any]:
+        """Consolidate the parts of every shard into `out_dir` as a local run would; a one-line
+        error naming the shards whose parts are missing."""
+        with stop_on_signals(), file_lock(self.output_lock, f"campaign output {self.out_dir}", wait=False):
+            done = self.completed()
+            if done is not None:
+                return {**done, "complete": True}
+            self._tidy(self.plan, output=True)
+            missing = self.pending()
+            if missing:
+                raise OpcostError(self._missing_message(missing, count))
+            meta = self.consolidate(self.plan.parts)
+            shutil.rmtree(self.parts_dir)
+            return meta
+
+    def _missing_message(self, missing: list[tuple[Setting, Unit]], count: int | None) -> str:
+        n = f"campaign {self.c.name}: {len(missing)} of {self.plan.parts} parts missing"
+        if count is None:
+            counts = {r.get("shards") for r in self.records() if r.get("shards")}
+            if len(counts) > 1:
+                return f"{n}; the shard records disagree on the shard count ({sorted(counts)}): pass --shards N"
+            count = counts.pop() if counts else None
+        if count is None:
+            return f"{n} (no shard records: pass --shards N to name their shards)"
+        position = {unit_key(u): k for k, u in enumerate(self.plan.units)}
+        shards = sorted({position[unit_key(u)] % count for _, u in missing})
+        return (
+            f"{n}, in shard(s) {', '.join(map(str, shards))} of {count}: run `opcost profile --campaign "
+            f"{self.c.name} --shard I/{count}` for each, then merge again"
+        )
+
+    def _measure(self, plan: Plan, show_progress: bool, record: str, extra: dict[str, Any]) -> None:
+        """Measure the missing parts of `plan` on the device, under its lock, leaving a run record."""
         check_device(self.c)
         nvml = open_nvml(self.c, self.nvml_lib)
-        kwargs = {"rapl_root": self.rapl_root} if self.rapl_root is not None else {}
-        source = open_source(self.c.energy_source, self.c.device, nvml=nvml, **kwargs)
-        control = DeviceControl(nvml, self.c.device)
-        control.validate(self.plan.settings)
-        control.check_permission(self.plan.settings)  # before anything is measured
-        self.parts_dir.mkdir(parents=True, exist_ok=True)
-        for stale in self.parts_dir.glob(".*.tmp"):  # left by a run killed mid-write (SIGKILL)
-            stale.unlink()
-        started = time.time()
-        skipped = self.plan.parts - len(self.pending())
+        source: EnergySource | None = None
         try:
-            with control.session(), progress_bar(show_progress) as progress:
-                task = progress.add_task(self.c.name, total=self.plan.parts, completed=skipped)
-                for setting in self.plan.settings:
-                    todo = [u for u in self.plan.units if not self._done(part_name(setting, u))]
+            kwargs = {"rapl_root": self.rapl_root} if self.rapl_root is not None else {}
+            source = open_source(self.c.energy_source, self.c.device, nvml=nvml, **kwargs)
+            env = environment(self.c, source, nvml)  # while NVML is open
+            control = DeviceControl(nvml, self.c.device, self.state_dir, self.say)
+            with contextlib.ExitStack() as locks:
+                if not self.c.device.startswith("cuda"):
+                    locks.enter_context(device_lock(cpu_lock_key(), f"device {self.c.device} ({cpu_lock_key()})"))
+                if control.key is not None:
+                    locks.enter_context(device_lock(control.key, f"device {self.c.device} ({control.key})"))
+                # the session covers the whole control lifetime: handlers are in place before the
+                # leftover state is restored and before the permission probe
+                with control.session():
+                    control.recover()
+                    control.validate(plan.settings)
+                    control.check_permission(plan.settings)  # before anything is measured
+                    self._measure_parts(plan, show_progress, control, source, record, {**extra, "environment": env})
+        finally:
+            if source is not None:
+                source.close()
+            if nvml is not None:
+                nvml.close()
+
+    def _measure_parts(
+        self,
+        plan: Plan,
+        show_progress: bool,
+        control: DeviceControl,
+        source: EnergySource,
+        record: str,
+        extra: dict[str, Any],
+    ) -> None:
+        self.parts_dir.mkdir(parents=True, exist_ok=True)
+        rec = {**self._record_base(record, extra), "status": "running"}
+        write_json(rec, self.record_path(record))
+        try:
+            with progress_bar(show_progress) as progress:
+                task = progress.add_task(self.c.name, total=plan.parts, completed=plan.parts - len(self.pending(plan)))
+                for setting in plan.settings:
+                    todo = [u for u in plan.units if not self._done(part_name(setting, u))]
                     if not todo:
                         continue
                     control.apply(setting)
                     for unit in todo:
                         progress.update(task, description=f"{setting.label} {unit.mode} {unit.label}")
                         rows, samples = measure_part(self.c, unit, setting, source)
-                        self._write_part(part_name(setting, unit), unit, rows, samples)
+                        self.write_part(part_name(setting, unit), unit, rows, samples)
                         progress.advance(task)
+            rec.update(status="done")
+        except Interrupted as exc:
+            rec.update(status="interrupted", error=f"interrupted by {exc}")
+            raise
+        except BaseException as exc:
+            rec.update(status="failed", error=_first_line(exc))
+            raise
         finally:
-            source.close()
-            if nvml is not None:
-                nvml.close()
-        meta = self.consolidate(environment(self.c, source, nvml), started, skipped)
-        # parts exist only to resume an interrupted run; a finished campaign measured again
-        # (`dvc repro -f`, changed code) must measure afresh
-        shutil.rmtree(self.parts_dir)
-        return meta
+            rec["ended_at"] = time.time()
+            write_json(rec, self.record_path(record))
 
-    def _write_part(self, name: str, unit: Unit, rows: list[dict], samples: list[dict]) -> None:
+    def _record_base(self, name: str, extra: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "name": name,
+            "campaign": self.c.name,
+            "fingerprint": fingerprint(self.c),
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "started_at": time.time(),
+            "error": None,
+            **extra,
+        }
+
+    def records(self) -> list[dict[str, Any]]:
+        """The run records beside the parts (local first, then shards in order)."""
+        found = []
+        for p in sorted(self.parts_dir.glob("*.run.json")) if self.parts_dir.is_dir() else []:
+            try:
+                found.append(json.loads(p.read_text()))
+            except (OSError, ValueError):
+                self.say(f"warning: run record {p} is unreadable; ignored")
+        return sorted(found, key=lambda r: (r.get("name") != "local", r.get("shard", 0)))
+
+    def _tidy(self, plan: Plan, output: bool) -> None:
+        """Before a run: drop this plan's unusable part files (measured again, with a warning) and the
+        temporary files runs killed mid-write left beside them (or in `out_dir`)."""
+        own = {f"{n}.{k}.parquet" for n in plan.part_names() for k in PART_KINDS}
+        folders = [(self.parts_dir, own)]
+        if output:
+            folders.append((self.out_dir, set(TABLE_FILES)))
+        for folder, targets in folders:
+            if folder.is_dir():
+                for f in folder.iterdir():
+                    if _stale_tmp_target(f.name) in targets:  # only ours: other shards may be writing
+                        f.unlink(missing_ok=True)
+        for name in plan.part_names():
+            timings = self.parts_dir / f"{name}.timings.parquet"
+            if not timings.exists():
+                continue
+            for f in (timings, self.parts_dir / f"{name}.samples.parquet"):
+                problem = _part_file_problem(f)
+                if problem is not None:
+                    self.say(f"warning: part file {f} is {problem}; measuring that part again")
+                    timings.unlink(missing_ok=True)
+                    break
+
+    def write_part(self, name: str, unit: Unit, rows: list[dict], samples: list[dict]) -> None:
         table = TIMINGS if unit.item_type == "op" else NETWORKS
         write_parquet(conform(pd.DataFrame(samples), POWER_SAMPLES), self.parts_dir / f"{name}.samples.parquet")
         # the timings file last: its presence marks the part done
@@ -374,11 +660,18 @@ class Campaign:
                         frames.append(pd.read_parquet(p))
         return frames
 
-    def consolidate(self, env: dict[str, Any], started: float, skipped: int) -> dict[str, Any]:
-        """All parts of this plan into timings, networks and power_samples, plus campaign.json."""
+    def consolidate(self, skipped: int) -> dict[str, Any]:
+        """All parts of this plan into timings, networks and power_samples, plus campaign.json.
+
+        The tables depend on the parts alone (read in plan order), so a merge of shards and a local
+        run write the same bytes. The environment is the measuring runs' (from their records)."""
         missing = self.pending()
         if missing:
             raise OpcostError(f"campaign {self.c.name}: {len(missing)} parts still missing; run it again to resume")
+        records = self.records()
+        with_env = [r for r in records if r.get("environment")]
+        env = with_env[0]["environment"] if with_env else environment(self.c, None, None)
+        started = min((r["started_at"] for r in records if r.get("started_at")), default=time.time())
         ops = _concat(self._read_parts("op", "timings"), TIMINGS)
         nets = _concat(self._read_parts("network", "timings"), NETWORKS)
         samples = _concat(self._read_parts("op", "samples") + self._read_parts("network", "samples"), POWER_SAMPLES)
@@ -390,19 +683,56 @@ class Campaign:
             "campaign": self.c.name,
             "parameters": {**asdict(self.c)},
             "fingerprint": fingerprint(self.c),
+            "code_hash": code_hash(),
             "plan": self.plan.summary(),
+            "planned_parts": self.plan.parts_record(),
             "environment": env,
+            "runs": [{k: v for k, v in r.items() if k != "environment"} for r in records],
             "started_at": started,
             "ended_at": time.time(),
             "parts_resumed": skipped,
             "rows": {"timings": len(ops), "networks": len(nets), "power_samples": len(samples)},
             "failed_rows": failed,
+            "errors": error_summary(ops, nets),
             "energy_note": None
             if env["energy_source"] != "none"
             else "no energy source: time only, energy columns are null",
         }
         write_json(meta, self.out_dir / "campaign.json")
         return meta
+
+
+def part_stats(parts_dir: Path, names: Sequence[str]) -> dict[str, Any]:
+    """Counts over the finished parts among `names`: parts done, rows, failed rows and the latest error."""
+    done, rows, nets, failed = 0, 0, 0, 0
+    last: tuple[float, str] | None = None
+    frames = []
+    for name in names:
+        p = parts_dir / f"{name}.timings.parquet"
+        if not p.is_file():
+            continue
+        try:
+            t = pd.read_parquet(p, columns=["status", "error", "ended_at"])
+        except Exception:  # unreadable: counted as not done (the next run measures it again)
+            continue
+        done += 1
+        is_net = "__network__" in name
+        nets += len(t) if is_net else 0
+        rows += 0 if is_net else len(t)
+        bad = t[t["status"] == "failed"]
+        failed += len(bad)
+        frames.append(t)
+        if len(bad):
+            row = bad.sort_values("ended_at").iloc[-1]
+            if last is None or row["ended_at"] >= last[0]:
+                last = (float(row["ended_at"]), str(row["error"]).splitlines()[0] if row["error"] else "")
+    return {
+        "parts_done": done,
+        "rows": {"timings": rows, "networks": nets},
+        "failed_rows": failed,
+        "last_error": last[1] if last else None,
+        "errors": error_summary(*frames),
+    }
 
 
 def _concat(frames: Iterable[pd.DataFrame], table: Any) -> pd.DataFrame:

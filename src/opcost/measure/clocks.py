@@ -3,7 +3,19 @@
 Settings are checked against what the device supports before anything is measured; permission is
 probed by applying the first setting (and restoring it) before the first measurement, so a
 campaign without the right to change clocks stops at once with a message saying what it needs.
-`DeviceControl.session()` restores the original state in `finally` and on SIGINT/SIGTERM.
+
+Restoring must survive everything short of a power cut:
+- `DeviceControl.session()` restores on normal exit, on exceptions and, from inside the signal
+  handler, on SIGINT/SIGTERM/SIGHUP/SIGQUIT; the handlers are in place before the permission
+  probe, the first change of all.
+- A knob is marked changed before its NVML call, so a signal landing during the call restores it.
+- Each restore step stands alone: a clock reset the driver refuses still lets the power limit come
+  back; every failure is reported together afterwards.
+- Before the first change the original state is written to a state file per GPU
+  (`.opcost/device-state/<uuid>.json`). SIGKILL cannot be handled, so the next run on that GPU
+  (or `opcost restore-device`) restores from the file first; it is removed after a clean restore.
+  NVML cannot read back whether clocks were locked before, so the found state is taken to be the
+  driver default (unlocked) and restored by resetting the lock, as `nvidia-smi -rgc` does.
 
 Tested against a fake NVML and a dry run only: no test here changes a real GPU's clocks.
 """
@@ -11,11 +23,20 @@ Tested against a fake NVML and a dry run only: no test here changes a real GPU's
 from __future__ import annotations
 
 import contextlib
-import signal
+import json
+import os
+import re
+import socket
+import time
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
 
 from opcost.errors import OpcostError
+from opcost.io import write_json
+from opcost.locks import device_lock
+from opcost.measure.interrupts import say as _say
+from opcost.measure.interrupts import stop_on_signals
 
 PERMISSION_HELP = (
     "changing clocks or power limits needs root (or `nvidia-smi -acp UNRESTRICTED` by an admin for clocks); "
@@ -51,16 +72,50 @@ def settings_grid(clocks_mhz: Sequence[int], power_limits_w: Sequence[float]) ->
     return [Setting(c, p) for c in clocks for p in limits]
 
 
-class DeviceControl:
-    """Applies settings to one device through `Nvml` (None for a CPU: only the default setting)."""
+class RestoreError(OpcostError):
+    """Some knob could not be put back; what is left is kept in the state file."""
 
-    def __init__(self, nvml: Any = None, device: str = "cpu") -> None:
+
+KNOBS = ("clocks", "power_limit")
+
+
+def device_key(nvml: Any) -> str:
+    """What names a GPU's lock and state file: its UUID (stable across index renumbering)."""
+    try:
+        key = nvml.uuid()
+    except Exception:  # an NVML without UUIDs: the index on this host
+        key = f"{socket.gethostname()}-index{nvml.index}"
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", key)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".strip()
+
+
+class DeviceControl:
+    """Applies settings to one device through `Nvml` (None for a CPU: only the default setting).
+
+    `state_dir` is where the original state of a GPU is saved before the first change (None: not
+    saved, for tests of the knobs alone); `say` prints notices (a restore of a killed run's state).
+    """
+
+    def __init__(
+        self,
+        nvml: Any = None,
+        device: str = "cpu",
+        state_dir: Path | None = None,
+        say: Callable[[str], None] = _say,
+    ) -> None:
         self.nvml = nvml
         self.device = device
+        self.say = say
         self._saved_limit: float | None = None
-        self._changed_clocks = False
-        self._changed_limit = False
+        self._changed = {k: False for k in KNOBS}
+        self.key = device_key(nvml) if nvml is not None else None
+        self.state_file = Path(state_dir) / f"{self.key}.json" if state_dir is not None and self.key else None
 
+    # -- checks -----------------------------------------------------------------------------
     def validate(self, settings: Sequence[Setting]) -> None:
         """Refuse unsupported values before anything starts, listing what is supported."""
         swept = [s for s in settings if not s.is_default]
@@ -97,25 +152,22 @@ class DeviceControl:
         finally:
             self.restore()
 
+    # -- changing ---------------------------------------------------------------------------
     def apply(self, setting: Setting) -> dict[str, Any]:
         """Set clocks/limit (or reset them for the default); return what the device reports now."""
         if self.nvml is None:
             return {}
         try:
             if setting.clock_mhz is not None:
-                self.nvml.lock_clocks(setting.clock_mhz)
-                self._changed_clocks = True
-            elif self._changed_clocks:
+                self._change("clocks", lambda: self.nvml.lock_clocks(setting.clock_mhz))
+            elif self._changed["clocks"]:
                 self.nvml.reset_clocks()
-                self._changed_clocks = False
+                self._changed["clocks"] = False
             if setting.power_limit_w is not None:
-                if self._saved_limit is None:
-                    self._saved_limit = self.nvml.power_limit_w()
-                self.nvml.set_power_limit(setting.power_limit_w)
-                self._changed_limit = True
-            elif self._changed_limit and self._saved_limit is not None:
+                self._change("power_limit", lambda: self.nvml.set_power_limit(setting.power_limit_w))
+            elif self._changed["power_limit"] and self._saved_limit is not None:
                 self.nvml.set_power_limit(self._saved_limit)
-                self._changed_limit = False
+                self._changed["power_limit"] = False
         except Exception as exc:
             if self.nvml.is_permission_error(exc):
                 raise OpcostError(
@@ -124,36 +176,126 @@ class DeviceControl:
             raise
         return {"sm_clock_mhz": self.nvml.clock_mhz("sm"), "power_limit_w": self.nvml.power_limit_w()}
 
+    def _change(self, knob: str, call: Callable[[], None]) -> None:
+        """Mark `knob` changed (and save the originals) BEFORE the NVML call, so that a signal
+        arriving while the call runs still restores it; unmark it if the call fails (an NVML call
+        that returns an error changed nothing)."""
+        was = self._changed[knob]
+        if not was:
+            if self._saved_limit is None:
+                self._saved_limit = self.nvml.power_limit_w()  # the original, read before any change
+            self._changed[knob] = True
+            self._save_state()
+        try:
+            call()
+        except Exception:
+            self._changed[knob] = was
+            raise
+
+    # -- restoring --------------------------------------------------------------------------
     def restore(self) -> None:
-        """Back to the state found: locked clocks reset, the original power limit set again."""
+        """Back to the state found: locked clocks reset, the original power limit set again.
+
+        Every step runs whatever the others did; failures are raised together (RestoreError)
+        after all ran, and what is still changed stays in the state file."""
         if self.nvml is None:
             return
-        if self._changed_clocks:
-            self.nvml.reset_clocks()
-            self._changed_clocks = False
-        if self._changed_limit and self._saved_limit is not None:
-            self.nvml.set_power_limit(self._saved_limit)
-            self._changed_limit = False
+        errors = []
+        if self._changed["clocks"]:
+            try:
+                self.nvml.reset_clocks()
+                self._changed["clocks"] = False
+            except Exception as exc:
+                errors.append(f"resetting the locked clocks failed ({_first_line(exc)})")
+        if self._changed["power_limit"] and self._saved_limit is not None:
+            try:
+                self.nvml.set_power_limit(self._saved_limit)
+                self._changed["power_limit"] = False
+            except Exception as exc:
+                errors.append(f"setting the power limit back to {self._saved_limit:g} W failed ({_first_line(exc)})")
+        if errors:
+            where = ""
+            if self.state_file is not None:
+                self._save_state()
+                where = (
+                    f"; what is left is saved in {self.state_file}: run `opcost restore-device --device "
+                    f"cuda:{self.nvml.index}` as a user allowed to change it"
+                )
+            raise RestoreError(f"could not restore {self.device}: {'; '.join(errors)}{where}")
+        if self.state_file is not None and self.state_file.exists():
+            self.state_file.unlink()
+
+    def recover(self) -> bool:
+        """Restore what a run killed on this GPU left changed (its state file); False if nothing was left."""
+        if self.nvml is None or self.state_file is None or not self.state_file.is_file():
+            return False
+        try:
+            saved = json.loads(self.state_file.read_text())
+            changed = [k for k in saved["changed"] if k in KNOBS]
+            limit = saved["original"]["power_limit_w"]
+            limit = None if limit is None else float(limit)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise OpcostError(
+                f"device state file {self.state_file} is unreadable ({_first_line(exc)}): check the clocks and "
+                f"power limit of {self.device} (nvidia-smi -q -d CLOCK,POWER), reset them (nvidia-smi -rgc, "
+                "nvidia-smi -pl W) and delete the file"
+            ) from None
+        what = ["reset locked clocks" if k == "clocks" else f"power limit back to {limit} W" for k in changed]
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(saved.get("saved_at", 0)))
+        self.say(
+            f"{self.device}: restoring the state saved by an interrupted run (pid {saved.get('pid')} on "
+            f"{saved.get('host')}, {when}): {', '.join(what) or 'nothing left changed'}"
+        )
+        self._saved_limit = limit if limit is not None else self._saved_limit
+        for k in changed:
+            self._changed[k] = k != "power_limit" or limit is not None
+        self.restore()
+        return True
+
+    def _save_state(self) -> None:
+        if self.state_file is None:
+            return
+        write_json(
+            {
+                "device": self.device,
+                "key": self.key,
+                "index": self.nvml.index,
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "saved_at": time.time(),
+                "original": {"power_limit_w": self._saved_limit},
+                "changed": [k for k in KNOBS if self._changed[k]],
+            },
+            self.state_file,
+        )
 
     @contextlib.contextmanager
     def session(self) -> Iterator["DeviceControl"]:
-        """Restore on normal exit, on exceptions, and on SIGINT/SIGTERM (then re-raise the signal's exit)."""
-        previous: dict[int, Any] = {}
-
-        def on_signal(signum: int, frame: Any) -> None:
-            self.restore()
-            if signum == signal.SIGINT:
-                raise KeyboardInterrupt
-            raise SystemExit(128 + signum)
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        """Restore on normal exit, on exceptions, and on SIGINT/SIGTERM/SIGHUP/SIGQUIT (restored in
+        the handler, then `Interrupted` is raised). Enter it before the first change."""
+        with stop_on_signals(self.restore):
             try:
-                previous[sig] = signal.signal(sig, on_signal)
-            except ValueError:  # not the main thread: rely on finally
-                pass
-        try:
-            yield self
-        finally:
+                yield self
+            except BaseException:
+                try:
+                    self.restore()
+                except RestoreError as exc:  # reported; the original error is what stopped the run
+                    self.say(f"warning: {exc}")
+                raise
             self.restore()
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+
+
+def restore_device(state_dir: Path, index: int, lib: Any = None, say: Callable[[str], None] = _say) -> str:
+    """`opcost restore-device`: restore GPU `index` from the state file a killed run left, under
+    the GPU's lock (so never under a campaign that is measuring on it)."""
+    from opcost.measure.nvml import Nvml
+
+    nvml = Nvml(index, lib=lib)
+    try:
+        ctl = DeviceControl(nvml, f"cuda:{index}", state_dir, say)
+        with device_lock(ctl.key or "", f"device cuda:{index} ({ctl.key})"):
+            if not ctl.recover():
+                return f"cuda:{index} ({ctl.key}): no saved state in {state_dir}; nothing to restore"
+            return f"cuda:{index} ({ctl.key}): restored to the state saved in {ctl.state_file}"
+    finally:
+        nvml.close()

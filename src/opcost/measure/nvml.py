@@ -31,11 +31,20 @@ class Nvml:
             self.lib.nvmlInit()
         except self.lib.NVMLError as exc:
             raise OpcostError(f"NVML is not available ({exc}): no NVIDIA driver on this machine?") from exc
+        self.closed = False
         self.index = index
-        self.handle = self.lib.nvmlDeviceGetHandleByIndex(index)
+        try:
+            self.handle = self.lib.nvmlDeviceGetHandleByIndex(index)
+        except self.lib.NVMLError as exc:
+            self.close()
+            raise OpcostError(f"no NVIDIA device at index {index} ({exc})") from exc
         self._instant_ok = True
 
     def close(self) -> None:
+        """Shut NVML down, once: every call after this fails, as it does in the real library."""
+        if self.closed:
+            return
+        self.closed = True
         try:
             self.lib.nvmlShutdown()
         except self.lib.NVMLError:
@@ -48,6 +57,11 @@ class Nvml:
     def name(self) -> str:
         n = self.lib.nvmlDeviceGetName(self.handle)
         return n.decode() if isinstance(n, bytes) else str(n)
+
+    def uuid(self) -> str:
+        """The device's UUID (GPU-...): what names its lock and its saved state, whatever its index."""
+        u = self.lib.nvmlDeviceGetUUID(self.handle)
+        return u.decode() if isinstance(u, bytes) else str(u)
 
     def driver_version(self) -> str:
         v = self.lib.nvmlSystemGetDriverVersion()

@@ -1,4 +1,7 @@
-"""`opcost profile`: a campaign from params.yaml (the DVC stage) or from command-line options."""
+"""`opcost profile`: a campaign from params.yaml (the DVC stage) or from command-line options.
+
+A params.yaml campaign runs whole (`run_stage`), or as shards on a cluster (`run_shard_stage`,
+one per job-array task) merged afterwards (`merge_stage`); see opcost.measure.campaign."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from opcost.config import CampaignParams, ModelInputSet, Params, Paths
+from opcost.config import CampaignParams, ModelInputSet, Params, Paths, find_root
 from opcost.errors import OpcostError
 from opcost.measure.campaign import Campaign, Plan, make_plan, units_from_op_ids, units_from_sets
 from opcost.schemas import OCCURRENCES, OPERATIONS
@@ -41,13 +44,40 @@ def stage_plan(paths: Paths, params: Params, name: str) -> Plan:
     return make_plan(c, units)
 
 
-def run_stage(
-    paths: Paths, params: Params, name: str, dry_run: bool = False, show_progress: bool = True
-) -> dict[str, Any]:
+def stage_campaign(paths: Paths, params: Params, name: str) -> Campaign:
+    """The params.yaml campaign `name`: its plan, output folder, parts and device-state folders."""
     plan = stage_plan(paths, params, name)
+    return Campaign(plan, paths.raw_dir(name), paths.parts_dir(name), state_dir=paths.device_state_dir)
+
+
+def run_stage(
+    paths: Paths,
+    params: Params,
+    name: str,
+    dry_run: bool = False,
+    show_progress: bool = True,
+    remeasure: bool = False,
+) -> dict[str, Any]:
+    """Stage `profile@<name>`: measure what is missing into data/raw/<name>/ (nothing if it is complete)."""
+    camp = stage_campaign(paths, params, name)
     if dry_run:
-        return plan.summary()
-    return Campaign(plan, paths.raw_dir(name), paths.parts_dir(name)).run(show_progress)
+        return camp.plan.summary()
+    return camp.run(show_progress, remeasure=remeasure)
+
+
+def run_shard_stage(
+    paths: Paths, params: Params, name: str, index: int, count: int, dry_run: bool = False, show_progress: bool = True
+) -> dict[str, Any]:
+    """Shard `index` of `count` of campaign `name`: parts only, merged later by `merge_stage`."""
+    camp = stage_campaign(paths, params, name)
+    if dry_run:
+        return {**camp.plan.shard(index, count).summary(), "shard": index, "shards": count}
+    return camp.run_shard(index, count, show_progress)
+
+
+def merge_stage(paths: Paths, params: Params, name: str, count: int | None = None) -> dict[str, Any]:
+    """Every shard's parts of campaign `name` into data/raw/<name>/, as a local run writes them."""
+    return stage_campaign(paths, params, name).merge(count)
 
 
 def adhoc_plan(campaign: CampaignParams, models: Sequence[ModelInputSet]) -> Plan:
@@ -66,9 +96,33 @@ def run_adhoc(
     out: Path,
     dry_run: bool = False,
     show_progress: bool = True,
+    remeasure: bool = False,
 ) -> dict[str, Any]:
     plan = adhoc_plan(campaign, [replace(m, modes=campaign.modes) for m in models])
     if dry_run:
         return plan.summary()
     out = Path(out)
-    return Campaign(plan, out, out / ".parts").run(show_progress)
+    state_dir = Paths(find_root()).device_state_dir
+    return Campaign(plan, out, out / ".parts", state_dir=state_dir).run(show_progress, remeasure=remeasure)
+
+
+def summary_line(result: dict[str, Any]) -> str:
+    """What a profile run (local, shard, merge or an already complete campaign) did, in one line."""
+    rows = result["rows"]
+    if "shard" in result:
+        return (
+            f"profile {result['campaign']} shard {result['shard']}/{result['shards']}: {result['parts_done']} of "
+            f"{result['parts']} parts done ({result['parts_resumed']} resumed), {rows['timings']} op rows, "
+            f"{rows['networks']} network rows, {result['failed_rows']} failed; when every shard is done: "
+            f"opcost profile --campaign {result['campaign']} --merge"
+        )
+    if result.get("complete"):
+        return (
+            f"profile {result['campaign']}: complete ({result['planned_parts']['count']} parts, same plan and "
+            f"measuring code); nothing to measure. --remeasure measures it again"
+        )
+    return (
+        f"profile {result['campaign']}: {rows['timings']} op rows, {rows['networks']} network rows, "
+        f"{rows['power_samples']} power samples, {result['failed_rows']} failed, "
+        f"{result['parts_resumed']} parts resumed; energy source {result['environment']['energy_source']}"
+    )

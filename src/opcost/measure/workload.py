@@ -15,7 +15,7 @@ cross-entropy loss on random labels, backward, optimizer step), as the thesis me
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import torch
@@ -34,6 +34,7 @@ class Workload:
     block: Callable[[], None]  # runs `instances` iterations
     instances: int
     variant: str = VARIANT_AS_IS
+    runs: list[Runnable] = field(default_factory=list)  # an op's instances (their inputs, parameters)
 
 
 def device_sync(device: str) -> Callable[[], None]:
@@ -83,7 +84,7 @@ def op_workload(
                 for r in runs:
                     r()
 
-        return Workload(infer, k, variant)
+        return Workload(infer, k, variant, runs)
 
     grads = []
     for r in runs:
@@ -98,7 +99,7 @@ def op_workload(
                 torch.autograd.backward(outs, g)
             _reset_grads(r)
 
-    return Workload(train, k, variant)
+    return Workload(train, k, variant, runs)
 
 
 def _reset_grads(r: Runnable) -> None:
