@@ -84,6 +84,7 @@ def pipeline_root(tmp_path_factory, external_data):
         }
     }
     params["train"].update({"folds": 3, "random_forest": {"n_estimators": 10}, "xgboost": {"n_estimators": 20}})
+    params["train"]["targets"] = ["RTX2080Ti-training", "A30_no_tf32-training"]  # what `trained` trains
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     old = os.environ.get("OPCOST_ROOT")
     os.environ["OPCOST_ROOT"] = str(root)
@@ -112,7 +113,7 @@ def trained(pipeline_root, tmp_path_factory):
     old = os.environ.get("MLFLOW_TRACKING_URI")
     os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{db}"
     params = load_params(pipeline_root.params)
-    first = {t: run_train_stage(pipeline_root, params, t) for t in ("RTX2080Ti-training", "A30_no_tf32-training")}
+    first = {t: run_train_stage(pipeline_root, params, t) for t in params.train.targets}
     yield pipeline_root, params, first
     if old is None:
         os.environ.pop("MLFLOW_TRACKING_URI", None)
@@ -134,4 +135,9 @@ def clone_of(trained, tmp_path: Path) -> Path:
     (root / "params.yaml").write_text(yaml.safe_dump(raw))
     for t in first:
         shutil.copytree(paths.model_dir(t), root / "models" / t)
+    # a fresh clone is committed work on main: the registry moves `champion` only there
+    git = ["git", "-c", "user.name=opcost-tests", "-c", "user.email=tests@opcost.invalid"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], cwd=root, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=root, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "clone"], cwd=root, check=True)
     return root

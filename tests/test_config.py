@@ -100,6 +100,7 @@ def test_dvc_yaml_paths_are_the_config_paths(repo_root):
             paths.model_dir("${item.target}"),
             paths.train_metrics("${item.target}"),
             paths.train_metrics(),
+            paths.train_networks("${item.target}"),
             paths.validate_figures,
             paths.validate_detail,
             paths.validate_metrics,
@@ -112,6 +113,8 @@ def test_dvc_yaml_paths_are_the_config_paths(repo_root):
         "sweeps_power_limit_w",
         "sweeps_core_clock_mhz",
         "sweeps_mem_clock_mhz",
+        "predicted_in_sample",
+        "op_errors_by_kind",
     }
     known |= {rel(paths.validate_dir / f"{t}.csv") for t in validate_tables}
     declared = []

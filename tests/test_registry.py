@@ -44,7 +44,7 @@ def small_bundle() -> Bundle:
     X = rng.normal(size=(60, len(enc.columns)))
     y = X[:, 0] * 3 + X[:, 5]
     ens = compile_ensemble(RandomForestRegressor(n_estimators=5, random_state=0).fit(X, y), X)
-    qm = QuantityModel("rf-baseline", ens, enc, False)
+    qm = QuantityModel("rf-baseline", ens, enc, "raw")
     return Bundle("X-inference", "X", "inference", "forward", {"time": qm}, ("Conv2d", "ReLU"), (), {}, "v", "h")
 
 
@@ -161,19 +161,19 @@ def test_sync_replays_the_training_runs_into_a_fresh_store(trained, tmp_path, mo
     runs = mlflow.search_runs(experiment_names=["opcost-train"])
     parent = runs[runs["tags.mlflow.runName"] == "train@RTX2080Ti-training"].iloc[0]
     children = runs[runs["tags.mlflow.parentRunId"] == parent.run_id]
-    assert len(children) == 8  # rf/xgb x time/power x baseline/improved
+    assert len(children) == 16  # rf/xgb x time/power x baseline/improved x grouped/family split
     assert set(runs["status"]) == {"FINISHED"}
     client = MlflowClient()
-    nested = children[children["tags.mlflow.runName"] == "xgb-time-improved"].iloc[0]
+    nested = children[children["tags.mlflow.runName"] == "xgb-time-improved-grouped"].iloc[0]
     folds = load_params(paths.params).train.folds
-    assert len(client.get_metric_history(nested.run_id, "cv_r2")) == folds
+    assert len(client.get_metric_history(nested.run_id, "fold_r2")) == folds
     assert [a.path for a in client.list_artifacts(nested.run_id)] == ["predicted_vs_measured_time.png"]
     champ = client.get_model_version_by_alias("opcost-RTX2080Ti-training", "champion")
     assert champ.run_id == parent.run_id
     assert parent["tags.replayed_from"] == "models/RTX2080Ti-training/run.json"
     rec = json.loads((root / "models" / "RTX2080Ti-training" / "run.json").read_text())
-    cv = next(c for c in rec["children"] if c["name"] == "xgb-time-improved")["steps"]["cv_r2"]
-    assert [m.value for m in client.get_metric_history(nested.run_id, "cv_r2")] == pytest.approx(cv)
+    cv = next(c for c in rec["children"] if c["name"] == "xgb-time-improved-grouped")["steps"]["fold_r2"]
+    assert [m.value for m in client.get_metric_history(nested.run_id, "fold_r2")] == pytest.approx(cv)
 
 
 def test_a_half_registered_version_is_removed_on_the_next_registration(trained, tmp_path, monkeypatch):
@@ -234,3 +234,32 @@ def test_an_interrupted_run_never_stays_running(tmp_path, sig, status):
         finally:
             os.environ["MLFLOW_TRACKING_URI"] = old
     assert client.get_run(run_id).info.status == status
+
+
+def test_champion_moves_only_from_committed_main_or_by_promote(trained, tmp_path, monkeypatch):
+    """An experiment (or a branch, or uncommitted parameters) registers but leaves `champion` alone;
+    `opcost promote` moves it explicitly."""
+    from mlflow import MlflowClient
+
+    from opcost.config import Paths, load_params
+    from opcost.model.registry import promote, sync_registry
+
+    root = clone_of(trained, tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'fresh.db'}")
+    monkeypatch.setenv("DVC_EXP_NAME", "exp-folds5")
+    paths = Paths(root)
+    assert sync_registry(paths, load_params(paths.params))["RTX2080Ti-training"] == "1"
+    client = MlflowClient()
+    with pytest.raises(Exception, match="alias champion not found"):
+        client.get_model_version_by_alias("opcost-RTX2080Ti-training", "champion")
+    v = client.get_model_version("opcost-RTX2080Ti-training", "1")
+    assert v.tags["split"] == "grouped-k3-seed0" and v.tags["dvc_experiment"] == "exp-folds5"
+    monkeypatch.delenv("DVC_EXP_NAME")
+    (root / "params.yaml").write_text((root / "params.yaml").read_text() + "# edited\n")
+    sync_registry(paths, load_params(paths.params))  # uncommitted parameters: still no champion
+    with pytest.raises(Exception, match="alias champion not found"):
+        client.get_model_version_by_alias("opcost-RTX2080Ti-training", "champion")
+    assert promote(paths, "RTX2080Ti-training") == "1"
+    assert str(client.get_model_version_by_alias("opcost-RTX2080Ti-training", "champion").version) == "1"
+    with pytest.raises(OpcostError, match="has no version '7'"):
+        promote(paths, "RTX2080Ti-training", "7")

@@ -132,8 +132,8 @@ def leaves(d) -> int:
     return sum(leaves(v) for v in d.values()) if isinstance(d, dict) else 1
 
 
-def test_validate_stage_writes_the_report(pipeline_root):
-    paths = pipeline_root
+def test_validate_stage_writes_the_report(trained):
+    paths = trained[0]
     metrics = run_validate_stage(paths, load_params(paths.params), log_to_mlflow=False)
     summed = pd.read_csv(paths.validate_dir / "summed_vs_measured.csv")
     # every measured thesis network whose set is extracted in this project (resnet18 at 32x32 here),

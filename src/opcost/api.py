@@ -2,7 +2,7 @@
 
     from opcost.api import predict, recommend
     p = predict("resnet50", (32, 3, 224, 224), device="A30", mode="inference")
-    p.time_s, p.energy_j, p.avg_power_w, p.breakdown, p.unseen_flops_share
+    p.time_s, p.time_interval_s, p.energy_j, p.avg_power_w, p.breakdown, p.coverage()
     recommend("resnet50", (32, 3, 224, 224), mode="inference", max_slowdown=1.5)
 
 A module-level `Predictor` keeps extracted networks and loaded models between calls.

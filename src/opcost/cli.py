@@ -190,6 +190,18 @@ def sync_registry() -> None:
         out.print(f"{t}: {'registered version ' + v if v else 'already registered'}")
 
 
+@app.command()
+def promote(
+    target: str = typer.Option(..., "--target", help="<device config>-<mode>, e.g. A30-inference."),
+    version: Optional[str] = typer.Option(None, "--version", help="Registry version (default: models/TARGET's)."),
+) -> None:
+    """Move the registry's `champion` alias explicitly (automatic moves happen only from committed main)."""
+    from opcost.model.registry import promote as do_promote
+
+    v = _stage(lambda paths, params: do_promote(paths, target, version))
+    out.print(f"opcost-{target}: champion is version {v}")
+
+
 @app.command("train-report")
 def train_report() -> None:
     """Stage `train-report`: the headline scores of every target into reports/train/metrics.json."""
@@ -218,15 +230,18 @@ def predict(
     if as_json:
         sys.stdout.write(json.dumps(p.to_json(), indent=2) + "\n")
         return
-    e = f"{p.energy_j:.4g} J" if p.energy_j is not None else "n/a"
+    lo, hi = p.time_interval_s
+    e = "n/a"
+    if p.energy_j is not None and p.energy_interval_j is not None:
+        e = f"{p.energy_j:.4g} J (90 %: {p.energy_interval_j[0]:.4g}-{p.energy_interval_j[1]:.4g})"
     pw = f"{p.avg_power_w:.1f} W" if p.avg_power_w is not None else "n/a"
     out.print(
         f"{model} {'x'.join(map(str, p.input_shape))} on {device} ({mode}): "
-        f"time {p.time_s * 1e3:.3f} ms, energy {e}, average power {pw}"
+        f"time {p.time_s * 1e3:.4g} ms (90 %: {lo * 1e3:.4g}-{hi * 1e3:.4g}), energy {e}, average power {pw}"
     )
     table = Table(title=f"top {top} operations by time")
-    for col in ("kind", "op_id", "calls", "t per call [ms]", "e per call [mJ]", "time share"):
-        table.add_column(escape(col), justify="left" if col in ("kind", "op_id") else "right", no_wrap=True)
+    for col in ("kind", "op_id", "calls", "t per call [ms]", "e per call [mJ]", "time share", "source"):
+        table.add_column(escape(col), justify="left" if col in ("kind", "op_id", "source") else "right", no_wrap=True)
     for r in p.operations()[:top]:
         table.add_row(
             r["kind"],
@@ -235,14 +250,14 @@ def predict(
             f"{r['t_s'] * 1e3:.4f}",
             "n/a" if r["e_j"] is None else f"{r['e_j'] * 1e3:.4f}",
             f"{r['time_share']:.1%}",
+            r["source"] + (f" ({r['proxy']})" if r["proxy"] else ""),
         )
     out.print(table)
-    if p.unseen:
-        kinds = sorted({u["kind"] for u in p.unseen})
-        out.print(
-            f"left out (kinds the model never saw): {', '.join(kinds)}; "
-            f"{sum(u['calls'] for u in p.unseen)} calls, {p.unseen_flops_share:.2%} of FLOPs"
-        )
+    cov = p.coverage()
+    out.print(
+        "cost sources, share of calls / of estimated time: "
+        + ", ".join(f"{s} {cov['calls'][s]:.0%} / {cov['time'][s]:.0%}" for s in cov["calls"])
+    )
     if p.note:
         out.print(f"note: {p.note}")
 

@@ -116,6 +116,14 @@ class Paths:
         """What `train@<target>` reads: that device config and mode's rows, specs joined in."""
         return self.evaluated_targets_dir / target / "operations.parquet"
 
+    def target_networks(self, target: str) -> Path:
+        """The networks measured on that device config and mode (composition layer)."""
+        return self.evaluated_targets_dir / target / "networks.parquet"
+
+    def target_network_ops(self, target: str) -> Path:
+        """Every op those networks call, with calls and spec."""
+        return self.evaluated_targets_dir / target / "network_ops.parquet"
+
     @property
     def evaluate_summary(self) -> Path:
         """Headline figures of evaluate, declared as DVC metrics."""
@@ -141,6 +149,10 @@ class Paths:
         """Per-target metrics of one train stage, or (None) the merged DVC metrics file."""
         base = self.root / "reports" / "train"
         return base / "metrics.json" if target is None else base / "targets" / f"{target}.json"
+
+    def train_networks(self, target: str) -> Path:
+        """The target's measured networks predicted leave-one-network-out and -family-out (CSV)."""
+        return self.root / "reports" / "train" / "networks" / f"{target}.csv"
 
     @property
     def train_report_dir(self) -> Path:
@@ -365,7 +377,6 @@ class TrainParams:
 
     targets: tuple[str, ...] = ()
     folds: int = 15
-    test_size: float = 0.2
     seed: int = 0
     random_forest: dict[str, Any] = field(default_factory=dict)
     xgboost: dict[str, Any] = field(default_factory=dict)
@@ -419,21 +430,20 @@ def load_params(path: Path) -> Params:
             raise OpcostError(f"{where}: kind {src['kind']!r} is not one of {', '.join(INGEST_KINDS)}")
         sources[str(name)] = IngestSource(str(name), str(src["path"]), src["kind"])
     tr = raw.get("train") or {}
-    unknown = set(tr) - {"targets", "folds", "test_size", "seed", "random_forest", "xgboost"}
+    unknown = set(tr) - {"targets", "folds", "seed", "random_forest", "xgboost"}
     if unknown:
         raise OpcostError(f"{path.name}: train: unknown key(s) {sorted(unknown)}")
     train = TrainParams(
         targets=tuple(tr.get("targets") or ()),
         folds=int(tr.get("folds", 15)),
-        test_size=float(tr.get("test_size", 0.2)),
         seed=int(tr.get("seed", 0)),
         random_forest=dict(tr.get("random_forest") or {}),
         xgboost=dict(tr.get("xgboost") or {}),
     )
     for t in train.targets:
         TrainParams.split_target(t)
-    if train.folds < 2 or not 0 < train.test_size < 1:
-        raise OpcostError(f"{path.name}: train.folds must be >= 2 and train.test_size in (0, 1)")
+    if train.folds < 2:
+        raise OpcostError(f"{path.name}: train.folds must be >= 2")
     return Params(
         extract=ExtractParams(sets=sets),
         profile=ProfileParams(campaigns=campaigns),

@@ -84,16 +84,22 @@ def write_parquet(df: pd.DataFrame, target: Path) -> None:
         df.to_parquet(tmp, index=False)
 
 
-def write_json(obj: Any, target: Path, digits: int | None = 10) -> None:
-    """Write JSON atomically, pretty-printed and key-sorted so diffs in git stay readable.
-
-    Floats are rounded to `digits` significant digits (None: exact), the same way in every stage, so
-    a report does not change in its last bits when a parallel reduction sums in another order and
-    `dvc repro -f` twice leaves dvc.lock as it was. NaN and infinity are refused: they are not JSON.
-    """
+def write_json(obj: Any, target: Path, digits: int | None = None) -> None:
+    """Write JSON atomically, pretty-printed and key-sorted so diffs in git stay readable; floats
+    exactly (or to `digits` significant digits). NaN and infinity are refused: they are not JSON."""
     data = round_floats(obj, digits) if digits is not None else obj
     with atomic_path(target) as tmp:
         tmp.write_text(json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n")
+
+
+REPORT_DIGITS = 10
+
+
+def write_report(obj: Any, target: Path) -> None:
+    """A report or metrics file: floats rounded to REPORT_DIGITS significant digits, the same way in
+    every stage, so a report does not change in its last bits when a parallel reduction sums in
+    another order, and `dvc repro -f` twice leaves dvc.lock as it was."""
+    write_json(obj, target, digits=REPORT_DIGITS)
 
 
 def round_floats(obj: Any, digits: int = 10) -> Any:

@@ -348,5 +348,31 @@ TARGET_OPERATIONS = Table(
     columns=cols(
         *EVALUATED_OPERATIONS.columns,
         *(c for c in OPERATIONS.columns if c.name in TARGET_SPEC_COLUMNS),
+        Col("layer_id", "str", doc="the op without its input shapes (opcost.ops.keys.layer_id): grouped CV unit"),
+        Col("families", "list", doc="architecture families of the extracted networks that call this op"),
+        Col("estimated", "bool", doc="not measured: forward+backward estimated from inference x a reference ratio"),
+    ),
+)
+
+TARGET_NETWORKS = Table(
+    name="target_networks",
+    doc="Whole networks measured on one device config and mode (default clock and limit): what the "
+    "composition layer is fitted and judged on.",
+    columns=cols(
+        *_NETWORK_ID,
+        Col("family", "str", doc="architecture family (opcost.ops.families)"),
+        *(c for c in _EVALUATED if c.name in ("t_s", "sigma_t_s", "e_j", "sigma_e_j", "p_w", "sigma_p_w", "sources")),
+    ),
+)
+
+TARGET_NETWORK_OPS = Table(
+    name="target_network_ops",
+    doc="Every op the target's measured networks call, measured or not, with its calls and spec.",
+    columns=cols(
+        Col("set_id", "str"),
+        Col("op_id", "str"),
+        Col("calls", "int", min=1),
+        Col("kind", "str"),
+        *(c for c in OPERATIONS.columns if c.name in TARGET_SPEC_COLUMNS),
     ),
 )

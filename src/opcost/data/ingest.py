@@ -16,7 +16,7 @@ import pandas as pd
 from opcost.config import IngestSource, Params, Paths
 from opcost.data import sweeps, thesis
 from opcost.errors import OpcostError
-from opcost.io import write_json, write_parquet
+from opcost.io import write_parquet, write_report
 from opcost.ops.catalog import operations_table
 from opcost.schemas import NET_MEASUREMENTS, OP_MEASUREMENTS, SWEEPS, conform
 
@@ -81,5 +81,5 @@ def run_ingest_stage(paths: Paths, params: Params, name: str) -> dict[str, Any]:
     if not (paths.root / src.path).exists():
         raise OpcostError(f"{src.path} not found: run `dvc pull` to fetch the external data")
     summary = ingest_thesis(src, paths) if src.kind == "thesis-logs" else ingest_sweep(src, paths)
-    write_json(summary, paths.ingested_dir(name) / "summary.json")
+    write_report(summary, paths.ingested_dir(name) / "summary.json")
     return summary

@@ -21,7 +21,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from opcost.errors import OpcostError
-from opcost.io import read_npz, write_json, write_npz
+from opcost.io import read_npz, write_npz, write_report
+from opcost.model.compose import Composition
+from opcost.model.costing import OpCoster
 from opcost.model.features import FEATURE_SETS, Encoding, OpRecord
 from opcost.model.trees import TreeEnsemble
 
@@ -32,21 +34,30 @@ QUANTITIES = ("time", "power")  # predicted t_s [s] and p_w [W]
 _ARRAYS = {"feature": np.int32, "threshold": np.float64, "left": np.int32, "right": np.int32, "value": np.float64}
 
 
+TRANSFORMS = ("raw", "log", "log_roofline")
+
+
 @dataclass
 class QuantityModel:
     name: str  # e.g. "xgb-improved"
     ensemble: TreeEnsemble  # the fitted model compiled to arrays (see model/trees.py)
     encoding: Encoding
-    log_target: bool
+    transform: str  # what the trees predict: the raw value, its log, or log(value / roofline time)
 
-    def predict_matrix(self, X: np.ndarray) -> np.ndarray:
+    def predict_matrix(self, X: np.ndarray, log_roofline: np.ndarray | None = None) -> np.ndarray:
         if len(X) == 0:
             return np.zeros(0)
         y = self.ensemble.predict(X)
-        return np.exp(y) if self.log_target else np.asarray(y, float)
+        if self.transform == "log":
+            return np.exp(y)
+        if self.transform == "log_roofline":
+            assert log_roofline is not None, "a log(t / roofline) model needs the ops' roofline times"
+            return np.exp(y + log_roofline)
+        return np.asarray(y, float)
 
     def predict(self, items: Sequence[tuple[OpRecord, float | None]]) -> np.ndarray:
-        return self.predict_matrix(self.encoding.matrix(items))
+        offsets = self.encoding.log_roofline([r for r, _ in items]) if self.transform == "log_roofline" else None
+        return self.predict_matrix(self.encoding.matrix(items), offsets)
 
 
 @dataclass
@@ -64,6 +75,26 @@ class Bundle:
     # [min, max] over the training rows of what a question can fall outside of: the batch size of
     # image inputs, the input size and the FLOPs of one op (see model/fit.training_ranges)
     ranges: dict[str, list[float]] = field(default_factory=dict)
+    # how ops without a model prediction are costed (model/costing.py)
+    floor_s: float = 0.0
+    noop_power_w: float = float("nan")
+    charge_ratio: float = 1.0
+    median_power_w: float = float("nan")
+    lookup: dict[str, tuple[float, float, bool]] = field(default_factory=dict)  # op_id -> measured (t, p, estimated)
+    composition: Composition | None = None
+
+    def coster(self) -> OpCoster:
+        return OpCoster(
+            mode=self.mode,
+            device_config=self.device_config,
+            models=self.models,
+            kinds=self.kinds,
+            floor_s=self.floor_s,
+            noop_power_w=self.noop_power_w,
+            charge_ratio=self.charge_ratio,
+            median_power_w=self.median_power_w,
+            lookup=self.lookup,
+        )
 
     def predict(self, items: Sequence[tuple[OpRecord, float | None]]) -> dict[str, np.ndarray | None]:
         return {q: (self.models[q].predict(items) if q in self.models else None) for q in QUANTITIES}
@@ -80,8 +111,13 @@ class Bundle:
             "models": {
                 q: {
                     "name": m.name,
-                    "log_target": m.log_target,
-                    "encoding": {"feature_set": m.encoding.feature_set, "kinds": list(m.encoding.kinds)},
+                    "transform": m.transform,
+                    "encoding": {
+                        "feature_set": m.encoding.feature_set,
+                        "kinds": list(m.encoding.kinds),
+                        "device_config": m.encoding.device_config,
+                        "floor_s": m.encoding.floor_s,
+                    },
                     "ensemble": {
                         "depth": m.ensemble.depth,
                         "strict_less": m.ensemble.strict_less,
@@ -97,6 +133,14 @@ class Bundle:
             "data_version": self.data_version,
             "bundle_hash": self.bundle_hash,
             "ranges": self.ranges,
+            "costing": {
+                "floor_s": self.floor_s,
+                "noop_power_w": _num(self.noop_power_w),
+                "charge_ratio": self.charge_ratio,
+                "median_power_w": _num(self.median_power_w),
+                "measured_ops": len(self.lookup),
+            },
+            "composition": None if self.composition is None else self.composition.to_json(),
         }
 
     def save(self, folder: Path) -> None:
@@ -104,8 +148,13 @@ class Bundle:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         arrays = {f"{q}/{a}": getattr(m.ensemble, a) for q, m in self.models.items() for a in _ARRAYS}
+        ids = sorted(self.lookup)
+        arrays["lookup/op_id"] = np.array(ids, dtype="<U64")
+        arrays["lookup/t_s"] = np.array([self.lookup[i][0] for i in ids], float)
+        arrays["lookup/p_w"] = np.array([self.lookup[i][1] for i in ids], float)
+        arrays["lookup/estimated"] = np.array([self.lookup[i][2] for i in ids], bool)
         write_npz(arrays, folder / TREES_FILE)
-        write_json(self.summary(), folder / BUNDLE_FILE, digits=None)
+        write_report(self.summary(), folder / BUNDLE_FILE)  # derived figures: rounded, reproducible
 
     @staticmethod
     def load(folder: Path) -> "Bundle":
@@ -121,6 +170,8 @@ class Bundle:
                 raise ValueError(f"format {meta.get('format')!r}, expected {FORMAT!r}")
             arrays = read_npz(folder / TREES_FILE)
             models = {q: _quantity_model(q, m, arrays) for q, m in meta["models"].items()}
+            if "time" not in models:
+                raise ValueError("no time model")
             return Bundle(
                 target=str(meta["target"]),
                 device_config=str(meta["device_config"]),
@@ -133,12 +184,37 @@ class Bundle:
                 data_version=str(meta["data_version"]),
                 bundle_hash=str(meta["bundle_hash"]),
                 ranges={str(k): [float(v[0]), float(v[1])] for k, v in meta.get("ranges", {}).items()},
+                floor_s=float(meta["costing"]["floor_s"]),
+                noop_power_w=_nan(meta["costing"]["noop_power_w"]),
+                charge_ratio=float(meta["costing"]["charge_ratio"]),
+                median_power_w=_nan(meta["costing"]["median_power_w"]),
+                lookup=_lookup(arrays),
+                composition=None if meta["composition"] is None else Composition.from_json(meta["composition"]),
             )
         except OpcostError:
             raise
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise OpcostError(f"{folder} is not a valid opcost bundle ({text}); refused") from None
+
+
+def _num(x: float) -> float | None:
+    return None if x != x else float(x)
+
+
+def _nan(x: float | None) -> float:
+    return float("nan") if x is None else float(x)
+
+
+def _lookup(arrays: dict[str, np.ndarray]) -> dict[str, tuple[float, float, bool]]:
+    ids, t, p, e = (arrays.get(f"lookup/{k}") for k in ("op_id", "t_s", "p_w", "estimated"))
+    if ids is None:
+        return {}
+    if ids.dtype.kind != "U" or t.dtype != np.float64 or p.dtype != np.float64 or e.dtype != bool:
+        raise ValueError("lookup arrays have the wrong dtypes")
+    if not len(ids) == len(t) == len(p) == len(e) or not (np.isfinite(t).all() and (t > 0).all()):
+        raise ValueError("lookup arrays disagree in length or hold non-positive times")
+    return {str(i): (float(a), float(b), bool(c)) for i, a, b, c in zip(ids, t, p, e)}
 
 
 def _quantity_model(q: str, m: dict[str, Any], arrays: dict[str, np.ndarray]) -> QuantityModel:
@@ -149,7 +225,11 @@ def _quantity_model(q: str, m: dict[str, Any], arrays: dict[str, np.ndarray]) ->
     enc = m["encoding"]
     if enc["feature_set"] not in FEATURE_SETS:
         raise ValueError(f"unknown feature set {enc['feature_set']!r}")
-    encoding = Encoding(str(enc["feature_set"]), tuple(str(k) for k in enc["kinds"]))
+    encoding = Encoding(
+        str(enc["feature_set"]), tuple(str(k) for k in enc["kinds"]), str(enc["device_config"]), float(enc["floor_s"])
+    )
+    if m["transform"] not in TRANSFORMS:
+        raise ValueError(f"unknown target transform {m['transform']!r}")
     a = {}
     for name, dtype in _ARRAYS.items():
         arr = arrays.get(f"{q}/{name}")
@@ -182,4 +262,4 @@ def _quantity_model(q: str, m: dict[str, Any], arrays: dict[str, np.ndarray]) ->
         float(e["base"]),
         bool(e["average"]),
     )
-    return QuantityModel(str(m["name"]), ensemble, encoding, bool(m["log_target"]))
+    return QuantityModel(str(m["name"]), ensemble, encoding, str(m["transform"]))

@@ -3,7 +3,9 @@
 `baseline` is the thesis encoding: one-hot op kind; a fixed list of hyper-parameters where a value
 that does not apply is -1 with a 0 flag beside it; the input shape padded the same way; the core
 clock. `improved` adds what the cost of an op follows more directly (PALEO, Sponner et al.): FLOPs,
-bytes read and written, parameters, arithmetic intensity, input and output sizes, on a log scale.
+bytes read and written, parameters, arithmetic intensity, input and output sizes, on a log scale,
+and the physics of the device (model/physics.py): roofline time and its compute and memory parts,
+the GEMM dimensions of convolutions and linear layers. Its time target is log(t / roofline).
 Both are built from an `OpRecord` (kind, named hyper-parameters, input shape, paper costs), made
 from the op's spec by `op_record`, so a network extracted at prediction time is encoded exactly
 like the training data. Records are plain data: encoding them needs no torch, which lets a
@@ -18,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
+
+from opcost.model.physics import MATMUL_KINDS, device_peaks, gemm_dims, roofline_s
 
 if TYPE_CHECKING:  # torch stays out of the import path of predictions
     import pandas as pd
@@ -104,10 +108,13 @@ def op_record(spec: "OpSpec", metrics: dict[str, Any]) -> OpRecord:
 
 @dataclass(frozen=True)
 class Encoding:
-    """The feature columns of one trained model: the kinds it knows and the feature set."""
+    """The feature columns of one trained model: the kinds it knows, the feature set, and the device
+    config whose table figures (peaks, bandwidth) the physics features use."""
 
     feature_set: str
     kinds: tuple[str, ...]
+    device_config: str = ""
+    floor_s: float = 0.0  # the device's launch floor: anchors log(t / (roofline + floor)) targets
 
     @property
     def columns(self) -> list[str]:
@@ -128,6 +135,13 @@ class Encoding:
                 "log_out_numel",
                 "in_rank",
                 "is_view",
+                "log_roofline_s",
+                "log_compute_s",
+                "log_memory_s",
+                "compute_bound",
+                "log_gemm_m",
+                "log_gemm_n",
+                "log_gemm_k",
             ]
         return cols
 
@@ -157,11 +171,32 @@ class Encoding:
                 float(len(shape)),
                 float(bool(metrics["is_view"])),
             ]
+            mm_peak, fp32_peak, bw = device_peaks(self.device_config)
+            compute = flops / (mm_peak if rec.kind in MATMUL_KINDS else fp32_peak)
+            memory = (read + written) / bw
+            m, n, k = gemm_dims(rec.kind, hp, rec.input_shape, metrics["output_shapes"])
+            out += [
+                math.log(roofline_s(rec.kind, metrics, self.device_config)),
+                math.log1p(compute * 1e9),
+                math.log1p(memory * 1e9),
+                float(compute >= memory),
+                math.log1p(m),
+                math.log1p(n),
+                math.log1p(k),
+            ]
         return out
 
     def matrix(self, items: Iterable[tuple[OpRecord, float | None]]) -> np.ndarray:
         rows = [self.row(r, c) for r, c in items]
         return np.asarray(rows, dtype=np.float64).reshape(len(rows), len(self.columns))
+
+    def log_roofline(self, records: Iterable[OpRecord]) -> np.ndarray:
+        """log(roofline time + launch floor) per op: the offset of a log(t / (roofline + floor)) target.
+        With the floor in it, an op too small to leave the launch floor is anchored there, not at a
+        vanishing roofline time."""
+        return np.array(
+            [math.log(roofline_s(r.kind, r.metrics, self.device_config) + self.floor_s) for r in records], float
+        )
 
 
 def metrics_of(catalog_row: "pd.Series | dict[str, Any]") -> dict[str, Any]:
@@ -188,6 +223,6 @@ def record_of(catalog_row: "pd.Series | dict[str, Any]") -> OpRecord:
     return op_record(spec_of(catalog_row), metrics_of(catalog_row))
 
 
-def encodings(kinds: Sequence[str]) -> dict[str, Encoding]:
+def encodings(kinds: Sequence[str], device_config: str = "", floor_s: float = 0.0) -> dict[str, Encoding]:
     k = tuple(sorted(set(kinds)))
-    return {fs: Encoding(fs, k) for fs in FEATURE_SETS}
+    return {fs: Encoding(fs, k, device_config, floor_s) for fs in FEATURE_SETS}

@@ -1,16 +1,17 @@
 """Whole-network predictions from per-operation models: time, energy, power, breakdown, coverage.
 
-A network is extracted on meta tensors (as the extract stage does), each unique op is encoded and
-predicted once, and costs are summed with their call counts. Ops of kinds the device's model never
-saw are left out of the sum and listed with the share of FLOPs they hold, rather than
-extrapolated. Models come from models/<device>-<mode>/ (the DVC outputs of the train stages), or
-from the MLflow registry's champion with `registry=True`.
+A network is extracted on meta tensors (as the extract stage does); every unique op gets a cost and
+a source (measured, estimated, launch floor, predicted, proxy kind or charged at roofline:
+model/costing.py), and the composition layer (model/compose.py) turns the op costs and call counts
+into the network's time and energy, with 90 % intervals from its out-of-sample residuals, widened
+when the question extrapolates. Models come from models/<device>-<mode>/ (the DVC outputs of the
+train stages), or from the MLflow registry's champion with `registry=True`.
 
 Speed. Bundles hold tree ensembles compiled to numpy arrays, and extracted networks are cached in
 .opcost/cache/networks/ (keyed by model, shape, dtype, mode, the torch and torchvision versions
 and the extraction code), so a question about a network seen before imports neither torch nor
-XGBoost. A `Predictor` also keeps extractions and encoded features in memory, and
-`predict_many` evaluates each device's model once for all the networks it is asked about.
+XGBoost. A `Predictor` also keeps extractions in memory, and `predict_many` costs each device's
+ops once for all the networks it is asked about.
 """
 
 from __future__ import annotations
@@ -28,12 +29,17 @@ from opcost.config import MODES, Paths, find_root, parse_input_shape
 from opcost.errors import OpcostError
 from opcost.io import write_json
 from opcost.model.bundle import BUNDLE_FILE, Bundle
+from opcost.model.compose import UNCALIBRATED_HALF_WIDTH, Composition, network_terms
+from opcost.model.costing import Costs
 from opcost.model.features import OpRecord
 
 if TYPE_CHECKING:
     import pandas as pd
 
-TRAINING_NOTE = "per-op forward+backward summed; the loss and the optimizer step of a training step are not covered"
+TRAINING_NOTE = (
+    "a training step: forward+backward of every op, the loss and the optimizer step through the composition "
+    "layer's parameter term"
+)
 
 
 @dataclass
@@ -46,30 +52,36 @@ class Network:
 
 @dataclass
 class NetworkPrediction:
+    """A network's predicted time and energy with 90 % intervals, and where every op's cost came from."""
+
     model: str
     input_shape: tuple[int, ...]
     device_config: str
     mode: str
     clock_mhz: float | None
     time_s: float
+    time_interval_s: tuple[float, float]
     energy_j: float | None
+    energy_interval_j: tuple[float, float] | None
     avg_power_w: float | None
+    sum_s: float  # the plain sum of op costs x calls, before the composition layer
     op_ids: list[str]
     kinds: list[str]
     calls: np.ndarray
     t_s: np.ndarray  # per call, for each op in op_ids
     e_j: np.ndarray | None
-    unseen: list[dict[str, Any]]  # op_id, kind, calls, flops: left out of the sum
-    unseen_flops_share: float
+    sources: list[str]  # measured, estimated, floor, predicted, proxy or charged (model/costing.py)
+    proxies: list[str | None]
+    calibrated: bool  # the composition layer was fitted on this device config's measured networks
     note: str = ""
     warnings: list[str] = field(default_factory=list)  # extrapolation beyond the training data
 
     def operations(self) -> list[dict[str, Any]]:
-        """Per-op breakdown, largest time share first."""
-        total_e = self.energy_j or 0.0
+        """Per-op breakdown, largest share of the op sum first."""
         rows = []
+        total = float((self.t_s * self.calls).sum()) or 1.0
         for i, op in enumerate(self.op_ids):
-            e = None if self.e_j is None else float(self.e_j[i])
+            e = None if self.e_j is None or not np.isfinite(self.e_j[i]) else float(self.e_j[i])
             rows.append(
                 {
                     "op_id": op,
@@ -77,25 +89,31 @@ class NetworkPrediction:
                     "calls": int(self.calls[i]),
                     "t_s": float(self.t_s[i]),
                     "e_j": e,
-                    "time_share": float(self.t_s[i] * self.calls[i] / self.time_s) if self.time_s else 0.0,
-                    "energy_share": (e * float(self.calls[i]) / total_e) if e is not None and total_e else None,
+                    "source": self.sources[i],
+                    "proxy": self.proxies[i],
+                    "time_share": float(self.t_s[i] * self.calls[i] / total),
                 }
             )
         return sorted(rows, key=lambda r: -r["time_share"])
+
+    def coverage(self) -> dict[str, dict[str, float]]:
+        """Share of calls and of the estimated time per cost source: how much is measured, predicted,
+        stood in for by a proxy kind, or charged at roofline."""
+        calls = self.calls.sum() or 1.0
+        time = float((self.t_s * self.calls).sum()) or 1.0
+        out: dict[str, dict[str, float]] = {"calls": {}, "time": {}}
+        for src in dict.fromkeys(self.sources):
+            m = np.array([s == src for s in self.sources])
+            out["calls"][src] = float(self.calls[m].sum() / calls)
+            out["time"][src] = float((self.t_s[m] * self.calls[m]).sum() / time)
+        return out
 
     @property
     def breakdown(self) -> "pd.DataFrame":
         import pandas as pd
 
-        return pd.DataFrame(
-            self.operations(), columns=["op_id", "kind", "calls", "t_s", "e_j", "time_share", "energy_share"]
-        )
-
-    @property
-    def unseen_frame(self) -> "pd.DataFrame":
-        import pandas as pd
-
-        return pd.DataFrame(self.unseen, columns=["op_id", "kind", "calls", "flops"])
+        cols = ["op_id", "kind", "calls", "t_s", "e_j", "source", "proxy", "time_share"]
+        return pd.DataFrame(self.operations(), columns=cols)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -105,14 +123,15 @@ class NetworkPrediction:
             "mode": self.mode,
             "clock_mhz": self.clock_mhz,
             "time_s": self.time_s,
+            "time_interval_s": list(self.time_interval_s),
             "energy_j": self.energy_j,
+            "energy_interval_j": None if self.energy_interval_j is None else list(self.energy_interval_j),
             "avg_power_w": self.avg_power_w,
+            "interval_level": 0.9,
+            "sum_of_ops_s": self.sum_s,
+            "composition_calibrated": self.calibrated,
+            "coverage": self.coverage(),
             "operations": self.operations(),
-            "coverage": {
-                "unseen_kinds": sorted({u["kind"] for u in self.unseen}),
-                "unseen_calls": int(sum(u["calls"] for u in self.unseen)),
-                "unseen_flops_share": self.unseen_flops_share,
-            },
             "note": self.note,
             "warnings": self.warnings,
         }
@@ -143,7 +162,6 @@ class Predictor:
     disk_cache: bool = True
     _bundles: dict[str, Bundle] = field(default_factory=dict)
     _networks: dict[tuple, Network] = field(default_factory=dict)
-    _features: dict[tuple, np.ndarray] = field(default_factory=dict)
 
     # -- models ---------------------------------------------------------------------------
     def targets(self) -> list[str]:
@@ -225,23 +243,19 @@ class Predictor:
                     "leave out --clock, or train it on a clock sweep"
                 )
             prepared.append((model, shape, bundle, clock, self.network(model, shape, dtype, bundle.mode)))
-        # one model evaluation per (target, clock, quantity) over the union of the requests' ops
-        values: dict[tuple, dict[str, float]] = {}
-        groups: dict[tuple, list[OpRecord]] = {}
+        # one costing per (target, clock) over the union of the requests' ops
+        costed: dict[tuple, dict[str, tuple[float, float, str, str | None]]] = {}
+        groups: dict[tuple, dict[str, OpRecord]] = {}
         for _, _, bundle, clock, net in prepared:
-            known = set(bundle.kinds)
-            bucket = groups.setdefault((bundle.target, clock), [])
-            seen = {r.op_id for r in bucket}
-            bucket += [r for r in net.records.values() if r.kind in known and r.op_id not in seen]
+            groups.setdefault((bundle.target, clock), {}).update(net.records)
         for (target, clock), recs in groups.items():
-            bundle = self._bundles[target]
-            for q, qm in bundle.models.items():
-                fkey = (target, q, clock, tuple(r.op_id for r in recs))
-                if fkey not in self._features:
-                    self._features[fkey] = qm.encoding.matrix([(r, clock) for r in recs])
-                y = qm.predict_matrix(self._features[fkey])
-                values[(target, clock, q)] = dict(zip((r.op_id for r in recs), y.tolist()))
-        return [self._assemble(m, s, b, c, n, values) for m, s, b, c, n in prepared]
+            ids = sorted(recs)
+            costs = self._bundles[target].coster().cost([recs[i] for i in ids], clock)
+            costed[(target, clock)] = {
+                i: (float(t), float(p), src, px)
+                for i, t, p, src, px in zip(ids, costs.t_s, costs.p_w, costs.source, costs.proxy)
+            }
+        return [self._assemble(m, s, b, c, n, costed[(b.target, c)]) for m, s, b, c, n in prepared]
 
     def _assemble(
         self,
@@ -250,52 +264,53 @@ class Predictor:
         bundle: Bundle,
         clock: float | None,
         net: Network,
-        values: dict[tuple, dict[str, float]],
+        costed: dict[str, tuple[float, float, str, str | None]],
     ) -> NetworkPrediction:
-        known = set(bundle.kinds)
-        seen = [i for i, r in net.records.items() if r.kind in known]
-        unseen = [i for i, r in net.records.items() if r.kind not in known]
-        calls = np.array([net.calls[i] for i in seen], float)
-        t_map = values[(bundle.target, clock, "time")]
-        t = np.array([t_map[i] for i in seen])
-        p = None
-        if "power" in bundle.models:
-            p_map = values[(bundle.target, clock, "power")]
-            p = np.array([p_map[i] for i in seen])
-        e = t * p if p is not None else None
-        total_t = float((t * calls).sum())
-        total_e = float((e * calls).sum()) if e is not None else None
-        flops = {i: net.records[i].metrics["flops"] * net.calls[i] for i in net.records}
-        flops_all = sum(flops.values())
-        note = TRAINING_NOTE if bundle.mode == "training" else ""
-        if p is None:
-            note = (note + "; " if note else "") + "no power model for this device (time-only measurements)"
+        ids = list(net.records)
+        records = [net.records[i] for i in ids]
+        calls = np.array([net.calls[i] for i in ids], float)
+        t = np.array([costed[i][0] for i in ids])
+        p = np.array([costed[i][1] for i in ids])
+        sources = [costed[i][2] for i in ids]
+        costs = Costs(t, p, sources, [costed[i][3] for i in ids])
+        comp = bundle.composition or Composition(bundle.mode)
+        terms = network_terms(costs, calls, records, bundle.floor_s, bundle.device_config, bundle.mode)
+        warnings = extrapolation_warnings(bundle, shape, records)
+        time_s = comp.time(terms)
+        has_power = "power" in bundle.models and np.isfinite(p).all()
+        energy = comp.energy(terms, time_s) if has_power else None
+        notes = []
+        if bundle.mode == "training":
+            notes.append(TRAINING_NOTE)
+        if not comp.calibrated:
+            notes.append(
+                f"the {bundle.target} composition layer is uncalibrated (no measured networks): the floor-corrected "
+                f"sum of op costs, interval +-{UNCALIBRATED_HALF_WIDTH:.0%}"
+            )
+        if not has_power:
+            notes.append("no power model for this device (time-only measurements)")
         return NetworkPrediction(
             model=model,
             input_shape=shape,
             device_config=bundle.device_config,
             mode=bundle.mode,
             clock_mhz=clock,
-            time_s=total_t,
-            energy_j=total_e,
-            avg_power_w=(total_e / total_t) if total_e is not None and total_t else None,
-            op_ids=seen,
-            kinds=[net.records[i].kind for i in seen],
+            time_s=time_s,
+            time_interval_s=comp.interval(time_s, "time", extrapolating=bool(warnings)),
+            energy_j=energy,
+            energy_interval_j=None if energy is None else comp.interval(energy, "energy", extrapolating=bool(warnings)),
+            avg_power_w=(energy / time_s) if energy is not None and time_s else None,
+            sum_s=terms["raw_sum_s"],
+            op_ids=ids,
+            kinds=[r.kind for r in records],
             calls=calls,
             t_s=t,
-            e_j=e,
-            unseen=[
-                {
-                    "op_id": i,
-                    "kind": net.records[i].kind,
-                    "calls": net.calls[i],
-                    "flops": net.records[i].metrics["flops"],
-                }
-                for i in unseen
-            ],
-            unseen_flops_share=(sum(flops[i] for i in unseen) / flops_all) if flops_all else 0.0,
-            note=note,
-            warnings=extrapolation_warnings(bundle, shape, [net.records[i] for i in seen]),
+            e_j=t * p if has_power else None,
+            sources=sources,
+            proxies=costs.proxy,
+            calibrated=comp.calibrated,
+            note="; ".join(notes),
+            warnings=warnings,
         )
 
     # -- recommendations ------------------------------------------------------------------
@@ -326,7 +341,8 @@ class Predictor:
                     "time_s": p.time_s,
                     "energy_j": p.energy_j,
                     "edp_js": p.time_s * p.energy_j if p.energy_j is not None else None,
-                    "unseen_flops_share": p.unseen_flops_share,
+                    "calibrated": p.calibrated,
+                    "measured_time_share": p.coverage()["time"].get("measured", 0.0),
                 }
                 for p in preds
             ]

@@ -4,15 +4,14 @@ imports it and calls `_load_pyfunc(data_path)`. Nothing is unpickled and no code
 artifact, so loading a model from a registry runs only the installed opcost.
 
 Input: rows of an operations table (spec_json, flops, ...) and an optional clock_mhz column.
-Output: per-op t_s, p_w and e_j.
+Output: per-op t_s, p_w and e_j for one call, and where each cost came from (`source`: measured,
+estimated, floor, predicted, proxy or charged; model/costing.py), exactly as predictions cost ops.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from opcost.model.bundle import Bundle
 
@@ -30,12 +29,16 @@ class BundlePyfunc:
 
         from opcost.model.features import record_of
 
-        clocks = model_input["clock_mhz"] if "clock_mhz" in model_input else [None] * len(model_input)
-        items = [(record_of(r), c) for (_, r), c in zip(model_input.iterrows(), clocks)]
-        p = self.bundle.predict(items)
-        out = pd.DataFrame({"t_s": p["time"]})
-        out["p_w"] = p["power"] if p["power"] is not None else np.nan
+        clock = None
+        if "clock_mhz" in model_input and model_input["clock_mhz"].notna().any():
+            clocks = set(model_input["clock_mhz"].dropna())
+            if len(clocks) > 1:
+                raise ValueError("one clock per call: split the rows by clock_mhz")
+            clock = float(clocks.pop())
+        costs = self.bundle.coster().cost([record_of(r) for _, r in model_input.iterrows()], clock)
+        out = pd.DataFrame({"t_s": costs.t_s, "p_w": costs.p_w})
         out["e_j"] = out["t_s"] * out["p_w"]
+        out["source"] = costs.source
         return out
 
 

@@ -1,6 +1,13 @@
 """The MLflow model registry: register a bundle once, keep exactly one version per content hash,
 and move the `champion` alias.
 
+The champion never moves by accident: candidates are compared only when they were scored on the
+same split (tag `split`: kind, folds, seed), and `champion` moves automatically only from committed
+work on the main branch (not a DVC experiment, not uncommitted code or parameters); on main a
+candidate scored on another split supersedes the old champion, because main's configuration is the
+reference. Anything else registers a version and leaves the alias where it is, until an explicit
+`opcost promote`.
+
 Registration is idempotent and safe with several processes at once:
 - on SQLite every write happens under `tracking.write_lock`;
 - the content hash is set in the same call that creates the version (no window in which a version
@@ -25,26 +32,66 @@ from opcost.model.bundle import BUNDLE_FILE, Bundle
 from opcost.model.pyfunc import LOADER_MODULE
 
 SCORE_TAG = "score"
+SPLIT_TAG = "split"
 
 
 def bundle_score(bundle: Bundle) -> float:
-    """What champions are compared on: the sum of the chosen models' mean CV R^2."""
-    return float(sum(bundle.scores[q]["cv_r2_mean"] for q in bundle.scores))
+    """What champions are compared on (higher is better): minus the grouped-split time-weighted
+    error of the time model and the MAPE of the power model."""
+    s = bundle.scores
+    return -float(s["time"]["twe"] + (s["power"]["mape"] if "power" in s else 0.0))
 
 
-def version_tags(bundle: Bundle) -> dict[str, str]:
+def version_tags(bundle: Bundle, split: str, source: dict[str, str]) -> dict[str, str]:
     tags = {
         "bundle_hash": bundle.bundle_hash,
         "data_version": bundle.data_version,
         SCORE_TAG: repr(bundle_score(bundle)),
+        SPLIT_TAG: split,
+        **source,
     }
     for q, s in bundle.scores.items():
-        for k in ("cv_r2_mean", "cv_mape_mean", "test_r2", "test_mape"):
-            if k in s:
-                tags[f"{q}_{k}"] = repr(s[k])
+        for k, v in s.items():
+            tags[f"{q}_{k}"] = repr(v)
     for q, m in bundle.models.items():
         tags[f"{q}_model"] = m.name
     return tags
+
+
+def consider_champion(root: Path, client: Any, name: str, version: str, score: float, split: str) -> str:
+    """Move `champion` to `version` if the rules allow (module docstring); returns what happened."""
+    ok, why = tracking.committed_main(root)
+    if not ok:
+        return f"champion left in place: {why}; `opcost promote` moves it explicitly"
+    champ = tracking.champion_version(client, name)
+    if champ is not None and str(champ.version) == str(version):
+        return "champion"
+    if champ is None or champ.tags.get(SPLIT_TAG) != split or score >= float(champ.tags.get(SCORE_TAG, "-inf")):
+        client.set_registered_model_alias(name, tracking.CHAMPION, version)
+        return "champion"
+    return f"champion {champ.version} scores better on the same split"
+
+
+def promote(paths: Paths, target: str, version: str | None = None) -> str:
+    """`opcost promote`: point `champion` at `version`, or at the version of the bundle in models/."""
+    from mlflow import MlflowClient
+
+    tracking.setup(paths.root)
+    client = MlflowClient()
+    name = tracking.registered_name(target)
+    with tracking.write_lock(paths.root):
+        if version is None:
+            bundle = Bundle.load(paths.model_dir(target))
+            found = tracking.find_version(client, name, bundle.bundle_hash)
+            if found is None:
+                raise OpcostError(f"models/{target} is not registered: run `opcost sync-registry` first")
+            version = str(found.version)
+        try:
+            client.get_model_version(name, version)
+        except Exception:
+            raise OpcostError(f"{name} has no version {version!r}") from None
+        client.set_registered_model_alias(name, tracking.CHAMPION, version)
+    return version
 
 
 def repair(client: Any, name: str) -> list[str]:
@@ -61,9 +108,9 @@ def repair(client: Any, name: str) -> list[str]:
     return removed
 
 
-def register_bundle(root: Path, mlflow: Any, bundle: Bundle) -> str | None:
-    """Register `bundle` from the active run unless a version with its hash exists; move `champion`
-    to it if its score is at least the champion's. Returns the new version, or None."""
+def register_bundle(root: Path, mlflow: Any, bundle: Bundle, split: str) -> str | None:
+    """Register `bundle` from the active run unless a version with its hash exists, then consider it
+    for `champion` (module docstring). Returns the new version, or None."""
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
@@ -86,15 +133,14 @@ def register_bundle(root: Path, mlflow: Any, bundle: Bundle) -> str | None:
             client.create_registered_model(name)
         except MlflowException:
             pass  # exists already
-        mv = client.create_model_version(name, source=info.model_uri, run_id=run.info.run_id, tags=version_tags(bundle))
+        tags = version_tags(bundle, split, tracking.source_tags(root))
+        mv = client.create_model_version(name, source=info.model_uri, run_id=run.info.run_id, tags=tags)
         version = str(mv.version)
         winner = tracking.find_version(client, name, bundle.bundle_hash)
         if winner is not None and str(winner.version) != version:
             client.delete_model_version(name, version)  # another process registered the same bundle first
             return None
-        champ = tracking.champion_version(client, name)
-        if champ is None or bundle_score(bundle) >= float(champ.tags.get(SCORE_TAG, "-inf")):
-            client.set_registered_model_alias(name, tracking.CHAMPION, version)
+        consider_champion(root, client, name, version, bundle_score(bundle), split)
     mlflow.log_metric("bundle_score", bundle_score(bundle))
     return version
 
@@ -115,13 +161,18 @@ def sync_registry(paths: Paths, params: Params) -> dict[str, str | None]:
         if not (folder / BUNDLE_FILE).is_file():
             raise OpcostError(f"{folder} has no {BUNDLE_FILE}: run `dvc pull` or `dvc repro train@{target}`")
         bundle = Bundle.load(folder)
-        if tracking.find_version(client, tracking.registered_name(target), bundle.bundle_hash) is not None:
-            done[target] = None
-            continue
         record = runlog.load(folder)
+        split = record["tags"].get("split", "")
+        name = tracking.registered_name(target)
+        found = tracking.find_version(client, name, bundle.bundle_hash)
+        if found is not None:
+            done[target] = None
+            with tracking.write_lock(paths.root):  # committed main: the bundle in models/ may now be champion
+                consider_champion(paths.root, client, name, str(found.version), bundle_score(bundle), split)
+            continue
         extra = {**tracking.source_tags(paths.root), "replayed_from": f"models/{target}/{runlog.RUN_FILE}"}
         with runlog.replayed(mlflow, record, extra):
-            done[target] = register_bundle(paths.root, mlflow, bundle)
+            done[target] = register_bundle(paths.root, mlflow, bundle, split)
     return done
 
 

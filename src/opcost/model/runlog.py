@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from opcost.errors import OpcostError
-from opcost.io import write_json
+from opcost.io import write_report
 from opcost.model import tracking
 
 RUN_FILE = "run.json"
@@ -34,7 +34,7 @@ def child(
 
 
 def save(record: dict[str, Any], folder: Path) -> None:
-    write_json(record, Path(folder) / RUN_FILE)
+    write_report(record, Path(folder) / RUN_FILE)
 
 
 def load(folder: Path) -> dict[str, Any]:

@@ -52,8 +52,8 @@ def stage_run_name(target: str) -> str:
     return f"train@{target}"
 
 
-def nested_run_name(algorithm: str, quantity: str, feature_set: str) -> str:
-    return f"{algorithm}-{quantity}-{feature_set}"
+def nested_run_name(algorithm: str, quantity: str, feature_set: str, split: str) -> str:
+    return f"{algorithm}-{quantity}-{feature_set}-{split}"
 
 
 @contextlib.contextmanager
@@ -178,6 +178,36 @@ def source_tags(root: Path) -> dict[str, str]:
     if os.environ.get("DVC_EXP_NAME"):
         tags["dvc_experiment"] = os.environ["DVC_EXP_NAME"]
     return tags
+
+
+CHAMPION_BRANCH = "main"
+# Files whose uncommitted changes make a run "not committed work" (dvc.lock and outputs may differ
+# while `dvc repro` runs; code, parameters and the pipeline may not).
+COMMITTED_PATHS = ("src", "params.yaml", "dvc.yaml", "pyproject.toml")
+
+
+def committed_main(root: Path) -> tuple[bool, str]:
+    """Whether a run here is committed work on the main branch (not a DVC experiment), and why not."""
+    import subprocess
+
+    if os.environ.get("DVC_EXP_NAME"):
+        return False, f"a DVC experiment ({os.environ['DVC_EXP_NAME']})"
+    try:
+        branch = subprocess.run(
+            ["git", "rev-parse", "--abbrev-ref", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
+        )
+        diff = subprocess.run(
+            ["git", "diff", "--quiet", "HEAD", "--", *COMMITTED_PATHS], cwd=root, capture_output=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False, "not a git checkout"
+    if branch.returncode != 0:
+        return False, "not a git checkout"
+    if branch.stdout.strip() != CHAMPION_BRANCH:
+        return False, f"branch {branch.stdout.strip()!r}, not {CHAMPION_BRANCH!r}"
+    if diff.returncode != 0:
+        return False, f"uncommitted changes in {', '.join(COMMITTED_PATHS)}"
+    return True, ""
 
 
 def find_version(client: Any, name: str, bundle_hash: str) -> Any | None:

@@ -18,10 +18,8 @@ a traced network and the other from a parsed log line.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib
 import inspect
-import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -29,15 +27,13 @@ import torch
 from torch import nn
 
 from opcost.errors import OpcostError
+from opcost.ops.keys import NON_KEY_ATTRS, canonical_json, short_hash
 
 CATEGORY_MODULE = "module"
 CATEGORY_FUNCTION = "function"
 
 # Constructor arguments that choose placement, not computation.
 _SKIPPED_INIT_ARGS = frozenset({"self", "device", "dtype", "factory_kwargs"})
-# Hyper-parameters kept for rebuilding but left out of the key: `ReLU(inplace=True)` and `ReLU()`
-# compute the same function on the same shapes (the thesis logs hold both for one layer).
-NON_KEY_ATTRS = frozenset({"inplace"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -111,11 +107,6 @@ def decode_value(value: Any, tensors: list[torch.Tensor] | None = None) -> Any:
     return value
 
 
-def canonical_json(obj: Any) -> str:
-    """Deterministic JSON (sorted keys, no spaces): the text the op_id hashes."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
-
-
 def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
@@ -163,7 +154,7 @@ class OpSpec:
     @property
     def op_id(self) -> str:
         """First 16 hex digits of SHA-256 over the canonical key: stable across runs and machines."""
-        return hashlib.sha256(self.key_json().encode()).hexdigest()[:16]
+        return short_hash(self.key_json())
 
     @property
     def dtype(self) -> str:

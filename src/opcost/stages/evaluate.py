@@ -10,12 +10,13 @@ detail (reports/ingest/{summary,coverage}.json) and the headline figures DVC sho
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from typing import Any
 
 import pandas as pd
 
-from opcost.config import OP_PHASE, Params, Paths
+from opcost.config import Params, Paths
 from opcost.data.evaluate import (
     NET_KEYS,
     OP_KEYS,
@@ -23,8 +24,9 @@ from opcost.data.evaluate import (
     coverage_of_networks,
     evaluate_logged,
 )
+from opcost.data.targets import target_tables
 from opcost.errors import OpcostError
-from opcost.io import write_json, write_parquet
+from opcost.io import write_parquet, write_report
 from opcost.schemas import (
     EVALUATED_NETWORKS,
     EVALUATED_OPERATIONS,
@@ -32,8 +34,6 @@ from opcost.schemas import (
     OCCURRENCES,
     OP_MEASUREMENTS,
     SWEEPS,
-    TARGET_OPERATIONS,
-    TARGET_SPEC_COLUMNS,
     Table,
     conform,
 )
@@ -66,19 +66,6 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def target_tables(ops: pd.DataFrame, catalog: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """`<device config>-<mode>` -> the rows its op models learn from, with specs and paper costs."""
-    spec = catalog.set_index("op_id")[list(TARGET_SPEC_COLUMNS)]
-    out = {}
-    for (device, mode), g in ops.groupby(["device_config", "mode"], sort=True):
-        rows = g[g["phase"] == OP_PHASE[mode]]
-        if rows.empty:
-            continue
-        joined = rows.join(spec, on="op_id").sort_values(["op_id", "clock_mhz", "power_limit_w"], kind="stable")
-        out[f"{device}-{mode}"] = TARGET_OPERATIONS.validate(joined.reset_index(drop=True))
-    return out
-
-
 def run(paths: Paths, params: Params) -> dict[str, Any]:
     ing = read_ingested(paths, params)
     logged_ops, logged_nets = _concat(ing["ops"]), _concat(ing["nets"])
@@ -101,28 +88,29 @@ def run(paths: Paths, params: Params) -> dict[str, Any]:
     if missing:
         raise OpcostError(f"{len(missing)} evaluated ops have no spec in any operations table (e.g. {missing[0]})")
     coverage = coverage_of_networks(logged_nets, ops, occurrences, catalog) if len(logged_nets) else {"networks": []}
-    targets = target_tables(ops, catalog)
+    targets = target_tables(ops, nets, occurrences, catalog)
 
     write_parquet(ops, paths.evaluated_operations)
     write_parquet(nets, paths.evaluated_networks)
     write_parquet(sweeps, paths.evaluated_sweeps)
-    for target, df in targets.items():
-        write_parquet(df, paths.target_operations(target))
-    for stale in paths.evaluated_targets_dir.glob("*/operations.parquet"):
-        if stale.parent.name not in targets:  # a device config that no longer has data
-            stale.unlink()
-            stale.parent.rmdir()
-    write_json({s["source"]: s for s in ing["summaries"]}, paths.ingest_summary)
-    write_json(coverage, paths.ingest_coverage)
+    for target, tables in targets.items():
+        write_parquet(tables["operations"], paths.target_operations(target))
+        write_parquet(tables["networks"], paths.target_networks(target))
+        write_parquet(tables["network_ops"], paths.target_network_ops(target))
+    for stale in paths.evaluated_targets_dir.glob("*"):
+        if stale.name not in targets:  # a device config that no longer has data
+            shutil.rmtree(stale)
+    write_report({s["source"]: s for s in ing["summaries"]}, paths.ingest_summary)
+    write_report(coverage, paths.ingest_coverage)
     headline = {
         "operation_rows": len(ops),
         "network_rows": len(nets),
         "sweep_rows": len(sweeps),
-        "target_rows": {t: len(df) for t, df in targets.items()},
+        "target_rows": {t: len(tb["operations"]) for t, tb in targets.items()},
         "mean_flops_share": coverage.get("mean_flops_share"),
         "min_flops_share": coverage.get("min_flops_share"),
     }
-    write_json(headline, paths.evaluate_summary)
+    write_report(headline, paths.evaluate_summary)
     return headline
 
 

@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from opcost.config import Params, Paths
-from opcost.io import write_json, write_parquet
+from opcost.io import write_parquet, write_report
 from opcost.ops.catalog import coverage_report, extract_sets, occurrences_frame, operations_frame
 from opcost.stages._run import execute
 
@@ -29,8 +29,8 @@ def run(paths: Paths, params: Params, show_progress: bool = True) -> dict[str, A
     }
     write_parquet(ops, paths.operations)
     write_parquet(occ, paths.occurrences)
-    write_json(report, paths.extract_coverage)
-    write_json(headline, paths.extract_summary)
+    write_report(report, paths.extract_coverage)
+    write_report(headline, paths.extract_summary)
     return headline
 
 

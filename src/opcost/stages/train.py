@@ -1,10 +1,16 @@
-"""Stage `train@<device>-<mode>`: per-operation time and power models, scored, tracked, registered.
+"""Stage `train@<device>-<mode>`: per-operation models, the composition layer, honest scores, registry.
 
-Reads only data/evaluated/targets/<target>/operations.parquet (that device config and mode's rows,
-specs joined in), so measurements of other devices never retrain this target. Writes
-models/<target>/ (bundle.json + trees.npz, and run.json: what the run logs to MLflow) and the
-detailed scores reports/train/targets/<target>.json; then replays the run record into MLflow and
-registers the bundle as `opcost-<target>` (model/registry.py).
+Reads only data/evaluated/targets/<target>/ (that device config and mode's op rows, measured
+networks and their ops), so measurements of other devices never retrain this target. Then:
+1. every algorithm x feature set x quantity scored under the grouped and the family split
+   (model/fit.py); the champion per quantity chosen on the grouped split and refitted on all rows;
+2. the measured networks predicted leave-one-network-out and leave-one-family-out
+   (model/netval.py): op models and composition refitted without them;
+3. the composition layer fitted on every measured network, its out-of-sample residuals kept for
+   prediction intervals (model/compose.py).
+Writes models/<target>/ (bundle.json + trees.npz, and run.json: what the run logs to MLflow), the
+detailed scores reports/train/targets/<target>.json and the out-of-sample network predictions
+reports/train/networks/<target>.csv; replays the run into MLflow and registers the bundle.
 """
 
 from __future__ import annotations
@@ -13,96 +19,144 @@ import hashlib
 import sys
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from opcost.config import OP_PHASE, Params, Paths, TrainParams
 from opcost.errors import OpcostError
-from opcost.io import write_json
-from opcost.model import registry, runlog, tracking
+from opcost.io import atomic_path, write_report
+from opcost.model import netval, registry, runlog, tracking
 from opcost.model.bundle import Bundle
-from opcost.model.fit import bundle_hash, fit_chosen, score_all, training_ranges
-from opcost.schemas import TARGET_OPERATIONS
+from opcost.model.fit import (
+    TargetData,
+    bundle_hash,
+    choose,
+    final_model,
+    prepare,
+    score_all,
+    training_ranges,
+)
+from opcost.schemas import TARGET_NETWORK_OPS, TARGET_NETWORKS, TARGET_OPERATIONS
 from opcost.stages._run import execute
 from opcost.tables import read_table
 
-SCORE_KEYS = ("cv_r2_mean", "cv_r2_std", "cv_mape_mean", "test_r2", "test_mape", "n_train", "n_test")
+SCORE_KEYS = ("r2", "mape", "mdape", "twe", "n")
 UNITS = {"time": "s", "power": "W"}
 
 
-def training_rows(paths: Paths, target: str) -> pd.DataFrame:
+def read_target(paths: Paths, target: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     df = read_table(paths.target_operations(target), TARGET_OPERATIONS, "evaluate")
     if df.empty:
         raise OpcostError(f"{paths.target_operations(target)} holds no rows to train {target} on")
-    return df.reset_index(drop=True)
+    nets = read_table(paths.target_networks(target), TARGET_NETWORKS, "evaluate")
+    nops = read_table(paths.target_network_ops(target), TARGET_NETWORK_OPS, "evaluate")
+    return df.reset_index(drop=True), nets, nops
 
 
 def data_version(paths: Paths, target: str) -> str:
-    """md5 of the rows this target learns from: what DVC calls this data."""
-    return hashlib.md5(paths.target_operations(target).read_bytes()).hexdigest()
+    """md5 over the files this target learns from: what DVC calls this data."""
+    h = hashlib.md5()
+    for f in (paths.target_operations(target), paths.target_networks(target), paths.target_network_ops(target)):
+        h.update(f.read_bytes())
+    return h.hexdigest()
 
 
-def detail_metrics(
-    target: str, df: pd.DataFrame, results: dict[str, Any], chosen: dict[str, Any], version: str
-) -> dict:
-    device, mode = TrainParams.split_target(target)
-    m: dict[str, Any] = {"device_config": device, "mode": mode, "n_ops": int(len(df)), "data_version": version}
-    for quantity, by_alg in results.items():
-        m[quantity] = {a: {f: {k: r[k] for k in SCORE_KEYS} for f, r in fs.items()} for a, fs in by_alg.items()}
-        base = max(by_alg[a]["baseline"]["cv_r2_mean"] for a in by_alg)
-        base_mape = min(by_alg[a]["baseline"]["cv_mape_mean"] for a in by_alg)
-        imp = max(by_alg[a]["improved"]["cv_r2_mean"] for a in by_alg)
-        imp_mape = min(by_alg[a]["improved"]["cv_mape_mean"] for a in by_alg)
-        m[quantity]["comparison"] = {
-            "best_baseline_cv_r2": base,
-            "best_improved_cv_r2": imp,
-            "best_baseline_cv_mape": base_mape,
-            "best_improved_cv_mape": imp_mape,
-            "mape_ratio_improved_over_baseline": imp_mape / base_mape if base_mape else None,
-            "improved_beats_baseline": bool(imp > base and imp_mape < base_mape),
+def split_id(tp: TrainParams) -> str:
+    """What makes two candidates' scores comparable: the split they were scored on."""
+    return f"grouped-k{tp.folds}-seed{tp.seed}"
+
+
+def op_scores(results: dict[str, Any]) -> dict[str, Any]:
+    """results[quantity][algorithm][feature_set][split] without the per-row arrays."""
+    return {
+        q: {
+            a: {f: {s: {k: r[k] for k in SCORE_KEYS} for s, r in by_split.items()} for f, by_split in fs.items()}
+            for a, fs in by_alg.items()
         }
-        m[quantity]["chosen"] = chosen[quantity].name
-    return {target: m}
+        for q, by_alg in results.items()
+    }
 
 
-def run_record(target: str, tp: TrainParams, results: dict[str, Any], bundle: Bundle, n_rows: int) -> dict[str, Any]:
+def by_kind(df: pd.DataFrame, r: dict[str, Any], quantity: str) -> dict[str, dict[str, float]]:
+    """The chosen model's grouped-split errors per op kind (MAPE, median APE, weighted error)."""
+    d = df.iloc[r["rows"]].assign(y=r["measured"], p=r["predicted"])
+    w = d["t_s"].to_numpy() if quantity == "power" else np.ones(len(d))
+    d = d.assign(w=w, ae=(d["p"] - d["y"]).abs())
+    out = {}
+    for kind, g in d.groupby("kind"):
+        out[str(kind)] = {
+            "n": int(len(g)),
+            "mape": float((g["ae"] / g["y"]).mean()),
+            "mdape": float((g["ae"] / g["y"]).median()),
+            "twe": float((g["w"] * g["ae"]).sum() / (g["w"] * g["y"]).sum()),
+        }
+    return out
+
+
+def run_record(target: str, tp: TrainParams, results: dict, bundle: Bundle, detail: dict, nets: pd.DataFrame) -> dict:
     tags = {
         "dvc_stage": f"train@{target}",
         "data_version": bundle.data_version,
         "bundle_hash": bundle.bundle_hash,
         "device_config": bundle.device_config,
         "mode": bundle.mode,
+        "split": split_id(tp),
     }
     children = []
     for quantity, by_alg in results.items():
         for alg, by_fs in by_alg.items():
             settings = tp.random_forest if alg == "rf" else tp.xgboost
-            for fs, r in by_fs.items():
-                name = tracking.nested_run_name(alg, quantity, fs)
-                figure = {
-                    "file": f"predicted_vs_measured_{quantity}.png",
-                    "title": f"{target} {quantity} {alg}-{fs} (held-out ops)",
-                    "unit": UNITS[quantity],
-                    "measured": r["test_measured"],
-                    "predicted": r["test_predicted"],
-                }
-                children.append(
-                    runlog.child(
-                        name,
-                        {"algorithm": alg, "quantity": quantity, "feature_set": fs},
-                        {**{f"{alg}.{k}": v for k, v in settings.items()}, "log_target": fs == "improved"},
-                        {k: r[k] for k in SCORE_KEYS},
-                        {"cv_r2": r["cv_r2"]},
-                        [figure],
+            for fs, by_split in by_fs.items():
+                for split, r in by_split.items():
+                    figure = {
+                        "file": f"predicted_vs_measured_{quantity}.png",
+                        "title": f"{target} {quantity} {alg}-{fs}, {split} split (out of fold)",
+                        "unit": UNITS[quantity],
+                        "measured": [float(x) for x in r["measured"]],
+                        "predicted": [float(x) for x in r["predicted"]],
+                    }
+                    children.append(
+                        runlog.child(
+                            tracking.nested_run_name(alg, quantity, fs, split),
+                            {"algorithm": alg, "quantity": quantity, "feature_set": fs, "split": split},
+                            {**{f"{alg}.{k}": v for k, v in settings.items()}, "feature_set": fs},
+                            {k: r[k] for k in SCORE_KEYS},
+                            {"fold_r2": r["fold_r2"]},
+                            [figure],
+                        )
                     )
-                )
-    params = {"folds": tp.folds, "test_size": tp.test_size, "seed": tp.seed, "n_rows": n_rows}
+    net_metrics = {}
+    for split in ("network", "family"):
+        for q in ("time", "energy"):
+            for k, v in detail["networks"].get(split, {}).get(q, {}).items():
+                net_metrics[f"net_{split}_{q}_{k}"] = v
+    comp = bundle.composition
+    comp_metrics = {f"comp_time_{k}": v for k, v in comp.time_coef.items()} | {
+        f"comp_energy_{k}": v for k, v in comp.energy_coef.items()
+    }
+    figures = []
+    lono = nets[nets["split"] == "network"] if len(nets) else nets
+    if len(lono):
+        figures.append(
+            {
+                "file": "networks_leave_one_out.png",
+                "title": f"{target}: networks predicted leave-one-network-out [s]",
+                "unit": "s",
+                "measured": [float(x) for x in lono["measured_t_s"]],
+                "predicted": [float(x) for x in lono["predicted_t_s"]],
+            }
+        )
+    params = {"folds": tp.folds, "seed": tp.seed, "n_rows": detail["n_ops"], "chosen_time": detail["chosen"]["time"]}
+    if "power" in detail["chosen"]:
+        params["chosen_power"] = detail["chosen"]["power"]
+    params["composition_calibrated"] = comp.calibrated
     return {
         "name": tracking.stage_run_name(target),
         "tags": tags,
         "params": params,
-        "metrics": {},
+        "metrics": {**net_metrics, **comp_metrics, "floor_s": bundle.floor_s},
         "steps": {},
-        "figures": [],
+        "figures": figures,
         "children": children,
     }
 
@@ -112,50 +166,92 @@ def run(paths: Paths, params: Params, target: str, log_to_mlflow: bool = True) -
     if target not in tp.targets:
         raise OpcostError(f"unknown train target {target!r}; targets in params.yaml: {', '.join(tp.targets)}")
     device, mode = TrainParams.split_target(target)
-    df = training_rows(paths, target)
+    df, networks, nops = read_target(paths, target)
     version = data_version(paths, target)
-    results, encs, X = score_all(df, tp)
-    chosen = fit_chosen(df, tp, results, encs, X)
-    metrics = detail_metrics(target, df, results, chosen, version)
+    data: TargetData = prepare(df, mode, device)
+    results = score_all(data, tp)
+    chosen = choose(results)
+    models = {q: final_model(data, alg, fs, q, tp) for q, (alg, fs) in chosen.items()}
+    costing = netval.coster_params(data, np.arange(data.n))
+    coster = netval.coster_from(data, np.arange(data.n), models)
+
+    splits = (netval.SPLIT_NETWORK, netval.SPLIT_FAMILY)
+    net_rows = [r for r in (netval.evaluate(data, networks, nops, chosen, tp, s) for s in splits) if len(r)]
+    net_pred = pd.concat(net_rows, ignore_index=True) if net_rows else pd.DataFrame()
+    terms = netval.all_terms(coster, netval.network_records(nops), data) if len(networks) else {}
+    comp = netval.fit_composition(mode, terms, networks) if len(networks) else netval.compose.Composition(mode)
+    if len(net_pred):
+        lono = net_pred[net_pred["split"] == netval.SPLIT_NETWORK]
+        comp.residuals_t = [float(x) for x in lono["t_error"]]
+        comp.residuals_e = [float(x) for x in lono["e_error"].dropna()]
+    detail = {
+        "device_config": device,
+        "mode": mode,
+        "n_ops": int(data.n),
+        "n_noop": int(data.noop.sum()),
+        "n_estimated": int(df["estimated"].sum()),
+        "n_layers": int(df["layer_id"].nunique()),
+        "data_version": version,
+        "split": split_id(tp),
+        "ops": op_scores(results),
+        "chosen": {q: f"{a}-{f}" for q, (a, f) in chosen.items()},
+        "by_kind": {q: by_kind(df, results[q][a][f]["grouped"], q) for q, (a, f) in chosen.items()},
+        "costing": {k: v for k, v in costing.items() if k != "lookup"},
+        "composition": {k: v for k, v in comp.to_json().items() if not k.startswith("residuals")},
+        "networks": {
+            s: netval.error_summary(net_pred[net_pred["split"] == s]) if len(net_pred) else {"networks": 0}
+            for s in (netval.SPLIT_NETWORK, netval.SPLIT_FAMILY)
+        },
+    }
     scores = {}
-    for q, m in chosen.items():
-        alg, fs = m.name.split("-")
-        scores[q] = metrics[target][q][alg][fs]
+    for q, (a, f) in chosen.items():
+        by_split = results[q][a][f]
+        scores[q] = {**{k: by_split["grouped"][k] for k in SCORE_KEYS}, "family_mape": by_split["family"]["mape"]}
     bundle = Bundle(
         target=target,
         device_config=device,
         mode=mode,
         phase=OP_PHASE[mode],
-        models=chosen,
+        models=models,
         kinds=tuple(sorted(set(df["kind"]))),
         clocks_mhz=tuple(sorted({float(c) for c in df["clock_mhz"].dropna()})),
         scores=scores,
         data_version=version,
         bundle_hash=bundle_hash(version, tp, target),
-        ranges=training_ranges(df),
+        ranges=training_ranges(data),
+        composition=comp,
+        **costing,
     )
-    record = run_record(target, tp, results, bundle, len(df))
+    record = run_record(target, tp, results, bundle, detail, net_pred)
     folder = paths.model_dir(target)
     bundle.save(folder)
     runlog.save(record, folder)
-    write_json(metrics, paths.train_metrics(target))
+    write_report({target: detail}, paths.train_metrics(target))
+    with atomic_path(paths.train_networks(target)) as tmp:
+        (net_pred if len(net_pred) else pd.DataFrame(columns=["set_id"])).to_csv(tmp, index=False, float_format="%.6g")
     registered = None
     if log_to_mlflow:
         mlflow = tracking.setup(paths.root)
         with runlog.replayed(mlflow, record, tracking.source_tags(paths.root)):
-            registered = registry.register_bundle(paths.root, mlflow, bundle)
-    return {"target": target, "metrics": metrics[target], "registered_version": registered}
+            registered = registry.register_bundle(paths.root, mlflow, bundle, split_id(tp))
+    return {"target": target, "metrics": detail, "registered_version": registered}
 
 
 def summary(r: dict[str, Any]) -> str:
+    m = r["metrics"]
     lines = []
-    for q in ("time", "power"):
-        if q in r["metrics"]:
-            c = r["metrics"][q]["comparison"]
-            lines.append(
-                f"{r['target']} {q}: chosen {r['metrics'][q]['chosen']}; CV R2 improved {c['best_improved_cv_r2']:.3f} "
-                f"vs baseline {c['best_baseline_cv_r2']:.3f}, MAPE ratio {c['mape_ratio_improved_over_baseline']:.2f}"
-            )
+    for q, name in m["chosen"].items():
+        alg, fs = name.split("-")
+        g, f = m["ops"][q][alg][fs]["grouped"], m["ops"][q][alg][fs]["family"]
+        lines.append(
+            f"{r['target']} {q}: {name}; grouped split MAPE {100 * g['mape']:.1f} % (median {100 * g['mdape']:.1f} %, "
+            f"time-weighted {100 * g['twe']:.1f} %, R2 {g['r2']:.3f}); family left out MAPE {100 * f['mape']:.1f} %"
+        )
+    for s in ("network", "family"):
+        t = m["networks"][s].get("time")
+        if t:
+            n = m["networks"][s]["networks"]
+            lines.append(f"networks, leave-one-{s}-out: time MAPE {t['mape_pct']:.1f} % over {n}")
     reg = r["registered_version"]
     lines.append(f"registered version {reg}" if reg else "registry: nothing new to register")
     return "\n".join(lines)

@@ -13,7 +13,7 @@ import sys
 from typing import Any
 
 from opcost.config import Params, Paths
-from opcost.io import write_json
+from opcost.io import write_report
 from opcost.stages._run import execute
 from opcost.tables import require
 
@@ -33,7 +33,7 @@ def run(paths: Paths, params: Params) -> dict[str, Any]:
     for t in params.train.targets:
         detail = json.loads(require(paths.train_metrics(t), f"train@{t}").read_text())[t]
         merged[t] = headline(detail)
-    write_json(merged, paths.train_metrics())
+    write_report(merged, paths.train_metrics())
     return merged
 
 

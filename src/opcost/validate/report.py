@@ -125,6 +125,57 @@ def fig_scatter(df: pd.DataFrame, x: str, y: str, title: str, path: Path, figure
     _save(fig, path, figures)
 
 
+def fig_out_of_sample(oos: pd.DataFrame, out: Path, figures: list[Path]) -> list[tuple[str, str]]:
+    """Per device config and mode: predicted vs measured network time under both splits, and the
+    leave-one-family-out error per family."""
+    plt = _plt()
+    made = []
+    for target, g in oos.groupby("target"):
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4.6))
+        ax = axes[0]
+        for split, marker in (("network", "o"), ("family", "^")):
+            d = g[g["split"] == split]
+            mape = 100 * (d["t_error"].abs().mean()) if len(d) else float("nan")
+            ax.scatter(d["measured_t_s"], d["predicted_t_s"], marker=marker, s=30, alpha=0.7,
+                       label=f"leave one {split} out (MAPE {mape:.1f} %)")  # fmt: skip
+        lo = min(g["measured_t_s"].min(), g["predicted_t_s"].min())
+        hi = max(g["measured_t_s"].max(), g["predicted_t_s"].max())
+        ax.plot([lo, hi], [lo, hi], color="grey", lw=1)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("measured network time per iteration [s]")
+        ax.set_ylabel("predicted (out of sample) [s]")
+        ax.set_title(f"{target}: networks the models never saw")
+        ax.legend(fontsize=7)
+        fam = g[g["split"] == "family"].groupby("family")["t_error"].apply(lambda e: 100 * e.abs().mean())
+        axes[1].bar(fam.index, fam.values, color="tab:orange")
+        axes[1].set_ylabel("time MAPE, family held out [%]")
+        axes[1].set_title("error by architecture family")
+        axes[1].tick_params(axis="x", rotation=45)
+        fig.tight_layout()
+        name = f"out_of_sample_{target}.png"
+        _save(fig, out / name, figures)
+        made.append((name, f"{target}: predicted vs measured networks (both splits) and the error by family"))
+    return made
+
+
+def fig_kind_errors(kinds: pd.DataFrame, path: Path, figures: list[Path]) -> None:
+    plt = _plt()
+    import seaborn as sns
+
+    d = kinds[kinds["quantity"] == "time"].assign(mape_pct=lambda x: 100 * x["mape"])
+    fig, ax = plt.subplots(figsize=(max(7, 0.5 * d["kind"].nunique()), 4.5))
+    sns.barplot(data=d, x="kind", y="mape_pct", hue="target", ax=ax)
+    ax.set_yscale("log")
+    ax.set_ylabel("time MAPE, grouped split [%] (log)")
+    ax.set_xlabel("op kind")
+    ax.tick_params(axis="x", rotation=60)
+    ax.set_title("Op time models: out-of-fold error per kind")
+    ax.legend(fontsize=7, title="device config, mode")
+    fig.tight_layout()
+    _save(fig, path, figures)
+
+
 def fig_tensor_cores(tc: pd.DataFrame, path: Path, figures: list[Path]) -> None:
     plt = _plt()
     cols = [c for c in ("A30", "A30_no_tf32", "RTX2080Ti") if c in tc.columns]

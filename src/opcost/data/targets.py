@@ -1,0 +1,116 @@
+"""What each train target learns from, built by the evaluate stage (torch-free).
+
+For every device config x mode with op measurements, three tables under
+data/evaluated/targets/<device>-<mode>/:
+- operations.parquet: the measured rows of the phase its models predict, with each op's spec,
+  paper costs, `layer_id` (the op without its input shapes: the unit of grouped cross-validation),
+  `families` (architecture families of every extracted network that calls the op: the unit of
+  leave-one-family-out) and `estimated` (see below);
+- networks.parquet: the whole networks measured on that device config and mode (default clock and
+  power limit), with their family: what the composition layer is fitted and judged on;
+- network_ops.parquet: every op those networks call (measured or not), with calls and spec.
+
+Estimated rows: a training target whose device has far fewer training than inference measurements
+(the RTX 2080 Ti: 128 vs 625 ops) gets the missing ops' forward+backward estimated from its own
+inference (forward) measurement times the forward+backward / forward ratio measured on the
+reference device (the config with the most ops measured in both phases; per op where it measured
+that op, else the median per kind). Those rows say `estimated`; the real ones are never replaced.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from opcost.config import OP_PHASE
+from opcost.ops.families import family_of
+from opcost.ops.keys import layer_id
+from opcost.schemas import TARGET_NETWORK_OPS, TARGET_NETWORKS, TARGET_OPERATIONS, TARGET_SPEC_COLUMNS
+
+DEFAULT = ["clock_mhz", "power_limit_w"]
+
+
+def _default(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["clock_mhz"].isna() & df["power_limit_w"].isna()]
+
+
+def op_families(occurrences: pd.DataFrame) -> dict[str, list[str]]:
+    """op_id -> sorted families of the extracted networks (any mode) that call it."""
+    fam = occurrences.assign(family=occurrences["model"].map(family_of))
+    return {k: sorted(set(v)) for k, v in fam.groupby("op_id")["family"]}
+
+
+def estimated_training_rows(ops: pd.DataFrame, device: str) -> pd.DataFrame:
+    """Forward+backward rows estimated for `device` (see module docstring); empty when not needed."""
+    d = _default(ops)
+    fb = d[(d["mode"] == "training") & (d["phase"] == "forward_backward")]
+    fw_train = d[(d["mode"] == "training") & (d["phase"] == "forward")]
+    inf = d[(d["device_config"] == device) & (d["mode"] == "inference") & (d["phase"] == "forward")]
+    have = set(fb.loc[fb["device_config"] == device, "op_id"])
+    missing = inf[~inf["op_id"].isin(have)]
+    if missing.empty or len(have) >= len(inf):
+        return pd.DataFrame()
+    both = fb.merge(fw_train, on=["device_config", "op_id", "kind"], suffixes=("_fb", "_fw"))
+    both = both[both["device_config"] != device]
+    if both.empty:
+        return pd.DataFrame()
+    ref = both["device_config"].value_counts().idxmax()
+    r = both[both["device_config"] == ref].assign(
+        rt=lambda x: x["t_s_fb"] / x["t_s_fw"], rp=lambda x: x["p_w_fb"] / x["p_w_fw"]
+    )
+    per_op = r.set_index("op_id")[["rt", "rp"]]
+    per_kind = r.groupby("kind")[["rt", "rp"]].median()
+    rows = missing.copy()
+    rt = rows["op_id"].map(per_op["rt"]).fillna(rows["kind"].map(per_kind["rt"]))
+    rp = rows["op_id"].map(per_op["rp"]).fillna(rows["kind"].map(per_kind["rp"]))
+    rows = rows[rt.notna()].copy()
+    rt, rp = rt[rt.notna()], rp[rt.notna()].fillna(1.0)
+    rows["mode"], rows["phase"] = "training", "forward_backward"
+    rows["t_s"] = rows["t_s"] * rt
+    rows["p_w"] = rows["p_w"] * rp
+    rows["e_j"] = rows["t_s"] * rows["p_w"]
+    for col in (
+        "sigma_t_s",
+        "sigma_e_j",
+        "sigma_p_w",
+        *[c for c in rows.columns if c.startswith(("thesis_", "trials_"))],
+    ):
+        rows[col] = np.nan
+    rows["method"] = f"estimated from {device} inference x {ref} forward_backward/forward"
+    rows["n_trials"] = 0
+    return rows
+
+
+def target_tables(
+    ops: pd.DataFrame, nets: pd.DataFrame, occurrences: pd.DataFrame, catalog: pd.DataFrame
+) -> dict[str, dict[str, pd.DataFrame]]:
+    """`<device config>-<mode>` -> {"operations", "networks", "network_ops"} tables."""
+    spec = catalog.set_index("op_id")[["kind", *TARGET_SPEC_COLUMNS]]
+    fams = op_families(occurrences)
+    layer = {i: layer_id(s) for i, s in zip(catalog["op_id"], catalog["spec_json"])}
+    out: dict[str, dict[str, pd.DataFrame]] = {}
+    for (device, mode), g in ops.groupby(["device_config", "mode"], sort=True):
+        rows = g[g["phase"] == OP_PHASE[mode]].assign(estimated=False)
+        if mode == "training":
+            est = estimated_training_rows(ops, device)
+            if len(est):
+                rows = pd.concat([rows, est.assign(estimated=True)], ignore_index=True)
+        if rows.empty:
+            continue
+        rows = rows.join(spec.drop(columns="kind"), on="op_id")
+        rows["layer_id"] = rows["op_id"].map(layer)
+        rows["families"] = [fams.get(i, []) for i in rows["op_id"]]
+        rows = rows.sort_values(["op_id", "clock_mhz", "power_limit_w"], kind="stable").reset_index(drop=True)
+        target = f"{device}-{mode}"
+        out[target] = {"operations": TARGET_OPERATIONS.validate(rows[TARGET_OPERATIONS.names])}
+        measured = _default(nets[(nets["device_config"] == device) & (nets["mode"] == mode)])
+        occ = occurrences[(occurrences["mode"] == mode) & occurrences["set_id"].isin(measured["set_id"])]
+        measured = measured[measured["set_id"].isin(occ["set_id"])].copy()  # networks extract traced
+        measured["family"] = measured["model"].map(family_of)
+        net_cols = TARGET_NETWORKS.names
+        out[target]["networks"] = TARGET_NETWORKS.validate(
+            measured.sort_values("set_id").reset_index(drop=True)[net_cols]
+        )
+        nops = occ[["set_id", "op_id", "calls"]].join(spec, on="op_id").sort_values(["set_id", "op_id"])
+        out[target]["network_ops"] = TARGET_NETWORK_OPS.validate(nops.reset_index(drop=True)[TARGET_NETWORK_OPS.names])
+    return out

@@ -1,0 +1,179 @@
+"""Whole networks predicted by models that never saw them: leave-one-network-out and -family-out.
+
+For each held-out network (or family): every op that network (or any network of the family) calls
+is removed from the op models' training rows and from the measured look-up; op models are refitted
+on what remains (the chosen algorithm and features), the composition layer is refitted on the other
+networks, and the held-out network is predicted from scratch. The relative errors of the
+leave-one-network-out predictions are the residuals behind every prediction interval.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from opcost.config import TrainParams
+from opcost.model import compose
+from opcost.model.costing import OpCoster
+from opcost.model.features import Encoding, OpRecord, record_of
+from opcost.model.fit import TargetData, fit_model, noop_values, transform_of
+
+SPLIT_NETWORK, SPLIT_FAMILY = "network", "family"
+
+
+@dataclass
+class LibraryModel:
+    """A fitted scikit-learn/XGBoost estimator behind the `predict(items)` of a bundle's model."""
+
+    estimator: Any
+    encoding: Encoding
+    transform: str
+
+    def predict(self, items: list[tuple[OpRecord, float | None]]) -> np.ndarray:
+        y = self.estimator.predict(self.encoding.matrix(items))
+        if self.transform == "log":
+            return np.exp(y)
+        if self.transform == "log_roofline":
+            return np.exp(y + self.encoding.log_roofline([r for r, _ in items]))
+        return np.asarray(y, float)
+
+
+def coster_params(data: TargetData, rows: np.ndarray) -> dict[str, Any]:
+    """Floor, no-op power, charge ratio, median power and the measured look-up of `rows`."""
+    floor, noop_p = noop_values(data, rows)
+    t, p = data.y("time")[rows], data.y("power")[rows]
+    work = rows[~data.noop[rows]]
+    ratio = float(np.median(data.y("time")[work] / data.roofline[work])) if len(work) else 1.0
+    df = data.df.iloc[rows]
+    default = df["clock_mhz"].isna() & df["power_limit_w"].isna()
+    lookup = {
+        str(i): (float(tt), float(pp), bool(e))
+        for i, tt, pp, e in zip(
+            df["op_id"][default], t[default.to_numpy()], p[default.to_numpy()], df["estimated"][default]
+        )
+    }
+    median_p = float(np.nanmedian(p)) if np.isfinite(p).any() else float("nan")
+    return {
+        "floor_s": floor,
+        "noop_power_w": noop_p,
+        "charge_ratio": ratio,
+        "median_power_w": median_p,
+        "lookup": lookup,
+    }
+
+
+def coster_from(data: TargetData, rows: np.ndarray, models: dict[str, Any]) -> OpCoster:
+    return OpCoster(
+        mode=data.mode,
+        device_config=data.device_config,
+        models=models,
+        kinds=tuple(sorted(set(data.df["kind"].iloc[rows]))),
+        **coster_params(data, rows),
+    )
+
+
+def network_records(nops: pd.DataFrame) -> dict[str, tuple[list[OpRecord], np.ndarray]]:
+    """set_id -> (records of its ops, calls)."""
+    cache: dict[str, OpRecord] = {}
+    out = {}
+    for set_id, g in nops.groupby("set_id", sort=True):
+        recs = []
+        for _, r in g.iterrows():
+            if r["op_id"] not in cache:
+                cache[r["op_id"]] = record_of(r)
+            recs.append(cache[r["op_id"]])
+        out[str(set_id)] = (recs, g["calls"].to_numpy(float))
+    return out
+
+
+def all_terms(
+    coster: OpCoster, nets: dict[str, tuple[list[OpRecord], np.ndarray]], data: TargetData
+) -> dict[str, dict]:
+    out = {}
+    for set_id, (recs, calls) in nets.items():
+        costs = coster.cost(recs)
+        terms = compose.network_terms(costs, calls, recs, coster.floor_s, data.device_config, data.mode)
+        shares = {s: float(calls[costs.mask(s)].sum() / calls.sum()) for s in set(costs.source)}
+        out[set_id] = {**terms, "call_shares": shares}
+    return out
+
+
+def fit_composition(mode: str, terms: dict[str, dict], networks: pd.DataFrame) -> compose.Composition:
+    t = [terms[s] for s in networks["set_id"]]
+    e = networks["e_j"].to_numpy(float) if networks["e_j"].notna().all() else None
+    return compose.fit(mode, t, networks["t_s"].to_numpy(float), e)
+
+
+def evaluate(
+    data: TargetData, networks: pd.DataFrame, nops: pd.DataFrame, chosen: dict[str, tuple[str, str]],
+    tp: TrainParams, split: str,
+) -> pd.DataFrame:  # fmt: skip
+    """One row per measured network, predicted with it (or its family) held out."""
+    recs = network_records(nops)
+    op_sets = {s: set(g["op_id"]) for s, g in nops.groupby("set_id")}
+    if split == SPLIT_NETWORK:
+        groups = [(s, [s]) for s in networks["set_id"]]
+    else:
+        groups = [(f, list(g["set_id"])) for f, g in networks.groupby("family", sort=True)]
+    rows = []
+    for name, held in groups:
+        held_ops = set().union(*(op_sets[s] for s in held))
+        keep = ~data.df["op_id"].isin(held_ops).to_numpy()
+        if split == SPLIT_FAMILY:
+            keep &= np.array([name not in fs for fs in data.families])
+        train_rows = np.flatnonzero(keep)
+        others = networks[~networks["set_id"].isin(held)]
+        if len(train_rows) < 8 or len(others) < compose.MIN_NETWORKS:
+            continue
+        models = {}
+        for q, (alg, fs) in chosen.items():
+            f = fit_model(data, alg, fs, q, train_rows, tp)
+            models[q] = LibraryModel(f.model, f.encoding(data), transform_of(q, fs))
+        coster = coster_from(data, train_rows, models)
+        terms = all_terms(coster, recs, data)
+        comp = fit_composition(data.mode, terms, others)
+        for _, n in networks[networks["set_id"].isin(held)].iterrows():
+            tt = terms[n["set_id"]]
+            t_pred = comp.time(tt)
+            e_pred = comp.energy(tt, t_pred) if pd.notna(n["e_j"]) and "power" in models else np.nan
+            rows.append(
+                {
+                    "set_id": n["set_id"],
+                    "model": n["model"],
+                    "family": n["family"],
+                    "split": split,
+                    "held_out": name,
+                    "measured_t_s": n["t_s"],
+                    "predicted_t_s": t_pred,
+                    "summed_t_s": tt["raw_sum_s"],
+                    "t_error": t_pred / n["t_s"] - 1,
+                    "summed_t_error": tt["raw_sum_s"] / n["t_s"] - 1,
+                    "measured_e_j": n["e_j"],
+                    "predicted_e_j": e_pred,
+                    "e_error": e_pred / n["e_j"] - 1 if pd.notna(n["e_j"]) else np.nan,
+                    **{f"calls_{s}": v for s, v in tt["call_shares"].items()},
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def error_summary(df: pd.DataFrame) -> dict[str, Any]:
+    """MAPE, median and time-weighted error of network predictions (time and energy), with counts."""
+    if df.empty:
+        return {"networks": 0}
+    out: dict[str, Any] = {"networks": int(len(df))}
+    for q, m, p in (("time", "measured_t_s", "predicted_t_s"), ("energy", "measured_e_j", "predicted_e_j")):
+        d = df.dropna(subset=[m, p])
+        if d.empty:
+            continue
+        ape = (d[p] - d[m]).abs() / d[m]
+        out[q] = {
+            "mape_pct": float(100 * ape.mean()),
+            "mdape_pct": float(100 * ape.median()),
+            "weighted_pct": float(100 * (d[p] - d[m]).abs().sum() / d[m].sum()),
+            "max_pct": float(100 * ape.max()),
+        }
+    return out
