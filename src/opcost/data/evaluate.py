@@ -10,6 +10,10 @@ Two sets of statistics sit side by side so they can be compared:
   thesis' re-runs where an op was measured more than once), with their count.
 The unprefixed t/e/P and sigmas are the row's best figures: trial-based for our campaigns, the
 thesis figures for its logs (`method` says which).
+
+The evaluated sweeps table holds the points along a knob of every sweep source and campaign. A
+source's rows at the device's default setting (`default_setting`, value unknown: the `auto` runs
+of gpu-frequency-dvfs) stay in that source's ingested table: a sweep report needs the setting.
 """
 
 from __future__ import annotations
@@ -205,6 +209,7 @@ def campaign_sweeps(name: str, cfg: str, nets: pd.DataFrame) -> pd.DataFrame:
                     "workload": f"{r['set_id']}/{r['mode']}",
                     "knob": knob,
                     "value": float(r[col]),
+                    "default_setting": False,
                     "time_s": r["t_s"],
                     "power_w": r["p_w"],
                     "energy_j": r["e_j"],
@@ -302,7 +307,8 @@ def run_evaluate_stage(paths: Paths, params: Params) -> dict[str, Any]:
     parts_nets.append(c_nets)
     ops = _finish(pd.concat([p for p in parts_ops if len(p)], ignore_index=True), EVALUATED_OPERATIONS)
     nets = _finish(pd.concat([p for p in parts_nets if len(p)], ignore_index=True), EVALUATED_NETWORKS)
-    sweeps_parts = [s for s in [*ing["sweeps"], c_sweeps] if len(s)]
+    sweeps_parts = [s[~s["default_setting"].astype(bool)] for s in ing["sweeps"]] + [c_sweeps]
+    sweeps_parts = [s for s in sweeps_parts if len(s)]
     sweeps = _finish(pd.concat(sweeps_parts, ignore_index=True) if sweeps_parts else pd.DataFrame(), SWEEPS)
 
     occurrences = OCCURRENCES.validate(pd.read_parquet(paths.occurrences))
