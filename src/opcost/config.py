@@ -55,13 +55,15 @@ def check_name(name: Any, where: str, what: str) -> str:
     return name
 
 
-def check_keys(raw: dict, valid: Sequence[str], where: str) -> None:
-    """Every key of `raw` is one of `valid`; the error names the closest valid key (difflib)."""
+def check_keys(raw: dict, valid: Sequence[str], where: str, notes: dict[str, str] | None = None) -> None:
+    """Every key of `raw` is one of `valid`; the error names the closest valid key (difflib), and
+    why the key is not taken where `notes` says."""
     for key in raw:
         if key not in valid:
             closest = difflib.get_close_matches(str(key), list(valid), n=1, cutoff=0.0)
             hint = f"closest valid key: {closest[0]!r}; " if closest else ""
-            raise OpcostError(f"{where}: unknown key {key!r} ({hint}valid keys: {', '.join(valid)})")
+            note = f"; {notes[key]}" if notes and key in notes else ""
+            raise OpcostError(f"{where}: unknown key {key!r} ({hint}valid keys: {', '.join(valid)}){note}")
 
 
 def mapping(raw: Any, where: str, what: str = "a mapping") -> dict:
@@ -533,9 +535,18 @@ XGBOOST_KEYS: dict[str, Callable[[Any, str], Any]] = {
 }
 
 
+SET_BY_THE_CODE = {
+    "random_state": "the seed comes from train.seed",
+    "n_jobs": "model/train.py sets the thread count",
+    "tree_method": "model/train.py uses hist",
+    "objective": "model/trees.py compiles squared-error models only",
+    "booster": "model/trees.py compiles gbtree models only",
+}
+
+
 def estimator_settings(raw: Any, keys: dict[str, Callable[[Any, str], Any]], where: str) -> dict[str, Any]:
     raw = mapping(raw, where)
-    check_keys(raw, list(keys), where)
+    check_keys(raw, list(keys), where, SET_BY_THE_CODE)
     return {k: keys[k](v, f"{where}.{k}") for k, v in raw.items()}
 
 
