@@ -297,7 +297,7 @@ def test_a_campaign_set_id_with_a_path_in_it_is_refused(tmp_path, repo_root):
 def test_duplicate_keys_and_broken_yaml_are_one_line_errors(tmp_path, repo_root):
     p = tmp_path / "params.yaml"
     p.write_text("train:\n  folds: 3\n  folds: 5\n")
-    with pytest.raises(OpcostError, match=r"^params.yaml: key 'folds' given twice \(.*line 3\)$"):
+    with pytest.raises(OpcostError, match=r"^params.yaml: key 'folds' given twice \(line 3\)$"):
         load_params(p)
     p.write_text("train: [folds: 3\n")
     with pytest.raises(OpcostError, match=r"^params.yaml is not valid YAML: ") as exc:

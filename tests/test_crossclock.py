@@ -308,3 +308,17 @@ def test_real_files_row_counts_match_cross_clock_md(crossclock_root):
     glob = pl[pl["workload"].str.endswith("zeus_global")]
     assert (glob["power_w"] <= glob["power_limit_w"] * 1.02).all()
     assert set(pl["device"]) == {"A40", "A100-PCIE-80GB"}
+
+
+def test_zero_times_are_rejects_not_divisions_by_zero(tmp_path):
+    """Found by bench/fuzz_ingest.py: power = energy / time crashed on a zero time."""
+    head, good = PERSEUS_STAGE.split(b"\r\n")[:2]
+    out = crossclock.perseus_stages(
+        put(tmp_path / "p", "bloom+a40_bf16.csv", head + b"\n" + good.replace(b"0.05123121643066401", b"0")), "p"
+    )
+    assert [(r["line"], r["reason"], r["message"]) for r in out.rejects] == [
+        (2, "out_of_range", "time = 0.0, must be > 0")
+    ]
+    zero = A40_GLOBAL.replace("136.38908396164575", "0.0")
+    out = crossclock.perseus_power_limit(put(tmp_path / "pl", "A40_zeus_global.csv", zero.encode()), "pl")
+    assert [(r["line"], r["reason"]) for r in out.rejects] == [(2, "out_of_range")] and not out.rows

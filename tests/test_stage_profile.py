@@ -93,5 +93,5 @@ def test_campaign_params_are_validated(tmp_path):
         load_params(tmp_path / "params.yaml")
     bad["profile"]["campaigns"]["x"] = {"sets": ["a"], "trails": 3}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(bad))
-    with pytest.raises(OpcostError, match=r"unknown key\(s\) \['trails'\]"):
+    with pytest.raises(OpcostError, match=r"unknown key 'trails' \(closest valid key: 'trials'"):
         load_params(tmp_path / "params.yaml")

@@ -360,18 +360,18 @@ class CampaignParams:
             raise OpcostError(f"{where}: a campaign must be a mapping of its settings, got {raw!r}")
         check_keys(raw, [f.name for f in fields(cls) if f.name != "name"], where)
         kw: dict[str, Any] = {key: CAMPAIGN_FIELDS[key](v, f"{where}.{key}") for key, v in raw.items()}
-        for i, s in enumerate(kw.get("sets", ())):
+        c = cls(name=name, **kw)
+        c.check(where)
+        for i, s in enumerate(c.sets):
             m = SET_ID.fullmatch(s)
             if not m or (m.group("dtype") and m.group("dtype") not in DTYPES):
                 raise OpcostError(
                     f"{where}.sets[{i}]: {s!r} is not a model-input set id such as resnet18:32x3x224x224[:dtype]"
                 )
             check_name(m.group("model"), f"{where}.sets[{i}]", "model")
-        for i, op in enumerate(kw.get("op_ids", ())):
+        for i, op in enumerate(c.op_ids):
             if not OP_ID.fullmatch(op):
                 raise OpcostError(f"{where}.op_ids[{i}]: {op!r} is not an op id (16 lowercase hex digits)")
-        c = cls(name=name, **kw)
-        c.check(where)
         return c
 
     def check(self, where: str) -> None:
@@ -587,9 +587,7 @@ def _no_duplicate_keys(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bo
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
         if key in seen:
-            raise OpcostError(
-                f"key {key!r} given twice ({key_node.start_mark.name} line {key_node.start_mark.line + 1})"
-            )
+            raise OpcostError(f"key {key!r} given twice (line {key_node.start_mark.line + 1})")
         seen.add(key)
     return loader.construct_mapping(node, deep=deep)
 

@@ -36,7 +36,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from opcost.data.sweeps import SweepRead, globbed, number, read_sweep_file, sweep_row, text, whole
+from opcost.data.sweeps import SweepRead, globbed, number, positive, read_sweep_file, sweep_row, text, whole
 from opcost.data.textfile import Line, LineError
 from opcost.errors import OpcostError
 
@@ -71,7 +71,7 @@ def perseus_stages(root: Path, source: str) -> SweepRead:
             instruction = rec["instruction"].strip()
             if instruction not in INSTRUCTIONS:
                 raise LineError("bad_value", f"instruction = {rec['instruction']!r}, expected forward or backward")
-            f_mhz, t, e = number(rec, "frequency"), number(rec, "time"), number(rec, "energy")
+            f_mhz, t, e = number(rec, "frequency"), positive(rec, "time"), number(rec, "energy")
             detail = {"unit": "stage instruction", "model": model, "stage": stage, "dtype": dtype}
             return [
                 sweep_row(
@@ -167,7 +167,7 @@ def perseus_power_limit(root: Path, source: str) -> SweepRead:
             if not (1 <= dp <= 4096 and 1 <= tp <= 4096 and 1 <= pp <= MAX_STAGES):
                 raise LineError("out_of_range", f"dp, tp, pp = {dp}, {tp}, {pp}: expected 1..4096 and pp <= 64")
             limits = _stage_limits(rec, pp)
-            t, e = number(rec, "time"), number(rec, "energy")
+            t, e = positive(rec, "time"), number(rec, "energy")
             gpus = dp * tp * pp
             if mode == "global":
                 if len(set(limits)) != 1:

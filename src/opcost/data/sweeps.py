@@ -78,6 +78,14 @@ def number(rec: dict[str, str], col: str) -> float:
     return parse_number(rec[col].strip(), col)
 
 
+def positive(rec: dict[str, str], col: str) -> float:
+    """A CSV field as a finite float > 0: a time something else is divided by, for one."""
+    x = number(rec, col)
+    if x <= 0:
+        raise LineError("out_of_range", f"{col} = {x}, must be > 0")
+    return x
+
+
 def whole(rec: dict[str, str], col: str) -> int:
     """A CSV field as a whole number (`8`, `8.0`), LineError otherwise."""
     x = number(rec, col)

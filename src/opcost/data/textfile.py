@@ -7,7 +7,8 @@ parser counts it as a rejected line with its number. Physical line numbers stay 
 
 Whole-file problems are one-line `OpcostError`s naming the file: missing, a directory or other
 non-file where a file is expected, unreadable, empty (or only whitespace), or not text at all
-(more than half of its lines, or of its bytes, undecodable or holding NUL bytes: a binary file).
+(more than half of its lines undecodable or holding NUL bytes: a binary or UTF-16 file). A text
+file with a few bad lines is read, and those lines become rejects.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def read_lines(path: Path, what: str) -> list[Line]:
     if raw and raw[-1] == b"":
         raw.pop()  # the newline that ends the last line
     lines: list[Line] = []
-    bad_lines = bad_bytes = 0
+    bad_lines = 0
     for number, chunk in enumerate(raw, start=1):
         if chunk.endswith(b"\r"):
             chunk = chunk[:-1]
@@ -97,11 +98,9 @@ def read_lines(path: Path, what: str) -> list[Line]:
             problem = UNDECODABLE
         if problem is None and "\x00" in text:
             problem = NUL_BYTE
-        if problem:
-            bad_lines += 1
-            bad_bytes += len(chunk)
+        bad_lines += problem is not None
         lines.append(Line(number, text, problem))
-    if 2 * bad_lines > len(lines) or 2 * bad_bytes > len(data):
+    if 2 * bad_lines > len(lines):
         raise OpcostError(
             f"{path} is not a text file ({bad_lines} of {len(lines)} lines undecodable or holding NUL bytes); "
             f"expected a {what} file"

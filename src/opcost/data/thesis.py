@@ -65,7 +65,9 @@ def parse_shape(text: str) -> tuple[int, ...]:
     if len(parts) > 1 and parts[-1] == "":
         parts.pop()
     if not parts or len(parts) > MAX_DIMS or not all(DIM.fullmatch(p) for p in parts):
-        raise LineError("bad_shape", f"shape ({text}) is not 1 to {MAX_DIMS} comma-separated integers")
+        raise LineError("bad_shape", f"shape ({clip(text, 60)}) is not 1 to {MAX_DIMS} comma-separated integers")
+    if any(len(p) > 15 for p in parts):  # (and int() refuses strings of over 4300 digits)
+        raise LineError("bad_shape", f"shape ({clip(text, 60)}) has a dimension of more than 2^40 elements")
     dims = tuple(int(p) for p in parts)
     if any(d <= 0 for d in dims):
         raise LineError("bad_shape", f"shape {dims} has a dimension <= 0")
