@@ -195,6 +195,7 @@ def corrupt_root(tmp_root, external_data):
         conv[11]: b" ".join(keep[conv[11]].split()[:-14] + [b"nan"] + keep[conv[11]].split()[-13:]),
         conv[15]: keep[conv[15]][:40] + b"\xc3\x28" + keep[conv[15]][40:],
         conv[19]: b" ".join(keep[conv[19]].split()[:-14] + [b"0"] + keep[conv[19]].split()[-13:]),
+        conv[23]: keep[conv[23]][:30] + b"\x00" + keep[conv[23]][30:],
     }
     for i, v in planted.items():
         keep[i] = v
@@ -213,12 +214,12 @@ def test_ingest_stage_goes_on_past_bad_lines_and_reports_them(corrupt_root):
     d = paths.ingested_dir("thesis-copy")
     rejects = REJECTS.validate(pd.read_parquet(d / "rejects.parquet"))
     assert list(zip(rejects["line"], rejects["reason"])) == list(
-        zip(sorted(planted), ["bad_repr", "bad_shape", "bad_number", "undecodable", "out_of_range"])
+        zip(sorted(planted), ["bad_repr", "bad_shape", "bad_number", "undecodable", "out_of_range", "nul_byte"])
     )
     assert set(rejects["source_file"]) == {"ops/inference/A30.log"} and set(rejects["source"]) == {"thesis-copy"}
     f = summary["files"]["ops/inference/A30.log"]
-    assert f["parsed"] == n_data - 5 and f["rejected"] == 5
-    assert summary["rejected_lines"] == 5
+    assert f["parsed"] == n_data - 6 and f["rejected"] == 6
+    assert summary["rejected_lines"] == 6
     assert summary["rejected_by_reason"] == {
         **{k: 0 for k in summary["rejected_by_reason"]},
         "bad_repr": 1,
@@ -226,10 +227,12 @@ def test_ingest_stage_goes_on_past_bad_lines_and_reports_them(corrupt_root):
         "bad_number": 1,
         "undecodable": 1,
         "out_of_range": 1,
+        "nul_byte": 1,
     }
     ops = OP_MEASUREMENTS.validate(pd.read_parquet(d / "op_measurements.parquet"))
-    assert len(ops) == n_data - 5 and not set(ops["line"]) & set(planted)
-    assert json.loads((d / "summary.json").read_text())["rejected_lines"] == 5
+    assert len(ops) == n_data - 6 and not set(ops["line"]) & set(planted)
+    assert json.loads((d / "summary.json").read_text())["rejected_lines"] == 6
+    assert "\x00" in rejects["text"].iloc[-1]  # kept as read
     assert summary["network_rows"] == 3 * 18 + 26  # the untouched model logs
 
 
