@@ -37,7 +37,7 @@ def tmp_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture(scope="session")
 def external_data() -> Path:
     """data/external/ as DVC tracks it; pulled from the in-repo remote when a fresh clone lacks it."""
-    targets = [EXTERNAL / f"{d}.dvc" for d in ("nicolai-thesis", "zeus-power-limit", "dvfs-conv")]
+    targets = sorted(EXTERNAL.glob("*.dvc"))
     if not all((EXTERNAL / t.stem).is_dir() for t in targets):
         dvc = shutil.which("dvc") or str(Path(sys.executable).parent / "dvc")
         subprocess.run([dvc, "pull", *map(str, targets)], cwd=REPO, check=True, capture_output=True)

@@ -1,3 +1,4 @@
+import math
 from pathlib import Path
 
 import pytest
@@ -137,3 +138,229 @@ def test_default_dvc_remote_is_a_folder_inside_the_repo(repo_root):
     url = cfg[f"'remote \"{default}\"'"]["url"]
     store = (repo_root / ".dvc" / url).resolve()
     assert store.parent == repo_root.resolve() and store.is_dir()
+
+
+# --- strict params.yaml: unknown keys, types, NaN/inf, non-positive values, safe names ------------
+
+
+def base_params(repo_root: Path) -> dict:
+    return yaml.safe_load((repo_root / "params.yaml").read_text())
+
+
+def refused(tmp_path: Path, params: dict, *parts: str) -> str:
+    """load_params fails on `params` with a one-line OpcostError containing every part."""
+    p = tmp_path / "params.yaml"
+    p.write_text(yaml.safe_dump(params))
+    with pytest.raises(OpcostError) as exc:
+        load_params(p)
+    msg = str(exc.value)
+    assert "\n" not in msg, msg
+    for part in parts:
+        assert part in msg, (part, msg)
+    return msg
+
+
+def at(params: dict, path: str) -> dict:
+    """The mapping at a dotted path (`profile.campaigns.cpu-smoke`, `extract.sets.0`)."""
+    node = params
+    for key in path.split("."):
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    return node
+
+
+UNKNOWN_KEYS = [
+    # (where the key goes, the misspelt key, where the message says it is, the closest valid key)
+    ("", "trian", "params.yaml (top level)", "'train'"),
+    ("extract", "set", "params.yaml: extract", "'sets'"),
+    ("extract.sets.0", "input_shapes", "params.yaml: extract.sets[0]", "'input_shape'"),
+    ("profile", "campaign", "params.yaml: profile", "'campaigns'"),
+    ("profile.campaigns.cpu-smoke", "min_time", "params.yaml: profile.campaigns.cpu-smoke", "'min_time_s'"),
+    ("profile.campaigns.cpu-smoke", "window", "params.yaml: profile.campaigns.cpu-smoke", "'window_s'"),
+    ("ingest", "source", "params.yaml: ingest", "'sources'"),
+    ("ingest.sources.dvfs-conv", "knd", "params.yaml: ingest.sources.dvfs-conv", "'kind'"),
+    ("train", "fold", "params.yaml: train", "'folds'"),
+    ("train.random_forest", "n_estimator", "params.yaml: train.random_forest", "'n_estimators'"),
+    ("train.random_forest", "random_state", "params.yaml: train.random_forest", "'n_estimators'"),
+    ("train.xgboost", "learningrate", "params.yaml: train.xgboost", "'learning_rate'"),
+    ("train.xgboost", "objective", "params.yaml: train.xgboost", "'max_leaves'"),
+]
+
+
+@pytest.mark.parametrize(
+    "where, key, named, closest", UNKNOWN_KEYS, ids=[f"{w or 'top'}.{k}" for w, k, _, _ in UNKNOWN_KEYS]
+)
+def test_unknown_key_at_any_level_names_key_place_and_closest(tmp_path, repo_root, where, key, named, closest):
+    params = base_params(repo_root)
+    (at(params, where) if where else params)[key] = 1
+    refused(tmp_path, params, named, f"unknown key {key!r}", f"closest valid key: {closest}")
+
+
+BAD_VALUES = [
+    # (dotted path, value, part of the message)
+    ("profile.campaigns.cpu-smoke.trials", "3", "expected an integer >= 1, got '3'"),
+    ("profile.campaigns.cpu-smoke.trials", True, "expected an integer >= 1, got True"),
+    ("profile.campaigns.cpu-smoke.trials", 2.0, "expected an integer >= 1, got 2.0"),
+    ("profile.campaigns.cpu-smoke.trials", 0, "expected an integer >= 1, got 0"),
+    ("profile.campaigns.cpu-smoke.chunks", 2, "chunks: expected an integer >= 3, got 2"),
+    ("profile.campaigns.cpu-smoke.min_time_s", "0.02", "min_time_s: expected a finite number > 0, got '0.02'"),
+    ("profile.campaigns.cpu-smoke.min_time_s", math.nan, "min_time_s: expected a finite number > 0, got nan"),
+    ("profile.campaigns.cpu-smoke.min_time_s", 0, "min_time_s: expected a finite number > 0, got 0"),
+    ("profile.campaigns.cpu-smoke.window_s", math.inf, "window_s: expected a finite number > 0, got inf"),
+    ("profile.campaigns.cpu-smoke.window_s", -0.05, "window_s: expected a finite number > 0, got -0.05"),
+    ("profile.campaigns.cpu-smoke.sample_interval_s", 0.0, "sample_interval_s: expected a finite number > 0"),
+    ("profile.campaigns.cpu-smoke.instance_budget_mb", False, "instance_budget_mb: expected a finite number > 0"),
+    ("profile.campaigns.cpu-smoke.max_instances", 0, "max_instances: expected an integer >= 1, got 0"),
+    ("profile.campaigns.cpu-smoke.seed", -1, "seed: expected an integer >= 0, got -1"),
+    ("profile.campaigns.cpu-smoke.networks", "yes", "networks: expected true or false, got 'yes'"),
+    ("profile.campaigns.cpu-smoke.modes", ["inference", "train"], "modes[1]: expected one of inference, training"),
+    ("profile.campaigns.cpu-smoke.clocks_mhz", [1410, 0], "clocks_mhz[1]: expected an integer >= 1, got 0"),
+    ("profile.campaigns.cpu-smoke.clocks_mhz", [1410.5], "clocks_mhz[0]: expected an integer >= 1, got 1410.5"),
+    ("profile.campaigns.cpu-smoke.power_limits_w", [math.nan], "power_limits_w[0]: expected a finite number > 0"),
+    ("profile.campaigns.cpu-smoke.energy_source", "nvml2", "energy_source: expected one of auto, nvml"),
+    ("profile.campaigns.cpu-smoke.device", "cuda:64", "device 'cuda:64' must be cpu or cuda:N"),
+    ("profile.campaigns.cpu-smoke.sets", ["resnet18"], "sets[0]: 'resnet18' is not a model-input set id"),
+    ("profile.campaigns.cpu-smoke.op_ids", ["xyz"], "op_ids[0]: 'xyz' is not an op id"),
+    ("train.folds", 1, "train.folds: expected an integer >= 2, got 1"),
+    ("train.folds", "15", "train.folds: expected an integer >= 2, got '15'"),
+    ("train.seed", 0.5, "train.seed: expected an integer >= 0, got 0.5"),
+    ("train.random_forest.n_estimators", 0, "random_forest.n_estimators: expected an integer >= 1, got 0"),
+    ("train.random_forest.max_features", 1.5, "max_features: expected a finite number > 0 and <= 1, got 1.5"),
+    ("train.random_forest.max_features", "all", "max_features: expected a share in (0, 1], a count >= 1"),
+    ("train.random_forest.bootstrap", 1, "bootstrap: expected true or false, got 1"),
+    ("train.xgboost.learning_rate", math.inf, "xgboost.learning_rate: expected a finite number > 0 and <= 1"),
+    ("train.xgboost.subsample", 0, "xgboost.subsample: expected a finite number > 0 and <= 1, got 0"),
+    ("train.xgboost.max_depth", True, "xgboost.max_depth: expected an integer >= 1, got True"),
+    ("train.xgboost.reg_lambda", -1, "xgboost.reg_lambda: expected a finite number >= 0, got -1"),
+    ("train.targets", ["A30"], "train.targets[0]: train target 'A30' must be <device config>-<mode>"),
+    ("ingest.sources.dvfs-conv.kind", "dvfs", "kind 'dvfs' is not one of thesis-logs"),
+]
+
+
+@pytest.mark.parametrize("path, value, part", BAD_VALUES, ids=[f"{p}={v!r}" for p, v, _ in BAD_VALUES])
+def test_wrong_types_nan_inf_and_non_positive_values_are_refused(tmp_path, repo_root, path, value, part):
+    params = base_params(repo_root)
+    parent, _, key = path.rpartition(".")
+    at(params, parent)[key] = value
+    refused(tmp_path, params, part)
+
+
+def test_settings_the_code_makes_are_refused_with_the_reason(tmp_path, repo_root):
+    params = base_params(repo_root)
+    params["train"]["random_forest"]["random_state"] = 3
+    refused(tmp_path, params, "unknown key 'random_state'", "; the seed comes from train.seed")
+    params = base_params(repo_root)
+    params["train"]["xgboost"]["objective"] = "reg:absoluteerror"
+    refused(tmp_path, params, "unknown key 'objective'", "model/trees.py compiles squared-error models only")
+
+
+def test_estimator_settings_accept_their_documented_keys(tmp_path, repo_root):
+    params = base_params(repo_root)
+    params["train"]["random_forest"] = {
+        "n_estimators": 10,
+        "max_depth": None,
+        "max_features": "sqrt",
+        "min_samples_split": 4,
+        "bootstrap": False,
+        "max_samples": None,
+        "criterion": "friedman_mse",
+    }
+    params["train"]["xgboost"] = {"n_estimators": 5, "learning_rate": 1, "reg_lambda": 0, "max_bin": 64, "gamma": 0.5}
+    p = tmp_path / "params.yaml"
+    p.write_text(yaml.safe_dump(params))
+    tr = load_params(p).train
+    assert tr.random_forest["max_features"] == "sqrt" and tr.random_forest["max_depth"] is None
+    assert tr.xgboost == {"n_estimators": 5, "learning_rate": 1.0, "reg_lambda": 0.0, "max_bin": 64, "gamma": 0.5}
+
+
+def test_estimator_keys_are_keyword_arguments_of_the_estimators():
+    """What params.yaml may pass through exists in the estimators' signatures (and the code's own
+    arguments are not among them)."""
+    import inspect
+
+    from sklearn.ensemble import RandomForestRegressor
+    from xgboost import XGBRegressor
+
+    from opcost.config import RANDOM_FOREST_KEYS, XGBOOST_KEYS
+
+    rf = set(inspect.signature(RandomForestRegressor).parameters)
+    assert set(RANDOM_FOREST_KEYS) <= rf
+    xgb = set(XGBRegressor().get_params())
+    assert set(XGBOOST_KEYS) <= xgb
+    for own in ("random_state", "n_jobs", "tree_method", "objective", "booster"):
+        assert own not in RANDOM_FOREST_KEYS and own not in XGBOOST_KEYS
+
+
+UNSAFE = ["../../x", "..", ".hidden", "a/b", "x y", "café", "a..b", ""]
+
+
+@pytest.mark.parametrize("name", UNSAFE)
+def test_names_that_become_paths_are_refused_unless_safe(tmp_path, repo_root, name):
+    params = base_params(repo_root)
+    params["profile"]["campaigns"][name] = params["profile"]["campaigns"].pop("cpu-smoke")
+    refused(tmp_path, params, "profile.campaigns: campaign name", "may use only letters, digits")
+    params = base_params(repo_root)
+    params["ingest"]["sources"][name] = params["ingest"]["sources"].pop("dvfs-conv")
+    refused(tmp_path, params, "ingest.sources: source name", "(it becomes part of a file path)")
+    params = base_params(repo_root)
+    params["train"]["targets"] = [f"{name}-inference"] if name else [""]
+    refused(tmp_path, params, "train.targets[0]: train target")
+    params = base_params(repo_root)
+    params["extract"]["sets"][0]["model"] = name
+    refused(tmp_path, params, "extract.sets[0]")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "../../x",
+        "data/external/../../x",
+        "data/external/../raw/cpu-smoke",
+        "/etc",
+        "data/other/x",
+        "data/external",
+        "data/external/.hidden",
+        "data\\external\\x",
+    ],
+)
+def test_a_source_path_stays_inside_data_external(tmp_path, repo_root, path):
+    params = base_params(repo_root)
+    params["ingest"]["sources"]["dvfs-conv"]["path"] = path
+    refused(tmp_path, params, "ingest.sources.dvfs-conv.path")
+
+
+def test_a_campaign_set_id_with_a_path_in_it_is_refused(tmp_path, repo_root):
+    params = base_params(repo_root)
+    params["profile"]["campaigns"]["cpu-smoke"]["sets"] = ["../../x:32x3x32x32"]
+    refused(tmp_path, params, "sets[0]: '../../x:32x3x32x32' is not a model-input set id")
+
+
+def test_duplicate_keys_and_broken_yaml_are_one_line_errors(tmp_path, repo_root):
+    p = tmp_path / "params.yaml"
+    p.write_text("train:\n  folds: 3\n  folds: 5\n")
+    with pytest.raises(OpcostError, match=r"^params.yaml: key 'folds' given twice \(line 3\)$"):
+        load_params(p)
+    p.write_text("train: [folds: 3\n")
+    with pytest.raises(OpcostError, match=r"^params.yaml is not valid YAML: ") as exc:
+        load_params(p)
+    assert "\n" not in str(exc.value)
+    p.write_text("- just\n- a list\n")
+    with pytest.raises(OpcostError, match=r"^params.yaml: expected a mapping of sections, got list"):
+        load_params(p)
+
+
+def test_every_campaign_setting_has_a_check():
+    from dataclasses import fields
+
+    from opcost.config import CAMPAIGN_FIELDS, CampaignParams
+
+    assert {f.name for f in fields(CampaignParams)} - {"name"} == set(CAMPAIGN_FIELDS)
+
+
+@pytest.mark.parametrize("key, value", [("min_time_s", math.nan), ("window_s", math.inf), ("window_s", -1.0)])
+def test_ad_hoc_campaigns_refuse_nan_and_inf_durations(key, value):
+    """The command line builds CampaignParams from typer's floats and calls check()."""
+    from opcost.config import CampaignParams
+
+    c = CampaignParams(name="adhoc", sets=("resnet18:1x3x32x32",), **{key: value})
+    with pytest.raises(OpcostError, match=f"command line: {key} must be a finite number > 0, got {value}"):
+        c.check("command line")

@@ -69,12 +69,27 @@ def test_campaign_rows_use_trial_statistics(evaluated):
     assert set(nets["method"]) == {"trials", "thesis-log"}
 
 
+SWEEP_SOURCES = {  # evaluated sweep rows per source (ingested rows less default-setting rows)
+    "zeus-power-limit": 1609,
+    "dvfs-conv": 150,
+    "perseus-stage-profiles": 784,
+    "perseus-power-limit": 160,
+    "nv-dvfs-kernels": 400,
+    "gpu-frequency-dvfs": 2 * 1666,
+}
+
+
 def test_sweeps_and_reports(evaluated):
     paths, _ = evaluated
     sw = SWEEPS.validate(pd.read_parquet(paths.evaluated_sweeps))
-    assert set(sw["source"]) == {"zeus-power-limit", "dvfs-conv"} and len(sw) == 1609 + 150
+    assert sw.groupby("source").size().to_dict() == SWEEP_SOURCES
+    # the 65 gpu-frequency-dvfs `auto` rows (clock unknown) stay in the ingested table only
+    ingested = pd.read_parquet(paths.ingested_dir("gpu-frequency-dvfs") / "sweeps.parquet")
+    assert int(ingested["default_setting"].sum()) == 65 and not sw["default_setting"].any()
+    assert sw["value"].notna().all()
     summary = json.loads(paths.ingest_summary.read_text())
-    assert set(summary) == {"nicolai-thesis", "zeus-power-limit", "dvfs-conv"}
+    assert set(summary) == {"nicolai-thesis", *SWEEP_SOURCES}
+    assert all(s["rejected_lines"] == 0 for s in summary.values())
     cov = json.loads(paths.ingest_coverage.read_text())
     by = {(r["set_id"], r["device_config"], r["mode"]): r for r in cov["networks"]}
     r18 = by[("resnet18:32x3x32x32", "A30", "inference")]
@@ -96,10 +111,38 @@ def test_schema_failure_names_the_column(evaluated):
         df = pd.read_parquet(f)
         df.loc[0, "t_s"] = -1.0
         df.to_parquet(f, index=False)
-        with pytest.raises(SchemaError, match="table op_measurements: column t_s holds -1.0, below its minimum 0"):
+        with pytest.raises(SchemaError, match="table op_measurements: column t_s holds -1.0, must be > 0 s"):
             run_evaluate_stage(paths, load_params(paths.params))
         df.drop(columns=["p_w"]).to_parquet(f, index=False)
         with pytest.raises(SchemaError, match=r"table op_measurements: missing column\(s\) p_w"):
             run_evaluate_stage(paths, load_params(paths.params))
     finally:
         f.write_bytes(keep)
+
+
+def test_validate_sweep_reports_take_the_new_sources(evaluated):
+    """The validate stage's sweep reports (validate/sweeps.py) on the evaluated sweeps: every
+    cross-clock workload gets its optimum, at settings the source measured."""
+    from opcost.validate import sweeps as vs
+
+    paths, _ = evaluated
+    sw = SWEEPS.validate(pd.read_parquet(paths.evaluated_sweeps))
+    opt = vs.optima(vs.normalised(sw)).set_index(["source", "device", "workload", "knob"])
+    stage = opt.loc[("perseus-stage-profiles", "A40", "gpt3-175b/stage0/forward", "core_clock_mhz")]
+    assert stage["settings"] == 60 and (stage["min_value"], stage["reference_value"]) == (855.0, 1740.0)
+    kernel = opt.loc[("nv-dvfs-kernels", "V100", "matrixMul/matrixMulCUDA", "core_clock_mhz")]
+    assert kernel["settings"] == 10 and kernel["reference_value"] == 1380.0
+    gemm = opt.loc[("gpu-frequency-dvfs", "RTX3080Ti", "gemm/gemm_kernel@mem9501", "core_clock_mhz")]
+    assert gemm["settings"] == 6 and gemm["min_value"] == 210.0
+    pl = opt.loc[
+        ("perseus-power-limit", "A40", "gpt3-2.7b/bs1024/dp1-tp1-pp8/uniform_transformer/zeus_global", "power_limit_w")
+    ]
+    assert pl["settings"] == 8 and pl["energy_optimal_value"] in set(range(125, 301, 25))
+    n = opt.reset_index().groupby("source").size()
+    assert n["perseus-stage-profiles"] == 16 and n["nv-dvfs-kernels"] == 40
+    grid = vs.grid_optima(sw).set_index(["source", "device", "workload"])
+    assert set(grid.index.get_level_values("source")) == {"dvfs-conv", "gpu-frequency-dvfs"}  # nv-dvfs: one mem clock
+    g = grid.loc[("gpu-frequency-dvfs", "RTX3080Ti", "gemm/gemm_kernel")]
+    # the grid is not rectangular: the reference is the fastest core clock at the fastest memory clock
+    assert g["reference_mem_mhz"] == 9501.0 and g["reference_core_mhz"] in {1905.0, 1920.0, 1935.0, 1950.0, 1965.0}
+    assert g["grid_points"] == len(sw[(sw["workload"].str.startswith("gemm/gemm_kernel@mem"))])

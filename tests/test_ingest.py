@@ -12,7 +12,7 @@ from opcost.config import Paths, load_params
 from opcost.data.ingest import run_ingest_stage
 from opcost.data.thesis import Classifier, parse_network_log, parse_op_log
 from opcost.ops.reprparse import spec_from_repr
-from opcost.schemas import NET_MEASUREMENTS, OP_MEASUREMENTS, OPERATIONS, SWEEPS
+from opcost.schemas import NET_MEASUREMENTS, OP_MEASUREMENTS, OPERATIONS, REJECTS, SWEEPS
 
 # Real lines, copied from data/external/nicolai-thesis/ops/inference/A30.log and ops/training/A30.log
 STEM = "Conv2d(3, 64, kernel_size=(7, 7), stride=(2, 2), padding=(3, 3), bias=False)"
@@ -55,7 +55,10 @@ def test_inference_op_line_exact_values_and_skipped_kinds(tmp_path):
     assert (r["start_time"], r["stop_time"]) == ("2024-11-17T14:45:42", "2024-11-17T14:46:06")
     assert (r["line"], r["phase"], r["kind"], r["input_shape"]) == (4, "forward", "Conv2d", [32, 3, 56, 56])
     assert r["op_id"] == spec_from_repr(STEM, (32, 3, 56, 56)).op_id
-    assert dict(res.skipped) == {"warning": 2, "progress": 2, "other": 2, "traceback": 2, "out_of_memory": 2}
+    assert dict(res.skipped) == {"warning": 2, "progress": 2, "other": 1, "traceback": 2, "out_of_memory": 2}
+    # the truncated data line is not skipped as noise: it is a reject, with its line and why
+    assert [(x["line"], x["reason"]) for x in res.rejects] == [(6, "value_count")]
+    assert res.rejects[0]["message"] == "2 values after the shape; a inference line has 14"
 
 
 def test_training_line_gives_forward_and_forward_backward(tmp_path):
@@ -83,7 +86,9 @@ def test_network_log_pairs_names_with_measurements(tmp_path):
     assert [r["set_id"] for r in res.rows] == ["resnet34:32x3x56x56"]
     r = res.rows[0]
     assert r["t_s"] == 0.003855626331182494 and r["p_w"] == 104.6402977900841 and r["phase"] == "train_step"
-    assert res.skipped["progress"] == 4 and res.skipped["other"] == 1
+    assert res.skipped["progress"] == 4 and res.skipped["other"] == 0
+    assert [(x["line"], x["reason"]) for x in res.rejects] == [(6, "unpaired")]
+    assert "differs from the model-name line's (32, 3, 224, 224)" in res.rejects[0]["message"]
 
 
 def test_classifier_keeps_warning_continuations():
@@ -133,6 +138,10 @@ def test_thesis_counts_equal_the_datasets_readme(ingest_root):
     assert s["skipped_lines"]["other"] == 0 and s["skipped_lines"]["warning"] > 0
     saved = json.loads((d / "summary.json").read_text())
     assert saved["op_rows"] == 3 * 835 + 2 * (2 * 1227) + 2 * 128
+    # the real logs hold no bad line: an empty rejects table, with its schema, and zero counts
+    rejects = REJECTS.validate(pd.read_parquet(d / "rejects.parquet"))
+    assert len(rejects) == 0 and list(rejects.columns) == REJECTS.names
+    assert saved["rejected_lines"] == 0 and set(saved["rejected_by_reason"].values()) == {0}
 
 
 def test_sweep_sources(ingest_root):
@@ -156,6 +165,8 @@ def test_sweep_sources(ingest_root):
     row = dt[(dt["workload"] == "conv-fft/input00@mem2100") & (dt["value"] == 1000)].iloc[0]
     assert row["knob"] == "core_clock_mhz" and row["time_s"] == 81650.0e-6 and row["power_w"] == 88.892300000000006
     assert set(dt["knob"]) == {"core_clock_mhz", "mem_clock_mhz"}
+    for name in ("zeus-power-limit", "dvfs-conv"):
+        assert len(REJECTS.validate(pd.read_parquet(ingest_root.ingested_dir(name) / "rejects.parquet"))) == 0
 
 
 def test_unknown_source_is_named(ingest_root):
@@ -163,6 +174,6 @@ def test_unknown_source_is_named(ingest_root):
 
     with pytest.raises(
         OpcostError,
-        match="unknown ingest source 'zeus'; sources in params.yaml: dvfs-conv, nicolai-thesis, zeus-power-limit",
+        match="unknown ingest source 'zeus'; sources in params.yaml: dvfs-conv, gpu-frequency-dvfs, nicolai-thesis, ",
     ):
         run_ingest_stage(ingest_root, load_params(ingest_root.params), "zeus")

@@ -108,7 +108,7 @@ def test_campaign_params_are_validated(tmp_path):
         load_params(tmp_path / "params.yaml")
     bad["profile"]["campaigns"]["x"] = {"sets": ["a"], "trails": 3}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(bad))
-    with pytest.raises(OpcostError, match=r"unknown key\(s\) \['trails'\]"):
+    with pytest.raises(OpcostError, match=r"unknown key 'trails' \(closest valid key: 'trials'"):
         load_params(tmp_path / "params.yaml")
     for key, value in (("min_time_s", ".nan"), ("window_s", ".inf"), ("sample_interval_s", "0")):
         (tmp_path / "params.yaml").write_text(f"profile:\n  campaigns:\n    x: {{sets: [a], {key}: {value}}}\n")

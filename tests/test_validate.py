@@ -148,11 +148,21 @@ def test_validate_stage_writes_the_report(trained):
     opt = pd.read_csv(paths.validate_dir / "sweep_optima.csv")
     sw = pd.read_parquet(paths.evaluated_sweeps)
     assert len(opt) == sw.groupby(["source", "device", "workload", "knob"]).ngroups
-    assert set(opt["source"]) == {"zeus-power-limit", "dvfs-conv"}
+    assert set(opt["source"]) == {
+        "zeus-power-limit",
+        "dvfs-conv",
+        "perseus-stage-profiles",
+        "perseus-power-limit",
+        "nv-dvfs-kernels",
+        "gpu-frequency-dvfs",
+    }
     grid = pd.read_csv(paths.validate_dir / "grid_optima.csv")
     # dvfs-conv: three cuDNN algorithms, each a 5 x 5 core x memory clock grid
-    assert sorted(grid["workload"]) == ["conv-fft/input00", "conv-sgemm/input00", "conv-winograd/input00"]
-    assert (grid["grid_points"] == 25).all()
+    conv = grid[grid["source"] == "dvfs-conv"]
+    assert sorted(conv["workload"]) == ["conv-fft/input00", "conv-sgemm/input00", "conv-winograd/input00"]
+    assert (conv["grid_points"] == 25).all()
+    # gpu-frequency-dvfs: 65 kernels, each over a core x memory clock grid
+    assert (grid["source"] == "gpu-frequency-dvfs").sum() == 65
     index = paths.report_index.read_text()
     for f in (paths.validate_figures).glob("*.png"):
         assert f"validate/figures/{f.name}" in index

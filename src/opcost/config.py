@@ -7,15 +7,24 @@ apart silently (tests compare them).
 The repository root is found without relying on where the package is installed, because under
 `dvc exp run --temp` the stage runs in a copy of the repository: `OPCOST_ROOT`, then `DVC_ROOT`,
 then the nearest parent of the working directory that holds `dvc.yaml`, else the working directory.
+
+params.yaml is validated strictly, because a typo there silently changes what a stage does: an
+unknown key at any level is an error naming the key, where it is and the closest valid key; a
+value of the wrong type (a string or bool where a number goes), NaN, infinity, a non-positive
+duration or count, a duplicated key, is a one-line error. Names that become paths (campaigns,
+ingest sources, train targets, model names in set ids) use only `[A-Za-z0-9_.-]`, never `..` or a
+leading dot, and a source's path stays inside data/external/.
 """
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Iterable, Sequence
+import re
+from dataclasses import dataclass, field, fields
+from pathlib import Path, PurePosixPath
+from typing import Any, Callable, Iterable, Sequence
 
 import yaml
 
@@ -26,6 +35,113 @@ MODES: tuple[str, ...] = ("inference", "training")
 OP_PHASE: dict[str, str] = {"inference": "forward", "training": "forward_backward"}
 DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16", "float64")
 INPUT_SHAPE_HELP = "B,C,H,W: four positive integers, e.g. 32,3,224,224"
+
+
+# --------------------------------------------------------------------------------------------
+# Strict checks of params.yaml values: one-line errors that say where, what and what is valid.
+# --------------------------------------------------------------------------------------------
+
+SAFE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+SET_ID = re.compile(r"(?P<model>[A-Za-z0-9_.-]+):[0-9]+x[0-9]+x[0-9]+x[0-9]+(?::(?P<dtype>[a-z0-9]+))?")
+OP_ID = re.compile(r"[0-9a-f]{16}")
+EXTERNAL_DIR = ("data", "external")
+
+
+def check_name(name: Any, where: str, what: str) -> str:
+    """A name that becomes part of a path: `[A-Za-z0-9_.-]`, no leading dot, no `..`."""
+    if not isinstance(name, str) or not SAFE_NAME.fullmatch(name) or name.startswith(".") or ".." in name:
+        raise OpcostError(
+            f"{where}: {what} {name!r} may use only letters, digits, '_', '.' and '-', without a leading dot "
+            "or '..' (it becomes part of a file path)"
+        )
+    return name
+
+
+def check_keys(raw: dict, valid: Sequence[str], where: str, notes: dict[str, str] | None = None) -> None:
+    """Every key of `raw` is one of `valid`; the error names the closest valid key (difflib), and
+    why the key is not taken where `notes` says."""
+    for key in raw:
+        if key not in valid:
+            closest = difflib.get_close_matches(str(key), list(valid), n=1, cutoff=0.0)
+            hint = f"closest valid key: {closest[0]!r}; " if closest else ""
+            note = f"; {notes[key]}" if notes and key in notes else ""
+            raise OpcostError(f"{where}: unknown key {key!r} ({hint}valid keys: {', '.join(valid)}){note}")
+
+
+def mapping(raw: Any, where: str, what: str = "a mapping") -> dict:
+    """A YAML mapping (None, an empty section, counts as empty)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise OpcostError(f"{where}: expected {what}, got {type(raw).__name__} {raw!r}")
+    return raw
+
+
+def as_int(v: Any, where: str, lo: int | None = None) -> int:
+    """An integer (not a bool, not a float, not a string), at least `lo`."""
+    if isinstance(v, bool) or not isinstance(v, int) or (lo is not None and v < lo):
+        bound = f" >= {lo}" if lo is not None else ""
+        raise OpcostError(f"{where}: expected an integer{bound}, got {v!r}")
+    return v
+
+
+def as_number(
+    v: Any,
+    where: str,
+    lo: float | None = None,
+    hi: float | None = None,
+    lo_open: bool = False,
+    hi_open: bool = False,
+) -> float:
+    """A finite number (int or float, not a bool or string) in [lo, hi] (open ends where asked)."""
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    if ok and lo is not None:
+        ok = v > lo if lo_open else v >= lo
+    if ok and hi is not None:
+        ok = v < hi if hi_open else v <= hi
+    if not ok:
+        left = "" if lo is None else f"{'>' if lo_open else '>='} {lo:g}"
+        right = "" if hi is None else f"{'<' if hi_open else '<='} {hi:g}"
+        rng = " and ".join(x for x in (left, right) if x)
+        raise OpcostError(f"{where}: expected a finite number{' ' + rng if rng else ''}, got {v!r}")
+    return float(v)
+
+
+def as_positive(v: Any, where: str) -> float:
+    """A duration, size or rate: finite and > 0."""
+    return as_number(v, where, lo=0, lo_open=True)
+
+
+def as_bool(v: Any, where: str) -> bool:
+    if not isinstance(v, bool):
+        raise OpcostError(f"{where}: expected true or false, got {v!r}")
+    return v
+
+
+def as_str(v: Any, where: str, choices: Sequence[str] | None = None) -> str:
+    if not isinstance(v, str) or not v or (choices is not None and v not in choices):
+        valid = f"one of {', '.join(choices)}" if choices is not None else "a non-empty string"
+        raise OpcostError(f"{where}: expected {valid}, got {v!r}")
+    return v
+
+
+def as_list(v: Any, where: str, item: Callable[[Any, str], Any]) -> tuple:
+    """A list (a single value counts as a list of one), each item checked by `item`."""
+    items = v if isinstance(v, (list, tuple)) else [v]
+    return tuple(item(x, f"{where}[{i}]") for i, x in enumerate(items))
+
+
+def check_external_path(v: Any, where: str) -> str:
+    """A source path: relative, inside data/external/, made of safe names (no `..`, no leading dot)."""
+    if not isinstance(v, str) or not v or "\\" in v:
+        raise OpcostError(f"{where}: expected a path inside data/external/, got {v!r}")
+    p = PurePosixPath(v)
+    parts = p.parts
+    if p.is_absolute() or parts[:2] != EXTERNAL_DIR or len(parts) < 3:
+        raise OpcostError(f"{where}: path {v!r} must lie inside data/external/ (e.g. data/external/<source>)")
+    for part in parts[2:]:
+        check_name(part, where, "path component")
+    return str(p)
 
 
 def find_root(start: Path | None = None) -> Path:
@@ -239,14 +355,11 @@ class ModelInputSet:
     def from_dict(cls, raw: Any, where: str) -> "ModelInputSet":
         if not isinstance(raw, dict) or "model" not in raw or "input_shape" not in raw:
             raise OpcostError(f"{where}: expected a mapping with 'model' and 'input_shape', got {raw!r}")
-        unknown = set(raw) - {"model", "input_shape", "dtype", "modes"}
-        if unknown:
-            raise OpcostError(
-                f"{where}: unknown key(s) {sorted(unknown)}; valid keys: model, input_shape, dtype, modes"
-            )
+        check_keys(raw, ("model", "input_shape", "dtype", "modes"), where)
         model = raw["model"]
         if not isinstance(model, str) or not model:
             raise OpcostError(f"{where}: 'model' must be a torchvision model name, got {model!r}")
+        check_name(model, where, "model")
         shape = parse_input_shape(raw["input_shape"], what=f"{where} input_shape")
         dtype = raw.get("dtype", "float32")
         if dtype not in DTYPES:
@@ -254,7 +367,7 @@ class ModelInputSet:
         modes = raw.get("modes", ["inference"])
         if isinstance(modes, str):
             modes = [modes]
-        if not modes or any(m not in MODES for m in modes):
+        if not isinstance(modes, list) or not modes or any(m not in MODES for m in modes):
             raise OpcostError(f"{where}: modes {modes!r} must be a non-empty list of {', '.join(MODES)}")
         return cls(model=model, input_shape=shape, dtype=dtype, modes=tuple(dict.fromkeys(modes)))
 
@@ -265,6 +378,7 @@ class ExtractParams:
 
 
 ENERGY_SOURCES: tuple[str, ...] = ("auto", "nvml", "nvidia-smi", "rapl", "none")
+DEVICE = re.compile(r"cpu|cuda(?::(?:[0-9]|[1-5][0-9]|6[0-3]))?")
 
 
 @dataclass(frozen=True)
@@ -293,24 +407,26 @@ class CampaignParams:
     def from_dict(cls, name: str, raw: Any, where: str) -> "CampaignParams":
         if not isinstance(raw, dict):
             raise OpcostError(f"{where}: a campaign must be a mapping of its settings, got {raw!r}")
-        known = {f for f in cls.__dataclass_fields__ if f != "name"}
-        unknown = set(raw) - known
-        if unknown:
-            raise OpcostError(f"{where}: unknown key(s) {sorted(unknown)}; valid keys: {', '.join(sorted(known))}")
-        kw: dict[str, Any] = dict(raw)
-        for key in ("modes", "sets", "op_ids", "clocks_mhz", "power_limits_w"):
-            if key in kw:
-                v = kw[key]
-                kw[key] = tuple(v) if isinstance(v, (list, tuple)) else (v,)
+        check_keys(raw, [f.name for f in fields(cls) if f.name != "name"], where)
+        kw: dict[str, Any] = {key: CAMPAIGN_FIELDS[key](v, f"{where}.{key}") for key, v in raw.items()}
         c = cls(name=name, **kw)
         c.check(where)
+        for i, s in enumerate(c.sets):
+            m = SET_ID.fullmatch(s)
+            if not m or (m.group("dtype") and m.group("dtype") not in DTYPES):
+                raise OpcostError(
+                    f"{where}.sets[{i}]: {s!r} is not a model-input set id such as resnet18:32x3x224x224[:dtype]"
+                )
+            check_name(m.group("model"), f"{where}.sets[{i}]", "model")
+        for i, op in enumerate(c.op_ids):
+            if not OP_ID.fullmatch(op):
+                raise OpcostError(f"{where}.op_ids[{i}]: {op!r} is not an op id (16 lowercase hex digits)")
         return c
 
     def check(self, where: str) -> None:
-        if not (
-            self.device == "cpu"
-            or (self.device.startswith("cuda") and self.device[4:] in ("", *(f":{i}" for i in range(64))))
-        ):
+        """Values that make a campaign impossible (also for ad-hoc campaigns from the command line,
+        whose numbers come from typer and may be NaN or infinite)."""
+        if not isinstance(self.device, str) or not DEVICE.fullmatch(self.device):
             raise OpcostError(f"{where}: device {self.device!r} must be cpu or cuda:N")
         if not self.modes or any(m not in MODES for m in self.modes):
             raise OpcostError(f"{where}: modes {list(self.modes)!r} must be a non-empty list of {', '.join(MODES)}")
@@ -320,15 +436,20 @@ class CampaignParams:
             )
         if self.trials < 1 or self.chunks < 3:
             raise OpcostError(f"{where}: trials must be >= 1 and chunks >= 3 (got {self.trials}, {self.chunks})")
-        if not all(math.isfinite(v) and v > 0 for v in (self.min_time_s, self.window_s, self.sample_interval_s)):
+        for key in ("min_time_s", "window_s", "sample_interval_s", "instance_budget_mb"):
+            v = getattr(self, key)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                raise OpcostError(f"{where}: {key} must be a finite number > 0, got {v!r}")
+        if self.max_instances < 1 or self.seed < 0:
             raise OpcostError(
-                f"{where}: min_time_s, window_s and sample_interval_s must be positive finite seconds (got "
-                f"{self.min_time_s}, {self.window_s}, {self.sample_interval_s})"
+                f"{where}: max_instances must be >= 1 and seed >= 0 (got {self.max_instances}, {self.seed})"
             )
         if not self.sets and not self.op_ids:
             raise OpcostError(f"{where}: name the operations to measure: sets (model-input set ids) and/or op_ids")
-        if any(c <= 0 for c in self.clocks_mhz) or any(p <= 0 for p in self.power_limits_w):
-            raise OpcostError(f"{where}: clocks_mhz and power_limits_w must be positive numbers")
+        if any(not (isinstance(c, int) and c > 0) for c in self.clocks_mhz) or any(
+            not (isinstance(p, (int, float)) and math.isfinite(p) and p > 0) for p in self.power_limits_w
+        ):
+            raise OpcostError(f"{where}: clocks_mhz and power_limits_w must be positive finite numbers")
 
     def fingerprint_fields(self) -> dict[str, Any]:
         """What makes two measurements of one unit comparable; resumed parts must agree on it."""
@@ -349,12 +470,47 @@ class CampaignParams:
         }
 
 
+def _str_item(v: Any, where: str) -> str:
+    return as_str(v, where)
+
+
+# How each campaign setting in params.yaml is checked and converted; a test checks that every
+# field of CampaignParams has an entry, so a new setting cannot arrive unchecked.
+CAMPAIGN_FIELDS: dict[str, Callable[[Any, str], Any]] = {
+    "device": as_str,
+    "modes": lambda v, w: as_list(v, w, lambda x, w2: as_str(x, w2, MODES)),
+    "sets": lambda v, w: as_list(v, w, _str_item),
+    "op_ids": lambda v, w: as_list(v, w, _str_item),
+    "networks": as_bool,
+    "clocks_mhz": lambda v, w: as_list(v, w, lambda x, w2: as_int(x, w2, lo=1)),
+    "power_limits_w": lambda v, w: as_list(v, w, as_positive),
+    "trials": lambda v, w: as_int(v, w, lo=1),
+    "min_time_s": as_positive,
+    "window_s": as_positive,
+    "chunks": lambda v, w: as_int(v, w, lo=3),
+    "energy_source": lambda v, w: as_str(v, w, ENERGY_SOURCES),
+    "sample_interval_s": as_positive,
+    "seed": lambda v, w: as_int(v, w, lo=0),
+    "max_instances": lambda v, w: as_int(v, w, lo=1),
+    "instance_budget_mb": as_positive,
+}
+
+
 @dataclass(frozen=True)
 class ProfileParams:
     campaigns: dict[str, CampaignParams] = field(default_factory=dict)
 
 
-INGEST_KINDS: tuple[str, ...] = ("thesis-logs", "zeus-power-limit", "dvfs-conv")
+# Parsers in src/opcost/data/: thesis.py (thesis-logs), sweeps.py and crossclock.py (the rest).
+INGEST_KINDS: tuple[str, ...] = (
+    "thesis-logs",
+    "zeus-power-limit",
+    "dvfs-conv",
+    "perseus-stage-profiles",
+    "perseus-power-limit",
+    "nv-dvfs-kernels",
+    "gpu-frequency-dvfs",
+)
 
 
 @dataclass(frozen=True)
@@ -369,6 +525,78 @@ class IngestSource:
 @dataclass(frozen=True)
 class IngestParams:
     sources: dict[str, IngestSource] = field(default_factory=dict)
+
+
+def _optional(check: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:
+    return lambda v, w: None if v is None else check(v, w)
+
+
+def _max_features(v: Any, where: str) -> Any:
+    """scikit-learn max_features: a share in (0, 1], a count >= 1, sqrt, log2 or null (all)."""
+    if v is None or v in ("sqrt", "log2"):
+        return v
+    if isinstance(v, int) and not isinstance(v, bool):
+        return as_int(v, where, lo=1)
+    if isinstance(v, float):
+        return as_number(v, where, lo=0, hi=1, lo_open=True)
+    raise OpcostError(f"{where}: expected a share in (0, 1], a count >= 1, sqrt, log2 or null, got {v!r}")
+
+
+def _share(v: Any, where: str) -> float:
+    return as_number(v, where, lo=0, hi=1, lo_open=True)
+
+
+def _non_negative(v: Any, where: str) -> float:
+    return as_number(v, where, lo=0)
+
+
+# The keyword arguments of RandomForestRegressor and XGBRegressor that params.yaml may set, with
+# their checks. Only these pass through to the estimators (model/train.py): random_state, n_jobs,
+# tree_method, objective and booster are set by the code, and model/trees.py compiles only
+# single-output forests and squared-error gbtree boosters with numerical splits.
+RANDOM_FOREST_KEYS: dict[str, Callable[[Any, str], Any]] = {
+    "n_estimators": lambda v, w: as_int(v, w, lo=1),
+    "criterion": lambda v, w: as_str(v, w, ("squared_error", "absolute_error", "friedman_mse")),
+    "max_depth": _optional(lambda v, w: as_int(v, w, lo=1)),
+    "min_samples_split": lambda v, w: as_int(v, w, lo=2),
+    "min_samples_leaf": lambda v, w: as_int(v, w, lo=1),
+    "max_features": _max_features,
+    "max_leaf_nodes": _optional(lambda v, w: as_int(v, w, lo=2)),
+    "min_impurity_decrease": _non_negative,
+    "bootstrap": as_bool,
+    "max_samples": _optional(_share),
+    "ccp_alpha": _non_negative,
+}
+XGBOOST_KEYS: dict[str, Callable[[Any, str], Any]] = {
+    "n_estimators": lambda v, w: as_int(v, w, lo=1),
+    "max_depth": lambda v, w: as_int(v, w, lo=1),
+    "max_leaves": lambda v, w: as_int(v, w, lo=0),
+    "max_bin": lambda v, w: as_int(v, w, lo=2),
+    "learning_rate": _share,
+    "subsample": _share,
+    "colsample_bytree": _share,
+    "colsample_bylevel": _share,
+    "colsample_bynode": _share,
+    "min_child_weight": _non_negative,
+    "gamma": _non_negative,
+    "reg_alpha": _non_negative,
+    "reg_lambda": _non_negative,
+}
+
+
+SET_BY_THE_CODE = {
+    "random_state": "the seed comes from train.seed",
+    "n_jobs": "model/train.py sets the thread count",
+    "tree_method": "model/train.py uses hist",
+    "objective": "model/trees.py compiles squared-error models only",
+    "booster": "model/trees.py compiles gbtree models only",
+}
+
+
+def estimator_settings(raw: Any, keys: dict[str, Callable[[Any, str], Any]], where: str) -> dict[str, Any]:
+    raw = mapping(raw, where)
+    check_keys(raw, list(keys), where, SET_BY_THE_CODE)
+    return {k: keys[k](v, f"{where}.{k}") for k, v in raw.items()}
 
 
 @dataclass(frozen=True)
@@ -398,52 +626,99 @@ class Params:
     train: TrainParams = field(default_factory=TrainParams)
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (PyYAML keeps the last)."""
+
+
+def _no_duplicate_keys(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise OpcostError(f"key {key!r} given twice (line {key_node.start_mark.line + 1})")
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicate_keys)
+
+TOP_KEYS = ("extract", "profile", "ingest", "train")
+TRAIN_KEYS = ("targets", "folds", "seed", "random_forest", "xgboost")
+
+
 def load_params(path: Path) -> Params:
     """Read and validate params.yaml; every problem names the entry and what would be valid."""
     if not path.is_file():
         raise OpcostError(f"parameter file {path} not found: run from the repository root or set OPCOST_ROOT")
-    raw = yaml.safe_load(path.read_text()) or {}
-    ex = raw.get("extract") or {}
+    try:
+        raw = yaml.load(path.read_text(), Loader=_StrictLoader)
+    except OpcostError as exc:
+        raise OpcostError(f"{path.name}: {exc}") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise OpcostError(f"{path.name} is not valid YAML: {first}") from None
+    f = path.name
+    raw = mapping(raw, f, "a mapping of sections")
+    check_keys(raw, TOP_KEYS, f"{f} (top level)")
+
+    ex = mapping(raw.get("extract"), f"{f}: extract")
+    check_keys(ex, ("sets",), f"{f}: extract")
     raw_sets = ex.get("sets") or []
     if not isinstance(raw_sets, list):
-        raise OpcostError(f"{path}: extract.sets must be a list of model-input sets")
-    sets = tuple(ModelInputSet.from_dict(s, f"{path.name}: extract.sets[{i}]") for i, s in enumerate(raw_sets))
+        raise OpcostError(f"{f}: extract.sets must be a list of model-input sets")
+    sets = tuple(ModelInputSet.from_dict(s, f"{f}: extract.sets[{i}]") for i, s in enumerate(raw_sets))
     ids = [s.set_id for s in sets]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     if dupes:
-        raise OpcostError(f"{path.name}: extract.sets lists {', '.join(dupes)} more than once; merge their modes")
-    prof = raw.get("profile") or {}
-    raw_campaigns = prof.get("campaigns") or {}
-    if not isinstance(raw_campaigns, dict):
-        raise OpcostError(f"{path.name}: profile.campaigns must map campaign names to their settings")
-    campaigns = {
-        str(name): CampaignParams.from_dict(str(name), c, f"{path.name}: profile.campaigns.{name}")
-        for name, c in raw_campaigns.items()
-    }
-    raw_sources = (raw.get("ingest") or {}).get("sources") or {}
+        raise OpcostError(f"{f}: extract.sets lists {', '.join(dupes)} more than once; merge their modes")
+
+    prof = mapping(raw.get("profile"), f"{f}: profile")
+    check_keys(prof, ("campaigns",), f"{f}: profile")
+    raw_campaigns = mapping(
+        prof.get("campaigns"), f"{f}: profile.campaigns", "a mapping of campaign names to their settings"
+    )
+    campaigns = {}
+    for name, c in raw_campaigns.items():
+        check_name(name, f"{f}: profile.campaigns", "campaign name")
+        campaigns[name] = CampaignParams.from_dict(name, c, f"{f}: profile.campaigns.{name}")
+
+    ing = mapping(raw.get("ingest"), f"{f}: ingest")
+    check_keys(ing, ("sources",), f"{f}: ingest")
+    raw_sources = mapping(ing.get("sources"), f"{f}: ingest.sources", "a mapping of source names to path and kind")
     sources = {}
     for name, src in raw_sources.items():
-        where = f"{path.name}: ingest.sources.{name}"
-        if not isinstance(src, dict) or set(src) != {"path", "kind"}:
-            raise OpcostError(f"{where}: expected a mapping with exactly 'path' and 'kind', got {src!r}")
-        if src["kind"] not in INGEST_KINDS:
-            raise OpcostError(f"{where}: kind {src['kind']!r} is not one of {', '.join(INGEST_KINDS)}")
-        sources[str(name)] = IngestSource(str(name), str(src["path"]), src["kind"])
-    tr = raw.get("train") or {}
-    unknown = set(tr) - {"targets", "folds", "seed", "random_forest", "xgboost"}
-    if unknown:
-        raise OpcostError(f"{path.name}: train: unknown key(s) {sorted(unknown)}")
+        check_name(name, f"{f}: ingest.sources", "source name")
+        where = f"{f}: ingest.sources.{name}"
+        src = mapping(src, where, "a mapping with 'path' and 'kind'")
+        check_keys(src, ("path", "kind"), where)
+        missing = [k for k in ("path", "kind") if k not in src]
+        if missing:
+            raise OpcostError(f"{where}: missing {' and '.join(missing)}; a source needs a path and a kind")
+        kind = src["kind"]
+        if kind not in INGEST_KINDS:
+            closest = difflib.get_close_matches(str(kind), INGEST_KINDS, n=1, cutoff=0.0)
+            raise OpcostError(
+                f"{where}: kind {kind!r} is not one of {', '.join(INGEST_KINDS)} (closest: {closest[0]!r})"
+            )
+        sources[name] = IngestSource(name, check_external_path(src["path"], f"{where}.path"), kind)
+
+    tr = mapping(raw.get("train"), f"{f}: train")
+    check_keys(tr, TRAIN_KEYS, f"{f}: train")
+    targets = as_list(tr.get("targets") or [], f"{f}: train.targets", lambda v, w: check_name(v, w, "train target"))
+    for i, t in enumerate(targets):
+        try:
+            TrainParams.split_target(t)
+        except OpcostError as exc:
+            raise OpcostError(f"{f}: train.targets[{i}]: {exc}") from None
+    if len(set(targets)) != len(targets):
+        raise OpcostError(f"{f}: train.targets lists a target more than once")
     train = TrainParams(
-        targets=tuple(tr.get("targets") or ()),
-        folds=int(tr.get("folds", 15)),
-        seed=int(tr.get("seed", 0)),
-        random_forest=dict(tr.get("random_forest") or {}),
-        xgboost=dict(tr.get("xgboost") or {}),
+        targets=targets,
+        folds=as_int(tr.get("folds", 15), f"{f}: train.folds", lo=2),
+        seed=as_int(tr.get("seed", 0), f"{f}: train.seed", lo=0),
+        random_forest=estimator_settings(tr.get("random_forest"), RANDOM_FOREST_KEYS, f"{f}: train.random_forest"),
+        xgboost=estimator_settings(tr.get("xgboost"), XGBOOST_KEYS, f"{f}: train.xgboost"),
     )
-    for t in train.targets:
-        TrainParams.split_target(t)
-    if train.folds < 2:
-        raise OpcostError(f"{path.name}: train.folds must be >= 2")
     return Params(
         extract=ExtractParams(sets=sets),
         profile=ProfileParams(campaigns=campaigns),

@@ -3,11 +3,19 @@
 Every stage validates what it reads and what it writes against these declarations, so a missing
 column, a wrong dtype or an impossible value (negative FLOPs, zero calls) stops the stage with an
 error that names the table and the column.
+
+Times, energies and powers (and knob settings such as clocks and power limits) are `positive`:
+finite and > 0, because a measurement of zero time or energy is a fault, not a fast op. Their
+spreads (sigma, std, IQR) may be 0 but never negative. No float column holds NaN as a value (a
+nullable column holds null, meaning "not measured") and none holds an infinity. The `time_col`,
+`energy_col`, `power_col` and `spread_col` helpers declare these columns the same way everywhere.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -27,6 +35,35 @@ class Col:
     nullable: bool = False
     min: float | None = None
     max: float | None = None
+    positive: bool = False  # numbers: finite and > 0; lists (shapes): every element an int > 0
+
+
+def time_col(name: str, doc: str = "", nullable: bool = False, unit: str = "s") -> Col:
+    """A duration: finite and > 0."""
+    return Col(name, "float", unit=unit, doc=doc, nullable=nullable, positive=True)
+
+
+def energy_col(name: str, doc: str = "", nullable: bool = False) -> Col:
+    """An energy in J: finite and > 0."""
+    return Col(name, "float", unit="J", doc=doc, nullable=nullable, positive=True)
+
+
+def power_col(name: str, doc: str = "", nullable: bool = False) -> Col:
+    """An average power in W: finite, > 0 and at most 2 kW (no single device draws more)."""
+    return Col(name, "float", unit="W", doc=doc, nullable=nullable, positive=True, max=2000)
+
+
+def spread_col(name: str, unit: str, doc: str = "") -> Col:
+    """A sigma, standard deviation or IQR: finite and >= 0 (0 when all values agree); null if unknown."""
+    return Col(name, "float", unit=unit, doc=doc, nullable=True, min=0)
+
+
+@dataclass(frozen=True)
+class RowRule:
+    """A condition across columns that every row must meet; `bad` marks the rows that break it."""
+
+    doc: str
+    bad: Callable[[pd.DataFrame], pd.Series]
 
 
 @dataclass(frozen=True)
@@ -35,6 +72,7 @@ class Table:
     columns: tuple[Col, ...]
     doc: str = ""
     extra_prefix: str | None = None  # further columns allowed if their names start with this
+    rules: tuple[RowRule, ...] = ()
 
     @property
     def names(self) -> list[str]:
@@ -51,7 +89,54 @@ class Table:
             raise SchemaError(f"table {self.name}: unexpected column(s) {', '.join(map(str, unexpected))}")
         for col in self.columns:
             _check_column(self.name, col, df[col.name])
+        for rule in self.rules:
+            bad = rule.bad(df).fillna(True).to_numpy(bool) if len(df) else np.zeros(0, bool)
+            if bad.any():
+                first = int(np.flatnonzero(bad)[0])
+                raise SchemaError(
+                    f"table {self.name}: {int(bad.sum())} row(s) break the rule: {rule.doc} (first: row {first})"
+                )
         return df[self.names + extra]
+
+    def row_problem(self, row: Mapping[str, Any]) -> tuple[str, str] | None:
+        """Why one row (a dict of some of this table's columns) would fail the numeric and shape rules:
+        ("bad_number", message) for a non-finite or non-numeric value, ("out_of_range", message) for
+        one outside its range, ("bad_shape", message) for a bad shape; None if the row is fine. Parsers
+        call it per line, so a bad line becomes a counted reject instead of failing the whole table."""
+        for col in self.columns:
+            if col.name in row:
+                problem = _value_problem(col, row[col.name])
+                if problem:
+                    return problem
+        return None
+
+
+def _value_problem(col: Col, v: Any) -> tuple[str, str] | None:
+    unit = f" {col.unit}" if col.unit else ""
+    if v is None or (isinstance(v, float) and math.isnan(v) and col.nullable):
+        return None if col.nullable else ("bad_number", f"{col.name} is missing")
+    if col.kind == "list":
+        if col.positive and (not isinstance(v, (list, tuple)) or not v or not all(_positive_int(x) for x in v)):
+            return ("bad_shape", f"{col.name} = {v!r}, expected a shape of integers > 0")
+        return None
+    if col.kind not in ("int", "float"):
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        return ("bad_number", f"{col.name} = {v!r}, not a number")
+    if col.kind == "int" and not isinstance(v, (int, np.integer)):
+        return ("bad_number", f"{col.name} = {v!r}, not an integer")
+    if col.kind == "int" and not -(2**63) <= int(v) < 2**63:
+        return ("out_of_range", f"{col.name} = {v}, beyond a 64-bit integer")
+    x = float(v)
+    if not math.isfinite(x):
+        return ("bad_number", f"{col.name} = {x}, not a finite number")
+    if col.positive and x <= 0:
+        return ("out_of_range", f"{col.name} = {v}, must be > 0{unit}")
+    if col.min is not None and x < col.min:
+        return ("out_of_range", f"{col.name} = {v}, below its minimum {col.min}{unit}")
+    if col.max is not None and x > col.max:
+        return ("out_of_range", f"{col.name} = {v}, above its maximum {col.max}{unit}")
+    return None
 
 
 def _kind_ok(kind: str, s: pd.Series) -> bool:
@@ -77,17 +162,33 @@ def _check_column(table: str, col: Col, s: pd.Series) -> None:
     if not _kind_ok(col.kind, s):
         raise SchemaError(f"table {table}: column {col.name} has dtype {s.dtype}, expected {col.kind}")
     if col.kind != "list" and not col.nullable and s.isna().any():
-        raise SchemaError(f"table {table}: column {col.name} has missing values")
-    if col.kind in ("int", "float") and (col.min is not None or col.max is not None):
+        raise SchemaError(f"table {table}: column {col.name} has missing values (null or NaN)")
+    unit = f" {col.unit}" if col.unit else ""
+    if col.kind in ("int", "float"):
         values = s.dropna().astype(float)
-        if col.kind == "float" and not np.isfinite(values).all():
-            raise SchemaError(f"table {table}: column {col.name} holds a non-finite value")
+        finite = np.isfinite(values.to_numpy())
+        if not finite.all():
+            bad = values[~finite].iloc[0]
+            raise SchemaError(f"table {table}: column {col.name} holds {bad}, not a finite number")
+        if col.positive and (values <= 0).any():
+            bad = values[values <= 0].iloc[0]
+            raise SchemaError(f"table {table}: column {col.name} holds {bad}, must be > 0{unit}")
         if col.min is not None and (values < col.min).any():
             bad = values[values < col.min].iloc[0]
-            raise SchemaError(f"table {table}: column {col.name} holds {bad}, below its minimum {col.min} {col.unit}")
+            raise SchemaError(f"table {table}: column {col.name} holds {bad}, below its minimum {col.min}{unit}")
         if col.max is not None and (values > col.max).any():
             bad = values[values > col.max].iloc[0]
-            raise SchemaError(f"table {table}: column {col.name} holds {bad}, above its maximum {col.max} {col.unit}")
+            raise SchemaError(f"table {table}: column {col.name} holds {bad}, above its maximum {col.max}{unit}")
+    if col.kind == "list" and col.positive:
+        for v in s.dropna():
+            if len(v) == 0 or not all(_positive_int(x) for x in v):
+                raise SchemaError(
+                    f"table {table}: column {col.name} holds {list(v)!r}, expected a shape of integers > 0"
+                )
+
+
+def _positive_int(x: object) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) and x > 0
 
 
 def cols(*columns: Col) -> tuple[Col, ...]:
@@ -122,7 +223,7 @@ OCCURRENCES = Table(
     columns=cols(
         Col("set_id", "str", doc="model:BxCxHxW[:dtype]"),
         Col("model", "str"),
-        Col("input_shape", "list"),
+        Col("input_shape", "list", positive=True),
         Col("dtype", "str"),
         Col("mode", "str", doc="inference or training"),
         Col("op_id", "str"),
@@ -135,7 +236,11 @@ OCCURRENCES = Table(
 # --- raw campaign tables (profile stage) ---------------------------------------------------
 
 # What names a whole network in every network table.
-_NETWORK_ID = cols(Col("set_id", "str", doc="model:BxCxHxW[:dtype]"), Col("model", "str"), Col("input_shape", "list"))
+_NETWORK_ID = cols(
+    Col("set_id", "str", doc="model:BxCxHxW[:dtype]"),
+    Col("model", "str"),
+    Col("input_shape", "list", positive=True),
+)
 
 _MEASUREMENT = cols(
     Col("campaign", "str"),
@@ -143,7 +248,15 @@ _MEASUREMENT = cols(
     Col("variant", "str", doc="as-is, or out-of-place for in-place layers measured in training"),
     Col("setting", "str", doc="sweep point label: default, clk1410, pl250, clk1410-pl250"),
     Col("clock_mhz", "int", unit="MHz", nullable=True, min=1, doc="requested core clock (null: as found)"),
-    Col("power_limit_w", "float", unit="W", nullable=True, min=1, doc="requested power limit (null: as found)"),
+    Col(
+        "power_limit_w",
+        "float",
+        unit="W",
+        nullable=True,
+        positive=True,
+        min=1,
+        doc="requested power limit (null: as found)",
+    ),
     Col("trial", "int", min=0),
     Col("seed", "int", min=0),
     Col("status", "str", doc="ok or failed"),
@@ -152,17 +265,17 @@ _MEASUREMENT = cols(
     Col("number_per_run", "int", nullable=True, min=1, doc="blocks per timed run"),
     Col("runs", "int", nullable=True, min=1, doc="timed runs (block means)"),
     Col("iterations", "int", nullable=True, min=1, doc="iterations timed by benchmark.Timer"),
-    Col("total_time_s", "float", unit="s", nullable=True, min=0),
-    Col("mean_s", "float", unit="s", nullable=True, min=0, doc="per-iteration time, mean of block means"),
-    Col("median_s", "float", unit="s", nullable=True, min=0),
-    Col("iqr_s", "float", unit="s", nullable=True, min=0, doc="IQR of block means (per iteration)"),
-    Col("std_s", "float", unit="s", nullable=True, min=0, doc="std of block means (per iteration)"),
+    time_col("total_time_s", nullable=True),
+    time_col("mean_s", "per-iteration time, mean of block means", nullable=True),
+    time_col("median_s", nullable=True),
+    spread_col("iqr_s", "s", "IQR of block means (per iteration)"),
+    spread_col("std_s", "s", "std of block means (per iteration)"),
     Col("window_iterations", "int", nullable=True, min=1, doc="iterations in the energy window"),
-    Col("window_time_s", "float", unit="s", nullable=True, min=0),
-    Col("window_energy_j", "float", unit="J", nullable=True, min=0, doc="null where the source gives no energy"),
-    Col("time_per_iter_s", "float", unit="s", nullable=True, min=0, doc="window time / window iterations"),
-    Col("energy_per_iter_j", "float", unit="J", nullable=True, min=0),
-    Col("power_w", "float", unit="W", nullable=True, min=0, doc="window energy / window time"),
+    time_col("window_time_s", nullable=True),
+    energy_col("window_energy_j", "null where the source gives no energy", nullable=True),
+    time_col("time_per_iter_s", "window time / window iterations", nullable=True),
+    energy_col("energy_per_iter_j", nullable=True),
+    power_col("power_w", "window energy / window time", nullable=True),
     Col("time_r2", "float", nullable=True, doc="R^2 of time vs iterations over the window's checkpoints"),
     Col("energy_r2", "float", nullable=True, doc="R^2 of energy vs iterations"),
     Col(
@@ -198,9 +311,16 @@ POWER_SAMPLES = Table(
         Col("trial", "int", min=0),
         Col("source", "str", doc="nvml, nvidia-smi or rapl"),
         Col("timestamp", "float", unit="s since epoch", min=0),
-        Col("power_w", "float", unit="W", nullable=True, min=0),
+        power_col("power_w", nullable=True),
         Col("power_kind", "str", nullable=True, doc="instant or average (NVML), null otherwise"),
-        Col("energy_j", "float", unit="J", nullable=True, min=0, doc="energy counter reading"),
+        Col(
+            "energy_j",
+            "float",
+            unit="J",
+            nullable=True,
+            min=0,
+            doc="energy counter reading (a counter, not the energy of work: may start at 0)",
+        ),
         Col("sm_clock_mhz", "float", unit="MHz", nullable=True, min=0),
         Col("mem_clock_mhz", "float", unit="MHz", nullable=True, min=0),
         Col("temperature_c", "float", unit="C", nullable=True, min=-50, max=150),
@@ -220,19 +340,21 @@ _LOGGED = cols(
     Col("mode", "str", doc="inference or training"),
     Col("phase", "str", doc="forward, forward_backward (ops) or train_step (networks)"),
     Col("clock_mhz", "int", unit="MHz", nullable=True, min=1, doc="null: the device's default clocks"),
-    Col("power_limit_w", "float", unit="W", nullable=True, min=1, doc="null: the device's default limit"),
-    Col("t_s", "float", unit="s", min=0, doc="time per iteration"),
-    Col("sigma_t_s", "float", unit="s", nullable=True, min=0),
-    Col("e_j", "float", unit="J", min=0, doc="energy per iteration (logged in mJ)"),
-    Col("sigma_e_j", "float", unit="J", nullable=True, min=0, doc="thesis: sigma_P x t"),
-    Col("e_sem_j", "float", unit="J", nullable=True, min=0, doc="the log's small error of e (v3)"),
-    Col("p_w", "float", unit="W", min=0, max=2000, doc="mean power after the 3-sigma filter"),
-    Col("sigma_p_w", "float", unit="W", nullable=True, min=0),
+    Col(
+        "power_limit_w", "float", unit="W", nullable=True, positive=True, min=1, doc="null: the device's default limit"
+    ),
+    time_col("t_s", "time per iteration"),
+    spread_col("sigma_t_s", "s"),
+    energy_col("e_j", "energy per iteration (logged in mJ)"),
+    spread_col("sigma_e_j", "J", "thesis: sigma_P x t"),
+    spread_col("e_sem_j", "J", "the log's small error of e (v3)"),
+    power_col("p_w", "mean power after the 3-sigma filter"),
+    spread_col("sigma_p_w", "W"),
     Col("iterations", "int", nullable=True, min=1),
-    Col("total_time_s", "float", unit="s", nullable=True, min=0),
-    Col("total_energy_j", "float", unit="J", nullable=True, doc="as logged (v9; meaning unverified)"),
-    Col("sigma_total_energy_j", "float", unit="J", nullable=True),
-    Col("wall_time_per_iter_s", "float", unit="s", nullable=True, min=0, doc="v11, probably wall clock with overhead"),
+    time_col("total_time_s", nullable=True),
+    energy_col("total_energy_j", "as logged (v9; meaning unverified)", nullable=True),
+    spread_col("sigma_total_energy_j", "J"),
+    time_col("wall_time_per_iter_s", "v11, probably wall clock with overhead", nullable=True),
     Col("start_time", "str", nullable=True, doc="ISO local time as logged"),
     Col("stop_time", "str", nullable=True),
 )
@@ -240,7 +362,7 @@ _LOGGED = cols(
 OP_MEASUREMENTS = Table(
     name="op_measurements",
     doc="Ingested per-operation measurements: one row per data line (training lines give two).",
-    columns=cols(Col("op_id", "str"), Col("kind", "str"), Col("input_shape", "list"), *_LOGGED),
+    columns=cols(Col("op_id", "str"), Col("kind", "str"), Col("input_shape", "list", positive=True), *_LOGGED),
 )
 
 NET_MEASUREMENTS = Table(
@@ -249,22 +371,88 @@ NET_MEASUREMENTS = Table(
     columns=cols(*_NETWORK_ID, *_LOGGED),
 )
 
+REJECT_REASONS = (
+    "undecodable",  # bytes that are not UTF-8
+    "nul_byte",  # a NUL character inside the line
+    "bad_repr",  # the module repr does not parse or does not build with today's PyTorch
+    "bad_shape",  # the input shape is not a list of integers > 0
+    "value_count",  # a data line with the wrong number of values or fields
+    "bad_number",  # a value that is not a finite number (text, nan, inf) or not an integer where one goes
+    "out_of_range",  # a number outside its physical range: zero or negative time, energy or power, ...
+    "bad_timestamp",  # a start or stop time that is not YYYY-MM-DD_HH-MM-SS
+    "unpaired",  # a network measurement without its model-name line, or with another shape
+    "bad_value",  # a field outside its allowed set (an unknown instruction, a name with a slash, ...)
+    "duplicate",  # a row whose key an earlier row already holds
+)
+
+REJECTS = Table(
+    name="rejects",
+    doc="Lines of an external source that ingest did not take, one row each, with why (rejects.parquet).",
+    columns=cols(
+        Col("source", "str", doc="ingest source name"),
+        Col("source_file", "str", doc="file inside data/external/<source>/"),
+        Col("line", "int", min=1, doc="1-based line number in that file"),
+        Col("reason", "str", doc="one of " + ", ".join(REJECT_REASONS)),
+        Col("message", "str", doc="what was wrong, naming the value"),
+        Col("text", "str", doc="the line as read (at most 300 characters; undecodable bytes as \\x escapes)"),
+    ),
+    rules=(RowRule("reason is one of " + ", ".join(REJECT_REASONS), lambda df: ~df["reason"].isin(REJECT_REASONS)),),
+)
+
+
+SWEEPS_KNOBS = ("power_limit_w", "core_clock_mhz", "mem_clock_mhz")
+
+
+def _dcgm(name: str, field_id: int, what: str) -> Col:
+    return Col(name, "float", nullable=True, min=0, max=1, doc=f"DCGM {what} (field {field_id}), ratio 0..1")
+
+
 SWEEPS = Table(
     name="sweeps",
-    doc="Measurements along one knob (power limit, core or memory clock) per workload and device.",
+    doc=(
+        "Measurements along one knob (power limit, core or memory clock) per workload and device. Time, "
+        "energy and power are per unit of work (epoch, iteration, stage instruction, kernel call; `detail` "
+        "says which); a row with default_setting left the knob at the device's default, value unknown."
+    ),
     columns=cols(
         Col("source", "str"),
         Col("device", "str"),
         Col("workload", "str", doc="what ran; a 2-D clock grid gives one workload per slice"),
-        Col("knob", "str", doc="power_limit_w, core_clock_mhz or mem_clock_mhz"),
-        Col("value", "float", min=0, doc="the knob's setting, in the knob's unit"),
-        Col("time_s", "float", unit="s", min=0, doc="time of one unit of work (epoch, call)"),
-        Col("power_w", "float", unit="W", nullable=True, min=0, max=2000),
-        Col("energy_j", "float", unit="J", nullable=True, min=0),
-        Col("core_clock_mhz", "float", unit="MHz", nullable=True, min=0),
-        Col("mem_clock_mhz", "float", unit="MHz", nullable=True, min=0),
-        Col("power_limit_w", "float", unit="W", nullable=True, min=0),
-        Col("detail", "str", nullable=True, doc="source-specific context as JSON"),
+        Col("knob", "str", doc=" or ".join(SWEEPS_KNOBS)),
+        Col(
+            "value",
+            "float",
+            nullable=True,
+            positive=True,
+            doc="the knob's setting, in the knob's unit; null exactly where default_setting is true",
+        ),
+        Col(
+            "default_setting",
+            "bool",
+            doc="the knob left at the device's default (unlocked clocks): its value, and the clocks, unknown",
+        ),
+        time_col("time_s", "time of one unit of work (epoch, iteration, stage instruction, kernel call)"),
+        power_col("power_w", "average power over the unit of work", nullable=True),
+        energy_col("energy_j", "energy of one unit of work", nullable=True),
+        Col("core_clock_mhz", "float", unit="MHz", nullable=True, positive=True, doc="core clock it ran at"),
+        Col("mem_clock_mhz", "float", unit="MHz", nullable=True, positive=True, doc="memory clock it ran at"),
+        Col("power_limit_w", "float", unit="W", nullable=True, positive=True, doc="power limit it ran under"),
+        Col("phase", "str", nullable=True, doc="forward or backward (Perseus stage instructions); else null"),
+        _dcgm("sm_active", 1002, "SM activity"),
+        _dcgm("sm_occupancy", 1003, "SM occupancy"),
+        _dcgm("tensor_active", 1004, "tensor pipe activity"),
+        _dcgm("dram_active", 1005, "DRAM activity"),
+        _dcgm("fp64_active", 1006, "FP64 pipe activity"),
+        _dcgm("fp32_active", 1007, "FP32 pipe activity"),
+        _dcgm("fp16_active", 1008, "FP16 pipe activity"),
+        Col("detail", "str", nullable=True, doc="source-specific context as JSON (always `unit`)"),
+    ),
+    rules=(
+        RowRule(
+            "value is null exactly where default_setting is true",
+            lambda df: df["value"].isna() != df["default_setting"].astype(bool),
+        ),
+        RowRule(f"knob is one of {', '.join(SWEEPS_KNOBS)}", lambda df: ~df["knob"].isin(SWEEPS_KNOBS)),
     ),
 )
 
@@ -274,19 +462,12 @@ SWEEPS = Table(
 
 def _stat_cols(prefix: str, doc: str) -> tuple[Col, ...]:
     return cols(
-        Col(f"{prefix}t_s", "float", unit="s", nullable=bool(prefix), min=0, doc=f"time per iteration ({doc})"),
-        Col(f"{prefix}sigma_t_s", "float", unit="s", nullable=True, min=0),
-        Col(
-            f"{prefix}e_j",
-            "float",
-            unit="J",
-            nullable=True,
-            min=0,
-            doc=f"energy per iteration ({doc}); null without an energy source",
-        ),
-        Col(f"{prefix}sigma_e_j", "float", unit="J", nullable=True, min=0),
-        Col(f"{prefix}p_w", "float", unit="W", nullable=True, min=0, max=2000),
-        Col(f"{prefix}sigma_p_w", "float", unit="W", nullable=True, min=0),
+        time_col(f"{prefix}t_s", f"time per iteration ({doc})", nullable=bool(prefix)),
+        spread_col(f"{prefix}sigma_t_s", "s"),
+        energy_col(f"{prefix}e_j", f"energy per iteration ({doc}); null without an energy source", nullable=True),
+        spread_col(f"{prefix}sigma_e_j", "J"),
+        power_col(f"{prefix}p_w", nullable=True),
+        spread_col(f"{prefix}sigma_p_w", "W"),
     )
 
 
@@ -295,7 +476,7 @@ _EVALUATED = cols(
     Col("mode", "str"),
     Col("phase", "str", doc="forward, forward_backward or train_step"),
     Col("clock_mhz", "int", unit="MHz", nullable=True, min=1),
-    Col("power_limit_w", "float", unit="W", nullable=True, min=1),
+    Col("power_limit_w", "float", unit="W", nullable=True, positive=True, min=1),
     *_stat_cols("", "best figures: trial-based for campaigns, thesis figures for its logs"),
     Col("n_measurements", "int", min=1, doc="measurements combined (trials, or logged re-runs)"),
     Col("n_trials", "int", min=0, doc="independent measurements behind the trials_* columns"),

@@ -10,6 +10,10 @@ Two sets of statistics sit side by side so they can be compared:
   thesis' re-runs where an op was measured more than once), with their count.
 The unprefixed t/e/P and sigmas are the row's best figures: trial-based for our campaigns, the
 thesis figures for its logs (`method` says which).
+
+The evaluated sweeps table holds the points along a knob of every sweep source and campaign. A
+source's rows at the device's default setting (`default_setting`, value unknown: the `auto` runs
+of gpu-frequency-dvfs) stay in that source's ingested table: a sweep report needs the setting.
 """
 
 from __future__ import annotations
@@ -195,6 +199,7 @@ def campaign_sweeps(name: str, cfg: str, nets: pd.DataFrame) -> pd.DataFrame:
                     "workload": f"{r['set_id']}/{r['mode']}",
                     "knob": knob,
                     "value": float(r[col]),
+                    "default_setting": False,
                     "time_s": r["t_s"],
                     "power_w": r["p_w"],
                     "energy_j": r["e_j"],

@@ -2,30 +2,58 @@
 
 Outputs under data/ingested/<source>/: for logs of operations and networks (`thesis-logs`)
 op_measurements.parquet, networks.parquet and operations.parquet (the parsed specs, in the same
-table as extract writes); for sweeps (`zeus-power-limit`, `dvfs-conv`) sweeps.parquet; always
-summary.json with the rows parsed and the lines skipped by kind, per file.
+table as extract writes); for sweeps (every other kind, see `SWEEP_READERS`) sweeps.parquet;
+always rejects.parquet (every line not taken, with file, line number and reason: schemas.REJECTS)
+and summary.json with the rows parsed, the lines rejected by reason and skipped by kind, per file.
+
+A bad line is counted and reported, never fatal and never silently accepted; a whole-file problem
+(missing, empty, binary, a directory where a file belongs, a missing column) stops the stage with
+a one-line error naming the file, before anything is written.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
 import pandas as pd
 
 from opcost.config import IngestSource, Params, Paths
-from opcost.data import sweeps, thesis
+from opcost.data import crossclock, sweeps, thesis
 from opcost.errors import OpcostError
 from opcost.io import write_parquet, write_report
 from opcost.ops.catalog import operations_table
-from opcost.schemas import NET_MEASUREMENTS, OP_MEASUREMENTS, SWEEPS, conform
+from opcost.schemas import NET_MEASUREMENTS, OP_MEASUREMENTS, REJECT_REASONS, REJECTS, SWEEPS, conform
+
+SWEEP_READERS: dict[str, Callable[[Path, str], sweeps.SweepRead]] = {
+    "zeus-power-limit": sweeps.zeus,
+    "dvfs-conv": sweeps.dvfs,
+    "perseus-stage-profiles": crossclock.perseus_stages,
+    "perseus-power-limit": crossclock.perseus_power_limit,
+    "nv-dvfs-kernels": crossclock.nv_dvfs,
+    "gpu-frequency-dvfs": crossclock.gpu_frequency,
+}
 
 
-def ingest_thesis(src: IngestSource, paths: Paths) -> dict[str, Any]:
+def rejects_table(rows: list[dict[str, Any]], source: str) -> pd.DataFrame:
+    """The rejects of a source as a schemas.REJECTS table (empty, with its columns, if none)."""
+    df = pd.DataFrame(rows, columns=[c for c in REJECTS.names if c != "source"]).assign(source=source)
+    return conform(df, REJECTS)
+
+
+def reject_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """Rejected lines by reason, every reason listed (0 where none), for summary.json."""
+    c = Counter(r["reason"] for r in rows)
+    return {k: c.get(k, 0) for k in REJECT_REASONS}
+
+
+def ingest_thesis(src: IngestSource, paths: Paths) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     root = paths.root / src.path
     spec_cache: dict = {}
     op_rows: list[dict] = []
     net_rows: list[dict] = []
+    rejects: list[dict] = []
     files: dict[str, Any] = {}
     totals: Counter = Counter()
     for table, path, config, mode in thesis.thesis_logs(root):
@@ -36,39 +64,59 @@ def ingest_thesis(src: IngestSource, paths: Paths) -> dict[str, Any]:
         else:
             res = thesis.parse_network_log(path, rel, config, mode)
             net_rows += res.rows
-        files[rel] = {"parsed": res.parsed, "rows": len(res.rows), "skipped": dict(sorted(res.skipped.items()))}
+        rejects += res.rejects
+        files[rel] = {
+            "parsed": res.parsed,
+            "rows": len(res.rows),
+            "rejected": len(res.rejects),
+            "skipped": dict(sorted(res.skipped.items())),
+        }
         totals.update(res.skipped)
     ops = conform(pd.DataFrame(op_rows).assign(source=src.name), OP_MEASUREMENTS)
     nets = conform(pd.DataFrame(net_rows).assign(source=src.name), NET_MEASUREMENTS)
-    specs = {s.op_id: s for s in spec_cache.values()}
-    catalog = operations_table(specs)
-    out = paths.ingested_dir(src.name)
-    write_parquet(ops, out / "op_measurements.parquet")
-    write_parquet(nets, out / "networks.parquet")
-    write_parquet(catalog, out / "operations.parquet")
-    return {
+    used = set(ops["op_id"])
+    built = [e for e in spec_cache.values() if not isinstance(e, str) and e[0].op_id in used]
+    specs = {spec.op_id: spec for spec, _ in built}
+    metrics = {spec.op_id: m for spec, m in built}
+    summary = {
         "source": src.name,
         "kind": src.kind,
         "files": files,
         "skipped_lines": {k: totals.get(k, 0) for k in thesis.LINE_KINDS if k != "data"},
+        "rejected_lines": len(rejects),
+        "rejected_by_reason": reject_counts(rejects),
         "op_rows": len(ops),
         "network_rows": len(nets),
         "unique_ops": len(specs),
     }
+    tables = {
+        "op_measurements.parquet": ops,
+        "networks.parquet": nets,
+        "operations.parquet": operations_table(specs, metrics),
+        "rejects.parquet": rejects_table(rejects, src.name),
+    }
+    return summary, tables
 
 
-def ingest_sweep(src: IngestSource, paths: Paths) -> dict[str, Any]:
-    reader = sweeps.zeus if src.kind == "zeus-power-limit" else sweeps.dvfs
-    df, info = reader(paths.root / src.path, src.name)
-    table = conform(df, SWEEPS)
-    write_parquet(table, paths.ingested_dir(src.name) / "sweeps.parquet")
-    return {
+def ingest_sweep(src: IngestSource, paths: Paths) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+    read = SWEEP_READERS[src.kind](paths.root / src.path, src.name)
+    columns = SWEEPS.names
+    table = conform(pd.DataFrame(read.rows, columns=columns), SWEEPS)
+    summary = {
         "source": src.name,
         "kind": src.kind,
-        **info,
+        "files": read.files,
+        "rows_per_file": read.rows_per_file,
+        **read.info,
+        "skipped_lines": dict(sorted(read.skipped.items())),
+        "rejected_lines": len(read.rejects),
+        "rejected_by_reason": reject_counts(read.rejects),
         "sweep_rows": len(table),
+        "default_setting_rows": int(table["default_setting"].sum()),
         "workloads": int(table[["device", "workload", "knob"]].drop_duplicates().shape[0]),
+        "devices": sorted(set(table["device"])),
     }
+    return summary, {"sweeps.parquet": table, "rejects.parquet": rejects_table(read.rejects, src.name)}
 
 
 def run_ingest_stage(paths: Paths, params: Params, name: str) -> dict[str, Any]:
@@ -80,6 +128,10 @@ def run_ingest_stage(paths: Paths, params: Params, name: str) -> dict[str, Any]:
     src = sources[name]
     if not (paths.root / src.path).exists():
         raise OpcostError(f"{src.path} not found: run `dvc pull` to fetch the external data")
-    summary = ingest_thesis(src, paths) if src.kind == "thesis-logs" else ingest_sweep(src, paths)
-    write_report(summary, paths.ingested_dir(name) / "summary.json")
+    summary, tables = ingest_thesis(src, paths) if src.kind == "thesis-logs" else ingest_sweep(src, paths)
+    # everything is parsed and validated before the first file is written
+    out = paths.ingested_dir(name)
+    for fname, df in tables.items():
+        write_parquet(df, out / fname)
+    write_report(summary, out / "summary.json")
     return summary

@@ -1,8 +1,12 @@
 """The thesis' measurement logs (raw stdout of its scripts) -> measurement rows.
 
 A log mixes data lines with Python warnings (two lines each: the warning and the echoed source
-line), tracebacks, out-of-memory notes and progress messages. Every line is classified; data lines
-become rows, the rest are counted by kind. Value layout (see data/external/README.md):
+line), tracebacks, out-of-memory notes and progress messages. Every line is classified: data lines
+become rows, the other kinds are counted, and a line that looks like a data line but cannot be
+taken (a module repr that does not parse or build, an impossible shape, the wrong number of values,
+a value that is not a finite number or is outside its range such as a zero time, a bad timestamp,
+undecodable bytes) is a reject, kept with its file, line number and reason. One bad line never
+stops the file. Value layout (see data/external/README.md):
 
 op line       `<module repr> (<input shape>) v1 .. v14` (inference) or `v1 .. v23` (training:
               v1..v14 the forward pass, v15..v23 forward+backward)
@@ -17,24 +21,31 @@ total runtime, P, sigma_P, total energy [J], its sigma. Energies are stored in J
 
 from __future__ import annotations
 
+import math
 import re
-from collections import Counter
-from dataclasses import dataclass, field
+import warnings
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from opcost.data.textfile import PROBLEM_MESSAGES, Line, LineError, Parsed, clip, parse_number, read_lines
 from opcost.errors import OpcostError
+from opcost.ops.features import OpMetrics, op_metrics
 from opcost.ops.reprparse import spec_from_repr
 from opcost.ops.spec import OpSpec
+from opcost.schemas import NET_MEASUREMENTS, OP_MEASUREMENTS
 
 LINE_KINDS = ("data", "warning", "traceback", "out_of_memory", "progress", "other")
 
 _SHAPE = r"\((?P<shape>\d+(?:, ?\d+)*,?)\)"
-OP_LINE = re.compile(rf"^(?P<repr>[A-Za-z_]\w*\(.*\)) {_SHAPE} (?P<values>\S.*)$")
+# A line that looks like a measurement: a repr (or class name), a parenthesised shape, values.
+# What is inside the shape and how many values follow is checked afterwards, so a malformed line
+# of this form is a reject with its reason, not an unexplained skip.
+OP_CANDIDATE = re.compile(r"^(?P<repr>[A-Za-z_]\w*\(.*\)) \((?P<shape>[^()]*)\) (?P<values>\S.*)$")
+NET_CANDIDATE = re.compile(r"^(?P<cls>[A-Za-z_]\w*) \((?P<shape>[^()]*)\) (?P<values>\S.*)$")
 OP_HEADER = re.compile(r"^[A-Za-z_]\w*\(.*\)$")
 NET_HEADER = re.compile(rf"^(?P<model>[a-z][a-z0-9_]*) {_SHAPE}$")
-NET_LINE = re.compile(rf"^(?P<cls>[A-Z]\w*) {_SHAPE} (?P<values>\S.*)$")
 WARNING = re.compile(r"^\S.*:\d+: \w*Warning: ")
 TRACEBACK = re.compile(r"^Traceback \(most recent call last\):")
 EXCEPTION = re.compile(r"^[\w.]*(Error|Exception)\b.*")
@@ -42,63 +53,95 @@ OOM = re.compile(r"out of memory|OutOfMemoryError", re.IGNORECASE)
 PROGRESS = re.compile(
     r"^(Loading dataset|Dataset saved|No dataset found|warmup complete|done flag|skipping|Processing|Benchmarking)"
 )
+DIM = re.compile(r"[0-9]+")
+MAX_DIMS = 8
+MAX_ELEMENTS = 2**40  # more elements than any GPU holds: a corrupted shape, not a measurement
+INT64_MAX = 2**63 - 1
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in text.replace(" ", "").strip(",").split(","))
+    """`32, 3, 56, 56` (or `32,` for a 1-tuple) -> (32, 3, 56, 56); LineError for anything else."""
+    parts = [p.strip() for p in text.split(",")]
+    if len(parts) > 1 and parts[-1] == "":
+        parts.pop()
+    if not parts or len(parts) > MAX_DIMS or not all(DIM.fullmatch(p) for p in parts):
+        raise LineError("bad_shape", f"shape ({clip(text, 60)}) is not 1 to {MAX_DIMS} comma-separated integers")
+    if any(len(p) > 15 for p in parts):  # (and int() refuses strings of over 4300 digits)
+        raise LineError("bad_shape", f"shape ({clip(text, 60)}) has a dimension of more than 2^40 elements")
+    dims = tuple(int(p) for p in parts)
+    if any(d <= 0 for d in dims):
+        raise LineError("bad_shape", f"shape {dims} has a dimension <= 0")
+    if math.prod(dims) > MAX_ELEMENTS:
+        raise LineError("bad_shape", f"shape {dims} has more than 2^40 elements")
+    return dims
 
 
 def parse_time(text: str) -> str:
     """`2024-11-17_14-45-42` -> `2024-11-17T14:45:42` (local time of the measuring node, as logged)."""
-    return datetime.strptime(text, "%Y-%m-%d_%H-%M-%S").isoformat()
+    try:
+        return datetime.strptime(text, "%Y-%m-%d_%H-%M-%S").isoformat()
+    except ValueError:
+        raise LineError("bad_timestamp", f"timestamp {clip(text, 40)!r} is not YYYY-MM-DD_HH-MM-SS") from None
 
 
-def _floats(tokens: list[str]) -> list[float]:
-    return [float(t) for t in tokens]
+def _number(tokens: list[str], i: int) -> float:
+    """Value v{i+1} as a finite float; LineError naming it otherwise (nan, inf, 1e999, text)."""
+    return parse_number(tokens[i], f"v{i + 1}")
+
+
+def _count(tokens: list[str], i: int) -> int:
+    x = _number(tokens, i)
+    if not x.is_integer():
+        raise LineError("bad_number", f"v{i + 1} = {tokens[i]!r} is not a whole number of iterations")
+    return int(x)
 
 
 def forward_values(tokens: list[str]) -> dict[str, Any]:
-    """v1..v14 of a data line as named SI values."""
-    v = _floats(tokens[:11])
+    """v1..v14 of a data line as named SI values (LineError naming the first bad one)."""
+
+    def v(n: int) -> float:
+        return _number(tokens, n - 1)
+
     return {
-        "t_s": v[0],
-        "e_j": v[1] / 1000,
-        "e_sem_j": v[2] / 1000,
-        "sigma_e_j": v[3] / 1000,
-        "iterations": int(v[4]),
-        "total_time_s": v[5],
-        "p_w": v[6],
-        "sigma_p_w": v[7],
-        "total_energy_j": v[8],
-        "sigma_total_energy_j": v[9],
-        "wall_time_per_iter_s": v[10],
+        "t_s": v(1),
+        "e_j": v(2) / 1000,
+        "e_sem_j": v(3) / 1000,
+        "sigma_e_j": v(4) / 1000,
+        "iterations": _count(tokens, 4),
+        "total_time_s": v(6),
+        "p_w": v(7),
+        "sigma_p_w": v(8),
+        "total_energy_j": v(9),
+        "sigma_total_energy_j": v(10),
+        "wall_time_per_iter_s": v(11),
         "start_time": parse_time(tokens[11]),
         "stop_time": parse_time(tokens[12]),
-        "sigma_t_s": float(tokens[13]),
+        "sigma_t_s": v(14),
     }
 
 
 def backward_values(tokens: list[str]) -> dict[str, Any]:
     """v15..v23 of a training op line: the forward+backward measurement."""
-    v = _floats(tokens[14:23])
+
+    def v(n: int) -> float:
+        return _number(tokens, n - 1)
+
     return {
-        "t_s": v[0],
-        "sigma_t_s": v[1],
-        "e_j": v[2] / 1000,
-        "sigma_e_j": v[3] / 1000,
-        "total_time_s": v[4],
-        "p_w": v[5],
-        "sigma_p_w": v[6],
-        "total_energy_j": v[7],
-        "sigma_total_energy_j": v[8],
+        "t_s": v(15),
+        "sigma_t_s": v(16),
+        "e_j": v(17) / 1000,
+        "sigma_e_j": v(18) / 1000,
+        "total_time_s": v(19),
+        "p_w": v(20),
+        "sigma_p_w": v(21),
+        "total_energy_j": v(22),
+        "sigma_total_energy_j": v(23),
     }
 
 
 @dataclass
-class LogResult:
-    rows: list[dict[str, Any]] = field(default_factory=list)
+class LogResult(Parsed):
     parsed: int = 0  # data lines turned into rows
-    skipped: Counter = field(default_factory=Counter)  # non-data lines by kind
 
 
 class Classifier:
@@ -128,44 +171,86 @@ class Classifier:
         return "other"
 
 
+# A spec cache entry: the spec and its paper costs, or why the repr cannot be used.
+SpecEntry = tuple[OpSpec, OpMetrics] | str
+
+
+def spec_entry(text: str, shape: tuple[int, ...]) -> SpecEntry:
+    """The spec and paper costs of a logged repr at a shape, or the reason it cannot be built.
+
+    The repr is untrusted text: any failure while parsing, building it on the meta device or
+    counting its FLOPs makes this line a reject, never an abort of the whole log."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. torch's "zero-element tensors" note on a corrupt repr
+            spec = spec_from_repr(text, shape)
+            metrics = op_metrics(spec)
+    except OpcostError as exc:
+        return str(exc)
+    except Exception as exc:  # noqa: BLE001 -- arbitrary constructor and kernel errors of corrupt reprs
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    big = [k for k in ("flops", "bytes_read", "bytes_written", "params") if getattr(metrics, k) > INT64_MAX]
+    if big:
+        return f"{', '.join(big)} beyond a 64-bit integer"
+    return spec, metrics
+
+
+def _take(res: LogResult, rel: str, line: Line, rows: list[dict[str, Any]], table: Any) -> None:
+    if res.take(rel, line, rows, table):
+        res.parsed += 1
+
+
 def parse_op_log(path: Path, rel: str, device_config: str, mode: str, spec_cache: dict) -> LogResult:
-    """One ops log. Training lines give a forward and a forward_backward row each."""
+    """One ops log. Training lines give a forward and a forward_backward row each.
+
+    `spec_cache` maps (repr, shape) to a `SpecEntry`; it is shared across the logs of a source so
+    each distinct op is built once."""
     res = LogResult()
     cls = Classifier()
     n_values = 23 if mode == "training" else 14
-    for lineno, raw in enumerate(path.read_text(errors="replace").splitlines(), start=1):
-        m = OP_LINE.match(raw)
-        tokens = m.group("values").split() if m else []
-        if not m or len(tokens) != n_values:
-            res.skipped[cls.kind(raw)] += 1
+    for line in read_lines(path, "thesis log"):
+        if line.problem:
+            res.reject(rel, line, line.problem, PROBLEM_MESSAGES[line.problem])
+            cls.prev = "data"
+            continue
+        m = OP_CANDIDATE.match(line.text)
+        if not m:
+            res.skipped[cls.kind(line.text)] += 1
             continue
         cls.prev = "data"
-        shape = parse_shape(m.group("shape"))
-        key = (m.group("repr"), shape)
-        if key not in spec_cache:
-            spec_cache[key] = spec_from_repr(m.group("repr"), shape)
-        spec: OpSpec = spec_cache[key]
         try:
+            tokens = m.group("values").split()
+            if len(tokens) != n_values:
+                raise LineError("value_count", f"{len(tokens)} values after the shape; a {mode} line has {n_values}")
+            shape = parse_shape(m.group("shape"))
             fwd = forward_values(tokens)
             fb = backward_values(tokens) if mode == "training" else None
-        except ValueError:
-            res.skipped["other"] += 1
+        except LineError as exc:
+            res.reject(rel, line, exc.reason, exc.message)
             continue
+        key = (m.group("repr"), shape)
+        if key not in spec_cache:
+            spec_cache[key] = spec_entry(*key)
+        entry = spec_cache[key]
+        if isinstance(entry, str):
+            res.reject(rel, line, "bad_repr", clip(entry, 200))
+            continue
+        spec = entry[0]
         base = {
             "op_id": spec.op_id,
             "kind": spec.kind,
             "input_shape": list(shape),
             "source_file": rel,
-            "line": lineno,
+            "line": line.number,
             "device_config": device_config,
             "mode": mode,
             "clock_mhz": None,
             "power_limit_w": None,
         }
-        res.rows.append({**base, "phase": "forward", **fwd})
+        rows = [{**base, "phase": "forward", **fwd}]
         if fb is not None:
-            res.rows.append({**base, "phase": "forward_backward", **fb, "start_time": None, "stop_time": None})
-        res.parsed += 1
+            rows.append({**base, "phase": "forward_backward", **fb, "start_time": None, "stop_time": None})
+        _take(res, rel, line, rows, OP_MEASUREMENTS)
     return res
 
 
@@ -175,42 +260,63 @@ def parse_network_log(path: Path, rel: str, device_config: str, mode: str) -> Lo
     cls = Classifier()
     current: tuple[str, tuple[int, ...]] | None = None
     phase = "forward" if mode == "inference" else "train_step"
-    for lineno, raw in enumerate(path.read_text(errors="replace").splitlines(), start=1):
-        h = NET_HEADER.match(raw)
+    for line in read_lines(path, "thesis log"):
+        if line.problem:
+            res.reject(rel, line, line.problem, PROBLEM_MESSAGES[line.problem])
+            cls.prev = "data"
+            continue
+        h = NET_HEADER.match(line.text)
         if h:
-            current = (h.group("model"), parse_shape(h.group("shape")))
+            try:
+                current = (h.group("model"), parse_shape(h.group("shape")))
+            except LineError as exc:
+                res.reject(rel, line, exc.reason, exc.message)
+                current = None
+                continue
             res.skipped["progress"] += 1
             cls.prev = "progress"
             continue
-        m = NET_LINE.match(raw)
-        tokens = m.group("values").split() if m else []
-        if not m or len(tokens) != 14 or current is None or parse_shape(m.group("shape")) != current[1]:
-            res.skipped[cls.kind(raw)] += 1
+        m = NET_CANDIDATE.match(line.text)
+        if not m:
+            res.skipped[cls.kind(line.text)] += 1
             continue
         cls.prev = "data"
-        model, shape = current
-        current = None
-        res.rows.append(
-            {
-                "set_id": f"{model}:{'x'.join(map(str, shape))}",
-                "model": model,
-                "input_shape": list(shape),
-                "source_file": rel,
-                "line": lineno,
-                "device_config": device_config,
-                "mode": mode,
-                "phase": phase,
-                "clock_mhz": None,
-                "power_limit_w": None,
-                **forward_values(tokens),
-            }
-        )
-        res.parsed += 1
+        header, current = current, None
+        try:
+            tokens = m.group("values").split()
+            if len(tokens) != 14:
+                raise LineError("value_count", f"{len(tokens)} values after the shape; a network line has 14")
+            shape = parse_shape(m.group("shape"))
+            if header is None:
+                raise LineError("unpaired", "a network measurement without the model-name line before it")
+            if shape != header[1]:
+                raise LineError("unpaired", f"shape {shape} differs from the model-name line's {header[1]}")
+            values = forward_values(tokens)
+        except LineError as exc:
+            res.reject(rel, line, exc.reason, exc.message)
+            continue
+        model = header[0]
+        row = {
+            "set_id": f"{model}:{'x'.join(map(str, shape))}",
+            "model": model,
+            "input_shape": list(shape),
+            "source_file": rel,
+            "line": line.number,
+            "device_config": device_config,
+            "mode": mode,
+            "phase": phase,
+            "clock_mhz": None,
+            "power_limit_w": None,
+            **values,
+        }
+        _take(res, rel, line, [row], NET_MEASUREMENTS)
     return res
 
 
 def thesis_logs(root: Path) -> list[tuple[str, Path, str, str]]:
     """(table, path, device_config, mode) for every log under root/{ops,models}/{inference,training}/."""
+    if root.exists() and not root.is_dir():
+        raise OpcostError(f"{root} is a file; expected the thesis folder with ops/ and models/")
     found = []
     for table in ("ops", "models"):
         for mode in ("inference", "training"):

@@ -80,7 +80,9 @@ def run(paths: Paths, params: Params) -> dict[str, Any]:
     c_ops, c_nets, c_sweeps = campaign_frames(paths)
     ops = _finish(_concat([*parts_ops, c_ops]), EVALUATED_OPERATIONS)
     nets = _finish(_concat([*parts_nets, c_nets]), EVALUATED_NETWORKS)
-    sweeps = _finish(_concat([*ing["sweeps"], c_sweeps]), SWEEPS)
+    # a source's rows at the device default (value unknown) stay in its ingested table
+    at_knob = [s[~s["default_setting"].astype(bool)] for s in ing["sweeps"]]
+    sweeps = _finish(_concat([*at_knob, c_sweeps]), SWEEPS)
 
     occurrences = read_table(paths.occurrences, OCCURRENCES, "extract")
     catalog = known_operations(paths, params).reset_index()

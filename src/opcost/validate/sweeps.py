@@ -76,7 +76,10 @@ def grid_optima(sweeps_df: pd.DataFrame) -> pd.DataFrame:
     """Joint optimum over a core x memory clock grid (sources that swept both), per workload.
 
     A grid measurement appears once per knob in the sweeps table; the core-clock rows alone hold
-    every grid point once, with the workload named `<app>@mem<clock>`.
+    every grid point once, with the workload named `<app>@mem<clock>`. A workload measured at one
+    memory clock only (nv-dvfs-kernels) is no grid. The reference is the highest core clock at the
+    highest memory clock: a grid need not be rectangular (gpu-frequency-dvfs ran 2100 MHz requests
+    at 1905-1965 MHz depending on the memory clock).
     """
     g = (
         sweeps_df[(sweeps_df["knob"] == "core_clock_mhz") & sweeps_df["mem_clock_mhz"].notna()]
@@ -89,9 +92,10 @@ def grid_optima(sweeps_df: pd.DataFrame) -> pd.DataFrame:
     g["edp"] = g["energy_j"] * g["time_s"]
     rows = []
     for (src, dev, app), w in g.groupby(["source", "device", "app"], sort=True):
-        ref = w.loc[
-            w["core_clock_mhz"].eq(w["core_clock_mhz"].max()) & w["mem_clock_mhz"].eq(w["mem_clock_mhz"].max())
-        ].iloc[0]
+        if w["mem_clock_mhz"].nunique() < 2:
+            continue
+        top_mem = w[w["mem_clock_mhz"].eq(w["mem_clock_mhz"].max())]
+        ref = top_mem.loc[top_mem["core_clock_mhz"].idxmax()]
         e, d = w.loc[w["energy_j"].idxmin()], w.loc[w["edp"].idxmin()]
 
         def edge(r: pd.Series, w: pd.DataFrame = w) -> bool:
