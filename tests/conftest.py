@@ -15,6 +15,9 @@ os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
 os.environ["DO_NOT_TRACK"] = "true"
 os.environ["DVC_NO_ANALYTICS"] = "1"
 
+# tests/integration/ runs against the team stack (`make test-integration`), never in plain `make test`.
+collect_ignore = [] if os.environ.get("OPCOST_INTEGRATION") else ["integration"]
+
 REPO = Path(__file__).resolve().parents[1]
 EXTERNAL = REPO / "data" / "external"
 
