@@ -126,7 +126,7 @@ head -n1 "$PG_DIR/data/postmaster.pid" >"$STACK/pids/postgres.pid"
 "$PG_BIN/createdb" -h 127.0.0.1 -p "$PG_PORT" -U "$PG_USER" "$PG_DB"
 S3_ENDPOINT="http://127.0.0.1:$S3_PORT"
 make_bucket() {
-    AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET_KEY "$PY" -c "
+    AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET_KEY AWS_EC2_METADATA_DISABLED=true "$PY" -c "
 import boto3
 boto3.client('s3', endpoint_url='$S3_ENDPOINT', region_name='us-east-1').create_bucket(Bucket='$S3_BUCKET')"
 }
@@ -135,7 +135,7 @@ wait_until 30 "SeaweedFS S3 (bucket $S3_BUCKET)" make_bucket
 # ---- MLflow server on PostgreSQL, artifacts proxied to S3 ------------------------------------------
 MLFLOW_URI="http://127.0.0.1:$MLFLOW_PORT"
 # The job runner and extra workers take ~50 s to start; the tests need neither.
-MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false MLFLOW_S3_ENDPOINT_URL=$S3_ENDPOINT \
+MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false MLFLOW_S3_ENDPOINT_URL=$S3_ENDPOINT AWS_EC2_METADATA_DISABLED=true \
     AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET_KEY \
     setsid "$PY" -m mlflow server --host 127.0.0.1 --port "$MLFLOW_PORT" --workers 1 \
     --backend-store-uri "postgresql+psycopg2://$PG_USER@127.0.0.1:$PG_PORT/$PG_DB" \
@@ -154,6 +154,8 @@ export OPCOST_STACK_S3_BUCKET=$S3_BUCKET
 export AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY
 export AWS_SECRET_ACCESS_KEY=$S3_SECRET_KEY
 export AWS_DEFAULT_REGION=us-east-1
+# never ask the cloud's instance metadata address for credentials: only 127.0.0.1 is contacted
+export AWS_EC2_METADATA_DISABLED=true
 export OPCOST_STACK_PG_URI=postgresql+psycopg2://$PG_USER@127.0.0.1:$PG_PORT/$PG_DB
 export MLFLOW_DISABLE_TELEMETRY=true DO_NOT_TRACK=true DVC_NO_ANALYTICS=1
 EOF

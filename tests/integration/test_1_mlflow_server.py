@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import boto3
+import pytest
 from stack_tools import opcost, run, set_params
 
 TARGET = "RTX2080Ti-training"  # the smallest training set of the thesis data (256 rows)
@@ -125,6 +126,11 @@ def test_training_logs_to_the_server_and_the_champion_reads_back_elsewhere(clone
     assert not (clone / "mlruns").exists() and not (clone / "mlflow.db").exists()
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="registry writes have no lock on a server yet (both processes register: 2 versions); the registry "
+    "rewrite (duplicates of one hash resolved so exactly one survives) makes this pass: then drop this mark",
+)
 def test_concurrent_registrations_of_one_bundle_leave_one_version(clone, stack):
     """Two processes registering the same bundle at once (two `opcost sync-registry` on a shared
     server): exactly one version with that content hash survives."""
