@@ -8,7 +8,8 @@ source "$(dirname "$0")/common.sh"
 # stop NAME SIGNAL GROUP WAIT: send SIGNAL to the PID in pids/NAME.pid (its whole process group when GROUP
 # is 1: mlflow's workers, weed's servers), wait up to WAIT seconds, then SIGKILL; the PID file goes last.
 stop() {
-    local name=$1 sig=$2 group=$3 wait=$4 f="$STACK/pids/$1.pid" pid target i t=$SECONDS
+    local name=$1 sig=$2 group=$3 wait=$4 f="$STACK/pids/$1.pid" pid target i t
+    t=$(date +%s.%N)
     [[ -s $f ]] || return 0
     pid=$(head -n1 "$f")
     target=$pid
@@ -26,7 +27,7 @@ stop() {
         fi
     fi
     rm -f "$f"
-    [[ -n ${STACK_DEBUG:-} ]] && log "$name stopped in $((SECONDS - t))s"
+    [[ -n ${STACK_DEBUG:-} ]] && log "$name stopped in $(awk -v a="$t" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')s"
     return 0
 }
 
@@ -40,11 +41,13 @@ if [[ -s $STACK/pids/slurmctld.pid ]] && alive "$STACK/pids/slurmctld.pid"; then
         sleep 0.1
     done
 fi
-stop mlflow TERM 1 10
-stop weed TERM 1 2 # waits on its own gRPC streams for a long while; its data is disposable
-stop postgres INT 0 10 # PostgreSQL's "fast" shutdown
-stop slurmd TERM 0 10
-stop slurmctld TERM 0 10
+# Independent of each other: stopped at once. munge last, SLURM's daemons authenticate with it.
+stop mlflow TERM 1 10 &
+stop weed TERM 1 2 & # waits on its own gRPC streams for a long while; its data is disposable
+stop postgres INT 0 10 & # PostgreSQL's "fast" shutdown
+stop slurmd TERM 0 10 &
+stop slurmctld TERM 0 10 &
+wait
 stop munged TERM 0 10
 if [[ -s $STACK/pg.dir ]]; then
     rm -rf "$(cat "$STACK/pg.dir")"

@@ -12,6 +12,9 @@ source "$(dirname "$0")/common.sh"
 t0=$(date +%s.%N)
 bash "$REPO/stack/install.sh"
 t1=$(date +%s.%N)
+ready=()
+# mark NAME: NAME is ready now; the seconds since the start go into the closing line
+mark() { ready+=("$1 $(awk -v a="$t1" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')s"); }
 
 if compgen -G "$STACK/pids/*.pid" >/dev/null; then
     for f in "$STACK"/pids/*.pid; do
@@ -33,6 +36,7 @@ munged --force --socket="$MUNGE_SOCKET" --key-file="$STACK/munge/munge.key" \
     --pid-file="$STACK/pids/munged.pid" --log-file="$STACK/logs/munged.log" \
     --seed-file="$STACK/munge/munged.seed" --num-threads=2
 wait_until 10 munged bash -c "munge -n -S '$MUNGE_SOCKET' | unmunge -S '$MUNGE_SOCKET'"
+mark munge
 
 # ---- SLURM: one node, this machine's cores, 2 fake GPUs ---------------------------------------------
 # GRES files must be character devices or jobs get no CUDA_VISIBLE_DEVICES; (1,3) is /dev/null's.
@@ -119,20 +123,16 @@ setsid "$PYBIN/weed" server -dir="$STACK/s3" -ip=127.0.0.1 -ip.bind=127.0.0.1 -m
     </dev/null >"$STACK/logs/weed.log" 2>&1 &
 echo $! >"$STACK/pids/weed.pid"
 
-# ---- wait for SLURM, PostgreSQL and S3, then create the database and the bucket --------------------
+# ---- wait for SLURM and PostgreSQL; start MLflow while S3 comes up ---------------------------------
 wait_until 30 slurmd bash -c "sinfo -h -n localhost -o %T | grep -q -E '^(idle|mixed|allocated)'"
+mark slurm
 wait_until 20 postgres "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT"
 head -n1 "$PG_DIR/data/postmaster.pid" >"$STACK/pids/postgres.pid"
 "$PG_BIN/createdb" -h 127.0.0.1 -p "$PG_PORT" -U "$PG_USER" "$PG_DB"
-S3_ENDPOINT="http://127.0.0.1:$S3_PORT"
-make_bucket() {
-    AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET_KEY AWS_EC2_METADATA_DISABLED=true "$PY" -c "
-import boto3
-boto3.client('s3', endpoint_url='$S3_ENDPOINT', region_name='us-east-1').create_bucket(Bucket='$S3_BUCKET')"
-}
-wait_until 30 "SeaweedFS S3 (bucket $S3_BUCKET)" make_bucket
+mark postgres
 
 # ---- MLflow server on PostgreSQL, artifacts proxied to S3 ------------------------------------------
+S3_ENDPOINT="http://127.0.0.1:$S3_PORT"
 MLFLOW_URI="http://127.0.0.1:$MLFLOW_PORT"
 # The job runner and extra workers take ~50 s to start; the tests need neither.
 MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false MLFLOW_S3_ENDPOINT_URL=$S3_ENDPOINT AWS_EC2_METADATA_DISABLED=true \
@@ -142,7 +142,17 @@ MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false MLFLOW_S3_ENDPOINT_URL=$S3_ENDPOINT AWS
     --artifacts-destination "s3://$S3_BUCKET/mlartifacts" \
     </dev/null >"$STACK/logs/mlflow.log" 2>&1 &
 echo $! >"$STACK/pids/mlflow.pid"
+
+# ---- the bucket (MLflow writes no artifact before a client logs one) -------------------------------
+make_bucket() {
+    AWS_ACCESS_KEY_ID=$S3_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$S3_SECRET_KEY AWS_EC2_METADATA_DISABLED=true "$PY" -c "
+import boto3
+boto3.client('s3', endpoint_url='$S3_ENDPOINT', region_name='us-east-1').create_bucket(Bucket='$S3_BUCKET')"
+}
+wait_until 30 "SeaweedFS S3 (bucket $S3_BUCKET)" make_bucket
+mark s3
 wait_until 60 "mlflow server" curl -sf "$MLFLOW_URI/health"
+mark mlflow
 
 cat >"$STACK/env" <<EOF
 # Written by stack/up.sh: \`source .stack/env\` points SLURM, MLflow, S3 and DVC's S3 remote at the stack.
@@ -162,5 +172,5 @@ EOF
 t2=$(date +%s.%N)
 awk -v a="$t0" -v b="$t1" -v c="$t2" 'BEGIN {printf "%.1f %.1f\n", b - a, c - b}' >"$STACK/start_seconds"
 read -r t_install t_start <"$STACK/start_seconds"
-log "up in ${t_start}s (install check ${t_install}s): SLURM partition '$PARTITION' ($ncpu CPUs, 2 GPUs), \
+log "up in ${t_start}s (ready after: ${ready[*]}; install check ${t_install}s): SLURM partition '$PARTITION' ($ncpu CPUs, 2 GPUs), \
 MLflow $MLFLOW_URI, S3 $S3_ENDPOINT bucket '$S3_BUCKET'; source $STACK/env"
