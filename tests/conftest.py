@@ -55,10 +55,10 @@ def pipeline_root(tmp_path_factory, external_data):
     import yaml
 
     from opcost.config import Paths, load_params
-    from opcost.data.evaluate import run_evaluate_stage
     from opcost.data.ingest import run_ingest_stage
     from opcost.measure.profile import run_stage
-    from opcost.ops.catalog import run_extract_stage
+    from opcost.stages.evaluate import run as run_evaluate_stage
+    from opcost.stages.extract import run as run_extract_stage
 
     root = tmp_path_factory.mktemp("pipeline")
     (root / "data").mkdir()
@@ -99,3 +99,39 @@ def pipeline_root(tmp_path_factory, external_data):
         os.environ.pop("OPCOST_ROOT", None)
     else:
         os.environ["OPCOST_ROOT"] = old
+
+
+@pytest.fixture(scope="session")
+def trained(pipeline_root, tmp_path_factory):
+    """Two train targets of the pipeline root trained (real thesis data, small forests), logged and
+    registered in a store of their own. Tests that check registry semantics use a fresh store."""
+    from opcost.config import load_params
+    from opcost.stages.train import run as run_train_stage
+
+    db = tmp_path_factory.mktemp("mlflow") / "mlflow.db"
+    old = os.environ.get("MLFLOW_TRACKING_URI")
+    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{db}"
+    params = load_params(pipeline_root.params)
+    first = {t: run_train_stage(pipeline_root, params, t) for t in ("RTX2080Ti-training", "A30_no_tf32-training")}
+    yield pipeline_root, params, first
+    if old is None:
+        os.environ.pop("MLFLOW_TRACKING_URI", None)
+    else:
+        os.environ["MLFLOW_TRACKING_URI"] = old
+
+
+def clone_of(trained, tmp_path: Path) -> Path:
+    """A project holding only the trained bundles, as a fresh clone's `dvc pull` brings them (no
+    MLflow store yet); params.yaml lists just those targets."""
+    import yaml
+
+    paths, params, first = trained
+    root = tmp_path / "clone"
+    root.mkdir()
+    (root / "dvc.yaml").write_text("stages: {}\n")
+    raw = yaml.safe_load(paths.params.read_text())
+    raw["train"]["targets"] = sorted(first)
+    (root / "params.yaml").write_text(yaml.safe_dump(raw))
+    for t in first:
+        shutil.copytree(paths.model_dir(t), root / "models" / t)
+    return root

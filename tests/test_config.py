@@ -71,19 +71,58 @@ def test_find_root_prefers_env_then_dvc_yaml(tmp_path, monkeypatch):
     assert find_root(tmp_path) == sub.resolve()
 
 
+def _declared(entry) -> str:
+    return entry if isinstance(entry, str) else next(iter(entry))
+
+
 def test_dvc_yaml_paths_are_the_config_paths(repo_root):
-    """One place for paths: the extract stage's outputs in dvc.yaml are the ones config.Paths names."""
+    """One place for paths: every output, metrics and plots file the stages declare in dvc.yaml is a
+    path config.Paths names (with the foreach/matrix key filled in)."""
     stages = yaml.safe_load((repo_root / "dvc.yaml").read_text())["stages"]
     paths = Paths(repo_root)
-    rel = lambda p: str(p.relative_to(repo_root))  # noqa: E731
-    ex = stages["extract"]
-    assert set(ex["outs"]) == {rel(paths.operations), rel(paths.occurrences)}
-    assert [next(iter(m)) for m in ex["metrics"]] == [rel(paths.extract_coverage)]
-    assert ex["cmd"].split()[0] == "opcost"
-    prof = stages["profile"]
-    assert prof["foreach"] == "${profile.campaigns}"
-    assert prof["do"]["outs"] == [rel(paths.raw_dir("${key}"))]
-    assert prof["do"]["cmd"].startswith("opcost profile --campaign ${key}")
+    rel = lambda p: p.relative_to(repo_root).as_posix()  # noqa: E731
+    known = {
+        rel(p)
+        for p in (
+            paths.operations,
+            paths.occurrences,
+            paths.extract_coverage,
+            paths.extract_summary,
+            paths.raw_dir("${key}"),
+            paths.ingested_dir("${key}"),
+            paths.evaluated_operations,
+            paths.evaluated_networks,
+            paths.evaluated_sweeps,
+            paths.evaluated_targets_dir,
+            paths.ingest_summary,
+            paths.ingest_coverage,
+            paths.evaluate_summary,
+            paths.model_dir("${item.target}"),
+            paths.train_metrics("${item.target}"),
+            paths.train_metrics(),
+            paths.validate_figures,
+            paths.validate_detail,
+            paths.validate_metrics,
+            paths.report_index,
+        )
+    }
+    validate_tables = {"tensor_cores", "sweep_optima", "grid_optima", "latency", "summed_vs_measured"}
+    validate_tables |= {
+        "predicted_vs_measured",
+        "sweeps_power_limit_w",
+        "sweeps_core_clock_mhz",
+        "sweeps_mem_clock_mhz",
+    }
+    known |= {rel(paths.validate_dir / f"{t}.csv") for t in validate_tables}
+    declared = []
+    for name, st in stages.items():
+        body = st.get("do", st)
+        for kind in ("outs", "metrics", "plots"):
+            declared += [(name, _declared(e)) for e in body.get(kind, [])]
+        assert body["cmd"].startswith("python3 -m opcost.stages."), name
+    unknown = [(n, d) for n, d in declared if d not in known]
+    assert not unknown, f"dvc.yaml declares paths config.Paths does not name: {unknown}"
+    assert stages["profile"]["foreach"] == "${profile.campaigns}"
 
 
 def test_default_dvc_remote_is_a_folder_inside_the_repo(repo_root):

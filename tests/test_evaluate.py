@@ -7,9 +7,10 @@ import pandas as pd
 import pytest
 
 from opcost.config import load_params
-from opcost.data.evaluate import device_config, run_evaluate_stage, thesis_power_stats
+from opcost.data.evaluate import device_config, thesis_power_stats
 from opcost.errors import SchemaError
 from opcost.schemas import EVALUATED_NETWORKS, EVALUATED_OPERATIONS, SWEEPS
+from opcost.stages.evaluate import run as run_evaluate_stage
 
 
 def test_thesis_power_stats_drop_outliers_by_value():

@@ -10,13 +10,14 @@ import pytest
 from torch import nn
 from typer.testing import CliRunner
 
-from opcost.config import TrainParams, load_params
+from opcost.config import TrainParams
 from opcost.errors import OpcostError
 from opcost.model.features import BASELINE_ATTRS, Encoding, op_record
+from opcost.model.fit import splits
 from opcost.model.predict import Predictor
-from opcost.model.train import run_train_stage, splits
 from opcost.ops.features import op_metrics
 from opcost.ops.spec import CATEGORY_MODULE, OpSpec, TensorInput, module_attrs, target_of_class
+from opcost.stages.train import run as run_train_stage
 
 
 def conv_spec() -> OpSpec:
@@ -66,18 +67,6 @@ def test_splits_keep_each_op_on_one_side():
         assert not set(groups[a]) & set(groups[b]) and set(groups[a]) | set(groups[b]) == set(groups[tr])
 
 
-@pytest.fixture(scope="module")
-def trained(pipeline_root, tmp_path_factory):
-    import os
-
-    db = tmp_path_factory.mktemp("mlflow") / "mlflow.db"
-    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{db}"
-    params = load_params(pipeline_root.params)
-    first = {t: run_train_stage(pipeline_root, params, t) for t in ("RTX2080Ti-training", "A30_no_tf32-training")}
-    yield pipeline_root, params, first
-    del os.environ["MLFLOW_TRACKING_URI"]
-
-
 def test_train_writes_metrics_models_and_registers(trained):
     paths, params, first = trained
     r = first["RTX2080Ti-training"]
@@ -99,13 +88,16 @@ def test_train_writes_metrics_models_and_registers(trained):
                 assert s["n_train"] + s["n_test"] == m["n_ops"] == 128
         assert m[q]["chosen"] in {f"{a}-{f}" for a in ("rf", "xgb") for f in ("baseline", "improved")}
         assert "mape_ratio_improved_over_baseline" in m[q]["comparison"]
-    assert (paths.model_dir("RTX2080Ti-training") / "bundle.joblib").is_file()
+    folder = paths.model_dir("RTX2080Ti-training")
+    assert sorted(f.name for f in folder.iterdir()) == ["bundle.json", "run.json", "trees.npz"]  # data only
+
+    import os
 
     import mlflow
     from mlflow import MlflowClient
 
+    mlflow.set_tracking_uri(os.environ["MLFLOW_TRACKING_URI"])  # the trained fixture's own store
     client = MlflowClient()
-    assert str(client.get_model_version_by_alias("opcost-RTX2080Ti-training", "champion").version) == "1"
     runs = mlflow.search_runs(experiment_names=["opcost-train"])
     names = set(runs["tags.mlflow.runName"])
     assert {"train@RTX2080Ti-training", "rf-time-baseline", "xgb-power-improved"} <= names
@@ -129,10 +121,23 @@ def test_predict_sums_ops_and_reports_unseen_kinds(trained):
     paths, _, _ = trained
     p = Predictor(paths=paths).predict("resnet18", "32,3,32,32", "RTX2080Ti", "training")
     bd = p.breakdown
-    assert p.time_s == pytest.approx(float((bd["t_s"] * bd["calls"]).sum()))
-    assert p.energy_j == pytest.approx(float((bd["e_j"] * bd["calls"]).sum()))
-    assert p.avg_power_w == pytest.approx(p.energy_j / p.time_s)
-    assert (bd["t_s"] > 0).all() and bd["time_share"].sum() == pytest.approx(1.0)
+    # the same sum by an independent path: the extract stage's tables, the MLflow pyfunc view of the
+    # bundle (the model the registry serves) on the operations table rows, times the call counts
+    import pandas as pd
+
+    from opcost.model.bundle import Bundle
+    from opcost.model.pyfunc import BundlePyfunc
+
+    bundle = Bundle.load(paths.model_dir("RTX2080Ti-training"))
+    occ = pd.read_parquet(paths.occurrences)
+    occ = occ[(occ["set_id"] == "resnet18:32x3x32x32") & (occ["mode"] == "training")]
+    ops = pd.read_parquet(paths.operations).set_index("op_id").loc[occ["op_id"]].reset_index()
+    known = ops["kind"].isin(bundle.kinds).to_numpy()
+    per_op = BundlePyfunc(bundle).predict(ops[known])
+    calls = occ["calls"].to_numpy()[known]
+    assert p.time_s == pytest.approx(float((per_op["t_s"] * calls).sum()), rel=1e-9)
+    assert p.energy_j == pytest.approx(float((per_op["e_j"] * calls).sum()), rel=1e-9)
+    assert (bd["t_s"] > 0).all()
     # the RTX 2080 Ti training log has no residual add, flatten or max pooling
     assert {"add", "flatten", "MaxPool2d"} <= set(p.unseen_frame["kind"])
     assert 0 <= p.unseen_flops_share < 0.01
@@ -163,17 +168,29 @@ def test_recommend_ranks_devices(trained):
     paths, _, _ = trained
     df = Predictor(paths=paths).recommend("resnet18", "32,3,32,32", "training")
     assert sorted(df["device_config"]) == ["A30_no_tf32", "RTX2080Ti"]
-    assert df["slowdown"].min() == 1.0 and sorted(df["rank_time"]) == [1, 2]
-    fastest = df.loc[df["rank_time"] == 1, "device_config"].item()
+    # the ranking agrees with separate predictions made by a fresh predictor
+    alone = {d: Predictor(paths=paths).predict("resnet18", "32,3,32,32", d, "training") for d in df["device_config"]}
+    fastest = min(alone, key=lambda d: alone[d].time_s)
+    slowest = max(alone, key=lambda d: alone[d].time_s)
+    assert df.loc[df["rank_time"] == 1, "device_config"].item() == fastest
+    ratio = alone[slowest].time_s / alone[fastest].time_s
+    assert df.loc[df["device_config"] == slowest, "slowdown"].item() == pytest.approx(ratio)
     only = Predictor(paths=paths).recommend("resnet18", "32,3,32,32", "training", max_slowdown=1.0)
     assert list(only["device_config"]) == [fastest]
 
 
-def test_registry_champion_predicts_like_local_bundle(trained):
-    paths, _, _ = trained
-    local = Predictor(paths=paths).predict("resnet18", "32,3,32,32", "RTX2080Ti", "training")
-    reg = Predictor(paths=paths, registry=True).predict("resnet18", "32,3,32,32", "RTX2080Ti", "training")
-    assert reg.time_s == pytest.approx(local.time_s) and reg.energy_j == pytest.approx(local.energy_j)
+def test_registry_champion_predicts_like_local_bundle(trained, tmp_path, monkeypatch):
+    """In a fresh store (nothing else registered), the champion served by the registry is the local bundle."""
+    from conftest import clone_of
+    from opcost.config import Paths, load_params
+    from opcost.model.registry import sync_registry
+
+    root = Paths(clone_of(trained, tmp_path))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'fresh.db'}")
+    sync_registry(root, load_params(root.params))
+    local = Predictor(paths=root).predict("resnet18", "32,3,32,32", "RTX2080Ti", "training")
+    reg = Predictor(paths=root, registry=True).predict("resnet18", "32,3,32,32", "RTX2080Ti", "training")
+    assert reg.time_s == local.time_s and reg.energy_j == local.energy_j
 
 
 def test_cli_predict_json(trained):
@@ -251,7 +268,7 @@ def test_sync_registry_registers_pulled_bundles_once(trained, tmp_path, monkeypa
     """A fresh clone's store lacks the pulled models: sync registers each once, with a champion."""
     from mlflow import MlflowClient
 
-    from opcost.model.train import sync_registry
+    from opcost.model.registry import sync_registry
 
     paths, params, _ = trained
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'fresh.db'}")
@@ -269,5 +286,5 @@ def test_sync_registry_registers_pulled_bundles_once(trained, tmp_path, monkeypa
     v = MlflowClient().get_model_version_by_alias("opcost-A30_no_tf32-training", "champion")
     assert (
         v.tags["bundle_hash"]
-        == json.loads((paths.model_dir("A30_no_tf32-training") / "model.json").read_text())["bundle_hash"]
+        == json.loads((paths.model_dir("A30_no_tf32-training") / "bundle.json").read_text())["bundle_hash"]
     )

@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 from opcost.cli import app
 from opcost.config import Paths, load_params
 from opcost.errors import OpcostError
-from opcost.ops.catalog import run_extract_stage
 from opcost.schemas import OCCURRENCES, OPERATIONS
+from opcost.stages.extract import run as run_extract_stage
 
 runner = CliRunner()
 

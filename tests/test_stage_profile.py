@@ -9,8 +9,8 @@ import yaml
 from opcost.config import Paths, load_params
 from opcost.errors import OpcostError
 from opcost.measure.profile import run_stage
-from opcost.ops.catalog import run_extract_stage
 from opcost.schemas import NETWORKS, POWER_SAMPLES, TIMINGS
+from opcost.stages.extract import run as run_extract_stage
 
 PARAMS = {
     "extract": {

@@ -57,15 +57,12 @@ def extract(
 ) -> None:
     """Stage `extract`: trace the model-input sets of params.yaml into operations and call counts.
 
-    Writes data/operations/{operations,occurrences}.parquet and reports/extract/coverage.json.
+    Writes data/operations/{operations,occurrences}.parquet, reports/extract/coverage.json (per set)
+    and reports/extract/summary.json (headline metrics).
     """
-    from opcost.ops.catalog import run_extract_stage
+    from opcost.stages import extract as stage
 
-    summary = _stage(lambda paths, params: run_extract_stage(paths, params, show_progress=not no_progress))
-    out.print(
-        f"extract: {summary['operations']} unique operations, {summary['occurrences']} occurrence rows, "
-        f"coverage {summary['min_coverage']:.4f}..{summary['max_coverage']:.4f}"
-    )
+    out.print(stage.summary(_stage(lambda paths, params: stage.run(paths, params, show_progress=not no_progress))))
 
 
 @app.command()
@@ -130,29 +127,23 @@ def ingest(
     """Stage `ingest@SOURCE`: parse external measurements (data/external/) into the project's tables.
 
     Writes data/ingested/SOURCE/: op_measurements, networks and operations tables for thesis logs,
-    a sweeps table for Zeus and dvfs traces, and summary.json (rows parsed, lines skipped by kind).
+    a sweeps table for sweep sources, and summary.json (rows parsed, lines skipped by kind).
     """
-    from opcost.data.ingest import run_ingest_stage
+    from opcost.stages import ingest as stage
 
-    s = _stage(lambda paths, params: run_ingest_stage(paths, params, source))
-    counts = {k: v for k, v in s.items() if k.endswith("_rows")}
-    out.print(f"ingest {source}: {counts}; skipped lines {s.get('skipped_lines', {})}")
+    out.print(stage.summary(_stage(lambda paths, params: stage.run(paths, params, source))))
 
 
 @app.command()
 def evaluate() -> None:
     """Stage `evaluate`: every source into data/evaluated/{operations,networks,sweeps}.parquet.
 
-    Also writes reports/ingest/summary.json and reports/ingest/coverage.json (share of each measured
-    thesis network's FLOPs and calls whose operations were measured).
+    Also writes data/evaluated/targets/<device>-<mode>/operations.parquet (what each train target
+    reads), reports/ingest/{summary,coverage}.json and reports/evaluate/summary.json (headline metrics).
     """
-    from opcost.data.evaluate import run_evaluate_stage
+    from opcost.stages import evaluate as stage
 
-    s = _stage(lambda paths, params: run_evaluate_stage(paths, params))
-    out.print(
-        f"evaluate: {s['operations']} op rows, {s['networks']} network rows, {s['sweeps']} sweep rows; "
-        f"mean FLOP share of measured networks covered by measured ops: {s['mean_flops_share']}"
-    )
+    out.print(stage.summary(_stage(lambda paths, params: stage.run(paths, params))))
 
 
 @app.command()
@@ -166,28 +157,12 @@ def train(
 ) -> None:
     """Stage `train@TARGET`: time and power models (RF, XGBoost; baseline and improved features).
 
-    Writes models/TARGET/ and reports/train/targets/TARGET.json; logs runs to MLflow and registers
-    the best bundle as opcost-TARGET with alias champion.
+    Writes models/TARGET/ (bundle.json, trees.npz, run.json) and reports/train/targets/TARGET.json;
+    replays the run into MLflow and registers the bundle as opcost-TARGET with alias champion.
     """
-    from opcost.model.train import run_train_stage
+    from opcost.stages import train as stage
 
-    def go(paths: Paths, params: Any) -> dict:
-        if target not in params.train.targets:
-            raise OpcostError(
-                f"unknown train target {target!r}; targets in params.yaml: {', '.join(params.train.targets)}"
-            )
-        return run_train_stage(paths, params, target, log_to_mlflow=not no_mlflow)
-
-    r = _stage(go)
-    for q in ("time", "power"):
-        if q in r["metrics"]:
-            c = r["metrics"][q]["comparison"]
-            out.print(
-                f"{target} {q}: chosen {r['metrics'][q]['chosen']}; CV R2 improved {c['best_improved_cv_r2']:.3f} vs "
-                f"baseline {c['best_baseline_cv_r2']:.3f}, MAPE ratio {c['mape_ratio_improved_over_baseline']:.2f}"
-            )
-    reg = r["registered_version"]
-    out.print(f"registered version {reg}" if reg else "registry: nothing new to register")
+    out.print(stage.summary(_stage(lambda paths, params: stage.run(paths, params, target, not no_mlflow))))
 
 
 @app.command()
@@ -196,21 +171,18 @@ def validate(
 ) -> None:
     """Stage `validate`: summed and predicted vs measured networks, tensor cores, sweeps, latency.
 
-    Writes reports/validate/ (CSV tables, figures, metrics.json) and reports/index.md.
+    Writes reports/validate/ (CSV tables, figures, metrics.json, detail.json) and reports/index.md.
     """
-    from opcost.validate.report import run_validate_stage
+    from opcost.stages import validate as stage
 
-    m = _stage(lambda paths, params: run_validate_stage(paths, params, log_to_mlflow=not no_mlflow))
-    for comp in ("summed_vs_measured", "predicted_vs_measured"):
-        for k, v in m[comp].items():
-            e = "n/a" if v["energy_mape_pct"] is None else f"{v['energy_mape_pct']:.1f} %"
-            out.print(f"{comp} {k}: {v['networks']} networks, time MAPE {v['time_mape_pct']:.1f} %, energy MAPE {e}")
+    out.print(stage.summary(_stage(lambda paths, params: stage.run(paths, params, log_to_mlflow=not no_mlflow))))
 
 
 @app.command("sync-registry")
 def sync_registry() -> None:
-    """Register the bundles under models/ that the MLflow store lacks (after `dvc pull` on a fresh clone)."""
-    from opcost.model.train import sync_registry as sync
+    """Register the bundles under models/ that the MLflow store lacks, replaying their training runs
+    (after `dvc pull` on a fresh clone)."""
+    from opcost.model.registry import sync_registry as sync
 
     done = _stage(lambda paths, params: sync(paths, params))
     for t, v in done.items():
@@ -219,11 +191,10 @@ def sync_registry() -> None:
 
 @app.command("train-report")
 def train_report() -> None:
-    """Stage `train-report`: merge the per-target metrics into reports/train/metrics.json."""
-    from opcost.model.train import merge_metrics
+    """Stage `train-report`: the headline scores of every target into reports/train/metrics.json."""
+    from opcost.stages import train_report as stage
 
-    merged = _stage(lambda paths, params: merge_metrics(paths, params))
-    out.print(f"train-report: {len(merged)} targets")
+    out.print(stage.summary(_stage(lambda paths, params: stage.run(paths, params))))
 
 
 @app.command()
@@ -241,6 +212,8 @@ def predict(
     from opcost.model.predict import Predictor
 
     p = _run(lambda: Predictor(registry=registry).predict(model, input_shape, device, mode, clock))
+    for w in p.warnings:
+        err.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
     if as_json:
         sys.stdout.write(json.dumps(p.to_json(), indent=2) + "\n")
         return

@@ -22,6 +22,8 @@ import yaml
 from opcost.errors import OpcostError
 
 MODES: tuple[str, ...] = ("inference", "training")
+# The measured phase an op model of each mode predicts: a training step runs forward and backward.
+OP_PHASE: dict[str, str] = {"inference": "forward", "training": "forward_backward"}
 DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16", "float64")
 INPUT_SHAPE_HELP = "B,C,H,W: four positive integers, e.g. 32,3,224,224"
 
@@ -66,7 +68,13 @@ class Paths:
 
     @property
     def extract_coverage(self) -> Path:
+        """Per-set coverage detail (not a DVC metrics file: too many columns)."""
         return self.extract_report_dir / "coverage.json"
+
+    @property
+    def extract_summary(self) -> Path:
+        """Headline figures of extract, declared as DVC metrics."""
+        return self.extract_report_dir / "summary.json"
 
     def raw_dir(self, campaign: str) -> Path:
         """DVC output of `profile@<campaign>`: timings, power samples, networks, campaign.json."""
@@ -99,6 +107,19 @@ class Paths:
     @property
     def evaluated_sweeps(self) -> Path:
         return self.evaluated_dir / "sweeps.parquet"
+
+    @property
+    def evaluated_targets_dir(self) -> Path:
+        return self.evaluated_dir / "targets"
+
+    def target_operations(self, target: str) -> Path:
+        """What `train@<target>` reads: that device config and mode's rows, specs joined in."""
+        return self.evaluated_targets_dir / target / "operations.parquet"
+
+    @property
+    def evaluate_summary(self) -> Path:
+        """Headline figures of evaluate, declared as DVC metrics."""
+        return self.root / "reports" / "evaluate" / "summary.json"
 
     @property
     def ingest_report_dir(self) -> Path:
@@ -135,7 +156,18 @@ class Paths:
 
     @property
     def validate_metrics(self) -> Path:
+        """Headline figures of validate, declared as DVC metrics."""
         return self.validate_dir / "metrics.json"
+
+    @property
+    def validate_detail(self) -> Path:
+        """Every summary validate computes (not DVC metrics: too many columns)."""
+        return self.validate_dir / "detail.json"
+
+    @property
+    def predictor_latency(self) -> Path:
+        """Written by bench/predictor_latency.py; an input of validate."""
+        return self.root / "reports" / "bench" / "predictor_latency.json"
 
     @property
     def report_index(self) -> Path:

@@ -14,11 +14,15 @@ import json
 import os
 import shutil
 import tempfile
+import zipfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+import numpy as np
 import pandas as pd
+
+from opcost.errors import OpcostError
 
 
 @contextmanager
@@ -80,19 +84,62 @@ def write_parquet(df: pd.DataFrame, target: Path) -> None:
         df.to_parquet(tmp, index=False)
 
 
-def write_json(obj: Any, target: Path) -> None:
-    """Write JSON atomically, pretty-printed and key-sorted so diffs in git stay readable."""
+def write_json(obj: Any, target: Path, digits: int | None = 10) -> None:
+    """Write JSON atomically, pretty-printed and key-sorted so diffs in git stay readable.
+
+    Floats are rounded to `digits` significant digits (None: exact), the same way in every stage, so
+    a report does not change in its last bits when a parallel reduction sums in another order and
+    `dvc repro -f` twice leaves dvc.lock as it was. NaN and infinity are refused: they are not JSON.
+    """
+    data = round_floats(obj, digits) if digits is not None else obj
     with atomic_path(target) as tmp:
-        tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n")
 
 
 def round_floats(obj: Any, digits: int = 10) -> Any:
-    """Floats to `digits` significant digits, recursively: metrics files then do not change in the
-    last bits when parallel reductions sum in another order."""
-    if isinstance(obj, float):
+    """Floats (numpy's too) to `digits` significant digits, recursively; NaN becomes None (null)."""
+    if isinstance(obj, (float, np.floating)):
+        if obj != obj:
+            return None
         return float(f"{obj:.{digits}g}")
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
     if isinstance(obj, dict):
         return {k: round_floats(v, digits) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [round_floats(v, digits) for v in obj]
     return obj
+
+
+# A fixed timestamp for every member of the archives we write: np.savez stamps the current time,
+# so the same arrays saved twice would differ and DVC would see a changed output.
+_ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
+
+
+def write_npz(arrays: dict[str, np.ndarray], target: Path) -> None:
+    """Numeric arrays as a compressed .npz, byte-identical for identical arrays, written atomically.
+    Object arrays are refused: they would need pickle to load."""
+    with atomic_path(target) as tmp, zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name in sorted(arrays):
+            a = np.ascontiguousarray(arrays[name])
+            if a.dtype.hasobject:
+                raise ValueError(f"array {name!r} has dtype object; only numeric arrays are stored")
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=_ZIP_EPOCH)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            with zf.open(info, "w", force_zip64=True) as f:
+                np.lib.format.write_array(f, a, allow_pickle=False)
+
+
+def read_npz(path: Path) -> dict[str, np.ndarray]:
+    """Arrays of an .npz as data only (allow_pickle=False): a file that holds pickled objects, or is
+    not an .npz at all, is a one-line error naming it and nothing in it is executed."""
+    try:
+        with np.load(Path(path), allow_pickle=False) as z:
+            if not isinstance(z, np.lib.npyio.NpzFile):
+                raise ValueError("not an .npz archive")
+            return {k: z[k] for k in z.files}
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
+        raise OpcostError(f"{path} is not a plain numeric .npz archive ({str(exc).splitlines()[0]}); refused") from None

@@ -319,6 +319,10 @@ EVALUATED_NETWORKS = Table(
 )
 
 
+# The columns of the operations table a train target needs beside the measurements.
+TARGET_SPEC_COLUMNS = ("spec_json", "flops", "bytes_read", "bytes_written", "params", "is_view", "output_shapes")
+
+
 def conform(df: pd.DataFrame, table: Table) -> pd.DataFrame:
     """Give `df` (built from dict rows) the schema's columns and nullable dtypes, then validate."""
     out = pd.DataFrame(index=df.index)
@@ -334,3 +338,15 @@ def conform(df: pd.DataFrame, table: Table) -> pd.DataFrame:
             s = s.astype("boolean") if col.nullable else s.astype(bool)
         out[col.name] = s
     return table.validate(out)
+
+
+TARGET_OPERATIONS = Table(
+    name="target_operations",
+    doc="What one train target learns from: the evaluated rows of one device config and mode in the phase "
+    "its models predict (forward for inference, forward_backward for training), with each op's spec and "
+    "paper costs joined in, so a train stage reads this file and nothing else.",
+    columns=cols(
+        *EVALUATED_OPERATIONS.columns,
+        *(c for c in OPERATIONS.columns if c.name in TARGET_SPEC_COLUMNS),
+    ),
+)

@@ -1,5 +1,5 @@
-"""Stage `evaluate`: every measurement source into one row per (device config, mode, phase, clock,
-power limit, op) -- and the same for whole networks -- plus one sweeps table.
+"""Evaluation (library of the `evaluate` stage): every measurement source into one row per
+(device config, mode, phase, clock, power limit, op) -- and the same for whole networks -- plus one sweeps table.
 
 Two sets of statistics sit side by side so they can be compared:
 - `thesis_*`: the thesis method. For its logs, the values as logged (re-runs averaged, their sigmas
@@ -21,21 +21,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from opcost.config import Params, Paths
-from opcost.errors import OpcostError
-from opcost.io import write_json, write_parquet
-from opcost.ops.catalog import known_operations
+from opcost.config import OP_PHASE, Paths
 from opcost.schemas import (
-    EVALUATED_NETWORKS,
-    EVALUATED_OPERATIONS,
-    NET_MEASUREMENTS,
     NETWORKS,
-    OCCURRENCES,
-    OP_MEASUREMENTS,
     POWER_SAMPLES,
-    SWEEPS,
     TIMINGS,
-    conform,
 )
 
 STATS = ("t_s", "sigma_t_s", "e_j", "sigma_e_j", "p_w", "sigma_p_w")
@@ -165,7 +155,7 @@ def read_campaigns(paths: Paths) -> list[tuple[str, dict[str, Any], pd.DataFrame
     return found
 
 
-def _campaign_frames(paths: Paths) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def campaign_frames(paths: Paths) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     ops, nets, sweeps = [], [], []
     for name, meta, t, n, s in read_campaigns(paths):
         cfg = device_config(meta["environment"], meta["parameters"]["device"])
@@ -222,21 +212,6 @@ def campaign_sweeps(name: str, cfg: str, nets: pd.DataFrame) -> pd.DataFrame:
 # --------------------------------------------------------------------------------------------
 
 
-def read_ingested(paths: Paths, params: Params) -> dict[str, list[pd.DataFrame]]:
-    out: dict[str, list[pd.DataFrame]] = {"ops": [], "nets": [], "sweeps": [], "summaries": []}
-    for name, src in params.ingest.sources.items():
-        d = paths.ingested_dir(name)
-        if not (d / "summary.json").is_file():
-            raise OpcostError(f"{d} has no ingest output: run `dvc repro ingest@{name}` (or `dvc pull`)")
-        out["summaries"].append(json.loads((d / "summary.json").read_text()))
-        if src.kind == "thesis-logs":
-            out["ops"].append(OP_MEASUREMENTS.validate(pd.read_parquet(d / "op_measurements.parquet")))
-            out["nets"].append(NET_MEASUREMENTS.validate(pd.read_parquet(d / "networks.parquet")))
-        else:
-            out["sweeps"].append(SWEEPS.validate(pd.read_parquet(d / "sweeps.parquet")))
-    return out
-
-
 def coverage_of_networks(
     nets: pd.DataFrame, ops: pd.DataFrame, occurrences: pd.DataFrame, catalog: pd.DataFrame
 ) -> dict[str, Any]:
@@ -244,7 +219,6 @@ def coverage_of_networks(
     (on the same device config and mode), and the kinds with no measurement."""
     flops = dict(zip(catalog["op_id"], catalog["flops"]))
     kinds = dict(zip(catalog["op_id"], catalog["kind"]))
-    op_phase = {"inference": "forward", "training": "forward_backward"}
     rows = []
     for _, n in nets.drop_duplicates(["set_id", "device_config", "mode"]).iterrows():
         occ = occurrences[(occurrences["set_id"] == n["set_id"]) & (occurrences["mode"] == n["mode"])]
@@ -256,7 +230,7 @@ def coverage_of_networks(
             ops[
                 (ops["device_config"] == n["device_config"])
                 & (ops["mode"] == n["mode"])
-                & (ops["phase"] == op_phase[n["mode"]])
+                & (ops["phase"] == OP_PHASE[n["mode"]])
             ]["op_id"]
         )
         f = occ["op_id"].map(flops).astype(float) * occ["calls"]
@@ -276,47 +250,4 @@ def coverage_of_networks(
         "networks": rows,
         "mean_flops_share": float(np.mean(shares)) if shares else None,
         "min_flops_share": float(np.min(shares)) if shares else None,
-    }
-
-
-def _finish(df: pd.DataFrame, table: Any) -> pd.DataFrame:
-    if df.empty:
-        return conform(pd.DataFrame({c: [] for c in table.names}), table)
-    return conform(df.reset_index(drop=True), table)
-
-
-def run_evaluate_stage(paths: Paths, params: Params) -> dict[str, Any]:
-    ing = read_ingested(paths, params)
-    logged_ops = pd.concat(ing["ops"], ignore_index=True) if ing["ops"] else pd.DataFrame()
-    logged_nets = pd.concat(ing["nets"], ignore_index=True) if ing["nets"] else pd.DataFrame()
-    parts_ops, parts_nets = [], []
-    if len(logged_ops):
-        parts_ops.append(evaluate_logged(logged_ops, OP_KEYS + ["kind"]))
-    if len(logged_nets):
-        e = evaluate_logged(logged_nets, NET_KEYS + ["model"])
-        shapes = logged_nets.drop_duplicates("set_id").set_index("set_id")["input_shape"]
-        e["input_shape"] = [list(shapes[i]) for i in e["set_id"]]
-        parts_nets.append(e)
-    c_ops, c_nets, c_sweeps = _campaign_frames(paths)
-    parts_ops.append(c_ops)
-    parts_nets.append(c_nets)
-    ops = _finish(pd.concat([p for p in parts_ops if len(p)], ignore_index=True), EVALUATED_OPERATIONS)
-    nets = _finish(pd.concat([p for p in parts_nets if len(p)], ignore_index=True), EVALUATED_NETWORKS)
-    sweeps_parts = [s for s in [*ing["sweeps"], c_sweeps] if len(s)]
-    sweeps = _finish(pd.concat(sweeps_parts, ignore_index=True) if sweeps_parts else pd.DataFrame(), SWEEPS)
-
-    occurrences = OCCURRENCES.validate(pd.read_parquet(paths.occurrences))
-    catalog = known_operations(paths, params).reset_index()
-    coverage = coverage_of_networks(logged_nets, ops, occurrences, catalog) if len(logged_nets) else {"networks": []}
-
-    write_parquet(ops, paths.evaluated_operations)
-    write_parquet(nets, paths.evaluated_networks)
-    write_parquet(sweeps, paths.evaluated_sweeps)
-    write_json({s["source"]: s for s in ing["summaries"]}, paths.ingest_summary)
-    write_json(coverage, paths.ingest_coverage)
-    return {
-        "operations": len(ops),
-        "networks": len(nets),
-        "sweeps": len(sweeps),
-        "mean_flops_share": coverage.get("mean_flops_share"),
     }

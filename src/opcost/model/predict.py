@@ -27,7 +27,7 @@ import numpy as np
 from opcost.config import MODES, Paths, find_root, parse_input_shape
 from opcost.errors import OpcostError
 from opcost.io import write_json
-from opcost.model.bundle import Bundle
+from opcost.model.bundle import BUNDLE_FILE, Bundle
 from opcost.model.features import OpRecord
 
 if TYPE_CHECKING:
@@ -62,6 +62,7 @@ class NetworkPrediction:
     unseen: list[dict[str, Any]]  # op_id, kind, calls, flops: left out of the sum
     unseen_flops_share: float
     note: str = ""
+    warnings: list[str] = field(default_factory=list)  # extrapolation beyond the training data
 
     def operations(self) -> list[dict[str, Any]]:
         """Per-op breakdown, largest time share first."""
@@ -113,6 +114,7 @@ class NetworkPrediction:
                 "unseen_flops_share": self.unseen_flops_share,
             },
             "note": self.note,
+            "warnings": self.warnings,
         }
 
 
@@ -147,7 +149,7 @@ class Predictor:
     def targets(self) -> list[str]:
         """Device config and mode pairs with a trained model, e.g. ['A30-inference', ...]."""
         root = self.paths.root / "models"
-        return sorted(p.parent.name for p in root.glob("*/model.json")) if root.is_dir() else []
+        return sorted(p.parent.name for p in root.glob(f"*/{BUNDLE_FILE}")) if root.is_dir() else []
 
     def bundle(self, device: str, mode: str) -> Bundle:
         if mode not in MODES:
@@ -166,9 +168,12 @@ class Predictor:
                 f"no model for device {device!r} in mode {mode}; trained: {', '.join(devices) or 'none in this mode'} "
                 f"(all: {', '.join(available)})"
             )
-        self._bundles[target] = (
-            _registry_bundle(self.paths, target) if self.registry else Bundle.load(self.paths.model_dir(target))
-        )
+        if self.registry:
+            from opcost.model.registry import champion_bundle
+
+            self._bundles[target] = champion_bundle(self.paths, target)
+        else:
+            self._bundles[target] = Bundle.load(self.paths.model_dir(target))
         return self._bundles[target]
 
     # -- networks -------------------------------------------------------------------------
@@ -290,6 +295,7 @@ class Predictor:
             ],
             unseen_flops_share=(sum(flops[i] for i in unseen) / flops_all) if flops_all else 0.0,
             note=note,
+            warnings=extrapolation_warnings(bundle, shape, [net.records[i] for i in seen]),
         )
 
     # -- recommendations ------------------------------------------------------------------
@@ -333,6 +339,33 @@ class Predictor:
         return df.sort_values(["rank_energy", "rank_time"], ignore_index=True)
 
 
+# How far outside the training range a figure may lie before a prediction says it extrapolates.
+EXTRAPOLATION_FACTOR = 2.0
+
+
+def extrapolation_warnings(bundle: Bundle, shape: tuple[int, ...], records: Sequence[OpRecord]) -> list[str]:
+    """What about this question lies outside the data the model learned from (bundle.ranges)."""
+    out = []
+    lo, hi = bundle.ranges.get("batch", (None, None))
+    if lo is not None and not lo / EXTRAPOLATION_FACTOR <= shape[0] <= hi * EXTRAPOLATION_FACTOR:
+        out.append(
+            f"batch {shape[0]} lies outside the batch sizes the {bundle.target} model was trained on "
+            f"({lo:g}..{hi:g}): the prediction extrapolates"
+        )
+    for key, what in (("in_numel", "input size"), ("flops", "FLOPs")):
+        lo, hi = bundle.ranges.get(key, (None, None))
+        if lo is None or not records:
+            continue
+        values = [float(r.in_numel if key == "in_numel" else r.metrics["flops"]) for r in records]
+        far = [v for v in values if v > hi * EXTRAPOLATION_FACTOR]
+        if far:
+            out.append(
+                f"{len(far)} of {len(values)} ops exceed by more than {EXTRAPOLATION_FACTOR:g}x the largest {what} "
+                f"the {bundle.target} model was trained on ({hi:.3g}; up to {max(far) / hi:.3g}x): extrapolating"
+            )
+    return out
+
+
 def _extract_network(model: str, shape: tuple[int, ...], dtype: str, mode: str) -> Network:
     """Trace the network (imports torch and torchvision) into records and call counts."""
     from opcost.config import ModelInputSet
@@ -343,17 +376,3 @@ def _extract_network(model: str, shape: tuple[int, ...], dtype: str, mode: str) 
     res = cat.results[0]
     records = {i: op_record(s, cat.metrics[i].as_dict()) for i, s in cat.specs.items()}
     return Network(records, dict(res.calls))
-
-
-def _registry_bundle(paths: Paths, target: str) -> Bundle:
-    from opcost.model import tracking
-
-    mlflow = tracking.setup(paths.root)
-    uri = f"models:/{tracking.registered_name(target)}@{tracking.CHAMPION}"
-    try:
-        model = mlflow.pyfunc.load_model(uri)
-    except Exception as exc:
-        raise OpcostError(
-            f"cannot load {uri} from {tracking.tracking_uri(paths.root)}: run `dvc repro train@{target}`"
-        ) from exc
-    return model.unwrap_python_model().bundle

@@ -1,25 +1,31 @@
-"""The MLflow pyfunc view of a bundle; imported only where MLflow is used (train, registry loads)."""
+"""The MLflow pyfunc flavour of a bundle, by *loader module*: the registered model stores the bundle's
+files (bundle.json, trees.npz) as data and names this installed module; `mlflow.pyfunc.load_model`
+imports it and calls `_load_pyfunc(data_path)`. Nothing is unpickled and no code is read from the
+artifact, so loading a model from a registry runs only the installed opcost.
+
+Input: rows of an operations table (spec_json, flops, ...) and an optional clock_mhz column.
+Output: per-op t_s, p_w and e_j.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-import mlflow.pyfunc
 import numpy as np
 
 from opcost.model.bundle import Bundle
 
+LOADER_MODULE = __name__
 
-class BundleModel(mlflow.pyfunc.PythonModel):
-    """Rows of an operations table (spec_json, flops, ...) and an optional clock_mhz column in,
-    per-op t_s, p_w and e_j out."""
 
-    def load_context(self, context: Any) -> None:
-        self.bundle = Bundle.load(Path(context.artifacts["bundle"]))
+class BundlePyfunc:
+    """What `mlflow.pyfunc.load_model` wraps: a loaded bundle with a DataFrame predict."""
 
-    def predict(self, context, model_input, params=None):  # type: ignore[no-untyped-def]
-        # no type hints here: MLflow would try (and fail) to derive a schema from them
+    def __init__(self, bundle: Bundle) -> None:
+        self.bundle = bundle
+
+    def predict(self, model_input: Any, params: dict[str, Any] | None = None) -> Any:
         import pandas as pd
 
         from opcost.model.features import record_of
@@ -31,3 +37,7 @@ class BundleModel(mlflow.pyfunc.PythonModel):
         out["p_w"] = p["power"] if p["power"] is not None else np.nan
         out["e_j"] = out["t_s"] * out["p_w"]
         return out
+
+
+def _load_pyfunc(data_path: str) -> BundlePyfunc:
+    return BundlePyfunc(Bundle.load(Path(data_path)))

@@ -43,13 +43,6 @@ class TreeEnsemble:
         self._value = self.value.ravel()
         self._roots = offset.ravel()
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self.__post_init__()
-
     def predict(self, X: np.ndarray) -> np.ndarray:
         # float32 rounding as the libraries do it, compared in double against exact thresholds
         Xr = np.ascontiguousarray(np.asarray(X, dtype=np.float32), dtype=np.float64)

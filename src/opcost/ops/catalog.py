@@ -1,4 +1,4 @@
-"""Model-input sets -> the operations catalogue, call counts and FLOP coverage (the `extract` stage).
+"""Model-input sets -> the operations catalogue, call counts and FLOP coverage (library of `extract`).
 
 Coverage of a set is sum(FLOPs(op) x calls) / FLOPs of the whole forward pass counted by
 `FlopCounterMode`. Per-op FLOPs come from rebuilding each op from its spec, so a coverage of 1.00
@@ -13,8 +13,7 @@ from typing import Any, Iterable, Sequence
 
 import pandas as pd
 
-from opcost.config import ModelInputSet, Params, Paths
-from opcost.io import write_json, write_parquet
+from opcost.config import ModelInputSet
 from opcost.ops.extract import Trace, trace
 from opcost.ops.features import OpMetrics, op_metrics
 from opcost.ops.hparams import hyperparameters, typed_hp_columns
@@ -150,17 +149,6 @@ def operations_table(specs: dict[str, OpSpec], metrics: dict[str, OpMetrics] | N
     return OPERATIONS.validate(pd.concat([base, hp], axis=1))
 
 
-def known_operations(paths: Paths, params: Params) -> pd.DataFrame:
-    """Every op spec the project knows, indexed by op_id: extract's operations table and those of
-    the thesis-log ingest sources (ops the thesis measured that no extract set contains)."""
-    frames = [OPERATIONS.validate(pd.read_parquet(paths.operations))]
-    for name, src in params.ingest.sources.items():
-        f = paths.ingested_dir(name) / "operations.parquet"
-        if src.kind == "thesis-logs" and f.is_file():
-            frames.append(OPERATIONS.validate(pd.read_parquet(f)))
-    return pd.concat(frames, ignore_index=True).drop_duplicates("op_id").set_index("op_id")
-
-
 def occurrences_frame(catalog: Catalog) -> pd.DataFrame:
     rows = []
     for r in catalog.results:
@@ -182,7 +170,7 @@ def occurrences_frame(catalog: Catalog) -> pd.DataFrame:
 
 
 def coverage_report(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The coverage JSON (also a DVC metrics file): per set and mode, plus the extremes."""
+    """The coverage detail JSON: per set and mode, plus the extremes."""
     ratios = [r["coverage"] for r in rows]
     sets: dict[str, dict[str, Any]] = {}
     for r in rows:
@@ -196,15 +184,3 @@ def coverage_report(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "max_coverage": max(ratios) if ratios else None,
         "sets": sets,
     }
-
-
-def run_extract_stage(paths: Paths, params: Params, show_progress: bool = True) -> dict[str, Any]:
-    """The DVC `extract` stage: trace all sets of params.yaml, write both tables and the coverage."""
-    catalog = extract_sets(params.extract.sets, show_progress=show_progress)
-    ops = operations_frame(catalog)
-    occ = occurrences_frame(catalog)
-    report = coverage_report(catalog.coverage_rows())
-    write_parquet(ops, paths.operations)
-    write_parquet(occ, paths.occurrences)
-    write_json(report, paths.extract_coverage)
-    return {"operations": len(ops), "occurrences": len(occ), **{k: report[k] for k in ("min_coverage", "max_coverage")}}

@@ -1,4 +1,5 @@
-"""Stage `validate`: tables (CSV, also DVC plots), figures (PNG), small metrics JSON, reports/index.md.
+"""The validate report (library of the `validate` stage): CSV tables (also DVC plots), figures (PNG),
+reports/index.md.
 
 Every figure has labelled axes with units, log scales where values span orders of magnitude, and
 legends that name devices and modes; the same figures are logged to MLflow (experiment
@@ -7,17 +8,14 @@ legends that name devices and modes; the same figures are logged to MLflow (expe
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from opcost.config import Params, Paths
-from opcost.io import atomic_path, write_json
-from opcost.schemas import EVALUATED_NETWORKS, EVALUATED_OPERATIONS, OCCURRENCES, SWEEPS
-from opcost.validate import summation, sweeps
+from opcost.config import Paths
+from opcost.io import atomic_path
 
 
 def _plt() -> Any:
@@ -39,7 +37,7 @@ def _save(fig: Any, path: Path, figures: list[Path]) -> None:
     figures.append(path)
 
 
-def _write_csv(df: pd.DataFrame, path: Path) -> None:
+def write_csv(df: pd.DataFrame, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
         df.to_csv(tmp, index=False, float_format="%.6g")
@@ -188,20 +186,19 @@ def fig_sweeps(norm: pd.DataFrame, opt: pd.DataFrame, out: Path, figures: list[P
     return made
 
 
-def latency_table(paths: Paths, nets_ingested: pd.DataFrame) -> pd.DataFrame | None:
-    bench = paths.root / "reports" / "bench" / "predictor_latency.json"
-    if not bench.is_file() or nets_ingested.empty:
+def latency_table(bench: dict[str, Any], nets_ingested: pd.DataFrame) -> pd.DataFrame | None:
+    """Thesis measurement time per network against the predictor's time (bench/predictor_latency.py)."""
+    if nets_ingested.empty:
         return None
-    b = json.loads(bench.read_text())
-    per_pred = b["warm_batched_s"]["median"] / b["predictions_per_pass"]
+    per_pred = bench["warm_batched_s"]["median"] / bench["predictions_per_pass"]
     inf = nets_ingested[nets_ingested["mode"] == "inference"]
     rows = inf.groupby("device_config")["total_time_s"].agg(["median", "min", "max"]).reset_index()
     rows = rows.rename(
         columns={"median": "measurement_median_s", "min": "measurement_min_s", "max": "measurement_max_s"}
     )
     rows["predictor_warm_s"] = per_pred
-    rows["predictor_cold_cached_s"] = b["cold_process_cached_s"]["median"]
-    rows["predictor_cold_uncached_s"] = b["cold_process_uncached_s"]["median"]
+    rows["predictor_cold_cached_s"] = bench["cold_process_cached_s"]["median"]
+    rows["predictor_cold_uncached_s"] = bench["cold_process_uncached_s"]["median"]
     rows["speedup_warm"] = rows["measurement_median_s"] / per_pred
     rows["speedup_cold_uncached"] = rows["measurement_median_s"] / rows["predictor_cold_uncached_s"]
     return rows
@@ -230,174 +227,13 @@ def fig_latency(lat: pd.DataFrame, path: Path, figures: list[Path]) -> None:
     _save(fig, path, figures)
 
 
-def run_validate_stage(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, Any]:
-    from opcost.model.predict import Predictor
-
-    out = paths.validate_dir
-    fig_dir = paths.validate_figures
-    nets = EVALUATED_NETWORKS.validate(pd.read_parquet(paths.evaluated_networks))
-    ops = EVALUATED_OPERATIONS.validate(pd.read_parquet(paths.evaluated_operations))
-    occ = OCCURRENCES.validate(pd.read_parquet(paths.occurrences))
-    from opcost.ops.catalog import known_operations
-
-    cat = known_operations(paths, params).reset_index()
-    figures: list[Path] = []
-    index: list[tuple[str, str, str]] = []  # (section, link, what)
-
-    summed = summation.summed_vs_measured(nets, ops, occ, cat)
-    _write_csv(summed, out / "summed_vs_measured.csv")
-    index.append(
-        (
-            "Summed versus measured",
-            "validate/summed_vs_measured.csv",
-            "every measured network: measured vs summed time and energy, propagated sigmas, "
-            "FLOP and call shares covered",
-        )
-    )
-    for name, what in fig_summed(summed, fig_dir, figures):
-        index.append(("Summed versus measured", f"validate/figures/{name}", what))
-    fig_scatter(
-        summed,
-        "measured",
-        "summed",
-        "Sum of measured operations vs measured network",
-        fig_dir / "summed_scatter.png",
-        figures,
-    )
-    index.append(
-        (
-            "Summed versus measured",
-            "validate/figures/summed_scatter.png",
-            "all networks: sum of measured ops against the measured network (log-log)",
-        )
-    )
-
-    predictor = Predictor(paths=paths)
-    predicted = summation.predicted_vs_measured(nets, predictor)
-    _write_csv(predicted, out / "predicted_vs_measured.csv")
-    index.append(
-        (
-            "Predicted versus measured",
-            "validate/predicted_vs_measured.csv",
-            "every measured network with a trained model: predicted vs measured time and energy, "
-            "unseen-kind FLOP share",
-        )
-    )
-    if len(predicted):
-        fig_scatter(
-            predicted,
-            "measured",
-            "predicted",
-            "Predicted (per-op models) vs measured network",
-            fig_dir / "predicted_scatter.png",
-            figures,
-        )
-        index.append(
-            (
-                "Predicted versus measured",
-                "validate/figures/predicted_scatter.png",
-                "all networks: prediction from the champion bundles against measurement (log-log)",
-            )
-        )
-
-    tc = summation.tensor_cores(nets)
-    _write_csv(tc, out / "tensor_cores.csv")
-    index.append(
-        (
-            "Tensor cores",
-            "validate/tensor_cores.csv",
-            "inference energy per network on A30, A30 without TF32 and RTX 2080 Ti, relative differences",
-        )
-    )
-    if len(tc):
-        fig_tensor_cores(tc, fig_dir / "tensor_cores.png", figures)
-        index.append(
-            (
-                "Tensor cores",
-                "validate/figures/tensor_cores.png",
-                "inference energy per network, three device configs (log scale)",
-            )
-        )
-
-    sw = SWEEPS.validate(pd.read_parquet(paths.evaluated_sweeps))
-    norm = sweeps.normalised(sw)
-    opt = sweeps.optima(norm)
-    _write_csv(
-        norm[["source", "device", "workload", "knob", "value", "time_rel", "energy_rel", "edp_rel"]], out / "sweeps.csv"
-    )
-    _write_csv(opt, out / "sweep_optima.csv")
-    index.append(
-        (
-            "Sweeps",
-            "validate/sweep_optima.csv",
-            "every workload of every sweep: energy- and EDP-optimal setting, energy saved and time lost "
-            "vs the highest setting, optimum at the edge?",
-        )
-    )
-    index.append(("Sweeps", "validate/sweeps.csv", "normalised time, energy and EDP per setting (DVC plot data)"))
-    grid = sweeps.grid_optima(sw)
-    if len(grid):
-        _write_csv(grid, out / "grid_optima.csv")
-        index.append(
-            (
-                "Sweeps",
-                "validate/grid_optima.csv",
-                "core x memory clock grids (dvfs-conv): the joint energy- and EDP-optimal clock pair "
-                "per algorithm, at the edge?",
-            )
-        )
-    for name, what in fig_sweeps(norm, opt, fig_dir, figures):
-        index.append(("Sweeps", f"validate/figures/{name}", what))
-
-    from opcost.schemas import NET_MEASUREMENTS
-
-    ing = [
-        NET_MEASUREMENTS.validate(pd.read_parquet(paths.ingested_dir(n) / "networks.parquet"))
-        for n, s in params.ingest.sources.items()
-        if s.kind == "thesis-logs"
-    ]
-    lat = latency_table(paths, pd.concat(ing, ignore_index=True) if ing else pd.DataFrame())
-    if lat is not None:
-        _write_csv(lat, out / "latency.csv")
-        fig_latency(lat, fig_dir / "latency.png", figures)
-        index.append(
-            (
-                "Predictor latency",
-                "validate/latency.csv",
-                "thesis measurement time per network vs predictor time (bench/predictor_latency.py)",
-            )
-        )
-        index.append(("Predictor latency", "validate/figures/latency.png", "the same as a bar chart (log scale)"))
-
-    metrics = {
-        "summed_vs_measured": summation.error_summary(summed),
-        "predicted_vs_measured": summation.error_summary(predicted) if len(predicted) else {},
-        "sweeps": sweeps.optima_summary(opt),
-        "grid_optima": {
-            r["workload"]: {
-                "energy_optimal": [r["energy_optimal_core_mhz"], r["energy_optimal_mem_mhz"]],
-                "edp_optimal": [r["edp_optimal_core_mhz"], r["edp_optimal_mem_mhz"]],
-                "energy_saved_pct": 100 * r["energy_saved"],
-                "at_edge": r["energy_optimum_at_edge"],
-            }
-            for _, r in grid.iterrows()
-        },
-        "summed_min_flops_share": float(summed["flops_share"].min()) if len(summed) else None,
-    }
-    write_json(metrics, paths.validate_metrics)
-    write_index(paths, index, metrics)
-    if log_to_mlflow:
-        _log_mlflow(paths, metrics, figures)
-    return metrics
-
-
 def write_index(paths: Paths, index: list[tuple[str, str, str]], metrics: dict[str, Any]) -> None:
     lines = [
         "# opcost report",
         "",
         "Written by the `validate` stage (`dvc repro validate`). Numbers behind every figure are in the CSV",
         "tables beside it; `dvc plots show` renders the DVC plots; "
-        "`dvc metrics show` lists reports/validate/metrics.json.",
+        "`dvc metrics show` lists the headline figures (reports/validate/metrics.json; all of them in detail.json).",
         "",
     ]
     lines += [
@@ -406,10 +242,13 @@ def write_index(paths: Paths, index: list[tuple[str, str, str]], metrics: dict[s
         "| comparison | device config, mode | networks | time MAPE % | energy MAPE % |",
         "| --- | --- | --- | --- | --- |",
     ]
-    for comp in ("summed_vs_measured", "predicted_vs_measured"):
+    for comp, label in (
+        ("summed_vs_measured", "sum of measured ops"),
+        ("predicted_in_sample", "predicted (in-sample: the op models saw these ops)"),
+    ):
         for k, v in metrics[comp].items():
             e = "n/a" if v["energy_mape_pct"] is None else f"{v['energy_mape_pct']:.1f}"
-            lines.append(f"| {comp.replace('_', ' ')} | {k} | {v['networks']} | {v['time_mape_pct']:.1f} | {e} |")
+            lines.append(f"| {label} | {k} | {v['networks']} | {v['time_mape_pct']:.1f} | {e} |")
     section = None
     for sec, link, what in index:
         if sec != section:
@@ -420,13 +259,12 @@ def write_index(paths: Paths, index: list[tuple[str, str, str]], metrics: dict[s
         tmp.write_text("\n".join(lines) + "\n")
 
 
-def _log_mlflow(paths: Paths, metrics: dict[str, Any], figures: list[Path]) -> None:
+def log_mlflow(paths: Paths, metrics: dict[str, Any], figures: list[Path]) -> None:
     from opcost.model import tracking
 
     mlflow = tracking.setup(paths.root, experiment=tracking.VALIDATE_EXPERIMENT)
-    with mlflow.start_run(run_name=tracking.VALIDATE_RUN):
-        mlflow.set_tag("dvc_stage", "validate")
-        for comp in ("summed_vs_measured", "predicted_vs_measured"):
+    with tracking.tracked_run(mlflow, tracking.VALIDATE_RUN, tags={"dvc_stage": "validate"}):
+        for comp in ("summed_vs_measured", "predicted_in_sample"):
             for k, v in metrics[comp].items():
                 mlflow.log_metric(f"{comp}.{k}.time_mape_pct", v["time_mape_pct"])
                 if v["energy_mape_pct"] is not None:

@@ -1,0 +1,102 @@
+"""What a training run logs, as data: written beside the bundle, replayed into any MLflow store.
+
+The train stage does not talk to MLflow directly. It builds a *run record* (a parent run per
+device config and mode, nested runs per algorithm x quantity x feature set, with parameters, tags,
+per-fold metrics as steps and the data behind each figure), saves it as `run.json` in the model's
+DVC output, and replays it into the tracking store. A fresh clone's `dvc pull` brings the record
+with the bundle, and `opcost sync-registry` replays it into an empty store, so the runs a user
+compares in the MLflow UI are the same on every machine. Run ids never enter a DVC output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+from opcost.errors import OpcostError
+from opcost.io import write_json
+from opcost.model import tracking
+
+RUN_FILE = "run.json"
+
+
+def child(
+    name: str,
+    tags: dict[str, str],
+    params: dict[str, Any],
+    metrics: dict[str, float],
+    steps: dict[str, list[float]],
+    figures: list[dict[str, Any]],
+) -> dict[str, Any]:
+    return {"name": name, "tags": tags, "params": params, "metrics": metrics, "steps": steps, "figures": figures}
+
+
+def save(record: dict[str, Any], folder: Path) -> None:
+    write_json(record, Path(folder) / RUN_FILE)
+
+
+def load(folder: Path) -> dict[str, Any]:
+    f = Path(folder) / RUN_FILE
+    if not f.is_file():
+        raise OpcostError(f"{f} is missing: run `dvc pull` or `dvc repro train@<target>`")
+    try:
+        rec = json.loads(f.read_text())
+        assert isinstance(rec, dict) and isinstance(rec.get("children"), list) and "name" in rec
+    except (ValueError, AssertionError):
+        raise OpcostError(f"{f} is not a run record; refused") from None
+    return rec
+
+
+def _figure(fig_spec: dict[str, Any]) -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    measured, predicted, unit = fig_spec["measured"], fig_spec["predicted"], fig_spec["unit"]
+    fig, ax = plt.subplots(figsize=(4.5, 4.5))
+    ax.scatter(measured, predicted, s=8, alpha=0.6)
+    lo = min(min(measured), min(predicted))
+    hi = max(max(measured), max(predicted))
+    ax.plot([lo, hi], [lo, hi], color="grey", lw=1)
+    if lo > 0 and hi / lo > 100:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    ax.set_xlabel(f"measured [{unit}]")
+    ax.set_ylabel(f"predicted [{unit}]")
+    ax.set_title(fig_spec["title"], fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def _log(mlflow: Any, r: dict[str, Any]) -> None:
+    if r["params"]:
+        mlflow.log_params(r["params"])
+    for name, values in r["steps"].items():
+        for step, v in enumerate(values):
+            mlflow.log_metric(name, v, step=step)
+    metrics = {k: v for k, v in r["metrics"].items() if v is not None}
+    if metrics:
+        mlflow.log_metrics(metrics)
+    if r["figures"]:
+        import matplotlib.pyplot as plt
+
+        for spec in r["figures"]:
+            fig = _figure(spec)
+            mlflow.log_figure(fig, spec["file"])
+            plt.close(fig)
+
+
+@contextlib.contextmanager
+def replayed(mlflow: Any, record: dict[str, Any], extra_tags: dict[str, str] | None = None) -> Iterator[Any]:
+    """Log `record` as a parent run with its nested runs and keep the parent active inside the block
+    (the bundle is registered from it). Every run ends FINISHED, FAILED or KILLED."""
+    tags = {**record["tags"], **(extra_tags or {})}
+    with tracking.tracked_run(mlflow, record["name"], tags=tags) as run:
+        _log(mlflow, record)
+        for c in record["children"]:
+            with tracking.tracked_run(mlflow, c["name"], nested=True, tags={**tags, **c["tags"]}):
+                _log(mlflow, c)
+        yield run

@@ -1,0 +1,143 @@
+"""Stage `evaluate`: every measurement source into the evaluated tables.
+
+Writes data/evaluated/{operations,networks,sweeps}.parquet; one folder per device config and mode
+under data/evaluated/targets/ with exactly the rows a `train@<target>` stage learns from (so a new
+CPU measurement leaves the GPU targets' files, and their trained models, untouched); the ingest
+detail (reports/ingest/{summary,coverage}.json) and the headline figures DVC shows as metrics
+(reports/evaluate/summary.json).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import pandas as pd
+
+from opcost.config import OP_PHASE, Params, Paths
+from opcost.data.evaluate import (
+    NET_KEYS,
+    OP_KEYS,
+    campaign_frames,
+    coverage_of_networks,
+    evaluate_logged,
+)
+from opcost.errors import OpcostError
+from opcost.io import write_json, write_parquet
+from opcost.schemas import (
+    EVALUATED_NETWORKS,
+    EVALUATED_OPERATIONS,
+    NET_MEASUREMENTS,
+    OCCURRENCES,
+    OP_MEASUREMENTS,
+    SWEEPS,
+    TARGET_OPERATIONS,
+    TARGET_SPEC_COLUMNS,
+    Table,
+    conform,
+)
+from opcost.stages._run import execute
+from opcost.tables import known_operations, read_table, require
+
+
+def read_ingested(paths: Paths, params: Params) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {"ops": [], "nets": [], "sweeps": [], "summaries": []}
+    for name, src in params.ingest.sources.items():
+        d = paths.ingested_dir(name)
+        stage = f"ingest@{name}"
+        out["summaries"].append(json.loads(require(d / "summary.json", stage).read_text()))
+        if src.kind == "thesis-logs":
+            out["ops"].append(read_table(d / "op_measurements.parquet", OP_MEASUREMENTS, stage))
+            out["nets"].append(read_table(d / "networks.parquet", NET_MEASUREMENTS, stage))
+        else:
+            out["sweeps"].append(read_table(d / "sweeps.parquet", SWEEPS, stage))
+    return out
+
+
+def _finish(df: pd.DataFrame, table: Table) -> pd.DataFrame:
+    if df.empty:
+        return conform(pd.DataFrame({c: [] for c in table.names}), table)
+    return conform(df.reset_index(drop=True), table)
+
+
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    frames = [f for f in frames if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def target_tables(ops: pd.DataFrame, catalog: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """`<device config>-<mode>` -> the rows its op models learn from, with specs and paper costs."""
+    spec = catalog.set_index("op_id")[list(TARGET_SPEC_COLUMNS)]
+    out = {}
+    for (device, mode), g in ops.groupby(["device_config", "mode"], sort=True):
+        rows = g[g["phase"] == OP_PHASE[mode]]
+        if rows.empty:
+            continue
+        joined = rows.join(spec, on="op_id").sort_values(["op_id", "clock_mhz", "power_limit_w"], kind="stable")
+        out[f"{device}-{mode}"] = TARGET_OPERATIONS.validate(joined.reset_index(drop=True))
+    return out
+
+
+def run(paths: Paths, params: Params) -> dict[str, Any]:
+    ing = read_ingested(paths, params)
+    logged_ops, logged_nets = _concat(ing["ops"]), _concat(ing["nets"])
+    parts_ops, parts_nets = [], []
+    if len(logged_ops):
+        parts_ops.append(evaluate_logged(logged_ops, OP_KEYS + ["kind"]))
+    if len(logged_nets):
+        e = evaluate_logged(logged_nets, NET_KEYS + ["model"])
+        shapes = logged_nets.drop_duplicates("set_id").set_index("set_id")["input_shape"]
+        e["input_shape"] = [list(shapes[i]) for i in e["set_id"]]
+        parts_nets.append(e)
+    c_ops, c_nets, c_sweeps = campaign_frames(paths)
+    ops = _finish(_concat([*parts_ops, c_ops]), EVALUATED_OPERATIONS)
+    nets = _finish(_concat([*parts_nets, c_nets]), EVALUATED_NETWORKS)
+    sweeps = _finish(_concat([*ing["sweeps"], c_sweeps]), SWEEPS)
+
+    occurrences = read_table(paths.occurrences, OCCURRENCES, "extract")
+    catalog = known_operations(paths, params).reset_index()
+    missing = sorted(set(ops["op_id"]) - set(catalog["op_id"]))
+    if missing:
+        raise OpcostError(f"{len(missing)} evaluated ops have no spec in any operations table (e.g. {missing[0]})")
+    coverage = coverage_of_networks(logged_nets, ops, occurrences, catalog) if len(logged_nets) else {"networks": []}
+    targets = target_tables(ops, catalog)
+
+    write_parquet(ops, paths.evaluated_operations)
+    write_parquet(nets, paths.evaluated_networks)
+    write_parquet(sweeps, paths.evaluated_sweeps)
+    for target, df in targets.items():
+        write_parquet(df, paths.target_operations(target))
+    for stale in paths.evaluated_targets_dir.glob("*/operations.parquet"):
+        if stale.parent.name not in targets:  # a device config that no longer has data
+            stale.unlink()
+            stale.parent.rmdir()
+    write_json({s["source"]: s for s in ing["summaries"]}, paths.ingest_summary)
+    write_json(coverage, paths.ingest_coverage)
+    headline = {
+        "operation_rows": len(ops),
+        "network_rows": len(nets),
+        "sweep_rows": len(sweeps),
+        "target_rows": {t: len(df) for t, df in targets.items()},
+        "mean_flops_share": coverage.get("mean_flops_share"),
+        "min_flops_share": coverage.get("min_flops_share"),
+    }
+    write_json(headline, paths.evaluate_summary)
+    return headline
+
+
+def summary(s: dict[str, Any]) -> str:
+    share = s["mean_flops_share"]
+    return (
+        f"evaluate: {s['operation_rows']} op rows, {s['network_rows']} network rows, {s['sweep_rows']} sweep rows, "
+        f"{len(s['target_rows'])} train targets; mean FLOP share of measured networks covered by measured ops: "
+        f"{'n/a' if share is None else f'{share:.3f}'}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    return execute(argv, __doc__.splitlines()[0], lambda p: None, lambda paths, params, a: run(paths, params), summary)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+"""Reading the project's tables: one place that knows which stage makes each file.
+
+Every reader validates against `schemas.py`, and a missing upstream output is a one-line error that
+names the file and the `dvc repro` stage that makes it. This module imports no torch, so stages that
+only read tables (evaluate, train, validate) stay fast and their DVC dependencies stay small.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from opcost.config import Params, Paths
+from opcost.errors import OpcostError
+from opcost.schemas import OPERATIONS, Table
+
+
+def require(path: Path, stage: str) -> Path:
+    """`path` if it exists, else a one-line error naming the stage that writes it."""
+    if not Path(path).exists():
+        raise OpcostError(f"{path} is missing: run `dvc repro {stage}` (or `dvc pull` to fetch it)")
+    return Path(path)
+
+
+def read_table(path: Path, table: Table, stage: str) -> pd.DataFrame:
+    """A Parquet table, checked against its schema; missing -> which stage makes it."""
+    return table.validate(pd.read_parquet(require(path, stage)))
+
+
+def known_operations(paths: Paths, params: Params) -> pd.DataFrame:
+    """Every op spec the project knows, indexed by op_id: extract's operations table and those of
+    the thesis-log ingest sources (ops the thesis measured that no extract set contains)."""
+    frames = [read_table(paths.operations, OPERATIONS, "extract")]
+    for name, src in params.ingest.sources.items():
+        if src.kind == "thesis-logs":
+            f = paths.ingested_dir(name) / "operations.parquet"
+            frames.append(read_table(f, OPERATIONS, f"ingest@{name}"))
+    return pd.concat(frames, ignore_index=True).drop_duplicates("op_id").set_index("op_id")

@@ -1,0 +1,90 @@
+"""Every DVC stage depends on exactly the opcost source files whose code can change its outputs.
+
+A stage runs `python3 -m opcost.stages.<name>`. Its import closure is derived by walking the
+imports of that module (every `import opcost...` / `from opcost... import ...` anywhere in a file,
+lazy imports inside functions included, plus the packages' __init__ files), and compared with the
+`src/` entries of the stage's `deps:` in dvc.yaml. A missing entry means `dvc repro` could call a
+stale result up to date; an extra one means a change reruns a stage it cannot affect.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+SRC = REPO / "src"
+
+
+def module_file(name: str) -> Path | None:
+    base = SRC / Path(*name.split("."))
+    if base.with_suffix(".py").is_file():
+        return base.with_suffix(".py")
+    if (base / "__init__.py").is_file():
+        return base / "__init__.py"
+    return None
+
+
+def imported_modules(path: Path) -> set[str]:
+    """opcost modules a file imports anywhere (functions included)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "opcost"}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "opcost":
+            found.add(node.module)
+            found |= {f"{node.module}.{a.name}" for a in node.names if module_file(f"{node.module}.{a.name}")}
+    return found
+
+
+def closure(entry: str) -> set[Path]:
+    """Files loaded when `entry` runs: its imports, transitively, with every package __init__."""
+    todo, files = [entry], set()
+    while todo:
+        name = todo.pop()
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__, a/b/__init__ first
+            f = module_file(".".join(parts[:i]))
+            if f is not None and f not in files:
+                files.add(f)
+                todo.extend(imported_modules(f))
+    return files
+
+
+def stage_entries() -> dict[str, tuple[str, list[str]]]:
+    """dvc.yaml stage name -> (entry module, declared deps)."""
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    out = {}
+    for name, st in stages.items():
+        body = st.get("do", st)
+        m = re.search(r"python3 -m (opcost\.stages\.\w+)", body["cmd"])
+        assert m, f"stage {name} does not run a stage module: {body['cmd']}"
+        out[name] = (m.group(1), body.get("deps", []))
+    return out
+
+
+def covered(f: Path, deps: list[str]) -> bool:
+    rel = f.relative_to(REPO).as_posix()
+    return any(rel == d or rel.startswith(d.rstrip("/") + "/") for d in deps)
+
+
+@pytest.mark.parametrize("stage", sorted(stage_entries()))
+def test_stage_deps_are_its_import_closure(stage):
+    entry, deps = stage_entries()[stage]
+    files = closure(entry)
+    missing = sorted(f.relative_to(REPO).as_posix() for f in files if not covered(f, deps))
+    assert not missing, f"{stage} loads {missing} but dvc.yaml does not list them in its deps"
+    src_deps = [d for d in deps if d.startswith("src/")]
+    extra = [d for d in src_deps if not any(covered(f, [d]) for f in files)]
+    assert not extra, f"{stage} lists {extra} in deps but never imports them"
+
+
+def test_the_closure_sees_lazy_imports():
+    """The walk finds imports inside functions (a stage importing torch-heavy code lazily still
+    depends on it): predict imports ops.catalog only inside _extract_network."""
+    names = {f.relative_to(SRC).as_posix() for f in closure("opcost.model.predict")}
+    assert "opcost/ops/catalog.py" in names and "opcost/__init__.py" in names
