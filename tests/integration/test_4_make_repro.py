@@ -76,7 +76,7 @@ def test_make_repro_logs_and_registers_on_the_server(clone, stack):
 
     assert "up to date" in dvc(clone, "status", env=env).stdout
     assert not (clone / "mlflow.db").exists()  # everything went to the server
-    hashes = {t: json.loads((clone / "models" / t / "model.json").read_text())["bundle_hash"] for t in TARGETS}
+    hashes = {t: json.loads((clone / "models" / t / "bundle.json").read_text())["bundle_hash"] for t in TARGETS}
     got = json.loads(run([sys.executable, "-c", READ_BACK, json.dumps(hashes)], clone, env=env).stdout)
     for t in TARGETS:
         assert len(got[t]["mine"]) == 1, (t, got[t])  # each trained bundle registered once, by its hash
