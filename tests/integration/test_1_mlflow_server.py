@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import boto3
-from stack_tools import opcost, run, set_params
+from stack_tools import dvc, opcost, run, set_params
 
 TARGET = "RTX2080Ti-training"  # the smallest training set of the thesis data (256 rows)
 NAME = f"opcost-{TARGET}"
@@ -55,8 +55,15 @@ def small_training(raw: dict) -> None:
     raw["train"].update({"folds": 3, "random_forest": {"n_estimators": 10}, "xgboost": {"n_estimators": 20}})
 
 
+def training_inputs(clone, target: str) -> None:
+    """The evaluate stage's per-target table, made here if the commit's data was not pushed yet."""
+    if not (clone / "data" / "evaluated" / "targets" / target / "operations.parquet").is_file():
+        dvc(clone, "repro", "--single-item", "evaluate")
+
+
 def test_training_logs_to_the_server_and_the_champion_reads_back_elsewhere(clone, stack):
     set_params(clone, small_training)
+    training_inputs(clone, TARGET)
     first = opcost(clone, "train", "--target", TARGET).stdout
     again = opcost(clone, "train", "--target", TARGET).stdout
     assert "registry: nothing new to register" in again  # same data, parameters and code: same content hash
@@ -128,6 +135,7 @@ def test_concurrent_registrations_of_one_bundle_leave_one_version(clone, stack):
     server): exactly one version with that content hash survives."""
     target = "RTX2080Ti-inference"
     set_params(clone, lambda raw: (small_training(raw), raw["train"].update({"targets": [target]})))
+    training_inputs(clone, target)
     opcost(clone, "train", "--target", target, "--no-mlflow")  # models/ only, nothing registered yet
     env = {**os.environ, "PYTHONPATH": str(clone / "src")}
     procs = [
