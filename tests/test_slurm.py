@@ -12,11 +12,20 @@ from pathlib import Path
 import pytest
 import yaml
 
-from opcost.config import CampaignParams, SlurmParams, load_params
+from opcost.config import CampaignParams, Paths, SlurmParams, load_params
 from opcost.errors import OpcostError
 from opcost.slurm import scheduler
 from opcost.slurm.scheduler import JobState
-from opcost.slurm.submit import array_script, array_spec, log_tail, merge_script, shard_rows
+from opcost.slurm.submit import (
+    array_script,
+    array_spec,
+    is_merged,
+    log_tail,
+    merge_script,
+    read_record,
+    resolve_options,
+    shard_rows,
+)
 
 DATA = Path(__file__).parent / "data" / "slurm"
 
@@ -291,3 +300,30 @@ def test_repo_params_slurm_block_loads(repo_root):
     p = load_params(repo_root / "params.yaml")
     for name in p.profile.campaigns:
         p.profile.slurm_for(name).check(name)
+
+
+def test_merged_only_when_every_shard_says_so():
+    assert not is_merged([])
+    assert not is_merged([{"merged": True}, {"merged": False}])
+    assert not is_merged([{"parts_total": 3, "parts_done": 3}])  # all parts written is not merged yet
+    assert is_merged([{"merged": True}, {"merged": True}])
+
+
+def test_flags_override_params_and_are_checked(tmp_path):
+    p = load_params(write_params(tmp_path, {"partition": "gpu", "campaigns": {"c1": {"shards": 2, "mem": "8G"}}}))
+    opts = resolve_options(p, "c1", {"shards": 6, "partition": None, "time": "00:30:00"})
+    assert (opts.shards, opts.partition, opts.mem, opts.time) == (6, "gpu", "8G", "00:30:00")
+    with pytest.raises(OpcostError, match="command line: throttle must be an integer >= 1"):
+        resolve_options(p, "c1", {"throttle": 0})
+
+
+def test_a_damaged_submission_record_is_a_one_line_error(tmp_path):
+    paths = Paths(tmp_path)
+    assert read_record(paths, "c1") == {"campaign": "c1", "submissions": []}
+    paths.slurm_record("c1").parent.mkdir(parents=True)
+    paths.slurm_record("c1").write_text('{"campaign": "c1", "submissions": [')
+    with pytest.raises(OpcostError, match=r"c1.json is not valid JSON .*; remove it to forget earlier submissions"):
+        read_record(paths, "c1")
+    paths.slurm_record("c1").write_text("[]")
+    with pytest.raises(OpcostError, match="is not a submission record"):
+        read_record(paths, "c1")

@@ -192,23 +192,15 @@ def job_states(paths: Paths, record: Mapping[str, Any]) -> dict[str, JobState]:
 
 
 def shard_progress(paths: Paths, params: Params, name: str, n_shards: int) -> list[dict[str, Any]]:
-    """Per shard: parts_total, parts_done, failed_rows, last_error (from the parts on disk)."""
+    """Per shard: parts_total, parts_done, failed_rows, last_error, and merged (data/raw/NAME holds
+    the whole campaign), from what is on disk; the profiler's own account (opcost.measure.shards)."""
     from opcost.measure.shards import shard_progress as progress
 
     return progress(paths, params, name, n_shards)
 
 
-def campaign_complete(paths: Paths, params: Params, name: str) -> bool:
-    """data/raw/NAME holds this campaign, measured with today's parameters and code."""
-    from opcost.measure.campaign import fingerprint
-
-    meta = paths.raw_dir(name) / "campaign.json"
-    if not meta.is_file():
-        return False
-    try:
-        return json.loads(meta.read_text()).get("fingerprint") == fingerprint(campaign_of(params, name))
-    except (json.JSONDecodeError, AttributeError):
-        return False
+def is_merged(progress: Sequence[Mapping[str, Any]]) -> bool:
+    return bool(progress) and all(p.get("merged", False) for p in progress)
 
 
 def package_dir() -> Path:
@@ -240,9 +232,9 @@ def submit(
                     f"campaign {name}: job(s) {', '.join(active)} still queued or running; wait for them "
                     f"(`opcost status --campaign {name}`) or scancel them, then submit again"
                 )
-        if campaign_complete(paths, params, name):
-            return {"campaign": name, "complete": True, "submitted": False}
         progress = shard_progress(paths, params, name, opts.shards)
+        if is_merged(progress):
+            return {"campaign": name, "complete": True, "submitted": False}
         empty = [i for i, p in enumerate(progress) if p["parts_total"] == 0]
         if empty:
             total = sum(p["parts_total"] for p in progress)
@@ -370,8 +362,8 @@ def status(paths: Paths, params: Params, name: str) -> dict[str, Any]:
     record = read_record(paths, name)
     subs = record["submissions"]
     n = subs[-1]["shards"] if subs else params.profile.slurm_for(name).shards
-    complete = campaign_complete(paths, params, name)
     progress = shard_progress(paths, params, name, n)
+    complete = is_merged(progress)
     states = job_states(paths, record) if subs else {}
     logs = paths.slurm_dir(name) / "logs"
     rows = shard_rows(progress, subs, states, lambda job: log_tail(logs / f"{job}.out"))
