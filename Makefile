@@ -1,5 +1,6 @@
 # Two entry points that work on a fresh machine: `make repro` and `make test`.
 # Both create .venv from pyproject.toml when it is missing or older than pyproject.toml.
+# The team stack (README "Team set-up"): `make stack-up`, `make test-integration`, `make stack-down`.
 
 PYTHON ?= python3
 VENV := .venv
@@ -13,13 +14,19 @@ export MLFLOW_DISABLE_TELEMETRY := true
 export DO_NOT_TRACK := true
 export DVC_NO_ANALYTICS := 1
 
-.PHONY: repro test lint venv clean-venv
+# The Python that runs the stack and its tests: .venv's unless given (`make stack-up PY=...` uses that
+# environment as it is and never installs into it, beyond the pinned `team` extra stack/install.sh adds).
+PY ?= $(BIN)/python
+VENV_FOR_PY := $(if $(filter $(BIN)/python,$(PY)),$(STAMP))
+STACK_DIR ?= $(CURDIR)/.stack
+
+.PHONY: repro test lint venv clean-venv stack-up stack-down test-integration
 
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,team]'
 	touch $(STAMP)
 
 ## make repro: install, pull versioned data from the DVC remote, run the pipeline, and register
@@ -38,3 +45,17 @@ lint: $(STAMP)
 
 clean-venv:
 	rm -rf $(VENV)
+
+## make stack-up: install what is missing (apt, pip; pinned) and start SLURM, PostgreSQL, SeaweedFS (S3)
+## and an MLflow server on 127.0.0.1 from empty directories; writes .stack/env and PID files.
+stack-up: $(VENV_FOR_PY)
+	PY=$(PY) OPCOST_STACK_DIR=$(STACK_DIR) bash stack/up.sh
+
+## make stack-down: stop the stack by its PID files.
+stack-down:
+	PY=$(PY) OPCOST_STACK_DIR=$(STACK_DIR) bash stack/down.sh
+
+## make test-integration: tests/integration/ against the running stack (never part of `make test`).
+test-integration: $(VENV_FOR_PY)
+	@test -s $(STACK_DIR)/env || { echo "the stack is not running: make stack-up" >&2; exit 1; }
+	set -a && . $(STACK_DIR)/env && set +a && OPCOST_INTEGRATION=1 $(PY) -m pytest tests/integration

@@ -18,6 +18,9 @@ os.environ["DVC_NO_ANALYTICS"] = "1"
 # Device locks are machine-wide: keep this test run's apart from real campaigns and other test runs.
 os.environ["OPCOST_LOCK_DIR"] = tempfile.mkdtemp(prefix="opcost-test-locks-")
 
+# tests/integration/ runs against the team stack (`make test-integration`), never in plain `make test`.
+collect_ignore = [] if os.environ.get("OPCOST_INTEGRATION") else ["integration"]
+
 REPO = Path(__file__).resolve().parents[1]
 EXTERNAL = REPO / "data" / "external"
 

@@ -454,6 +454,94 @@ def restore_device(
     out.print(_run(go), highlight=False, soft_wrap=True)
 
 
+@app.command()
+def submit(
+    campaign: str = typer.Option(..., "--campaign", help="A campaign of params.yaml (profile.campaigns)."),
+    shards: Optional[int] = typer.Option(None, "--shards", help="Array tasks the campaign is split into."),
+    throttle: Optional[int] = typer.Option(None, "--throttle", help="At most this many tasks at once (%N)."),
+    partition: Optional[str] = typer.Option(None, "--partition", help="SLURM partition."),
+    account: Optional[str] = typer.Option(None, "--account", help="SLURM account."),
+    time_limit: Optional[str] = typer.Option(None, "--time", help="Time limit per task, e.g. 02:00:00."),
+    gres: Optional[str] = typer.Option(None, "--gres", help="GRES per task of a CUDA campaign (default gpu:1)."),
+    cpus: Optional[int] = typer.Option(None, "--cpus", help="CPUs per task."),
+    mem: Optional[str] = typer.Option(None, "--mem", help="Memory per task, e.g. 16G."),
+    python: Optional[str] = typer.Option(None, "--python", help="Python the jobs run (default: this one)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the job scripts; submit nothing."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Run a campaign on a SLURM cluster: a job array (one shard of ops per task) and a merge job after it.
+
+    Options default to params.yaml `profile.slurm` (and its `campaigns.NAME` overrides). Submitting
+    again measures only what is missing. `opcost status --campaign NAME` follows the shards.
+    """
+    from opcost.slurm.submit import submit as do_submit
+
+    flags = {
+        "shards": shards,
+        "throttle": throttle,
+        "partition": partition,
+        "account": account,
+        "time": time_limit,
+        "gres": gres,
+        "cpus_per_task": cpus,
+        "mem": mem,
+    }
+    r = _stage(lambda paths, params: do_submit(paths, params, campaign, flags, python, dry_run))
+    if as_json:
+        sys.stdout.write(json.dumps(r, indent=2) + "\n")
+    elif r["complete"]:
+        out.print(f"campaign {campaign} is complete in data/raw/{campaign}: nothing to submit")
+    elif dry_run:
+        for kind, text in r["scripts"].items():
+            out.print(f"# --- {kind} job ---", highlight=False)
+            out.print(escape(text), highlight=False, end="")
+    else:
+        done = f"; shards {', '.join(map(str, r['done_shards']))} already measured" if r["done_shards"] else ""
+        array = (
+            f"array job {r['array_job']} (shards {', '.join(map(str, r['tasks']))} of {r['shards']})"
+            if (r["array_job"])
+            else "no array job (every shard is measured)"
+        )
+        out.print(f"campaign {campaign}: {array}, merge job {r['merge_job']}{done}", highlight=False)
+
+
+@app.command()
+def status(
+    campaign: str = typer.Option(..., "--campaign", help="A campaign of params.yaml (profile.campaigns)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the status as JSON."),
+) -> None:
+    """Per shard of a submitted campaign: pending, running, done or failed (with the error), and the merge job."""
+    from opcost.slurm.submit import status as get_status
+
+    s = _stage(lambda paths, params: get_status(paths, params, campaign))
+    if as_json:
+        sys.stdout.write(json.dumps(s, indent=2) + "\n")
+        return
+    table = Table(title=f"campaign {campaign}: {s['shards']} shards, {s['submissions']} submission(s)")
+    for col in ("shard", "state", "parts", "failed rows", "job", "error"):
+        table.add_column(col, no_wrap=col != "error")
+    colour = {"done": "green", "failed": "red", "running": "cyan", "pending": "yellow"}
+    for r in s["rows"]:
+        st = r["state"]
+        table.add_row(
+            str(r["shard"]),
+            f"[{colour[st]}]{st}[/]" if st in colour else st,
+            f"{r['parts_done']}/{r['parts_total']}",
+            str(r["failed_rows"]),
+            r["job"] or "",
+            escape(r["error"] or ""),
+        )
+    out.print(table)
+    m = s["merge"]
+    if s["complete"]:
+        out.print(f"merged: data/raw/{campaign} is complete")
+    elif m:
+        err = f": {escape(m['error'])}" if m["error"] else ""
+        out.print(f"merge job {m['job']}: {m['detail'] or m['state']}{err}", highlight=False)
+    else:
+        out.print(f"not submitted: `opcost submit --campaign {campaign}`")
+
+
 def main() -> None:
     app()
 

@@ -310,6 +310,14 @@ class Paths:
         """Original clocks and power limits of GPUs a campaign changed, kept until restored (git-ignored)."""
         return self.root / ".opcost" / "device-state"
 
+    def slurm_record(self, campaign: str) -> Path:
+        """What `opcost submit` sent to SLURM for a campaign (job ids, shards, times); read by `opcost status`."""
+        return self.root / ".opcost" / "slurm" / f"{campaign}.json"
+
+    def slurm_dir(self, campaign: str) -> Path:
+        """A campaign's job scripts, task logs and task job ids (on the file system the nodes share)."""
+        return self.root / ".opcost" / "slurm" / campaign
+
 
 def parse_input_shape(value: str | Sequence[Any], what: str = "input shape") -> tuple[int, ...]:
     """Parse `32,3,224,224` (or a list of ints) into a 4-tuple of positive ints, or fail clearly."""
@@ -495,10 +503,95 @@ CAMPAIGN_FIELDS: dict[str, Callable[[Any, str], Any]] = {
     "instance_budget_mb": as_positive,
 }
 
+_SLURM_TIME = re.compile(r"^(\d+-\d{1,2}(:\d{2}(:\d{2})?)?|\d+(:\d{2}(:\d{2})?)?)$")
+_SLURM_MEM = re.compile(r"^\d+[KMGT]?$")
+_SLURM_GRES = re.compile(r"^[A-Za-z][\w.-]*(:[\w.-]+)?(:\d+)?$")
+
+
+@dataclass(frozen=True)
+class SlurmParams:
+    """How `opcost submit` runs a campaign on a SLURM cluster: a job array of `shards` tasks, at most
+    `throttle` at once, then a merge job. Not a measuring parameter: DVC's profile stages do not depend
+    on it, so moving a campaign to another partition re-measures nothing."""
+
+    shards: int = 4
+    throttle: int | None = None  # the array's %N; None: as many at once as the cluster allows
+    partition: str | None = None  # None: the cluster's default partition
+    account: str | None = None
+    time: str = "02:00:00"  # per task, any sbatch --time format (MM, HH:MM:SS, D-HH:MM, ...)
+    gres: str | None = "gpu:1"  # per task of a CUDA campaign; CPU campaigns request no GRES
+    cpus_per_task: int = 4
+    mem: str | None = None  # per task, e.g. 16G; None: the cluster's default
+    setup: tuple[str, ...] = ()  # shell lines each job runs first (module load ..., source .venv/bin/activate)
+
+    @classmethod
+    def from_dict(cls, raw: Any, where: str, base: "SlurmParams | None" = None) -> "SlurmParams":
+        """`raw` over `base` (the profile-level defaults), checked."""
+        if not isinstance(raw, dict):
+            raise OpcostError(f"{where}: expected a mapping of SLURM settings, got {raw!r}")
+        known = set(cls.__dataclass_fields__)
+        unknown = set(raw) - known
+        if unknown:
+            raise OpcostError(f"{where}: unknown key(s) {sorted(unknown)}; valid keys: {', '.join(sorted(known))}")
+        kw = {**(base or cls()).__dict__, **raw}
+        if isinstance(kw["setup"], str):
+            kw["setup"] = (kw["setup"],)
+        kw["setup"] = tuple(kw["setup"] or ())
+        s = cls(**kw)
+        s.check(where)
+        return s
+
+    def check(self, where: str) -> None:
+        def positive(v: Any) -> bool:
+            return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+        if not positive(self.shards) or not positive(self.cpus_per_task):
+            raise OpcostError(f"{where}: shards and cpus_per_task must be integers >= 1")
+        if self.throttle is not None and not positive(self.throttle):
+            raise OpcostError(f"{where}: throttle must be an integer >= 1 (tasks at once) or null for no limit")
+        if not isinstance(self.time, str) or not _SLURM_TIME.match(self.time):
+            raise OpcostError(
+                f'{where}: time {self.time!r} must be a quoted SLURM time such as "30", "02:00:00" or '
+                f'"1-12:00" (YAML reads an unquoted 02:00:00 as a number)'
+            )
+        if self.mem is not None and not _SLURM_MEM.match(str(self.mem)):
+            raise OpcostError(f"{where}: mem {self.mem!r} must be a size such as 16G or 4000M, or null")
+        if self.gres is not None and not _SLURM_GRES.match(str(self.gres)):
+            raise OpcostError(f"{where}: gres {self.gres!r} must look like gpu:1 or gpu:a100:1, or be null")
+        for key in ("partition", "account"):
+            v = getattr(self, key)
+            if v is not None and (not isinstance(v, str) or not re.match(r"^[\w.,-]+$", v)):
+                raise OpcostError(f"{where}: {key} {v!r} must be a SLURM name (letters, digits, _ . , -) or null")
+        if not all(isinstance(line, str) and "\n" not in line for line in self.setup):
+            raise OpcostError(f"{where}: setup must be a list of single-line shell commands")
+
 
 @dataclass(frozen=True)
 class ProfileParams:
     campaigns: dict[str, CampaignParams] = field(default_factory=dict)
+    slurm: SlurmParams = field(default_factory=SlurmParams)  # defaults for every campaign
+    slurm_campaigns: dict[str, SlurmParams] = field(default_factory=dict)  # per campaign, defaults filled in
+
+    def slurm_for(self, campaign: str) -> SlurmParams:
+        return self.slurm_campaigns.get(campaign, self.slurm)
+
+
+def _slurm_params(raw: Any, campaigns: dict[str, CampaignParams], where: str) -> tuple[SlurmParams, dict]:
+    """`profile.slurm`: defaults, plus `campaigns: {NAME: overrides}` for campaigns of profile.campaigns."""
+    if raw is None:
+        return SlurmParams(), {}
+    if not isinstance(raw, dict):
+        raise OpcostError(f"{where}: expected a mapping of SLURM settings, got {raw!r}")
+    raw = dict(raw)
+    per = raw.pop("campaigns", None) or {}
+    defaults = SlurmParams.from_dict(raw, where)
+    if not isinstance(per, dict):
+        raise OpcostError(f"{where}.campaigns: must map campaign names to SLURM settings")
+    unknown = sorted(set(map(str, per)) - set(campaigns))
+    if unknown:
+        valid = ", ".join(sorted(campaigns)) or "none defined"
+        raise OpcostError(f"{where}.campaigns: {', '.join(unknown)} not in profile.campaigns ({valid})")
+    return defaults, {str(n): SlurmParams.from_dict(v, f"{where}.campaigns.{n}", defaults) for n, v in per.items()}
 
 
 # Parsers in src/opcost/data/: thesis.py (thesis-logs), sweeps.py and crossclock.py (the rest).
@@ -673,7 +766,7 @@ def load_params(path: Path) -> Params:
         raise OpcostError(f"{f}: extract.sets lists {', '.join(dupes)} more than once; merge their modes")
 
     prof = mapping(raw.get("profile"), f"{f}: profile")
-    check_keys(prof, ("campaigns",), f"{f}: profile")
+    check_keys(prof, ("campaigns", "slurm"), f"{f}: profile")
     raw_campaigns = mapping(
         prof.get("campaigns"), f"{f}: profile.campaigns", "a mapping of campaign names to their settings"
     )
@@ -681,6 +774,7 @@ def load_params(path: Path) -> Params:
     for name, c in raw_campaigns.items():
         check_name(name, f"{f}: profile.campaigns", "campaign name")
         campaigns[name] = CampaignParams.from_dict(name, c, f"{f}: profile.campaigns.{name}")
+    slurm, slurm_campaigns = _slurm_params(prof.get("slurm"), campaigns, f"{f}: profile.slurm")
 
     ing = mapping(raw.get("ingest"), f"{f}: ingest")
     check_keys(ing, ("sources",), f"{f}: ingest")
@@ -721,7 +815,7 @@ def load_params(path: Path) -> Params:
     )
     return Params(
         extract=ExtractParams(sets=sets),
-        profile=ProfileParams(campaigns=campaigns),
+        profile=ProfileParams(campaigns=campaigns, slurm=slurm, slurm_campaigns=slurm_campaigns),
         ingest=IngestParams(sources=sources),
         train=train,
     )

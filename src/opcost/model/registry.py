@@ -134,7 +134,11 @@ def register_bundle(root: Path, mlflow: Any, bundle: Bundle, split: str) -> str 
         except MlflowException:
             pass  # exists already
         tags = version_tags(bundle, split, tracking.source_tags(root))
-        mv = client.create_model_version(name, source=info.model_uri, run_id=run.info.run_id, tags=tags)
+        # model_id links the version to its logged model: without it a tracking server cannot resolve
+        # models:/<name>/<version> to the artifacts (a local store happens to find them by path)
+        mv = client.create_model_version(
+            name, source=info.model_uri, run_id=run.info.run_id, tags=tags, model_id=info.model_id
+        )
         version = str(mv.version)
         winner = tracking.find_version(client, name, bundle.bundle_hash)
         if winner is not None and str(winner.version) != version:
