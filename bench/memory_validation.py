@@ -20,7 +20,6 @@ Writes reports/bench/memory_validation.json and reports/memory_validation.md.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys

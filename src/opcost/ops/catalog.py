@@ -223,9 +223,7 @@ def coverage_report(rows: list[dict[str, Any]]) -> dict[str, Any]:
     sets: dict[str, dict[str, Any]] = {}
     for r in rows:
         sets.setdefault(r["set_id"], {})[r["mode"]] = {
-            k: r[k]
-            for k in ("coverage", "flops_ops", "flops_total", "calls", "unique_ops", "missing_kinds")
-            if k in r
+            k: r[k] for k in ("coverage", "flops_ops", "flops_total", "calls", "unique_ops", "missing_kinds") if k in r
         }
     return {
         "tolerance": COVERAGE_TOLERANCE,

@@ -20,15 +20,9 @@ therefore run as the CPU flash kernel, which keeps what the fused GPU kernels ke
 a log-sum-exp per row). Eager attention (explicit matmul + softmax) materialises the matrix on
 every device and is counted as it runs.
 
-The allocator. PyTorch's CUDA caching allocator hands out blocks rounded up to a multiple of
-512 B (at least 512 B): `torch.cuda.max_memory_allocated` is the peak of the sum of those blocks,
-and `peak_bytes` is that figure (`peak_raw_bytes` is the same timeline unrounded, what a CPU
-allocator sees). Blocks are carved from segments it reserves from the driver: blocks up to 1 MiB
-from 2 MiB segments, blocks under 10 MiB from 20 MiB segments, larger ones from segments rounded
-up to 2 MiB. `peak_reserved_bytes` estimates the reserve at the peak by packing the live blocks of
-each class into their segments with no fragmentation (a lower bound of `max_memory_reserved`).
-Whether a network fits on a device compares that reserve plus `CUDA_CONTEXT_BYTES` (the CUDA
-context, cuBLAS/cuDNN handles and workspaces the allocator does not see) with the device's memory.
+The allocator's rounding (512 B blocks, segments) and the fit rule are in `ops/footprint.py`.
+The peak is tracked in rounded blocks (`peak_bytes`, what `torch.cuda.max_memory_allocated`
+reports) and as requested (`peak_raw_bytes`, what a CPU allocator sees).
 
 Not modelled: library workspaces the kernels ask the allocator for themselves (cuDNN convolution
 algorithms, cuBLAS), which depend on the algorithm the GPU picks; fragmentation beyond the segment
@@ -37,9 +31,7 @@ rounding; a loss function other than a sum; mixed precision (AMP) copies.
 
 from __future__ import annotations
 
-import math
 import weakref
-from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 import torch
@@ -47,61 +39,15 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from opcost.ops.footprint import (
+    LARGE_BLOCK,
+    OPTIMIZERS,
+    SMALL_BLOCK,
+    Footprint,
+    reserved_estimate,
+    round_block,
+)
 from opcost.ops.spec import flat_tensors
-
-OPTIMIZERS = ("sgd", "adam")
-BLOCK = 512  # bytes: the CUDA caching allocator's smallest block and rounding unit
-SMALL_BLOCK = 1 << 20  # blocks up to 1 MiB come from 2 MiB segments
-SMALL_SEGMENT = 2 << 20
-LARGE_BLOCK = 10 << 20  # blocks under 10 MiB come from 20 MiB segments
-LARGE_SEGMENT = 20 << 20
-ROUND_LARGE = 2 << 20  # larger blocks get a segment of their own, rounded up to 2 MiB
-CUDA_CONTEXT_BYTES = 512 << 20  # context, handles, library workspaces: outside the allocator's count
-
-
-def round_block(nbytes: int) -> int:
-    """The block the CUDA caching allocator hands out for a request of `nbytes`."""
-    return BLOCK * max(1, math.ceil(nbytes / BLOCK)) if nbytes > 0 else 0
-
-
-def reserved_estimate(small: int, medium: int, large: int) -> int:
-    """Segments holding live blocks of each class (sums of rounded blocks), packed with no gaps."""
-    return (
-        SMALL_SEGMENT * math.ceil(small / SMALL_SEGMENT)
-        + LARGE_SEGMENT * math.ceil(medium / LARGE_SEGMENT)
-        + ROUND_LARGE * math.ceil(large / ROUND_LARGE)
-    )
-
-
-@dataclass
-class Footprint:
-    """One step's memory, in bytes (blocks rounded as the CUDA allocator does unless `raw`)."""
-
-    mode: str  # inference or training
-    optimizer: str | None  # sgd / adam for training
-    parameters: int
-    buffers: int
-    inputs: int
-    gradients: int  # at their largest: every parameter gradient
-    optimizer_state: int
-    activations: int  # saved for backward (training) / largest live set of intermediates (inference)
-    workspace: int  # the largest transient: allocated and freed within one operation call
-    peak_bytes: int  # peak of the rounded live total: what torch.cuda.max_memory_allocated reports
-    peak_raw_bytes: int  # the same timeline, sizes as requested
-    peak_reserved_bytes: int  # segments the allocator would reserve at the peak (see module docstring)
-    peak_phase: str  # forward / backward / optimizer: where the peak is
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Footprint":
-        return cls(**d)
-
-
-def fits(fp: Footprint, memory_bytes: float) -> bool:
-    """Whether the step fits in a device's memory: the reserve at the peak plus the CUDA context."""
-    return fp.peak_reserved_bytes + CUDA_CONTEXT_BYTES <= memory_bytes
 
 
 class _Tracker(TorchDispatchMode):

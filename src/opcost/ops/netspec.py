@@ -135,7 +135,7 @@ def parse_model_args(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
 
 
 def ref_kind(name: str) -> str:
-    """"hf", "file" (path/to/file.py:callable), "import" (package.module:callable) or "torchvision"."""
+    """ "hf", "file" (path/to/file.py:callable), "import" (package.module:callable) or "torchvision"."""
     if name.startswith(HF_PREFIX):
         return "hf"
     if ":" in name:
@@ -303,7 +303,9 @@ def _builder(net: NetSpec) -> tuple[Any, dict[str, Any], str]:
         return _hf_builder(net.model[len(HF_PREFIX) :], kwargs), {}, "hf"
     target, _, attr = net.model.rpartition(":")
     if not target or not attr:
-        raise OpcostError(f"malformed model {net.model!r}: expected package.module:callable or path/to/file.py:callable")
+        raise OpcostError(
+            f"malformed model {net.model!r}: expected package.module:callable or path/to/file.py:callable"
+        )
     if kind == "file":
         module = _load_file(target, net.model)
     else:
@@ -386,7 +388,7 @@ def build_model(net: NetSpec, meta: bool = True, seed: int = 0) -> LoadedModel:
 
     fn, kwargs, family = _builder(net)
     try:
-        with _quiet(), (meta_parameters() if meta else contextlib.nullcontext()):
+        with _quiet(), meta_parameters() if meta else contextlib.nullcontext():
             if not meta:
                 torch.manual_seed(seed)
             module = fn(**kwargs)
@@ -419,9 +421,7 @@ def default_inputs(net: NetSpec, module: Any, family: str) -> tuple[InputSpec, .
             return (InputSpec((b, int(cfg.num_channels), int(side), int(side)), dt),)
         if cfg is not None and getattr(cfg, "vocab_size", None):
             return (InputSpec((b, HF_SEQUENCE), "int64", int(cfg.vocab_size)),)
-    raise OpcostError(
-        f"model {net.label} has no default input: describe what it takes with --input ({INPUT_HELP})"
-    )
+    raise OpcostError(f"model {net.label} has no default input: describe what it takes with --input ({INPUT_HELP})")
 
 
 def integer_bound(module: Any, spec: InputSpec) -> int:

@@ -134,7 +134,7 @@ def decode_value(value: Any, tensors: list[torch.Tensor] | None = None) -> Any:
         if set(value) == {"device"}:
             return tensors[0].device if tensors else torch.device("meta")
         if set(value) == {"opaque"}:
-            raise OpcostError(f"a {value['opaque']} argument was not recorded: the call cannot be rebuilt from its spec")
+            raise OpcostError(f"a {value['opaque']} argument was not recorded: the call cannot be rebuilt")
         return {k: decode_value(v, tensors) for k, v in value.items()}
     return value
 
