@@ -23,7 +23,6 @@ import argparse
 import os
 import platform
 import sys
-import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -32,9 +31,8 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 import torch  # noqa: E402
 
 from opcost.io import atomic_path, write_json  # noqa: E402
-from opcost.ops.memory import _loss, _state_tensors, footprint, make_optimizer  # noqa: E402
+from opcost.ops.memory import footprint, measure_cpu_peak  # noqa: E402
 from opcost.ops.netspec import NetSpec, build_model, make_inputs, trace_network  # noqa: E402
-from opcost.ops.spec import flat_tensors  # noqa: E402
 from opcost.progress import progress_bar  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,49 +56,10 @@ QUICK = {"resnet18", "hf:bert"}
 
 
 def measured_peak(net: NetSpec, mode: str, optimizer: str | None) -> dict:
-    """The CPU allocator's peak for the step (see the module docstring)."""
+    """The CPU allocator's peak for the step, on the network built with seeded random weights."""
     loaded = build_model(net, meta=False, seed=0)
-    model = loaded.module
     args, kwargs = make_inputs(loaded, "cpu", seed=0)
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    opt = None
-    if mode == "training":
-        model.train()
-        opt = make_optimizer(optimizer, trainable)
-        _loss(model(*args, **kwargs)).backward()  # allocate the optimizer state: the steady state
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-    else:
-        model.eval()
-    existing = {}
-    for t in [*model.parameters(), *model.buffers(), *flat_tensors(list(args)), *(_state_tensors(opt) if opt else [])]:
-        if t.device.type == "cpu":
-            st = t.untyped_storage()
-            existing[st.data_ptr()] = st.nbytes()
-    start = time.perf_counter()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
-        if mode == "training":
-            loss = _loss(model(*args, **kwargs))
-            loss.backward()
-            del loss
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-        else:
-            with torch.inference_mode():
-                out = model(*args, **kwargs)
-            del out
-    seconds = time.perf_counter() - start
-    events = sorted(
-        (e.start_ns(), e.nbytes())
-        for e in prof.profiler.kineto_results.events()
-        if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU
-    )
-    live = peak = 0
-    for _, n in events:
-        live += n
-        peak = max(peak, live)
-    base = sum(existing.values())
-    return {"peak_bytes": base + peak, "existing_bytes": base, "events": len(events), "step_s": seconds}
+    return measure_cpu_peak(loaded.module, args, kwargs, mode, optimizer)
 
 
 def predicted(net: NetSpec, mode: str, optimizer: str | None) -> dict:

@@ -282,3 +282,50 @@ def network_memory(model: nn.Module, args: tuple, kwargs: dict, mode: str) -> di
     if mode == "inference":
         return {"inference": footprint(model, args, kwargs, "inference")}
     return {opt: footprint(model, args, kwargs, "training", opt) for opt in OPTIMIZERS}
+
+
+def measure_cpu_peak(model: nn.Module, args: tuple, kwargs: dict, mode: str, optimizer: str | None = None) -> dict:
+    """What the CPU allocator records for the same step on real tensors: the validation's measurement.
+
+    `torch.profiler` with `profile_memory=True` records every allocation and free during the step;
+    the peak of their running sum plus the bytes that exist before it (parameters, buffers, inputs,
+    and in training the optimizer state of a first, unrecorded step) is the measured peak, in bytes
+    as requested. Allocations a library makes outside PyTorch's allocator are not seen.
+    """
+    import time
+
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    opt = None
+    if mode == "training":
+        model.train()
+        opt = make_optimizer(optimizer or "sgd", trainable)
+        train_step(model, args, kwargs, opt)  # the optimizer state: the steady state
+    else:
+        model.eval()
+    existing: dict[int, int] = {}
+    before = [*model.parameters(), *model.buffers(), *flat_tensors([list(args), kwargs])]
+    for t in before + (_state_tensors(opt) if opt is not None else []):
+        if t.device.type == "cpu":
+            st = t.untyped_storage()
+            existing[st.data_ptr()] = st.nbytes()
+    start = time.perf_counter()
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    with torch.profiler.profile(activities=activities, profile_memory=True) as prof:
+        if opt is not None:
+            train_step(model, args, kwargs, opt)
+        else:
+            with torch.inference_mode():
+                out = model(*args, **kwargs)
+            del out
+    seconds = time.perf_counter() - start
+    events = sorted(
+        (e.start_ns(), e.nbytes())
+        for e in prof.profiler.kineto_results.events()
+        if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU
+    )
+    live = peak = 0
+    for _, n in events:
+        live += n
+        peak = max(peak, live)
+    base = sum(existing.values())
+    return {"peak_bytes": base + peak, "existing_bytes": base, "events": len(events), "step_s": seconds}
