@@ -14,6 +14,8 @@ import pytest
 os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
 os.environ["DO_NOT_TRACK"] = "true"
 os.environ["DVC_NO_ANALYTICS"] = "1"
+os.environ["HF_HUB_OFFLINE"] = "1"  # Hugging Face models are built from configs: nothing may be downloaded
+os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 
 REPO = Path(__file__).resolve().parents[1]
 EXTERNAL = REPO / "data" / "external"
