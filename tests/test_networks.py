@@ -194,7 +194,7 @@ def test_an_op_that_cannot_be_rebuilt_is_named_with_its_share_of_calls(user_file
         ("{f}:not_a_module", ["float32:2,3"], "returned a int, not a torch.nn.Module"),
         ("{f}:broken", ["float32:2,3"], "building model .*broken failed: width must be even, got 3$"),
         ("{f}:tiny", ["float32:2,3,4"], "Tiny cannot run on input shape 2x3x4: Expected tensor for argument #1"),
-        ("resnet19", [], "unknown model 'resnet19'; closest torchvision names: resnet18"),
+        ("resnet19", [], "unknown model 'resnet19'; closest: resnet18"),
         ("hf:gpt3", [], "unknown Hugging Face model hf:gpt3"),
     ],
 )

@@ -268,7 +268,7 @@ def torchvision_families() -> dict[str, str]:
 def _unknown_model(name: str) -> OpcostError:
     names = sorted(torchvision_families())
     close = difflib.get_close_matches(name, names, n=5, cutoff=0.5)
-    hint = f"closest torchvision names: {', '.join(close)}" if close else f"torchvision has {len(names)} models"
+    hint = f"closest: {', '.join(close)}" if close else f"torchvision has {len(names)} models"
     return OpcostError(
         f"unknown model {name!r}; {hint}; or give package.module:callable, path/to/file.py:callable, "
         "or hf:<model_type> (e.g. hf:gpt2)"
