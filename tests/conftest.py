@@ -20,6 +20,8 @@ os.environ["OPCOST_LOCK_DIR"] = tempfile.mkdtemp(prefix="opcost-test-locks-")
 
 # tests/integration/ runs against the team stack (`make test-integration`), never in plain `make test`.
 collect_ignore = [] if os.environ.get("OPCOST_INTEGRATION") else ["integration"]
+os.environ["HF_HUB_OFFLINE"] = "1"  # Hugging Face models are built from configs: nothing may be downloaded
+os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 
 REPO = Path(__file__).resolve().parents[1]
 EXTERNAL = REPO / "data" / "external"

@@ -66,23 +66,52 @@ def extract(
     out.print(stage.summary(_stage(lambda paths, params: stage.run(paths, params, show_progress=not no_progress))))
 
 
+MODEL_HELP = (
+    "torchvision model (any of torchvision.models.list_models()), package.module:callable, "
+    "path/to/file.py:callable, or hf:<model_type> / hf:<TransformersClass> (e.g. hf:gpt2)."
+)
+INPUT_OPTION_HELP = (
+    "An input DTYPE:SHAPE[:vocab=N], repeat for several (passed in order): float32:32,3,224,224, "
+    "int64:8,512:vocab=50257. Default: the model family's input."
+)
+MODEL_ARG_HELP = "Keyword argument of the model builder or HF config, key=value (JSON values), repeatable."
+
+
+def _netspec(model: str, input_shape: str | None, inputs: List[str], model_args: List[str]) -> Any:
+    """The network a verb is asked about (ops/netspec.py), from --model/--input-shape/--input/--model-arg."""
+    from opcost.ops.netspec import NetSpec, image_input, parse_input, parse_model_args
+
+    if input_shape and inputs:
+        raise OpcostError("give either --input-shape (one image input) or --input (typed inputs), not both")
+    specs = [image_input(parse_input_shape(input_shape, "--input-shape"))] if input_shape else []
+    specs += [parse_input(i) for i in inputs]
+    return NetSpec.make(model, specs, parse_model_args(model_args))
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+
+
 @app.command()
 def coverage(
-    models: Optional[List[str]] = typer.Argument(None, help="torchvision model names (e.g. resnet18 vit_b_16)."),
+    models: Optional[List[str]] = typer.Argument(None, help="Models: " + MODEL_HELP),
     all_models: bool = typer.Option(False, "--all", help="Every classification model torchvision ships."),
     input_shape: Optional[str] = typer.Option(
-        None, "--input-shape", help="B,C,H,W for every model (default 2,3,224,224; 2,3,299,299 for inception_v3)."
+        None, "--input-shape", help="B,C,H,W image input for every model (default: each model family's input)."
     ),
+    inputs: List[str] = typer.Option([], "--input", help=INPUT_OPTION_HELP),
+    model_args: List[str] = typer.Option([], "--model-arg", help=MODEL_ARG_HELP),
     mode: str = typer.Option("inference", "--mode", help="inference (eval) or training (train mode forward)."),
     as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON instead of a table."),
     no_progress: bool = typer.Option(False, "--no-progress", help="Do not draw a progress bar."),
 ) -> None:
     """FLOPs of the extracted operations x calls over FlopCounterMode's count of the whole forward pass.
 
+    Ops that cannot be rebuilt from their spec are listed by kind with their share of calls.
     Exits 1 when any model is outside 1.00 +/- 0.01.
     """
-    from opcost.ops.catalog import COVERAGE_TOLERANCE, extract_sets
-    from opcost.ops.models import check_model_name, classification_models, default_input_shape
+    from opcost.ops.catalog import COVERAGE_TOLERANCE, extract_nets
+    from opcost.ops.models import classification_models
 
     def go() -> list[dict]:
         if mode not in MODES:
@@ -90,22 +119,21 @@ def coverage(
         names = list(classification_models()) if all_models else list(models or [])
         if not names:
             raise OpcostError("name at least one model (e.g. `opcost coverage resnet18`) or pass --all")
-        for n in names:
-            check_model_name(n)
-        shape = parse_input_shape(input_shape, "--input-shape") if input_shape else None
-        sets = [ModelInputSet(n, shape or default_input_shape(n), modes=(mode,)) for n in names]
-        return extract_sets(sets, show_progress=not no_progress).coverage_rows()
+        nets = [_netspec(n, input_shape, inputs, model_args) for n in names]
+        return extract_nets([(n, mode) for n in nets], show_progress=not no_progress).coverage_rows()
 
     rows = _run(go)
     if as_json:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
     else:
         table = Table(title=f"FLOP coverage ({mode}), tolerance {COVERAGE_TOLERANCE:.2f}")
-        for col in ("model", "input", "calls", "unique ops", "GFLOP ops", "GFLOP total", "coverage", ""):
-            table.add_column(col, justify="left" if col in ("model", "input") else "right", no_wrap=True)
+        cols = ("model", "input", "calls", "unique ops", "GFLOP ops", "GFLOP total", "coverage", "", "not rebuildable")
+        for col in cols:
+            table.add_column(col, justify="left" if col in ("model", "input", cols[-1]) else "right", no_wrap=True)
         for r in rows:
+            miss = ", ".join(f"{k} ({v['calls_share']:.1%} of calls)" for k, v in r["missing_kinds"].items())
             table.add_row(
-                r["model"],
+                escape(r["model"]),
                 "x".join(map(str, r["input_shape"])),
                 str(r["calls"]),
                 str(r["unique_ops"]),
@@ -113,10 +141,16 @@ def coverage(
                 f"{r['flops_total'] / 1e9:.3f}",
                 f"{r['coverage']:.4f}",
                 "ok" if r["within_tolerance"] else "[red]OUT[/]",
+                escape(miss or "-"),
             )
         out.print(table)
         bad = sum(not r["within_tolerance"] for r in rows)
         out.print(f"{len(rows) - bad}/{len(rows)} within 1.00 +/- {COVERAGE_TOLERANCE:.2f}")
+        for r in rows:
+            for k, v in r["missing_kinds"].items():
+                out.print(f"{escape(r['model'])}: {k} not rebuildable from its spec: {escape(v['reason'])}")
+            if r["traced_on"] != "meta":
+                out.print(f"{escape(r['model'])}: traced on {r['traced_on']} (meta tensors cannot run it)")
     if any(not r["within_tolerance"] for r in rows):
         raise typer.Exit(1)
 
@@ -210,21 +244,58 @@ def train_report() -> None:
     out.print(stage.summary(_stage(lambda paths, params: stage.run(paths, params))))
 
 
+def _memory_lines(p: Any) -> list[str]:
+    m = p.memory
+    if m is None:
+        return []
+    what = m["mode"] + (f", {m['optimizer']}" if m["optimizer"] else "")
+    parts = [
+        f"parameters {_gib(m['parameters'])}",
+        f"buffers {_gib(m['buffers'])}",
+        f"inputs {_gib(m['inputs'])}",
+    ]
+    if m["mode"] == "training":
+        parts += [
+            f"gradients {_gib(m['gradients'])}",
+            f"optimizer state {_gib(m['optimizer_state'])}",
+            f"activations saved for backward {_gib(m['activations'])}",
+        ]
+    else:
+        parts.append(f"activations {_gib(m['activations'])}")
+    parts.append(f"largest transient {_gib(m['workspace'])}")
+    fit = {True: "fits", False: "does NOT fit", None: "fit unknown (device not in the table)"}[p.fits]
+    yes = [d for d, ok in m["fits"].items() if ok]
+    no = [d for d, ok in m["fits"].items() if not ok]
+    return [
+        f"memory ({what}): peak {_gib(m['peak_bytes'])} allocated in {m['peak_phase']} ({', '.join(parts)})",
+        f"needs {_gib(m['needed_bytes'])} with allocator segments and {_gib(m['cuda_context_bytes'])} CUDA context: "
+        f"{fit} on {p.device_config}",
+        f"fits on: {', '.join(yes) or 'none'}" + (f"; too small: {', '.join(no)}" if no else ""),
+    ]
+
+
 @app.command()
 def predict(
-    model: str = typer.Option(..., "--model", help="torchvision classification model, e.g. resnet50."),
-    input_shape: str = typer.Option(..., "--input-shape", help="B,C,H,W, e.g. 32,3,224,224."),
+    model: str = typer.Option(..., "--model", help=MODEL_HELP),
+    input_shape: Optional[str] = typer.Option(None, "--input-shape", help="B,C,H,W image input, e.g. 32,3,224,224."),
+    inputs: List[str] = typer.Option([], "--input", help=INPUT_OPTION_HELP),
+    model_args: List[str] = typer.Option([], "--model-arg", help=MODEL_ARG_HELP),
     device: str = typer.Option(..., "--device", help="Device config with a trained model, e.g. A30."),
     mode: str = typer.Option("inference", "--mode", help="inference or training."),
+    optimizer: str = typer.Option("sgd", "--optimizer", help="Training memory: sgd (with momentum) or adam."),
     clock: Optional[float] = typer.Option(None, "--clock", help="Core clock in MHz (models trained on clock sweeps)."),
     registry: bool = typer.Option(False, "--registry", help="Use the MLflow registry's champion instead of models/."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     top: int = typer.Option(10, "--top", help="Operations shown in the breakdown table."),
 ) -> None:
-    """Predict a whole network's time, energy and average power from its operations."""
+    """Predict a whole network's time, energy, average power and peak memory from its operations."""
     from opcost.model.predict import Predictor
 
-    p = _run(lambda: Predictor(registry=registry).predict(model, input_shape, device, mode, clock))
+    def go() -> Any:
+        net = _netspec(model, input_shape, inputs, model_args)
+        return Predictor(registry=registry).predict(net, None, device, mode, clock, optimizer=optimizer)
+
+    p = _run(go)
     for w in p.warnings:
         err.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
     if as_json:
@@ -236,8 +307,9 @@ def predict(
         e = f"{p.energy_j:.4g} J (90 %: {p.energy_interval_j[0]:.4g}-{p.energy_interval_j[1]:.4g})"
     pw = f"{p.avg_power_w:.1f} W" if p.avg_power_w is not None else "n/a"
     out.print(
-        f"{model} {'x'.join(map(str, p.input_shape))} on {device} ({mode}): "
-        f"time {p.time_s * 1e3:.4g} ms (90 %: {lo * 1e3:.4g}-{hi * 1e3:.4g}), energy {e}, average power {pw}"
+        f"{escape(p.model)} {' '.join(p.inputs)} on {device} ({mode}): "
+        f"time {p.time_s * 1e3:.4g} ms (90 %: {lo * 1e3:.4g}-{hi * 1e3:.4g}), energy {e}, average power {pw}",
+        highlight=False,
     )
     table = Table(title=f"top {top} operations by time")
     for col in ("kind", "op_id", "calls", "t per call [ms]", "e per call [mJ]", "time share", "source"):
@@ -258,28 +330,44 @@ def predict(
         "cost sources, share of calls / of estimated time: "
         + ", ".join(f"{s} {cov['calls'][s]:.0%} / {cov['time'][s]:.0%}" for s in cov["calls"])
     )
+    for u in p.unbuildable:
+        out.print(f"not costed (cannot be rebuilt from its spec): {u['kind']}, {u['calls']} calls", highlight=False)
+    for line in _memory_lines(p):
+        out.print(line, highlight=False)
     if p.note:
-        out.print(f"note: {p.note}")
+        out.print(f"note: {escape(p.note)}")
 
 
 @app.command()
 def recommend(
-    model: str = typer.Option(..., "--model", help="torchvision classification model."),
-    input_shape: str = typer.Option(..., "--input-shape", help="B,C,H,W."),
+    model: str = typer.Option(..., "--model", help=MODEL_HELP),
+    input_shape: Optional[str] = typer.Option(None, "--input-shape", help="B,C,H,W image input."),
+    inputs: List[str] = typer.Option([], "--input", help=INPUT_OPTION_HELP),
+    model_args: List[str] = typer.Option([], "--model-arg", help=MODEL_ARG_HELP),
     mode: str = typer.Option("inference", "--mode", help="inference or training."),
+    optimizer: str = typer.Option("sgd", "--optimizer", help="Training memory: sgd (with momentum) or adam."),
     max_slowdown: Optional[float] = typer.Option(
         None, "--max-slowdown", help="Keep configs at most X times slower than the fastest."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Rank the device configs (and clocks, where known) by time, energy and energy-delay product."""
+    """Rank the device configs (and clocks, where known) by time, energy and energy-delay product.
+
+    Device configs whose memory is too small for the step are dropped, and said so.
+    """
     from opcost.model.predict import Predictor
 
-    df = _run(lambda: Predictor().recommend(model, input_shape, mode, max_slowdown))
+    def go() -> Any:
+        net = _netspec(model, input_shape, inputs, model_args)
+        return net, Predictor().recommend(net, None, mode, max_slowdown, optimizer)
+
+    net, df = _run(go)
+    dropped = df.attrs.get("dropped", [])
     if as_json:
-        sys.stdout.write(df.to_json(orient="records", indent=2) + "\n")
+        rows = json.loads(df.to_json(orient="records"))
+        sys.stdout.write(json.dumps({"configs": rows, "dropped_for_memory": dropped}, indent=2) + "\n")
         return
-    table = Table(title=f"{model} {input_shape} ({mode})")
+    table = Table(title=escape(f"{net.label} {net.input_text} ({mode})"))
     for col in (
         "device",
         "clock",
@@ -287,12 +375,14 @@ def recommend(
         "energy [J]",
         "EDP [J s]",
         "slowdown",
+        "memory",
         "rank time",
         "rank energy",
         "rank EDP",
     ):
         table.add_column(escape(col), no_wrap=True)
     for _, r in df.iterrows():
+        fits = r["fits_memory"]
         table.add_row(
             r["device_config"],
             "default" if r["clock_mhz"] is None or r["clock_mhz"] != r["clock_mhz"] else f"{r['clock_mhz']:g}",
@@ -300,11 +390,18 @@ def recommend(
             "n/a" if r["energy_j"] is None else f"{r['energy_j']:.4g}",
             "n/a" if r["edp_js"] is None else f"{r['edp_js']:.4g}",
             f"{r['slowdown']:.2f}",
+            "fits" if fits is True else "unknown",
             str(r["rank_time"]),
             str(r["rank_energy"]),
             str(r["rank_edp"]),
         )
     out.print(table)
+    for d in dropped:
+        out.print(
+            f"dropped {d['device_config']}: the step needs {_gib(d['needed_bytes'])}, "
+            f"the device has {_gib(d['device_memory_bytes'])}",
+            highlight=False,
+        )
 
 
 def _parse_model_arg(text: str) -> ModelInputSet:

@@ -8,10 +8,16 @@ when the question extrapolates. Models come from models/<device>-<mode>/ (the DV
 train stages), or from the MLflow registry's champion with `registry=True`.
 
 Speed. Bundles hold tree ensembles compiled to numpy arrays, and extracted networks are cached in
-.opcost/cache/networks/ (keyed by model, shape, dtype, mode, the torch and torchvision versions
+.opcost/cache/networks/ (keyed by the NetSpec's key, mode, the torch and torchvision versions
 and the extraction code), so a question about a network seen before imports neither torch nor
 XGBoost. A `Predictor` also keeps extractions in memory, and `predict_many` costs each device's
 ops once for all the networks it is asked about.
+
+A network is any `NetSpec` (ops/netspec.py: a torchvision name, an import path or file, or a
+Hugging Face config; builder arguments; typed inputs); the old (model name, input shape) form is
+the same thing with one image input. Its memory footprints (ops/memory.py) are computed at
+extraction, stored beside the op records, and reported on the prediction with whether the step
+fits on each device of the table; `recommend` drops device configs it does not fit on.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ from opcost.model.bundle import BUNDLE_FILE, Bundle
 from opcost.model.compose import UNCALIBRATED_HALF_WIDTH, Composition, network_terms
 from opcost.model.costing import Costs
 from opcost.model.features import OpRecord
+from opcost.ops.footprint import Footprint, device_fits, footprint_key, memory_summary
+from opcost.ops.netspec import InputSpec, NetSpec
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -44,10 +52,36 @@ TRAINING_NOTE = (
 
 @dataclass
 class Network:
-    """An extracted network: its unique ops as records, and calls per op."""
+    """An extracted network: its unique ops as records, calls per op, and its memory footprints."""
 
     records: dict[str, OpRecord]
     calls: dict[str, int]
+    memory: dict[str, Footprint] = field(default_factory=dict)  # footprint_key -> footprint
+    inputs: tuple[InputSpec, ...] = ()  # resolved (family defaults filled in)
+    missing: list[dict[str, Any]] = field(default_factory=list)  # kind, calls, reason: not rebuildable
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self, key: Any) -> dict[str, Any]:
+        return {
+            "key": key,
+            "records": [r.to_json() for r in self.records.values()],
+            "calls": self.calls,
+            "memory": {k: f.to_json() for k, f in self.memory.items()},
+            "inputs": [i.to_json() for i in self.inputs],
+            "missing": self.missing,
+            "notes": self.notes,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Network":
+        return cls(
+            {r["op_id"]: OpRecord.from_json(r) for r in d["records"]},
+            d["calls"],
+            {k: Footprint.from_json(f) for k, f in d.get("memory", {}).items()},
+            tuple(InputSpec.from_json(i) for i in d.get("inputs", [])),
+            d.get("missing", []),
+            d.get("notes", []),
+        )
 
 
 @dataclass
@@ -75,6 +109,18 @@ class NetworkPrediction:
     calibrated: bool  # the composition layer was fitted on this device config's measured networks
     note: str = ""
     warnings: list[str] = field(default_factory=list)  # extrapolation beyond the training data
+    memory: dict[str, Any] | None = None  # memory_summary of the step's footprint, fit per device
+    inputs: list[str] = field(default_factory=list)  # the inputs, as --input text
+    unbuildable: list[dict[str, Any]] = field(default_factory=list)  # kind, calls, reason: not costed
+
+    @property
+    def fits(self) -> bool | None:
+        """Whether the step fits in the predicted device's memory (None: device not in the table)."""
+        if self.memory is None:
+            return None
+        return device_fits(
+            Footprint.from_json({k: self.memory[k] for k in Footprint.__dataclass_fields__}), self.device_config
+        )
 
     def operations(self) -> list[dict[str, Any]]:
         """Per-op breakdown, largest share of the op sum first."""
@@ -131,7 +177,10 @@ class NetworkPrediction:
             "sum_of_ops_s": self.sum_s,
             "composition_calibrated": self.calibrated,
             "coverage": self.coverage(),
+            "unbuildable": self.unbuildable,
             "operations": self.operations(),
+            "inputs": self.inputs,
+            "memory": None if self.memory is None else {**self.memory, "fits_device": self.fits},
             "note": self.note,
             "warnings": self.warnings,
         }
@@ -200,49 +249,62 @@ class Predictor:
         name = hashlib.sha256(ident.encode()).hexdigest()[:20]
         return self.paths.root / ".opcost" / "cache" / "networks" / f"{name}.json"
 
-    def network(self, model: str, shape: tuple[int, ...], dtype: str, mode: str) -> Network:
-        key = (model, tuple(shape), dtype, mode)
+    def network(
+        self,
+        model: "str | NetSpec",
+        shape: tuple[int, ...] | None = None,
+        dtype: str = "float32",
+        mode: str = "inference",
+    ) -> Network:
+        """The extracted network: `network(NetSpec, mode=...)`, or the old `network(name, shape, dtype, mode)`."""
+        spec = as_netspec(model, shape, dtype)
+        key = (json.dumps(spec.key(), sort_keys=True), mode)
         if key in self._networks:
             return self._networks[key]
         f = self._cache_file(key) if self.disk_cache else None
         if f is not None and f.is_file():
-            d = json.loads(f.read_text())
-            net = Network({r["op_id"]: OpRecord.from_json(r) for r in d["records"]}, d["calls"])
+            net = Network.from_json(json.loads(f.read_text()))
         else:
-            net = _extract_network(model, tuple(shape), dtype, mode)
+            net = _extract_network(spec, mode)
             if f is not None:
-                write_json(
-                    {"key": list(key), "records": [r.to_json() for r in net.records.values()], "calls": net.calls}, f
-                )
+                write_json(net.to_json([spec.key(), mode]), f, digits=None)
         self._networks[key] = net
         return net
 
     # -- predictions ----------------------------------------------------------------------
     def predict(
         self,
-        model: str,
+        model: "str | NetSpec",
         input_shape: Any,
         device: str,
         mode: str = "inference",
         clock_mhz: float | None = None,
         dtype: str = "float32",
+        optimizer: str = "sgd",
     ) -> NetworkPrediction:
-        return self.predict_many([(model, input_shape, device, mode, clock_mhz)], dtype)[0]
+        """`model` is a NetSpec (then `input_shape` is None) or a torchvision name with an image shape."""
+        return self.predict_many([(model, input_shape, device, mode, clock_mhz)], dtype, optimizer)[0]
 
     def predict_many(
-        self, requests: Sequence[tuple[str, Any, str, str, float | None]], dtype: str = "float32"
+        self,
+        requests: Sequence[tuple["str | NetSpec", Any, str, str, float | None]],
+        dtype: str = "float32",
+        optimizer: str = "sgd",
     ) -> list[NetworkPrediction]:
         """Several (model, input_shape, device, mode, clock) questions; each device's model runs once."""
         prepared = []
         for model, input_shape, device, mode, clock in requests:
-            shape = parse_input_shape(input_shape, "--input-shape")
+            spec = as_netspec(model, input_shape, dtype)
+            if mode == "training":
+                footprint_key(mode, optimizer)  # an unknown optimizer fails before any work
             bundle = self.bundle(device, mode)
             if clock is not None and not bundle.clocks_mhz:
                 raise OpcostError(
                     f"the {bundle.target} model was trained at the device's default clock only; "
                     "leave out --clock, or train it on a clock sweep"
                 )
-            prepared.append((model, shape, bundle, clock, self.network(model, shape, dtype, bundle.mode)))
+            net = self.network(spec, mode=bundle.mode)
+            prepared.append((spec, net.inputs[0].shape if net.inputs else (), bundle, clock, net))
         # one costing per (target, clock) over the union of the requests' ops
         costed: dict[tuple, dict[str, tuple[float, float, str, str | None]]] = {}
         groups: dict[tuple, dict[str, OpRecord]] = {}
@@ -255,16 +317,17 @@ class Predictor:
                 i: (float(t), float(p), src, px)
                 for i, t, p, src, px in zip(ids, costs.t_s, costs.p_w, costs.source, costs.proxy)
             }
-        return [self._assemble(m, s, b, c, n, costed[(b.target, c)]) for m, s, b, c, n in prepared]
+        return [self._assemble(m, s, b, c, n, costed[(b.target, c)], optimizer) for m, s, b, c, n in prepared]
 
     def _assemble(
         self,
-        model: str,
+        spec: NetSpec,
         shape: tuple[int, ...],
         bundle: Bundle,
         clock: float | None,
         net: Network,
         costed: dict[str, tuple[float, float, str, str | None]],
+        optimizer: str = "sgd",
     ) -> NetworkPrediction:
         ids = list(net.records)
         records = [net.records[i] for i in ids]
@@ -289,8 +352,10 @@ class Predictor:
             )
         if not has_power:
             notes.append("no power model for this device (time-only measurements)")
+        notes.extend(net.notes)
+        fp = net.memory.get(footprint_key(bundle.mode, optimizer))
         return NetworkPrediction(
-            model=model,
+            model=spec.label,
             input_shape=shape,
             device_config=bundle.device_config,
             mode=bundle.mode,
@@ -311,13 +376,26 @@ class Predictor:
             calibrated=comp.calibrated,
             note="; ".join(notes),
             warnings=warnings,
+            memory=None if fp is None else memory_summary(fp),
+            inputs=[i.text() for i in net.inputs],
+            unbuildable=net.missing,
         )
 
     # -- recommendations ------------------------------------------------------------------
     def recommend(
-        self, model: str, input_shape: Any, mode: str = "inference", max_slowdown: float | None = None
+        self,
+        model: "str | NetSpec",
+        input_shape: Any = None,
+        mode: str = "inference",
+        max_slowdown: float | None = None,
+        optimizer: str = "sgd",
     ) -> "pd.DataFrame":
-        """Device configs (and clocks, where a model knows them) ranked by time, energy and EDP."""
+        """Device configs (and clocks, where a model knows them) ranked by time, energy and EDP.
+
+        Configs whose device is too small for the step's memory are dropped; `df.attrs["dropped"]`
+        lists them with what the step needs and what the device has. Configs the device table does
+        not know (a CPU host) are kept with `fits_memory` empty.
+        """
         import pandas as pd
 
         if max_slowdown is not None and max_slowdown < 1:
@@ -332,7 +410,28 @@ class Predictor:
         requests = [
             (model, input_shape, d, mode, c) for d in devices for c in (self.bundle(d, mode).clocks_mhz or (None,))
         ]
-        preds = self.predict_many(requests)
+        preds = self.predict_many(requests, optimizer=optimizer)
+        dropped = []
+        kept = []
+        for p in preds:
+            if p.fits is False:
+                dropped.append(
+                    {
+                        "device_config": p.device_config,
+                        "clock_mhz": p.clock_mhz,
+                        "needed_bytes": p.memory["needed_bytes"],
+                        "device_memory_bytes": _device_memory(p.device_config),
+                    }
+                )
+            else:
+                kept.append(p)
+        if not kept:
+            raise OpcostError(
+                f"{preds[0].model} ({mode}) fits on none of the trained device configs: it needs "
+                f"{preds[0].memory['needed_bytes'] / 2**30:.2f} GiB; dropped "
+                + ", ".join(d["device_config"] for d in dropped)
+            )
+        preds = kept
         df = pd.DataFrame(
             [
                 {
@@ -343,6 +442,8 @@ class Predictor:
                     "edp_js": p.time_s * p.energy_j if p.energy_j is not None else None,
                     "calibrated": p.calibrated,
                     "measured_time_share": p.coverage()["time"].get("measured", 0.0),
+                    "memory_needed_bytes": None if p.memory is None else p.memory["needed_bytes"],
+                    "fits_memory": p.fits,
                 }
                 for p in preds
             ]
@@ -352,7 +453,9 @@ class Predictor:
             df = df[df["slowdown"] <= max_slowdown + 1e-12]
         for col, name in (("time_s", "rank_time"), ("energy_j", "rank_energy"), ("edp_js", "rank_edp")):
             df[name] = df[col].rank(method="min", na_option="bottom").astype(int)
-        return df.sort_values(["rank_energy", "rank_time"], ignore_index=True)
+        df = df.sort_values(["rank_energy", "rank_time"], ignore_index=True)
+        df.attrs["dropped"] = dropped
+        return df
 
 
 # How far outside the training range a figure may lie before a prediction says it extrapolates.
@@ -363,7 +466,7 @@ def extrapolation_warnings(bundle: Bundle, shape: tuple[int, ...], records: Sequ
     """What about this question lies outside the data the model learned from (bundle.ranges)."""
     out = []
     lo, hi = bundle.ranges.get("batch", (None, None))
-    if lo is not None and not lo / EXTRAPOLATION_FACTOR <= shape[0] <= hi * EXTRAPOLATION_FACTOR:
+    if lo is not None and shape and not lo / EXTRAPOLATION_FACTOR <= shape[0] <= hi * EXTRAPOLATION_FACTOR:
         out.append(
             f"batch {shape[0]} lies outside the batch sizes the {bundle.target} model was trained on "
             f"({lo:g}..{hi:g}): the prediction extrapolates"
@@ -382,13 +485,35 @@ def extrapolation_warnings(bundle: Bundle, shape: tuple[int, ...], records: Sequ
     return out
 
 
-def _extract_network(model: str, shape: tuple[int, ...], dtype: str, mode: str) -> Network:
-    """Trace the network (imports torch and torchvision) into records and call counts."""
-    from opcost.config import ModelInputSet
-    from opcost.model.features import op_record
-    from opcost.ops.catalog import extract_sets
+def as_netspec(model: "str | NetSpec", input_shape: Any = None, dtype: str = "float32") -> NetSpec:
+    """A NetSpec as is, or the old form: a torchvision name with an image shape `B,C,H,W`."""
+    if isinstance(model, NetSpec):
+        return model
+    if input_shape is None:
+        return NetSpec.make(model, (), None, dtype)
+    return NetSpec.make(model, [InputSpec(parse_input_shape(input_shape, "--input-shape"), dtype)], None, dtype)
 
-    cat = extract_sets([ModelInputSet(model, shape, dtype, (mode,))], show_progress=False)
+
+def _device_memory(device_config: str) -> float | None:
+    from opcost.devices import find_device
+
+    found = find_device(device_config)
+    return None if found is None else found[0].memory_bytes
+
+
+def _extract_network(spec: NetSpec, mode: str) -> Network:
+    """Trace the network (imports torch) into records, call counts and memory footprints."""
+    from opcost.model.features import op_record
+    from opcost.ops.catalog import extract_nets
+    from opcost.ops.memory import network_memory
+
+    if mode not in MODES:
+        raise OpcostError(f"unknown mode {mode!r}; valid modes: {', '.join(MODES)}")
+    cat = extract_nets([(spec, mode)], show_progress=False)
     res = cat.results[0]
-    records = {i: op_record(s, cat.metrics[i].as_dict()) for i, s in cat.specs.items()}
-    return Network(records, dict(res.calls))
+    records = {i: op_record(s, cat.metrics[i].as_dict()) for i, s in cat.built.items()}
+    traced = res.traced
+    memory = network_memory(traced.loaded.module, traced.args, traced.kwargs, mode)
+    missing = [{"kind": k, **v} for k, v in cat.missing(res).items()]
+    calls = {i: n for i, n in res.calls.items() if i in records}
+    return Network(records, calls, memory, traced.net.inputs, missing, traced.notes)

@@ -3,6 +3,14 @@
 Coverage of a set is sum(FLOPs(op) x calls) / FLOPs of the whole forward pass counted by
 `FlopCounterMode`. Per-op FLOPs come from rebuilding each op from its spec, so a coverage of 1.00
 says both that no work was missed and that every spec rebuilds the layer the network ran.
+
+An op that cannot be rebuilt from its spec (a call that took an object no spec can hold, or one
+whose rebuilt form fails) has no FLOPs, bytes or output shapes: it is kept out of the operations
+and occurrences tables, and coverage names its kind, its calls, its share of the network's calls
+and why, instead of the extraction failing.
+
+A set is a `ModelInputSet` of params.yaml or any `NetSpec` (ops/netspec.py): both name the network
+with `set_id`, `model`, `input_shape` and `dtype`.
 """
 
 from __future__ import annotations
@@ -14,10 +22,12 @@ from typing import Any, Iterable, Sequence
 import pandas as pd
 
 from opcost.config import ModelInputSet
-from opcost.ops.extract import Trace, trace
+from opcost.errors import OpcostError
+from opcost.ops.extract import Trace, one_line
 from opcost.ops.features import OpMetrics, op_metrics
 from opcost.ops.hparams import hyperparameters, typed_hp_columns
-from opcost.ops.models import check_model_name, meta_model
+from opcost.ops.models import check_model_name
+from opcost.ops.netspec import NetSpec, TracedNetwork, trace_network
 from opcost.ops.spec import OpSpec, canonical_json
 from opcost.progress import progress_bar
 from opcost.schemas import OCCURRENCES, OPERATIONS
@@ -29,11 +39,12 @@ COVERAGE_TOLERANCE = 0.01
 class SetResult:
     """One model-input set traced in one mode."""
 
-    set: ModelInputSet
+    set: ModelInputSet | NetSpec
     mode: str
     trace: Trace
     calls: Counter = field(default_factory=Counter)  # op_id -> calls
     first_call: dict[str, int] = field(default_factory=dict)
+    traced: TracedNetwork | None = None
 
     @property
     def n_calls(self) -> int:
@@ -43,7 +54,7 @@ class SetResult:
         """The columns that name this set and mode in the occurrences and coverage rows."""
         return {
             "set_id": self.set.set_id,
-            "model": self.set.model,
+            "model": self.set.label if isinstance(self.set, NetSpec) else self.set.model,
             "input_shape": list(self.set.input_shape),
             "dtype": self.set.dtype,
             "mode": self.mode,
@@ -55,25 +66,47 @@ class Catalog:
     specs: dict[str, OpSpec] = field(default_factory=dict)
     metrics: dict[str, OpMetrics] = field(default_factory=dict)
     results: list[SetResult] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)  # op_id -> why it cannot be rebuilt
 
-    def add(self, mis: ModelInputSet, mode: str, tr: Trace) -> SetResult:
+    def add(self, mis: ModelInputSet | NetSpec, mode: str, tr: Trace) -> SetResult:
         res = SetResult(mis, mode, tr)
         for i, call in enumerate(tr.calls):
             op_id = call.spec.op_id
             if op_id not in self.specs:
                 self.specs[op_id] = call.spec
-                self.metrics[op_id] = op_metrics(call.spec)
+                try:
+                    self.metrics[op_id] = op_metrics(call.spec)
+                except Exception as exc:  # noqa: BLE001 - any failure to rebuild is reported, not raised
+                    self.failed[op_id] = one_line(exc)[:200]
             res.calls[op_id] += 1
             res.first_call.setdefault(op_id, i)
         self.results.append(res)
         return res
 
+    @property
+    def built(self) -> dict[str, OpSpec]:
+        """The ops that could be rebuilt from their specs (those with metrics)."""
+        return {i: s for i, s in self.specs.items() if i in self.metrics}
+
+    def missing(self, r: SetResult) -> dict[str, dict[str, Any]]:
+        """Kinds of `r` that could not be rebuilt: calls, share of the set's calls, and one reason."""
+        out: dict[str, dict[str, Any]] = {}
+        for op_id, n in r.calls.items():
+            if op_id in self.failed:
+                kind = self.specs[op_id].kind
+                m = out.setdefault(kind, {"calls": 0, "reason": self.failed[op_id]})
+                m["calls"] += n
+        for m in out.values():
+            m["calls_share"] = m["calls"] / r.n_calls if r.n_calls else 0.0
+        return dict(sorted(out.items()))
+
     def coverage_rows(self) -> list[dict[str, Any]]:
         rows = []
         for r in self.results:
-            flops_ops = sum(self.metrics[o].flops * n for o, n in r.calls.items())
+            flops_ops = sum(self.metrics[o].flops * n for o, n in r.calls.items() if o in self.metrics)
             total = r.trace.total_flops
             ratio = flops_ops / total if total else (1.0 if flops_ops == 0 else float("inf"))
+            missing = self.missing(r)
             rows.append(
                 {
                     **r.ident(),
@@ -83,6 +116,9 @@ class Catalog:
                     "flops_total": int(total),
                     "coverage": ratio,
                     "within_tolerance": abs(ratio - 1.0) <= COVERAGE_TOLERANCE,
+                    "missing_kinds": missing,
+                    "missing_calls_share": sum(m["calls_share"] for m in missing.values()),
+                    "traced_on": r.traced.device if r.traced is not None else "meta",
                 }
             )
         return rows
@@ -97,21 +133,31 @@ def validate_sets(sets: Iterable[ModelInputSet]) -> None:
 def extract_sets(sets: Sequence[ModelInputSet], show_progress: bool = True) -> Catalog:
     """Trace every set in each of its modes; rebuild and measure every unique operation once."""
     validate_sets(sets)
-    jobs = [(s, m) for s in sets for m in s.modes]
+    return extract_nets([(s, m) for s in sets for m in s.modes], show_progress)
+
+
+def extract_nets(jobs: Sequence[tuple[ModelInputSet | NetSpec, str]], show_progress: bool = True) -> Catalog:
+    """Trace each (network, mode); rebuild and measure every unique operation once.
+
+    A NetSpec without inputs is traced on its family's default inputs; its row names them.
+    """
     catalog = Catalog()
     with progress_bar(show_progress) as progress:
         task = progress.add_task("extracting", total=len(jobs))
-        for mis, mode in jobs:
-            progress.update(task, description=f"{mis.set_id} {mode}")
-            model = meta_model(mis.model, mis.dtype)
-            tr = trace(model, mis.input_shape, mis.dtype, training=(mode == "training"))
-            catalog.add(mis, mode, tr)
+        for net, mode in jobs:
+            progress.update(task, description=f"{net.set_id} {mode}")
+            spec = NetSpec.from_set(net) if isinstance(net, ModelInputSet) else net
+            if mode not in ("inference", "training"):
+                raise OpcostError(f"unknown mode {mode!r}; valid modes: inference, training")
+            traced = trace_network(spec, mode)
+            res = catalog.add(net if isinstance(net, ModelInputSet) else traced.net, mode, traced.trace)
+            res.traced = traced
             progress.advance(task)
     return catalog
 
 
 def operations_frame(catalog: Catalog) -> pd.DataFrame:
-    return operations_table(catalog.specs, catalog.metrics)
+    return operations_table(catalog.built, catalog.metrics)
 
 
 def operations_table(specs: dict[str, OpSpec], metrics: dict[str, OpMetrics] | None = None) -> pd.DataFrame:
@@ -153,6 +199,8 @@ def occurrences_frame(catalog: Catalog) -> pd.DataFrame:
     rows = []
     for r in catalog.results:
         for op_id, n in sorted(r.calls.items(), key=lambda kv: r.first_call[kv[0]]):
+            if op_id in catalog.failed:
+                continue  # not in the operations table; coverage names it
             rows.append(
                 {
                     **r.ident(),
@@ -175,7 +223,7 @@ def coverage_report(rows: list[dict[str, Any]]) -> dict[str, Any]:
     sets: dict[str, dict[str, Any]] = {}
     for r in rows:
         sets.setdefault(r["set_id"], {})[r["mode"]] = {
-            k: r[k] for k in ("coverage", "flops_ops", "flops_total", "calls", "unique_ops")
+            k: r[k] for k in ("coverage", "flops_ops", "flops_total", "calls", "unique_ops", "missing_kinds") if k in r
         }
     return {
         "tolerance": COVERAGE_TOLERANCE,

@@ -32,8 +32,9 @@ from opcost.ops.keys import NON_KEY_ATTRS, canonical_json, short_hash
 CATEGORY_MODULE = "module"
 CATEGORY_FUNCTION = "function"
 
-# Constructor arguments that choose placement, not computation.
-_SKIPPED_INIT_ARGS = frozenset({"self", "device", "dtype", "factory_kwargs"})
+# Constructor arguments that choose placement, initial values or trainability, not computation
+# (`Embedding(_weight=..., _freeze=...)`).
+_SKIPPED_INIT_ARGS = frozenset({"self", "device", "dtype", "factory_kwargs", "_weight", "_freeze"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -81,7 +82,30 @@ def encode_value(value: Any, tensors: list[torch.Tensor] | None = None, call: bo
         return {"ellipsis": True}
     if isinstance(value, torch.memory_format):
         return {"memory_format": str(value).replace("torch.", "")}
+    if isinstance(value, torch.device):
+        # The device an op is told to use is the one it runs on: rebuilt, it follows its inputs.
+        return {"device": "input"}
     raise OpcostError(f"cannot record a value of type {type(value).__name__} ({value!r}) in an operation spec")
+
+
+def encode_opaque(value: Any, tensors: list[torch.Tensor]) -> Any:
+    """Like `encode_value(call=True)`, but a value it cannot record becomes `{"opaque": type name}`.
+
+    Used for a functional call that takes something no spec can describe (a library object): the
+    call is still counted, with its tensor inputs, but marked as not rebuildable (`decode_value`
+    refuses it), so coverage can name it instead of the extraction failing.
+    """
+    try:
+        return encode_value(value, tensors, call=True)
+    except OpcostError:
+        pass
+    if isinstance(value, tuple) and not isinstance(value, torch.Size):
+        return {"tuple": [encode_opaque(v, tensors) for v in value]}
+    if isinstance(value, list):
+        return [encode_opaque(v, tensors) for v in value]
+    if isinstance(value, dict):
+        return {str(k): encode_opaque(v, tensors) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    return {"opaque": type(value).__name__}
 
 
 def decode_value(value: Any, tensors: list[torch.Tensor] | None = None) -> Any:
@@ -103,6 +127,10 @@ def decode_value(value: Any, tensors: list[torch.Tensor] | None = None) -> Any:
             return Ellipsis
         if set(value) == {"memory_format"}:
             return getattr(torch, value["memory_format"])
+        if set(value) == {"device"}:
+            return tensors[0].device if tensors else torch.device("meta")
+        if set(value) == {"opaque"}:
+            raise OpcostError(f"a {value['opaque']} argument was not recorded: the call cannot be rebuilt")
         return {k: decode_value(v, tensors) for k, v in value.items()}
     return value
 
@@ -230,13 +258,15 @@ def init_parameters(cls: type) -> list[inspect.Parameter]:
     ]
 
 
-def module_attrs(module: nn.Module) -> dict[str, Any]:
+def module_attrs(module: nn.Module, cls: type | None = None) -> dict[str, Any]:
     """Canonical constructor arguments of a module instance, read back from its attributes.
 
     Tensor-valued attributes stand for boolean switches (`bias=True` keeps a `bias` parameter).
-    Fails when an argument cannot be read back, rather than guessing a default.
+    Fails when an argument cannot be read back, rather than guessing a default. `cls` reads the
+    arguments of a base class instead (a subclass that only changes the constructor, such as
+    torchvision's `Conv3DSimple(nn.Conv3d)`, is that base class).
     """
-    cls = type(module)
+    cls = cls or type(module)
     getters = _ATTR_GETTERS.get(cls.__name__, {})
     attrs: dict[str, Any] = {}
     for p in init_parameters(cls):
@@ -273,8 +303,8 @@ def function_target(func: Callable[..., Any]) -> str:
         raise OpcostError(f"cannot name function {func!r}")
     module = getattr(func, "__module__", None)
     qualname = getattr(func, "__qualname__", "") or ""
-    if module is None or qualname.startswith("TensorBase."):
-        return f"torch.Tensor.{name}"
+    if module is None or qualname.startswith(("TensorBase.", "Tensor.")):
+        return f"torch.Tensor.{name}"  # C methods, and those torch/_tensor.py defines (split, __rsub__)
     return f"{module}.{name}"
 
 
