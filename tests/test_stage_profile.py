@@ -112,7 +112,7 @@ def test_campaign_params_are_validated(tmp_path):
         load_params(tmp_path / "params.yaml")
     for key, value in (("min_time_s", ".nan"), ("window_s", ".inf"), ("sample_interval_s", "0")):
         (tmp_path / "params.yaml").write_text(f"profile:\n  campaigns:\n    x: {{sets: [a], {key}: {value}}}\n")
-        with pytest.raises(OpcostError, match="must be positive finite seconds"):
+        with pytest.raises(OpcostError, match=f"campaigns.x.{key}: expected a finite number > 0, got "):
             load_params(tmp_path / "params.yaml")
 
 
