@@ -111,3 +111,18 @@ def sync_dvc_yaml() -> None:
 
 if __name__ == "__main__":  # python tests/test_stage_deps.py: bring dvc.yaml's src deps up to date
     sync_dvc_yaml()
+
+
+def test_train_depends_on_every_table_it_reads():
+    """train@<target> reads the target's operations, networks and network_ops tables (the last two
+    fit the composition layer): each must lie under a declared dep, or new network measurements
+    would leave a stale composition layer 'up to date'."""
+    from opcost.config import Paths
+
+    stage = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]["train"]
+    target = "A30-inference"
+    deps = [REPO / d.replace("${item.target}", target) for d in stage["deps"] if not d.startswith("src/")]
+    paths = Paths(REPO)
+    read = [paths.target_operations(target), paths.target_networks(target), paths.target_network_ops(target)]
+    uncovered = [p.relative_to(REPO) for p in read if not any(p == d or d in p.parents for d in deps)]
+    assert uncovered == []
