@@ -31,12 +31,16 @@ def test_set_id_spells_shape_and_non_default_dtype():
 
 def test_default_params_hold_the_thesis_network_sets(repo_root):
     params = load_params(repo_root / "params.yaml")
-    sets = params.extract.sets
+    thesis = [s for s in params.extract.sets if s.input_shape[0] == 32]
     # datasets README: 18 inference and 26 training model-input sets in the whole-network logs
-    assert sum("inference" in s.modes for s in sets) == 18
-    assert sum("training" in s.modes for s in sets) == 26
-    assert all(s.dtype == "float32" and s.input_shape[0] == 32 for s in sets)
-    assert ModelInputSet("inception_v3", (32, 3, 299, 299), modes=("inference",)) in sets
+    assert sum("inference" in s.modes for s in thesis) == 18
+    assert sum("training" in s.modes for s in thesis) == 26
+    assert all(s.dtype == "float32" for s in params.extract.sets)
+    # beside them, only the cpu-batch campaign's resnet18 at two more batch sizes
+    others = {(s.model, s.input_shape, s.modes) for s in params.extract.sets if s.input_shape[0] != 32}
+    assert others == {("resnet18", (b, 3, 32, 32), ("inference",)) for b in (8, 128)}
+    assert params.profile.campaigns["cpu-batch"].sets == ("resnet18:8x3x32x32", "resnet18:128x3x32x32")
+    assert ModelInputSet("inception_v3", (32, 3, 299, 299), modes=("inference",)) in thesis
 
 
 def _write_params(root: Path, sets) -> Path:

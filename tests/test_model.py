@@ -296,3 +296,25 @@ def test_sync_registry_registers_pulled_bundles_once(trained, tmp_path, monkeypa
         v.tags["bundle_hash"]
         == json.loads((paths.model_dir("A30_no_tf32-training") / "bundle.json").read_text())["bundle_hash"]
     )
+
+
+def test_train_report_declares_eight_out_of_sample_figures_per_target(trained):
+    """train-report's metrics file is what `dvc metrics show` prints: the chosen models' grouped and
+    family-out scores, read from each target's detail, never empty."""
+    from opcost.stages.train_report import run as run_train_report
+
+    paths, params, _ = trained
+    run_train_report(paths, params)
+    merged = json.loads(paths.train_metrics().read_text())
+    assert set(merged) == set(params.train.targets)
+    for t in params.train.targets:
+        detail = json.loads(paths.train_metrics(t).read_text())[t]
+        alg, fs = detail["chosen"]["time"].split("-")
+        grouped = detail["ops"]["time"][alg][fs]["grouped"]
+        h = merged[t]
+        assert h["time"]["mape_pct"] == pytest.approx(100 * grouped["mape"])
+        assert h["time"]["r2"] == pytest.approx(grouped["r2"])
+        assert h["time"]["family_mape_pct"] == pytest.approx(100 * detail["ops"]["time"][alg][fs]["family"]["mape"])
+        assert set(h["time"]) == {"mape_pct", "mdape_pct", "twe_pct", "r2", "family_mape_pct"}
+        assert set(h["power"]) == {"mape_pct"}
+        assert sum(len(v) for v in h.values()) <= 8
