@@ -3,8 +3,8 @@
 All reference GPU data is at batch 32, so nothing there can show how predictions scale with batch.
 The CPU is a device this project can measure: the `cpu-smoke` (batch 32) and `cpu-batch` (batch 8
 and 128) campaigns measure resnet18's ops and the whole network at three batch sizes. This script
-trains the time models exactly as `train` does (model/fit.py, the chosen algorithm and features of
-params.yaml) on the batch-32 rows only, then predicts the ops and the networks at batch 8 and 128,
+trains time models as `train` does (model/fit.py with params.yaml's settings; XGBoost and random
+forest on the improved features, the GPU targets' champions) on the batch-32 rows only, then predicts the ops and the networks at batch 8 and 128,
 which the models never saw, and says whether the prediction flags itself as an extrapolation.
 
     PYTHONPATH=src python bench/batch_scaling.py [--target AMD_EPYC-inference]
@@ -29,7 +29,7 @@ from opcost.config import Paths, TrainParams, load_params  # noqa: E402
 from opcost.devices import find_device  # noqa: E402
 from opcost.io import write_report  # noqa: E402
 from opcost.model import compose, netval  # noqa: E402
-from opcost.model.fit import choose, final_model, prepare, score_all, training_ranges  # noqa: E402
+from opcost.model.fit import final_model, prepare, training_ranges  # noqa: E402
 from opcost.model.predict import extrapolation_warnings  # noqa: E402
 from opcost.schemas import TARGET_NETWORK_OPS, TARGET_NETWORKS, TARGET_OPERATIONS  # noqa: E402
 from opcost.tables import read_table  # noqa: E402
@@ -75,57 +75,58 @@ def main() -> int:
 
     train_df = ops[ops["batch"] == TRAIN_BATCH].reset_index(drop=True)
     data = prepare(train_df, mode, device)
-    chosen = choose(score_all(data, tp))
-    models = {q: final_model(data, alg, fs, q, tp) for q, (alg, fs) in chosen.items() if q == "time"}
     rows = np.arange(data.n)
-    # the measured look-up is the training rows only: every op at another batch is predicted
-    coster = netval.coster_from(data, rows, models)
     ranges = SimpleNamespace(ranges=training_ranges(data), target=f"{target} (batch {TRAIN_BATCH} only)")
-
     out: dict = {
         "command": "PYTHONPATH=src python bench/batch_scaling.py",
         "target": target,
         "trained_on_batch": TRAIN_BATCH,
-        "time_model": "-".join(chosen["time"]),
         "ops_trained_on": int(data.n),
-        "by_batch": {},
+        "models": {},
     }
     net_records = netval.network_records(nops)
-    for b in batches:
-        sub = ops[ops["batch"] == b].reset_index(drop=True)
-        sub_data = prepare(sub, mode, device)
-        costs = coster.cost(sub_data.records)
-        meas = sub_data.y("time")
-        err = pct(costs.t_s, meas)
-        entry: dict = {
-            "seen_in_training": b == TRAIN_BATCH,
-            "ops": int(len(sub)),
-            "op_time_mape": float(err.mean()),
-            "op_time_mdape": float(np.median(err)),
-            "op_time_weighted_error": float(np.abs(costs.t_s - meas).sum() / meas.sum() * 100),
-            "cost_sources": {s: int(n) for s, n in zip(*np.unique(costs.source, return_counts=True))},
-        }
-        for _, net in nets[nets["set_id"].map(batch_of_set) == b].iterrows():
-            recs, calls = net_records[net["set_id"]]
-            c = coster.cost(recs)
-            terms = compose.network_terms(c, calls, recs, coster.floor_s, device, mode)
-            predicted = compose.Composition(mode).time(terms)  # uncalibrated: one training network
-            entry["network"] = {
-                "set_id": net["set_id"],
-                "measured_s": float(net["t_s"]),
-                "predicted_s": float(predicted),
-                "error_pct": float((predicted - net["t_s"]) / net["t_s"] * 100),
-                "warnings": extrapolation_warnings(ranges, tuple(net["input_shape"]), recs),  # type: ignore[arg-type]
+    for alg in ("xgb", "rf"):
+        models = {"time": final_model(data, alg, "improved", "time", tp)}
+        # the measured look-up holds the training rows only: every op at another batch is predicted
+        coster = netval.coster_from(data, rows, models)
+        by_batch: dict = {}
+        for b in batches:
+            sub_data = prepare(ops[ops["batch"] == b].reset_index(drop=True), mode, device)
+            costs = coster.cost(sub_data.records)
+            meas = sub_data.y("time")
+            err = pct(costs.t_s, meas)
+            entry: dict = {
+                "seen_in_training": b == TRAIN_BATCH,
+                "ops": int(sub_data.n),
+                "op_time_mape_pct": float(err.mean()),
+                "op_time_mdape_pct": float(np.median(err)),
+                "op_time_weighted_error_pct": float(np.abs(costs.t_s - meas).sum() / meas.sum() * 100),
+                "cost_sources": {str(s): int(n) for s, n in zip(*np.unique(costs.source, return_counts=True))},
             }
-        out["by_batch"][str(b)] = entry
+            for _, net in nets[nets["set_id"].map(batch_of_set) == b].iterrows():
+                recs, calls = net_records[net["set_id"]]
+                c = coster.cost(recs)
+                terms = compose.network_terms(c, calls, recs, coster.floor_s, device, mode)
+                predicted = compose.Composition(mode).time(terms)  # uncalibrated: one training network
+                shape = tuple(int(x) for x in net["input_shape"])
+                entry["network"] = {
+                    "set_id": net["set_id"],
+                    "measured_s": float(net["t_s"]),
+                    "predicted_s": float(predicted),
+                    "error_pct": float((predicted - net["t_s"]) / net["t_s"] * 100),
+                    "warnings": extrapolation_warnings(ranges, shape, recs),  # type: ignore[arg-type]
+                }
+            by_batch[str(b)] = entry
+        out["models"][f"{alg}-improved"] = by_batch
     write_report(out, ROOT / "reports" / "bench" / "batch_scaling.json")
-    for b, e in out["by_batch"].items():
-        n = e.get("network", {})
-        print(
-            f"batch {b:>4}{' (trained)' if e['seen_in_training'] else '          '}: op MAPE {e['op_time_mape']:.1f} % "
-            f"(median {e['op_time_mdape']:.1f} %), network {n.get('error_pct', float('nan')):+.1f} %, "
-            f"{len(n.get('warnings', []))} extrapolation warning(s)"
-        )
+    for name, by_batch in out["models"].items():
+        for b, e in by_batch.items():
+            n = e.get("network", {})
+            print(
+                f"{name} batch {b:>4}{' (trained)' if e['seen_in_training'] else '          '}: "
+                f"op MAPE {e['op_time_mape_pct']:.1f} % (median {e['op_time_mdape_pct']:.1f} %), "
+                f"network {n.get('error_pct', float('nan')):+.1f} %, {len(n.get('warnings', []))} extrapolation warning(s)"
+            )
     return 0
 
 
