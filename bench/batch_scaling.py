@@ -4,8 +4,9 @@ All reference GPU data is at batch 32, so nothing there can show how predictions
 The CPU is a device this project can measure: the `cpu-smoke` (batch 32) and `cpu-batch` (batch 8
 and 128) campaigns measure resnet18's ops and the whole network at three batch sizes. This script
 trains time models as `train` does (model/fit.py with params.yaml's settings; XGBoost and random
-forest on the improved features, the GPU targets' champions) on the batch-32 rows only, then predicts the ops and the networks at batch 8 and 128,
-which the models never saw, and says whether the prediction flags itself as an extrapolation.
+forest on the improved features, the GPU targets' champions) on the batch-32 rows only, then
+predicts the ops and the networks at batch 8 and 128, which the models never saw, and says whether
+the prediction flags itself as an extrapolation.
 
     PYTHONPATH=src python bench/batch_scaling.py [--target AMD_EPYC-inference]
 
@@ -125,7 +126,8 @@ def main() -> int:
             print(
                 f"{name} batch {b:>4}{' (trained)' if e['seen_in_training'] else '          '}: "
                 f"op MAPE {e['op_time_mape_pct']:.1f} % (median {e['op_time_mdape_pct']:.1f} %), "
-                f"network {n.get('error_pct', float('nan')):+.1f} %, {len(n.get('warnings', []))} extrapolation warning(s)"
+                f"network {n.get('error_pct', float('nan')):+.1f} %, "
+                f"{len(n.get('warnings', []))} extrapolation warning(s)"
             )
     return 0
 

@@ -18,7 +18,7 @@ from torch import nn
 from fake_nvml import FakeNvml
 from opcost.config import CampaignParams, ModelInputSet
 from opcost.errors import OpcostError
-from opcost.locks import cpu_lock_key, device_lock, file_lock
+from opcost.locks import cpu_lock_key, device_lock, file_lock, machine_lock_dir
 from opcost.measure.campaign import TABLE_FILES, Campaign, Unit, all_failed_message, make_plan
 from opcost.measure.clocks import PERMISSION_HELP, DeviceControl, RestoreError, Setting, settings_grid
 from opcost.measure.interrupts import Interrupted
@@ -736,6 +736,34 @@ def test_second_campaign_on_the_same_output_or_device_fails_at_once(tmp_path):
             new_campaign(plan, tmp_path / "gpu", nvml_lib=fake).run(show_progress=False)
     assert fake.calls == [] and fake.shutdowns == 1
     assert not (tmp_path / "out").exists() and not (tmp_path / "elsewhere" / "out").exists()
+
+
+def test_a_shard_told_to_wait_queues_behind_the_device_holder(tmp_path):
+    """SLURM may start several CPU shards on one node: with wait_for_device they take turns on the
+    device instead of failing (the integration test's array tasks did), and say they are waiting."""
+    import threading
+
+    plan = make_plan(campaign(), op_units([CONV, RELU]))
+    camp = new_campaign(plan, tmp_path)
+    said: list[str] = []
+    camp.say = said.append
+    with device_lock(cpu_lock_key(), "the other run"):
+        with pytest.raises(OpcostError, match=r"device cpu .* is in use by another process"):
+            camp.run_shard(0, 2, show_progress=False)  # the default: fail at once
+        result: dict = {}
+        waiter = threading.Thread(
+            target=lambda: result.update(camp.run_shard(0, 2, show_progress=False, wait_for_device=True))
+        )
+        waiter.start()
+        time.sleep(1.0)
+        assert waiter.is_alive() and not list(camp.parts_dir.glob("*.timings.parquet"))  # nothing measured yet
+    waiter.join(timeout=120)
+    assert not waiter.is_alive()
+    assert result["parts_done"] == plan.shard(0, 2).parts
+    assert [m for m in said if "waiting for it" in m] == [
+        f"device cpu ({cpu_lock_key()}) is in use by another process (pid {os.getpid()}) "
+        f"(lock {machine_lock_dir() / ('device-' + cpu_lock_key() + '.lock')}); wait for it to finish: waiting for it"
+    ]
 
 
 def test_two_processes_cannot_measure_the_same_output_or_device(tmp_path):

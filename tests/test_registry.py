@@ -263,3 +263,27 @@ def test_champion_moves_only_from_committed_main_or_by_promote(trained, tmp_path
     assert str(client.get_model_version_by_alias("opcost-RTX2080Ti-training", "champion").version) == "1"
     with pytest.raises(OpcostError, match="has no version '7'"):
         promote(paths, "RTX2080Ti-training", "7")
+
+
+def test_a_fold_without_a_score_is_left_out_of_the_replayed_run(tmp_path, monkeypatch):
+    """A fold with too few rows has no R2 (None in run.json); MLflow refuses a metric without a
+    value, so replaying such a record once stopped `sync-registry` on every store. The other folds
+    keep their step numbers."""
+    import mlflow
+    from mlflow import MlflowClient
+
+    from opcost.model import runlog
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'runs.db'}")
+    kid = runlog.child(
+        "xgb-time", {}, {"folds": 3}, {"r2": float("nan"), "mape": 12.5}, {"fold_r2": [0.9, None, 0.7]}, []
+    )
+    record = {**runlog.child("train@X", {"target": "X"}, {}, {"twe": None}, {}, []), "children": [kid]}
+    with runlog.replayed(mlflow, record) as parent:
+        parent_id = parent.info.run_id
+    client = MlflowClient()
+    nested = mlflow.search_runs(experiment_ids=[client.get_run(parent_id).info.experiment_id])
+    kid_id = nested[nested["tags.mlflow.runName"] == "xgb-time"].iloc[0].run_id
+    assert [(m.step, m.value) for m in client.get_metric_history(kid_id, "fold_r2")] == [(0, 0.9), (2, 0.7)]
+    assert client.get_run(kid_id).data.metrics == {"mape": 12.5, "fold_r2": 0.7}  # the latest step, and no r2
+    assert client.get_run(parent_id).data.metrics == {}

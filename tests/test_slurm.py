@@ -150,7 +150,7 @@ def test_array_script_for_a_gpu_campaign(tmp_path):
     ]
     assert lines[-1] == (
         "exec /opt/py/bin/python -m opcost profile --campaign 'a100 asis' "
-        '--shard "$SLURM_ARRAY_TASK_ID/8" --no-progress'
+        '--shard "$SLURM_ARRAY_TASK_ID/8" --wait-for-device --no-progress'
     )
     assert f"cd {tmp_path}/repo" in lines and f"export OPCOST_ROOT={tmp_path}/repo" in lines
 
@@ -189,9 +189,9 @@ def test_array_script_runs_as_a_batch_script(tmp_path):
     env = {**os.environ, "SLURM_JOB_ID": "41", "SLURM_ARRAY_JOB_ID": "40", "SLURM_ARRAY_TASK_ID": "2", "PYTHONPATH": ""}
     subprocess.run(["bash", str(script)], check=True, env=env, cwd=tmp_path)
     assert (run_dir / "jobs" / "40_2").read_text() == "41\n"
-    assert (
-        tmp_path / "ran"
-    ).read_text() == "argv: -m opcost profile --campaign a100 asis --shard 2/3 --no-progress\npath: /src\n"
+    assert (tmp_path / "ran").read_text() == (
+        "argv: -m opcost profile --campaign a100 asis --shard 2/3 --wait-for-device --no-progress\npath: /src\n"
+    )
 
 
 # ---- status -----------------------------------------------------------------------------------------

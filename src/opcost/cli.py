@@ -443,6 +443,11 @@ def profile(
         None, "--shard", help="With --campaign: measure only shard I/N (0-based) into parts; merge with --merge."
     ),
     merge: bool = typer.Option(False, "--merge", help="With --campaign: consolidate the shards' parts."),
+    wait_for_device: bool = typer.Option(
+        False,
+        "--wait-for-device",
+        help="With --shard: queue behind another process measuring on the same device (SLURM tasks on one node).",
+    ),
     shards: Optional[int] = typer.Option(
         None, "--shards", help="With --merge: the shard count, to name missing shards (else from the shards' records)."
     ),
@@ -471,6 +476,10 @@ def profile(
             raise OpcostError("--shards N goes with --merge (a shard run names its count in --shard I/N)")
         if shards is not None and shards < 1:
             raise OpcostError(f"--shards {shards}: expected a positive shard count")
+        if wait_for_device and shard is None:
+            raise OpcostError(
+                "--wait-for-device goes with --shard I/N (a whole campaign fails at once on a busy device)"
+            )
         if remeasure and (shard is not None or merge):
             raise OpcostError("--remeasure measures a whole campaign afresh; it does not go with --shard or --merge")
         return _parse_shard(shard) if shard is not None else None
@@ -502,7 +511,7 @@ def profile(
         assert campaign is not None
         which = check_flags()
         if which is not None:
-            return prof.run_shard_stage(paths, params, campaign, *which, dry_run, not no_progress)
+            return prof.run_shard_stage(paths, params, campaign, *which, dry_run, not no_progress, wait_for_device)
         if merge and not dry_run:
             return prof.merge_stage(paths, params, campaign, shards)
         return prof.run_stage(paths, params, campaign, dry_run, not no_progress, remeasure)

@@ -19,7 +19,7 @@ import re
 import socket
 import tempfile
 from pathlib import Path
-from typing import ContextManager, Iterator
+from typing import Callable, Iterator
 
 from opcost.errors import OpcostError
 
@@ -70,11 +70,25 @@ def machine_lock_dir() -> Path:
     return d
 
 
-def device_lock(key: str, what: str) -> ContextManager[None]:
-    """The lock of one measuring device, failing at once if another process holds it. `key` is a
-    GPU's UUID, or `cpu_lock_key()` for the CPU."""
+@contextlib.contextmanager
+def device_lock(key: str, what: str, wait: bool = False, say: Callable[[str], None] | None = None) -> Iterator[None]:
+    """The lock of one measuring device. `key` is a GPU's UUID, or `cpu_lock_key()` for the CPU.
+
+    By default fail at once if another process holds it: two measurements on one device would both
+    be wrong, and someone at a terminal wants to know now. With `wait` (SLURM shards that share a
+    node, `profile --shard --wait-for-device`), say so and queue behind the holder instead."""
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", key)
-    return file_lock(machine_lock_dir() / f"device-{safe}.lock", what, wait=False)
+    path = machine_lock_dir() / f"device-{safe}.lock"
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(file_lock(path, what, wait=False))
+        except OpcostError as busy:
+            if not wait:
+                raise
+            if say is not None:
+                say(f"{busy}: waiting for it")
+            held.enter_context(file_lock(path, what, wait=True))
+        yield
 
 
 def cpu_lock_key() -> str:

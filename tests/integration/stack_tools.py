@@ -47,10 +47,12 @@ def dvc(clone: Path, *args: str, env: dict[str, str] | None = None, check: bool 
 
 
 def make_clone(dest: Path, source: Path = REPO, rev: str | None = None) -> Path:
-    """A git clone of `source` at `rev` (default: this checkout's HEAD commit), DVC analytics off."""
+    """A git clone of `source` at `rev` (default: this checkout's HEAD commit) on a branch named main,
+    as a team member's checkout would be (the champion alias moves only from committed main), DVC
+    analytics off."""
     rev = rev or run(["git", "rev-parse", "HEAD"], source).stdout.strip()
     run(["git", "clone", "--quiet", "--no-checkout", str(source), str(dest)], dest.parent)
-    run(["git", "checkout", "--quiet", rev], dest)
+    run(["git", "checkout", "--quiet", "-B", "main", rev], dest)
     run(["git", "config", "user.email", "ci@opcost.invalid"], dest)
     run(["git", "config", "user.name", "opcost integration test"], dest)
     dvc(dest, "config", "--local", "core.analytics", "false")
@@ -62,6 +64,9 @@ def set_params(clone: Path, edit: Callable[[dict], None]) -> None:
     raw = yaml.safe_load(p.read_text())
     edit(raw)
     p.write_text(yaml.safe_dump(raw, sort_keys=False))
+    # committed, as a team commits its configuration: results from uncommitted parameters never move
+    # the champion alias
+    run(["git", "commit", "--quiet", "-m", "integration test parameters", "params.yaml"], clone)
 
 
 def wait_for(what: str, done: Callable[[], bool], timeout: float, every: float = 0.5) -> None:

@@ -476,8 +476,12 @@ class Campaign:
             shutil.rmtree(self.parts_dir)
             return meta
 
-    def run_shard(self, index: int, count: int, show_progress: bool = True) -> dict[str, Any]:
-        """Measure shard `index` of `count` into parts only (no consolidation, no output written)."""
+    def run_shard(
+        self, index: int, count: int, show_progress: bool = True, wait_for_device: bool = False
+    ) -> dict[str, Any]:
+        """Measure shard `index` of `count` into parts only (no consolidation, no output written).
+        With `wait_for_device`, queue behind another process measuring on the same device (array
+        tasks that SLURM put on one node) instead of failing."""
         sub = self.plan.shard(index, count)
         name = f"shard-{index}-of-{count}"
         lock = file_lock(self.shard_lock(index, count), f"shard {index}/{count} of campaign {self.c.name}", wait=False)
@@ -486,7 +490,7 @@ class Campaign:
             skipped = sub.parts - len(self.pending(sub))
             extra = {"shard": index, "shards": count, "parts_total": sub.parts}
             if self.pending(sub):
-                self._measure(sub, show_progress, name, extra)
+                self._measure(sub, show_progress, name, extra, wait_for_device)
             elif not self.record_path(name).is_file():
                 self.parts_dir.mkdir(parents=True, exist_ok=True)
                 write_json(
@@ -535,7 +539,9 @@ class Campaign:
             f"{self.c.name} --shard I/{count}` for each, then merge again"
         )
 
-    def _measure(self, plan: Plan, show_progress: bool, record: str, extra: dict[str, Any]) -> None:
+    def _measure(
+        self, plan: Plan, show_progress: bool, record: str, extra: dict[str, Any], wait_for_device: bool = False
+    ) -> None:
         """Measure the missing parts of `plan` on the device, under its lock, leaving a run record."""
         check_device(self.c)
         nvml = open_nvml(self.c, self.nvml_lib)
@@ -547,9 +553,11 @@ class Campaign:
             control = DeviceControl(nvml, self.c.device, self.state_dir, self.say)
             with contextlib.ExitStack() as locks:
                 if not self.c.device.startswith("cuda"):
-                    locks.enter_context(device_lock(cpu_lock_key(), f"device {self.c.device} ({cpu_lock_key()})"))
+                    what = f"device {self.c.device} ({cpu_lock_key()})"
+                    locks.enter_context(device_lock(cpu_lock_key(), what, wait_for_device, self.say))
                 if control.key is not None:
-                    locks.enter_context(device_lock(control.key, f"device {self.c.device} ({control.key})"))
+                    what = f"device {self.c.device} ({control.key})"
+                    locks.enter_context(device_lock(control.key, what, wait_for_device, self.say))
                 # the session covers the whole control lifetime: handlers are in place before the
                 # leftover state is restored and before the permission probe
                 with control.session():

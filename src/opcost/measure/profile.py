@@ -66,13 +66,20 @@ def run_stage(
 
 
 def run_shard_stage(
-    paths: Paths, params: Params, name: str, index: int, count: int, dry_run: bool = False, show_progress: bool = True
+    paths: Paths,
+    params: Params,
+    name: str,
+    index: int,
+    count: int,
+    dry_run: bool = False,
+    show_progress: bool = True,
+    wait_for_device: bool = False,
 ) -> dict[str, Any]:
     """Shard `index` of `count` of campaign `name`: parts only, merged later by `merge_stage`."""
     camp = stage_campaign(paths, params, name)
     if dry_run:
         return {**camp.plan.shard(index, count).summary(), "shard": index, "shards": count}
-    return camp.run_shard(index, count, show_progress)
+    return camp.run_shard(index, count, show_progress, wait_for_device)
 
 
 def merge_stage(paths: Paths, params: Params, name: str, count: int | None = None) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -71,13 +72,23 @@ def _figure(fig_spec: dict[str, Any]) -> Any:
     return fig
 
 
+def _finite(v: Any) -> bool:
+    """Whether a score can be logged: a fold with too few rows has no R2 (None in the record, NaN in
+    memory), and MLflow refuses a metric without a value (a tracking server refuses NaN too)."""
+    try:
+        return v is not None and math.isfinite(float(v))
+    except (TypeError, ValueError):
+        return False
+
+
 def _log(mlflow: Any, r: dict[str, Any]) -> None:
     if r["params"]:
         mlflow.log_params(r["params"])
     for name, values in r["steps"].items():
-        for step, v in enumerate(values):
-            mlflow.log_metric(name, v, step=step)
-    metrics = {k: v for k, v in r["metrics"].items() if v is not None}
+        for step, v in enumerate(values):  # a fold without a score is left out; the others keep their step
+            if _finite(v):
+                mlflow.log_metric(name, float(v), step=step)
+    metrics = {k: float(v) for k, v in r["metrics"].items() if _finite(v)}
     if metrics:
         mlflow.log_metrics(metrics)
     if r["figures"]:

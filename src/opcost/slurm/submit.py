@@ -105,8 +105,9 @@ def array_script(
     lines += [
         # the task's own job id: `sacct -c` (no slurmdbd) knows tasks only by it
         f'echo "$SLURM_JOB_ID" > {q(str(jobs))}/"${{SLURM_ARRAY_JOB_ID}}_${{SLURM_ARRAY_TASK_ID}}"',
+        # tasks that SLURM puts on one node take turns on its device (the CPU, or a GPU without gres)
         f'exec {q(python)} -m opcost profile --campaign {q(c.name)} --shard "$SLURM_ARRAY_TASK_ID/{opts.shards}" '
-        "--no-progress",
+        "--wait-for-device --no-progress",
     ]
     return "\n".join(lines) + "\n"
 
