@@ -47,7 +47,8 @@ from opcost.model.features import record_of
 
 bundle = Bundle.load(Path(sys.argv[1]))
 rows = pd.read_parquet(sys.argv[2]).head(40)
-print(json.dumps(bundle.predict([(record_of(r), None) for _, r in rows.iterrows()])["time"].tolist()))
+# the pyfunc model costs ops as predictions do (measured, floor, predicted, ...): compare like with like
+print(json.dumps(list(bundle.coster().cost([record_of(r) for _, r in rows.iterrows()], None).t_s.tolist()))
 """
 
 

@@ -124,7 +124,7 @@ def test_job_array_is_merged_like_a_local_run_and_recorded_by_dvc(clone, stack, 
     dvc(clone, "repro", "--single-item", f"profile@{name}")
     assert md5(clone / "data" / "raw" / name / "timings.parquet") == before
     assert f"profile@{name}" in (clone / "dvc.lock").read_text()
-    assert "up to date" in dvc(clone, "status", "--single-item", f"profile@{name}").stdout
+    assert "up to date" in dvc(clone, "status", f"profile@{name}").stdout
     # Submitting a complete campaign submits nothing.
     again = json.loads(opcost(clone, "submit", "--campaign", name, "--json").stdout)
     assert again == {"campaign": name, "complete": True, "submitted": False}

@@ -68,8 +68,7 @@ def clone_venv(clone) -> None:
 
 
 def test_make_repro_logs_and_registers_on_the_server(clone, stack):
-    set_params(clone, reduce)
-    run(["git", "commit", "--quiet", "-am", "reduced parameters for the integration test"], clone)
+    set_params(clone, reduce)  # committed: the champion moves only from committed main
     clone_venv(clone)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "OPCOST_ROOT", "VIRTUAL_ENV")}
     run(["make", "repro"], clone, env=env, timeout=2400)
