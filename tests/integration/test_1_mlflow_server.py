@@ -99,7 +99,8 @@ def test_training_logs_to_the_server_and_the_champion_reads_back_elsewhere(clone
     if got["champion"] == version:
         assert reg == json.loads(opcost(clone, *args, "training", "--json").stdout)
 
-    # The runs: one parent per stage run, nested runs per algorithm x quantity x feature set, folds as steps.
+    # The runs: one parent per stage run, nested runs per algorithm x quantity x feature set x split,
+    # the grouped split's fold scores as steps.
     runs = run(
         [
             sys.executable,
@@ -111,14 +112,19 @@ def test_training_logs_to_the_server_and_the_champion_reads_back_elsewhere(clone
             "nested = df[df['tags.mlflow.parentRunId'].notna()]; "
             "print(json.dumps({'parents': int(df['tags.mlflow.parentRunId'].isna().sum()), "
             "'nested': sorted(set(nested['tags.mlflow.runName'])), "
-            "'steps': len(c.get_metric_history(nested['run_id'].iloc[0], 'cv_r2'))}))",
+            "'steps': len(c.get_metric_history("
+            "nested[nested['tags.mlflow.runName'] == 'xgb-time-improved-grouped']['run_id'].iloc[0], 'fold_r2'))}))",
         ],
         clone,
     )
     r = json.loads(runs.stdout)
     assert r["parents"] >= 2  # the two train runs above
     assert r["nested"] == sorted(
-        f"{a}-{q}-{f}" for a in ("rf", "xgb") for q in ("time", "power") for f in ("baseline", "improved")
+        f"{a}-{q}-{f}-{s}"
+        for a in ("rf", "xgb")
+        for q in ("time", "power")
+        for f in ("baseline", "improved")
+        for s in ("grouped", "family")
     )
     assert r["steps"] == 3  # folds: 3
 
