@@ -48,7 +48,7 @@ from opcost.model.features import record_of
 bundle = Bundle.load(Path(sys.argv[1]))
 rows = pd.read_parquet(sys.argv[2]).head(40)
 # the pyfunc model costs ops as predictions do (measured, floor, predicted, ...): compare like with like
-print(json.dumps(list(bundle.coster().cost([record_of(r) for _, r in rows.iterrows()], None).t_s.tolist()))
+print(json.dumps(bundle.coster().cost([record_of(r) for _, r in rows.iterrows()], None).t_s.tolist()))
 """
 
 
