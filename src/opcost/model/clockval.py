@@ -67,8 +67,8 @@ def physical(pts: pd.DataFrame) -> tuple[ClockModel, Predictor]:
     return model, lambda held: predict_points(model, held)
 
 
-def trees(pts: pd.DataFrame, seed: int = 0) -> tuple[TreeClock, Predictor]:
-    model = TreeClock(seed=seed).fit(pts)
+def trees(pts: pd.DataFrame, seed: int = 0, max_iter: int = 100) -> tuple[TreeClock, Predictor]:
+    model = TreeClock(seed=seed, max_iter=max_iter).fit(pts)
     return model, model.predict
 
 

@@ -149,6 +149,42 @@ def register_bundle(root: Path, mlflow: Any, bundle: Bundle, split: str) -> str 
     return version
 
 
+def register_folder(
+    root: Path, mlflow: Any, name: str, folder: Path, content_hash: str, score: float, split: str, tags: dict[str, str]
+) -> str | None:
+    """Register a model stored as plain files (the clock model: JSON) from the active run, once per
+    content hash, and consider it for `champion` by the same rules as the bundles. Returns the new
+    version, or None when one with this hash exists."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    client = MlflowClient()
+    run = mlflow.active_run()
+    if run is None:
+        raise RuntimeError("register_folder needs an active MLflow run")
+    with tracking.write_lock(root):
+        repair(client, name)
+        if tracking.find_version(client, name, content_hash) is not None:
+            return None
+        mlflow.log_artifacts(str(folder), artifact_path="model")
+        try:
+            client.create_registered_model(name)
+        except MlflowException:
+            pass  # exists already
+        all_tags = {**tags, "bundle_hash": content_hash, SCORE_TAG: repr(score), SPLIT_TAG: split}
+        all_tags.update(tracking.source_tags(root))
+        mv = client.create_model_version(
+            name, source=f"{run.info.artifact_uri}/model", run_id=run.info.run_id, tags=all_tags
+        )
+        version = str(mv.version)
+        winner = tracking.find_version(client, name, content_hash)
+        if winner is not None and str(winner.version) != version:
+            client.delete_model_version(name, version)
+            return None
+        consider_champion(root, client, name, version, score, split)
+    return version
+
+
 def sync_registry(paths: Paths, params: Params) -> dict[str, str | None]:
     """Register the bundles under models/ that this tracking store lacks. A fresh clone's `dvc pull`
     brings models without their MLflow runs: each bundle's run record (run.json) is replayed, so the
