@@ -96,6 +96,21 @@ class ClockModel:
     # Leave-one-GPU-out relative errors pooled over GPUs (time, power, energy MAPE): what predictions
     # widen their intervals by; filled by the train-clock stage.
     logo_error: dict[str, float] = field(default_factory=dict)
+    # The same by how far the clock is from the reference: [[upper f/f_ref of the bin, time, energy], ...]
+    # ascending; at f_ref itself the model adds no error (the reference is its input).
+    logo_error_bins: list[list[float]] = field(default_factory=list)
+
+    def error_at(self, ratio: float) -> tuple[float, float]:
+        """(time, energy) relative leave-one-GPU-out error at clock ratio f / f_ref (0, 0 at f_ref)."""
+        if ratio == 1.0 or not self.logo_error_bins:
+            return (
+                (0.0, 0.0) if ratio == 1.0 else (self.logo_error.get("time", 0.0), self.logo_error.get("energy", 0.0))
+            )
+        r = min(ratio, 1 / ratio) if ratio > 1 else ratio  # above the reference: mirrored onto the nearest bins
+        for hi, et, ee in self.logo_error_bins:
+            if r <= hi:
+                return et, ee
+        return self.logo_error_bins[-1][1], self.logo_error_bins[-1][2]
 
     # -- the form --------------------------------------------------------------------------
     def share_from_power(self, p_ref: np.ndarray | float, tdp: np.ndarray | float) -> np.ndarray:
@@ -153,10 +168,13 @@ class ClockModel:
                 n_curves=int(d.get("n_curves", 0)),
                 n_points=int(d.get("n_points", 0)),
                 logo_error={str(k): float(v) for k, v in d.get("logo_error", {}).items()},
+                logo_error_bins=[[float(x) for x in b] for b in d.get("logo_error_bins", [])],
             )
-        except (KeyError, TypeError, ValueError):
+            assert all(len(b) == 3 for b in m.logo_error_bins)
+        except (KeyError, TypeError, ValueError, AssertionError):
             raise OpcostError(f"{where} lacks a parameter or holds a non-number; refused") from None
         values = [m.share_a, m.share_b, m.static_frac, m.gamma, *m.logo_error.values()]
+        values += [x for b in m.logo_error_bins for x in b]
         if not all(math.isfinite(v) for v in values) or not 0 <= m.static_frac < 1 or m.gamma <= 1:
             raise OpcostError(f"{where}: parameters out of range (static_frac in [0, 1), gamma > 1); refused")
         return m

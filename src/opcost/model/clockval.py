@@ -148,6 +148,25 @@ def summarise(curves: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+RATIO_BINS = (0.3, 0.5, 0.7, 0.85, 1.0)  # upper edges of f / f_ref bins for the error by clock distance
+
+
+def error_by_ratio(pred: pd.DataFrame) -> list[list[float]]:
+    """[[upper f/f_ref, time MAPE, energy MAPE], ...] (fractions) over off-reference points, pooled over
+    GPUs; an empty bin takes the next lower-ratio bin's (wider) error."""
+    off = pred[~pred["is_ref"]]
+    ratio = (off["f"] / off["f_ref"]).to_numpy(float)
+    t_ape = (off["t_hat"] / off["t"] - 1).abs().to_numpy(float)
+    e_ape = (off["e_hat"] / off["e"] - 1).abs().to_numpy(float)
+    out, lo, prev = [], 0.0, [float(t_ape.mean()), float(e_ape.mean())]
+    for hi in RATIO_BINS:
+        m = (ratio > lo) & (ratio <= hi)
+        prev = [float(t_ape[m].mean()), float(e_ape[m].mean())] if m.any() else prev
+        out.append([hi, *prev])
+        lo = hi
+    return out
+
+
 def pooled_error(curves: pd.DataFrame) -> dict[str, float]:
     """Relative errors (fractions) pooled over every GPU's points: what predictions widen intervals by."""
     out = {}

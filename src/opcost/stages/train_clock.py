@@ -126,6 +126,7 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
 
     model = fit(pts)
     model.logo_error = clockval.pooled_error(curves)
+    model.logo_error_bins = clockval.error_by_ratio(pred)
     split = split_id(pts, cp.min_points)
     chash = content_hash(model)
     record = run_record(model, split, logo, chash, pred)
