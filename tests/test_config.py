@@ -110,6 +110,11 @@ def test_dvc_yaml_paths_are_the_config_paths(repo_root):
             paths.validate_detail,
             paths.validate_metrics,
             paths.report_index,
+            paths.clock_model_dir,
+            paths.clock_metrics,
+            paths.clock_detail,
+            paths.clock_figures,
+            *(paths.clock_table(t) for t in ("logo", "loko", "curves")),
         )
     }
     validate_tables = {"tensor_cores", "sweep_optima", "grid_optima", "latency", "summed_vs_measured"}

@@ -280,6 +280,18 @@ class Paths:
         """Headline leave-one-GPU-out figures of the clock model, declared as DVC metrics."""
         return self.clock_report_dir / "metrics.json"
 
+    def clock_table(self, name: str) -> Path:
+        """Detail beside the clock metrics: logo, loko (per GPU x source) and curves (per curve), CSV."""
+        return self.clock_report_dir / f"{name}.csv"
+
+    @property
+    def clock_detail(self) -> Path:
+        return self.clock_report_dir / "detail.json"
+
+    @property
+    def clock_figures(self) -> Path:
+        return self.clock_report_dir / "figures"
+
     def train_networks(self, target: str) -> Path:
         """The target's measured networks predicted leave-one-network-out and -family-out (CSV)."""
         return self.root / "reports" / "train" / "networks" / f"{target}.csv"

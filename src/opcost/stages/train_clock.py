@@ -142,14 +142,13 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
         "params": {"share_a": model.share_a, "share_b": model.share_b, "static_frac": model.static_frac},
         "gamma": model.gamma,
     }
-    report = paths.clock_report_dir
     write_report(metrics, paths.clock_metrics)
-    _csv(logo, report / "logo.csv")
-    _csv(loko, report / "loko.csv")
-    _csv(curves.drop(columns=["time_ape", "power_ape", "energy_ape"]), report / "curves.csv")
+    _csv(logo, paths.clock_table("logo"))
+    _csv(loko, paths.clock_table("loko"))
+    _csv(curves.drop(columns=["time_ape", "power_ape", "energy_ape"]), paths.clock_table("curves"))
     write_report(
-        {"skipped_rows": skipped, "model": model.to_json(), "figures": figures(pred, report / "figures")},
-        report / "detail.json",
+        {"skipped_rows": skipped, "model": model.to_json(), "figures": figures(pred, paths.clock_figures)},
+        paths.clock_detail,
     )
     registered = None
     if log_to_mlflow:
