@@ -67,6 +67,11 @@ def test_power_rises_faster_than_the_clock_and_is_capped_at_tdp():
     assert model.power(5000.0, 1000.0, 200.0, 250.0) == 250.0
     # a reference above the nominal TDP (seen in the Perseus A100 data) is kept, not cut
     assert model.power(1000.0, 1000.0, 440.0, 400.0) == 440.0
+    # asked for a clock past the cap, the board throttles: time and power stay where the cap is met.
+    # 100 W at 1000 MHz, cap 400 W, (f / f_ref)^2: the cap is met at 2000 MHz
+    assert model.power_capped_clock(1000.0, 100.0, 400.0) == pytest.approx(2000.0)
+    t, p, _ = model.predict(np.array([2000.0, 2500.0]), 1000.0, 1.0, 100.0, 400.0, share=1.0)
+    assert t == pytest.approx([0.5, 0.5]) and p == pytest.approx([400.0, 400.0])
 
 
 def test_roofline_share_is_the_compute_part_of_the_roofline_sum():
@@ -306,3 +311,31 @@ def test_recommend_sweeps_clocks_and_the_cli_prints_optima_and_plots(clocked, tm
                               "--device", "RTX2080Ti", "--clock", "5000"], env=env)  # fmt: skip
     assert res.exit_code == 2
     assert "outside the RTX2080Ti's supported range 300-2100 MHz" in res.output
+
+
+def test_validate_predicts_the_extract_sets_across_clocks_and_reads_off_optima(clocked):
+    from opcost.config import load_params
+    from opcost.model.predict import Predictor
+    from opcost.validate import clocks
+
+    paths, _, _ = clocked
+    params = load_params(paths.params)
+    pr = Predictor(paths=paths)
+    sw = clocks.predicted_sweeps(paths, params, pr)
+    # of A30 and RTX 2080 Ti only RTX2080Ti-training is trained here; the sets extracted for training
+    train_sets = {s.set_id for s in params.extract.sets if "training" in s.modes}
+    assert set(sw["device_config"]) == {"RTX2080Ti"} and set(sw["set_id"]) == train_sets
+    grid = pr.clock_grid("RTX2080Ti")
+    assert sorted(sw["clock_mhz"].unique()) == grid and len(grid) == params.clock.grid_points + 1  # + boost
+    alone = pr.predict("resnet18", "32,3,32,32", "RTX2080Ti", "training", clock_mhz=900.0)
+    row = sw[(sw["set_id"] == "resnet18:32x3x32x32") & (sw["clock_mhz"] == 900.0)].iloc[0]
+    assert row["time_s"] == pytest.approx(alone.time_s, rel=1e-12) and row["clock_source"] == "transferred"
+    opt = clocks.optima(sw)
+    g = sw[sw["set_id"] == "resnet18:32x3x32x32"]
+    o = opt[opt["set_id"] == "resnet18:32x3x32x32"].iloc[0]
+    assert o["energy_optimal_mhz"] == g.loc[g["energy_j"].idxmin(), "clock_mhz"]
+    assert o["edp_optimal_mhz"] == g.loc[g["edp_js"].idxmin(), "clock_mhz"]
+    at_boost = g.loc[g["clock_mhz"] == 1545.0, "energy_j"].item()
+    assert o["energy_saved_pct"] == pytest.approx(100 * (1 - g["energy_j"].min() / at_boost))
+    lines = "\n".join(clocks.index_lines(clocks.logo_table(paths), opt))
+    assert "| RTX2080Ti training | 1 |" in lines and "| V100 | nv-dvfs-kernels | 20 |" in lines

@@ -281,7 +281,8 @@ class Paths:
         return self.clock_report_dir / "metrics.json"
 
     def clock_table(self, name: str) -> Path:
-        """Detail beside the clock metrics: logo, loko (per GPU x source) and curves (per curve), CSV."""
+        """Detail beside the clock metrics, CSV: logo, loko (per GPU x source), curves (per curve) and
+        logo_points (every measured clock point with its leave-one-GPU-out prediction)."""
         return self.clock_report_dir / f"{name}.csv"
 
     @property

@@ -18,7 +18,9 @@ Form (physical, four global parameters):
 - power: P(f) = P_static + P_dyn * (f / f_ref)^gamma with gamma > 1 (voltage rises with the clock,
   dynamic power ~ V^2 f), P_dyn = P_ref - P_static, P_static = sigma * min(TDP, P_ref) (so it can never
   exceed the reference power), and P capped at max(TDP, P_ref): a board does not draw more than its
-  limit (a few sources report a reference above the nominal TDP; that reference is kept).
+  limit (a few sources report a reference above the nominal TDP; that reference is kept). A clock
+  above the one where the power law meets the cap is not reached (the board throttles): time and
+  power stay at their values there.
 Energy follows as E(f) = P(f) * t(f).
 
 The global parameters (a, b, sigma, gamma) are fitted by least squares on relative errors over the
@@ -137,9 +139,21 @@ class ClockModel:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(time, power, energy) at clock(s) f from the reference point; `share` None: from P_ref / TDP."""
         s = self.share_from_power(p_ref, tdp) if share is None else np.asarray(share, float)
-        t = np.asarray(t_ref, float) * time_ratio(f, f_ref, s)
-        p = self.power(f, f_ref, p_ref, tdp)
+        f_eff = np.minimum(np.asarray(f, float), self.power_capped_clock(f_ref, p_ref, tdp))
+        t = np.asarray(t_ref, float) * time_ratio(f_eff, f_ref, s)
+        p = self.power(f_eff, f_ref, p_ref, tdp)
         return t, p, t * p
+
+    def power_capped_clock(
+        self, f_ref: np.ndarray | float, p_ref: np.ndarray | float, tdp: np.ndarray | float
+    ) -> np.ndarray:
+        """The clock at which the power law reaches the cap max(TDP, P_ref): a board asked for more runs
+        there (it throttles), so above it neither time nor power changes. Never below f_ref."""
+        p_ref, tdp = np.asarray(p_ref, float), np.asarray(tdp, float)
+        static = self.static_frac * np.minimum(tdp, p_ref)
+        dyn = np.maximum(p_ref - static, 1e-12)
+        ratio = np.maximum((np.maximum(tdp, p_ref) - static) / dyn, 1.0)
+        return np.asarray(f_ref, float) * ratio ** (1.0 / self.gamma)
 
     def at_clock(self, device: Device, f: float, t_ref: np.ndarray, p_ref: np.ndarray, share: np.ndarray) -> tuple:
         """Per-op (time, power) at core clock f on `device`, from costs at its boost clock."""

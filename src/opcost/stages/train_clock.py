@@ -146,6 +146,8 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
     _csv(logo, paths.clock_table("logo"))
     _csv(loko, paths.clock_table("loko"))
     _csv(curves.drop(columns=["time_ape", "power_ape", "energy_ape"]), paths.clock_table("curves"))
+    cols = ["source", "device", "workload", "f", "f_ref", "is_ref", "t", "t_hat", "p", "p_hat", "e", "e_hat"]
+    _csv(pred[cols], paths.clock_table("logo_points"))
     write_report(
         {"skipped_rows": skipped, "model": model.to_json(), "figures": figures(pred, paths.clock_figures)},
         paths.clock_detail,
