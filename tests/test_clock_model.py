@@ -339,3 +339,50 @@ def test_validate_predicts_the_extract_sets_across_clocks_and_reads_off_optima(c
     assert o["energy_saved_pct"] == pytest.approx(100 * (1 - g["energy_j"].min() / at_boost))
     lines = "\n".join(clocks.index_lines(clocks.logo_table(paths), opt))
     assert "| RTX2080Ti training | 1 |" in lines and "| V100 | nv-dvfs-kernels | 20 |" in lines
+
+
+def test_a_bundle_trained_on_a_clock_sweep_answers_measured_without_the_clock_model(trained):
+    """Routing: a bundle with clocks_mhz costs the clock through its own models (the clock is a
+    feature) and says `measured`; the root has no clock model, and none is needed."""
+    import dataclasses
+
+    from opcost.model.predict import Predictor
+
+    paths, _, _ = trained
+    assert not (paths.clock_model_dir / CLOCK_MODEL_FILE).exists()
+    pr = Predictor(paths=paths)
+    swept = dataclasses.replace(pr.bundle("RTX2080Ti", "training"), clocks_mhz=(900.0, 1545.0))
+    pr._bundles["RTX2080Ti-training"] = swept
+    p = pr.predict("resnet18", "32,3,32,32", "RTX2080Ti", "training", clock_mhz=900.0)
+    assert p.clock_source == "measured" and "transferred" not in p.note
+    costs = swept.coster().cost(
+        [pr.network("resnet18", (32, 3, 32, 32), mode="training").records[i] for i in p.op_ids], 900.0
+    )
+    assert list(p.t_s) == pytest.approx(list(costs.t_s), rel=1e-12)
+    # still refused outside the device's range, measured sweep or not
+    with pytest.raises(OpcostError, match=r"outside the RTX2080Ti's supported range 300-2100 MHz"):
+        pr.predict("resnet18", "32,3,32,32", "RTX2080Ti", "training", clock_mhz=2200.0)
+    df = pr.recommend("resnet18", "32,3,32,32", "training")
+    assert set(df.loc[df["device_config"] == "RTX2080Ti", "clock_mhz"]) == {900.0, 1545.0}
+    assert set(df.loc[df["device_config"] == "RTX2080Ti", "clock_source"]) == {"measured"}
+
+
+def test_sync_registry_replays_the_clock_model_into_a_fresh_store(clocked, tmp_path, monkeypatch):
+    from mlflow import MlflowClient
+
+    from opcost.config import load_params
+    from opcost.model.registry import json_hash, sync_registry
+    from opcost.stages.train_clock import content_hash
+
+    paths, _, _ = clocked
+    model = ClockModel.load(paths.clock_model_dir)
+    assert json_hash(paths.clock_model_dir / CLOCK_MODEL_FILE) == content_hash(model)
+    uri = f"sqlite:///{tmp_path / 'fresh.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    done = sync_registry(paths, load_params(paths.params))
+    assert done["opcost-clock"] == "1"
+    client = MlflowClient(tracking_uri=uri)
+    v = client.get_model_version("opcost-clock", "1")
+    assert v.tags["bundle_hash"] == content_hash(model)
+    assert client.get_run(v.run_id).data.tags["replayed_from"] == "models/clock/run.json"
+    assert sync_registry(paths, load_params(paths.params))["opcost-clock"] is None  # once per content hash

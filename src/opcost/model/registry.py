@@ -213,7 +213,44 @@ def sync_registry(paths: Paths, params: Params) -> dict[str, str | None]:
         extra = {**tracking.source_tags(paths.root), "replayed_from": f"models/{target}/{runlog.RUN_FILE}"}
         with runlog.replayed(mlflow, record, extra):
             done[target] = register_bundle(paths.root, mlflow, bundle, split)
+    clock_file = paths.clock_model_dir / CLOCK_MODEL_FILE
+    if clock_file.is_file():
+        done[tracking.CLOCK_MODEL] = sync_clock_model(paths, mlflow, client)
     return done
+
+
+CLOCK_MODEL_FILE = "clock_model.json"  # model/clock.py's file (not imported: the train stages do not load it)
+
+
+def json_hash(path: Path) -> str:
+    """md5 of a JSON file's content in canonical form (sorted keys): the clock model's content hash."""
+    import hashlib
+    import json
+
+    try:
+        data = json.loads(path.read_text())
+    except ValueError:
+        raise OpcostError(f"{path} is not JSON; refused") from None
+    return hashlib.md5(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def sync_clock_model(paths: Paths, mlflow: Any, client: Any) -> str | None:
+    """Register models/clock/ from its run record when this store lacks it (as for the bundles)."""
+    from opcost.model import runlog
+
+    folder = paths.clock_model_dir
+    chash = json_hash(folder / CLOCK_MODEL_FILE)
+    record = runlog.load(folder)
+    split = record["tags"].get("split", "")
+    score = -float(record["metrics"].get("logo_time_mape", 0.0) + record["metrics"].get("logo_energy_mape", 0.0))
+    found = tracking.find_version(client, tracking.CLOCK_MODEL, chash)
+    if found is not None:
+        with tracking.write_lock(paths.root):
+            consider_champion(paths.root, client, tracking.CLOCK_MODEL, str(found.version), score, split)
+        return None
+    extra = {**tracking.source_tags(paths.root), "replayed_from": f"models/clock/{runlog.RUN_FILE}"}
+    with runlog.replayed(mlflow, record, extra):
+        return register_folder(paths.root, mlflow, tracking.CLOCK_MODEL, folder, chash, score, split, {})
 
 
 def champion_bundle(paths: Paths, target: str) -> Bundle:

@@ -37,6 +37,7 @@ def split_id(pts: pd.DataFrame, min_points: int) -> str:
 
 
 def content_hash(model: ClockModel) -> str:
+    """What registry.json_hash computes from the saved file (a fresh clone's sync-registry finds it)."""
     return hashlib.md5(json.dumps(model.to_json(), sort_keys=True).encode()).hexdigest()
 
 
