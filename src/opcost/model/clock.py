@@ -29,10 +29,12 @@ training GPUs' curves, each GPU weighing the same and each curve the same within
 
 Why this form and not the alternative learner: `clockval.py` also fits gradient-boosted trees on the
 normalised clock log(f / f_ref) and the reference features (P_ref / TDP, TDP), monotone in the clock
-and anchored so that the prediction at f_ref is the reference. Leave-one-GPU-out (reports/clock/,
-README "Clock model") the physical form is as good or better on time and energy while it has four
-numbers instead of a forest, extrapolates to clocks and devices outside the training range without
-flattening, is monotone by construction, and stores as plain JSON. It is the one shipped.
+and anchored so that the prediction at f_ref is the reference. Leave-one-GPU-out (reports/clock/
+logo.csv, README "train-clock") neither meets the issue's goals; the trees' power is worse on every
+GPU and their time worse on the A40 and A100, while their energy and chosen optimum are better on
+the V100 and RTX 8000. The physical form ships because it can use each op's roofline share (the
+trees only know P_ref / TDP), is monotone and exact at f_ref by construction, extrapolates smoothly
+beyond the sweeps' clock ranges, and stores as four numbers in JSON.
 
 Knobs not modelled: memory-clock sweeps (GPU-FREQUENCY-DVFS, dvfs-conv) enter only as separate core
 curves at each fixed memory clock; power-limit sweeps (Zeus, Perseus) are skipped: a power limit is
