@@ -110,6 +110,11 @@ def test_dvc_yaml_paths_are_the_config_paths(repo_root):
             paths.validate_detail,
             paths.validate_metrics,
             paths.report_index,
+            paths.clock_model_dir,
+            paths.clock_metrics,
+            paths.clock_detail,
+            paths.clock_figures,
+            *(paths.clock_table(t) for t in ("logo", "loko", "curves", "logo_points")),
         )
     }
     validate_tables = {"tensor_cores", "sweep_optima", "grid_optima", "latency", "summed_vs_measured"}
@@ -120,6 +125,8 @@ def test_dvc_yaml_paths_are_the_config_paths(repo_root):
         "sweeps_mem_clock_mhz",
         "predicted_in_sample",
         "op_errors_by_kind",
+        "clock_sweeps",
+        "clock_optima",
     }
     known |= {rel(paths.validate_dir / f"{t}.csv") for t in validate_tables}
     declared = []

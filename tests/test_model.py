@@ -167,8 +167,11 @@ def test_predict_errors_say_what_exists(trained, tmp_path):
         pr.predict("resnet18", "32,3,32,32", "H100", "training")
     with pytest.raises(OpcostError, match="unknown mode 'train'"):
         pr.predict("resnet18", "32,3,32,32", "RTX2080Ti", "train")
-    with pytest.raises(OpcostError, match="trained at the device's default clock only"):
+    # a default-clock bundle at another clock needs the transferred clock model, which this root lacks
+    with pytest.raises(OpcostError, match=r"no clock model at .*models/clock/clock_model.json: run `dvc pull`"):
         pr.predict("resnet18", "32,3,32,32", "RTX2080Ti", "training", clock_mhz=900)
+    with pytest.raises(OpcostError, match=r"outside the RTX2080Ti's supported range 300-2100 MHz"):
+        pr.predict("resnet18", "32,3,32,32", "RTX2080Ti", "training", clock_mhz=250)
     with pytest.raises(OpcostError, match="unknown model 'resnet19'"):
         pr.predict("resnet19", "32,3,32,32", "RTX2080Ti", "training")
     from opcost.config import Paths

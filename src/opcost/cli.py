@@ -283,7 +283,12 @@ def predict(
     device: str = typer.Option(..., "--device", help="Device config with a trained model, e.g. A30."),
     mode: str = typer.Option("inference", "--mode", help="inference or training."),
     optimizer: str = typer.Option("sgd", "--optimizer", help="Training memory: sgd (with momentum) or adam."),
-    clock: Optional[float] = typer.Option(None, "--clock", help="Core clock in MHz (models trained on clock sweeps)."),
+    clock: Optional[float] = typer.Option(
+        None,
+        "--clock",
+        help="Core clock in MHz, within the device's supported range: measured where the model was trained on a "
+        "clock sweep, else transferred by the clock model (models/clock).",
+    ),
     registry: bool = typer.Option(False, "--registry", help="Use the MLflow registry's champion instead of models/."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     top: int = typer.Option(10, "--top", help="Operations shown in the breakdown table."),
@@ -306,8 +311,9 @@ def predict(
     if p.energy_j is not None and p.energy_interval_j is not None:
         e = f"{p.energy_j:.4g} J (90 %: {p.energy_interval_j[0]:.4g}-{p.energy_interval_j[1]:.4g})"
     pw = f"{p.avg_power_w:.1f} W" if p.avg_power_w is not None else "n/a"
+    at = "default clock" if p.clock_mhz is None else f"{p.clock_mhz:g} MHz, clock_source {p.clock_source}"
     out.print(
-        f"{escape(p.model)} {' '.join(p.inputs)} on {device} ({mode}): "
+        f"{escape(p.model)} {' '.join(p.inputs)} on {device} ({mode}, {at}): "
         f"time {p.time_s * 1e3:.4g} ms (90 %: {lo * 1e3:.4g}-{hi * 1e3:.4g}), energy {e}, average power {pw}",
         highlight=False,
     )
@@ -350,10 +356,14 @@ def recommend(
         None, "--max-slowdown", help="Keep configs at most X times slower than the fastest."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    top: int = typer.Option(15, "--top", help="Rows of the sweep table (best energy first)."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Write the U-curves (time, energy, EDP vs clock) here."),
 ) -> None:
-    """Rank the device configs (and clocks, where known) by time, energy and energy-delay product.
+    """Rank device configs x core clocks by time, energy and energy-delay product.
 
-    Device configs whose memory is too small for the step are dropped, and said so.
+    Each device config is swept over its measured clocks, else over a grid of its supported range with
+    the transferred clock model (models/clock), and the optimum per objective is printed. Device configs
+    whose memory is too small for the step are dropped, and said so.
     """
     from opcost.model.predict import Predictor
 
@@ -363,14 +373,30 @@ def recommend(
 
     net, df = _run(go)
     dropped = df.attrs.get("dropped", [])
+    optima = _optima(df)
+    if plot is not None:
+        _run(lambda: _plot_sweeps(df, plot, f"{net.label} {net.input_text} ({mode})"))
     if as_json:
         rows = json.loads(df.to_json(orient="records"))
-        sys.stdout.write(json.dumps({"configs": rows, "dropped_for_memory": dropped}, indent=2) + "\n")
+        doc = {"configs": rows, "optima": optima, "dropped_for_memory": dropped}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return
-    table = Table(title=escape(f"{net.label} {net.input_text} ({mode})"))
+    for objective, r in optima.items():
+        clk = "default clock" if r["clock_mhz"] is None else f"{r['clock_mhz']:g} MHz ({r['clock_source']})"
+        out.print(
+            f"best {objective}: {r['device_config']} at {clk}: time {r['time_s'] * 1e3:.4g} ms, "
+            + ("energy n/a" if r["energy_j"] is None else f"energy {r['energy_j']:.4g} J")
+            + f", slowdown {r['slowdown']:.2f}",
+            highlight=False,
+        )
+    if plot is not None:
+        out.print(f"U-curves written to {plot}", highlight=False)
+    shown = df.head(top)
+    table = Table(title=escape(f"{net.label} {net.input_text} ({mode}): {len(shown)} of {len(df)} settings"))
     for col in (
         "device",
         "clock",
+        "clock source",
         "time [ms]",
         "energy [J]",
         "EDP [J s]",
@@ -381,11 +407,12 @@ def recommend(
         "rank EDP",
     ):
         table.add_column(escape(col), no_wrap=True)
-    for _, r in df.iterrows():
+    for _, r in shown.iterrows():
         fits = r["fits_memory"]
         table.add_row(
             r["device_config"],
             "default" if r["clock_mhz"] is None or r["clock_mhz"] != r["clock_mhz"] else f"{r['clock_mhz']:g}",
+            r["clock_source"] or "-",
             f"{r['time_s'] * 1e3:.3f}",
             "n/a" if r["energy_j"] is None else f"{r['energy_j']:.4g}",
             "n/a" if r["edp_js"] is None else f"{r['edp_js']:.4g}",
@@ -402,6 +429,57 @@ def recommend(
             f"the device has {_gib(d['device_memory_bytes'])}",
             highlight=False,
         )
+
+
+OBJECTIVES = {"time": "rank_time", "energy": "rank_energy", "EDP": "rank_edp"}
+
+
+def _optima(df: Any) -> dict[str, dict[str, Any]]:
+    """The best device x clock per objective (within --max-slowdown), as plain JSON values."""
+    out = {}
+    for objective, rank in OBJECTIVES.items():
+        if df.empty or (objective != "time" and df["energy_j"].isna().all()):
+            continue
+        r = df.sort_values([rank, "time_s"]).iloc[0]
+        clock = r["clock_mhz"]
+        out[objective] = {
+            "device_config": str(r["device_config"]),
+            "clock_mhz": None if clock is None or clock != clock else float(clock),
+            "clock_source": r["clock_source"],
+            "time_s": float(r["time_s"]),
+            "energy_j": None if r["energy_j"] is None or r["energy_j"] != r["energy_j"] else float(r["energy_j"]),
+            "slowdown": float(r["slowdown"]),
+        }
+    return out
+
+
+def _plot_sweeps(df: Any, target: Path, title: str) -> None:
+    """Time, energy and EDP against the core clock, one line per device config (the U-curves)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from opcost.io import atomic_path
+
+    if target.suffix.lower() not in (".png", ".pdf", ".svg"):
+        raise OpcostError(f"--plot {target}: the file name must end in .png, .pdf or .svg")
+    swept = df[df["clock_mhz"].notna()]
+    if swept.empty:
+        raise OpcostError("--plot: no device config has clocks to sweep (no clock model and no measured sweep)")
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.8))
+    for dev, g in swept.sort_values("clock_mhz").groupby("device_config"):
+        for ax, col, scale in zip(axes, ("time_s", "energy_j", "edp_js"), (1e3, 1.0, 1.0)):
+            ax.plot(g["clock_mhz"], g[col].astype(float) * scale, "o-", ms=3, label=str(dev))
+    for ax, label in zip(axes, ("time [ms]", "energy [J]", "EDP [J s]")):
+        ax.set_xlabel("core clock [MHz]")
+        ax.set_ylabel(label)
+    axes[0].legend(fontsize=7)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    with atomic_path(target) as tmp:
+        fig.savefig(tmp, format=target.suffix.lower().lstrip("."))
+    plt.close(fig)
 
 
 def _parse_model_arg(text: str) -> ModelInputSet:

@@ -266,6 +266,33 @@ class Paths:
         base = self.root / "reports" / "train"
         return base / "metrics.json" if target is None else base / "targets" / f"{target}.json"
 
+    @property
+    def clock_model_dir(self) -> Path:
+        """DVC output of `train-clock`: the transferred clock model (JSON) and its run record."""
+        return self.root / "models" / "clock"
+
+    @property
+    def clock_report_dir(self) -> Path:
+        return self.root / "reports" / "clock"
+
+    @property
+    def clock_metrics(self) -> Path:
+        """Headline leave-one-GPU-out figures of the clock model, declared as DVC metrics."""
+        return self.clock_report_dir / "metrics.json"
+
+    def clock_table(self, name: str) -> Path:
+        """Detail beside the clock metrics, CSV: logo, loko (per GPU x source), curves (per curve) and
+        logo_points (every measured clock point with its leave-one-GPU-out prediction)."""
+        return self.clock_report_dir / f"{name}.csv"
+
+    @property
+    def clock_detail(self) -> Path:
+        return self.clock_report_dir / "detail.json"
+
+    @property
+    def clock_figures(self) -> Path:
+        return self.clock_report_dir / "figures"
+
     def train_networks(self, target: str) -> Path:
         """The target's measured networks predicted leave-one-network-out and -family-out (CSV)."""
         return self.root / "reports" / "train" / "networks" / f"{target}.csv"
@@ -712,11 +739,25 @@ class TrainParams:
 
 
 @dataclass(frozen=True)
+class ClockParams:
+    """The transferred clock model (model/clock.py) and its clock grids."""
+
+    min_points: int = 3  # clocks a sweep curve needs (its reference and at least two more)
+    seed: int = 0  # the comparison tree learner's
+    tree_iterations: int = 100  # boosting rounds of the comparison tree learner
+    grid_points: int = 16  # clocks per device that `recommend` sweeps over the supported range
+
+
+CLOCK_KEYS = ("min_points", "seed", "tree_iterations", "grid_points")
+
+
+@dataclass(frozen=True)
 class Params:
     extract: ExtractParams
     profile: ProfileParams = field(default_factory=ProfileParams)
     ingest: IngestParams = field(default_factory=IngestParams)
     train: TrainParams = field(default_factory=TrainParams)
+    clock: ClockParams = field(default_factory=ClockParams)
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -735,7 +776,7 @@ def _no_duplicate_keys(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bo
 
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicate_keys)
 
-TOP_KEYS = ("extract", "profile", "ingest", "train")
+TOP_KEYS = ("extract", "profile", "ingest", "train", "clock")
 TRAIN_KEYS = ("targets", "folds", "seed", "random_forest", "xgboost")
 
 
@@ -813,9 +854,18 @@ def load_params(path: Path) -> Params:
         random_forest=estimator_settings(tr.get("random_forest"), RANDOM_FOREST_KEYS, f"{f}: train.random_forest"),
         xgboost=estimator_settings(tr.get("xgboost"), XGBOOST_KEYS, f"{f}: train.xgboost"),
     )
+    ck = mapping(raw.get("clock"), f"{f}: clock")
+    check_keys(ck, CLOCK_KEYS, f"{f}: clock")
+    clock = ClockParams(
+        min_points=as_int(ck.get("min_points", 3), f"{f}: clock.min_points", lo=3),
+        seed=as_int(ck.get("seed", 0), f"{f}: clock.seed", lo=0),
+        tree_iterations=as_int(ck.get("tree_iterations", 100), f"{f}: clock.tree_iterations", lo=1),
+        grid_points=as_int(ck.get("grid_points", 16), f"{f}: clock.grid_points", lo=2),
+    )
     return Params(
         extract=ExtractParams(sets=sets),
         profile=ProfileParams(campaigns=campaigns, slurm=slurm, slurm_campaigns=slurm_campaigns),
         ingest=IngestParams(sources=sources),
         train=train,
+        clock=clock,
     )

@@ -44,6 +44,8 @@ from opcost.ops.netspec import InputSpec, NetSpec
 if TYPE_CHECKING:
     import pandas as pd
 
+    from opcost.model.clock import ClockModel
+
 TRAINING_NOTE = (
     "a training step: forward+backward of every op, the loss and the optimizer step through the composition "
     "layer's parameter term"
@@ -112,6 +114,9 @@ class NetworkPrediction:
     memory: dict[str, Any] | None = None  # memory_summary of the step's footprint, fit per device
     inputs: list[str] = field(default_factory=list)  # the inputs, as --input text
     unbuildable: list[dict[str, Any]] = field(default_factory=list)  # kind, calls, reason: not costed
+    # Where the clock behaviour came from: "measured" (the bundle was trained on a clock sweep),
+    # "transferred" (the cross-clock model, model/clock.py), None at the default clock.
+    clock_source: str | None = None
 
     @property
     def fits(self) -> bool | None:
@@ -168,6 +173,7 @@ class NetworkPrediction:
             "device_config": self.device_config,
             "mode": self.mode,
             "clock_mhz": self.clock_mhz,
+            "clock_source": self.clock_source,
             "time_s": self.time_s,
             "time_interval_s": list(self.time_interval_s),
             "energy_j": self.energy_j,
@@ -211,6 +217,7 @@ class Predictor:
     disk_cache: bool = True
     _bundles: dict[str, Bundle] = field(default_factory=dict)
     _networks: dict[tuple, Network] = field(default_factory=dict)
+    _clock_model: "ClockModel | None" = None
 
     # -- models ---------------------------------------------------------------------------
     def targets(self) -> list[str]:
@@ -242,6 +249,32 @@ class Predictor:
         else:
             self._bundles[target] = Bundle.load(self.paths.model_dir(target))
         return self._bundles[target]
+
+    def clock_model(self) -> "ClockModel":
+        """The transferred clock model (models/clock/, stage train-clock), loaded once."""
+        if self._clock_model is None:
+            from opcost.model.clock import ClockModel
+
+            self._clock_model = ClockModel.load(self.paths.clock_model_dir)
+        return self._clock_model
+
+    def clock_grid(self, device_config: str) -> list[float]:
+        """The clocks `recommend` sweeps for a device config without a measured sweep: evenly over the
+        device's supported range (params clock.grid_points), its boost clock included."""
+        from opcost.config import ClockParams, load_params
+        from opcost.devices import find_device
+
+        found = find_device(device_config)
+        if found is None:
+            return []
+        n = (
+            load_params(self.paths.params).clock.grid_points
+            if self.paths.params.is_file()
+            else ClockParams().grid_points
+        )
+        lo, hi = found[0].clock_range_mhz
+        grid = {float(round(x)) for x in np.linspace(lo, hi, n)} | {float(found[0].boost_clock_mhz)}
+        return sorted(grid)
 
     # -- networks -------------------------------------------------------------------------
     def _cache_file(self, key: tuple) -> Path:
@@ -298,11 +331,13 @@ class Predictor:
             if mode == "training":
                 footprint_key(mode, optimizer)  # an unknown optimizer fails before any work
             bundle = self.bundle(device, mode)
-            if clock is not None and not bundle.clocks_mhz:
-                raise OpcostError(
-                    f"the {bundle.target} model was trained at the device's default clock only; "
-                    "leave out --clock, or train it on a clock sweep"
-                )
+            if clock is not None:
+                from opcost.model.clock import check_device_clock
+
+                check_device_clock(bundle.device_config, float(clock))
+                if not bundle.clocks_mhz:
+                    self._transfer_device(bundle)  # a device the table lacks, or no clock model: refused here
+                    self.clock_model()
             net = self.network(spec, mode=bundle.mode)
             prepared.append((spec, net.inputs[0].shape if net.inputs else (), bundle, clock, net))
         # one costing per (target, clock) over the union of the requests' ops
@@ -310,14 +345,56 @@ class Predictor:
         groups: dict[tuple, dict[str, OpRecord]] = {}
         for _, _, bundle, clock, net in prepared:
             groups.setdefault((bundle.target, clock), {}).update(net.records)
+        base: dict[tuple, Costs] = {}  # costs at the reference clock, shared by every transferred clock
         for (target, clock), recs in groups.items():
             ids = sorted(recs)
-            costs = self._bundles[target].coster().cost([recs[i] for i in ids], clock)
+            b = self._bundles[target]
+            if clock is not None and not b.clocks_mhz:
+                key = (target, tuple(ids))
+                if key not in base:
+                    base[key] = b.coster().cost([recs[i] for i in ids], None)
+                costs = self._transferred(b, [recs[i] for i in ids], base[key], float(clock))
+            else:
+                costs = b.coster().cost([recs[i] for i in ids], clock)
             costed[(target, clock)] = {
                 i: (float(t), float(p), src, px)
                 for i, t, p, src, px in zip(ids, costs.t_s, costs.p_w, costs.source, costs.proxy)
             }
         return [self._assemble(m, s, b, c, n, costed[(b.target, c)], optimizer) for m, s, b, c, n in prepared]
+
+    @staticmethod
+    def _transfer_device(bundle: Bundle) -> Any:
+        from opcost.devices import find_device
+
+        found = find_device(bundle.device_config)
+        if found is None:
+            raise OpcostError(
+                f"{bundle.device_config} is not in the device table (opcost/devices.py): no clock range or TDP "
+                "to transfer the clock model with; leave out --clock"
+            )
+        return found[0]
+
+    def _transferred(self, bundle: Bundle, records: list[OpRecord], ref: Costs, clock: float) -> Costs:
+        """Per-op costs at `clock` from those at the device's boost clock (the reference the default-clock
+        models stand for): each op's compute-bound share from its roofline split (model/clock.py)."""
+        from opcost.model.clock import roofline_share
+        from opcost.model.physics import MATMUL_KINDS, device_peaks
+
+        device = self._transfer_device(bundle)
+        mm_peak, fp32_peak, bw = device_peaks(bundle.device_config)
+        share = np.array(
+            [
+                roofline_share(
+                    r.metrics.get("flops", 0.0),
+                    float(r.metrics.get("bytes_read", 0.0)) + float(r.metrics.get("bytes_written", 0.0)),
+                    mm_peak if r.kind in MATMUL_KINDS else fp32_peak,
+                    bw,
+                )
+                for r in records
+            ]
+        )
+        t, p = self.clock_model().at_clock(device, clock, np.asarray(ref.t_s, float), np.asarray(ref.p_w, float), share)
+        return Costs(t, p, list(ref.source), list(ref.proxy))
 
     def _assemble(
         self,
@@ -354,6 +431,21 @@ class Predictor:
             notes.append("no power model for this device (time-only measurements)")
         notes.extend(net.notes)
         fp = net.memory.get(footprint_key(bundle.mode, optimizer))
+        time_iv = comp.interval(time_s, "time", extrapolating=bool(warnings))
+        energy_iv = None if energy is None else comp.interval(energy, "energy", extrapolating=bool(warnings))
+        clock_source = None if clock is None else ("measured" if bundle.clocks_mhz else "transferred")
+        if clock_source == "transferred":
+            # the clock model's leave-one-GPU-out error widens the intervals (not claimed narrower than that)
+            found = self._transfer_device(bundle)
+            et, ee = self.clock_model().error_at(float(clock) / found.boost_clock_mhz)
+            time_iv = (time_iv[0] * max(1.0 - et, 0.0), time_iv[1] * (1.0 + et))
+            if energy_iv is not None:
+                energy_iv = (energy_iv[0] * max(1.0 - ee, 0.0), energy_iv[1] * (1.0 + ee))
+            notes.append(
+                f"clock behaviour transferred from the cross-clock model (its leave-one-GPU-out error this far from "
+                f"the reference clock, time {100 * et:.0f} %, energy {100 * ee:.0f} %, widens the intervals), "
+                f"not measured on {bundle.device_config}"
+            )
         return NetworkPrediction(
             model=spec.label,
             input_shape=shape,
@@ -361,9 +453,9 @@ class Predictor:
             mode=bundle.mode,
             clock_mhz=clock,
             time_s=time_s,
-            time_interval_s=comp.interval(time_s, "time", extrapolating=bool(warnings)),
+            time_interval_s=time_iv,
             energy_j=energy,
-            energy_interval_j=None if energy is None else comp.interval(energy, "energy", extrapolating=bool(warnings)),
+            energy_interval_j=energy_iv,
             avg_power_w=(energy / time_s) if energy is not None and time_s else None,
             sum_s=terms["raw_sum_s"],
             op_ids=ids,
@@ -379,9 +471,24 @@ class Predictor:
             memory=None if fp is None else memory_summary(fp),
             inputs=[i.text() for i in net.inputs],
             unbuildable=net.missing,
+            clock_source=clock_source,
         )
 
     # -- recommendations ------------------------------------------------------------------
+    def sweep_clocks(self, device: str, mode: str) -> tuple[float | None, ...]:
+        """The clocks `recommend` asks about for a device config: its measured sweep, else (when the
+        clock model is there and the device is in the table) a grid over its supported range, else
+        only the default clock."""
+        from opcost.model.clock import CLOCK_MODEL_FILE
+
+        b = self.bundle(device, mode)
+        if b.clocks_mhz:
+            return tuple(b.clocks_mhz)
+        grid = self.clock_grid(b.device_config)
+        if grid and (self.paths.clock_model_dir / CLOCK_MODEL_FILE).is_file():
+            return tuple(grid)
+        return (None,)
+
     def recommend(
         self,
         model: "str | NetSpec",
@@ -407,9 +514,7 @@ class Predictor:
         devices = [t.rpartition("-")[0] for t in self.targets() if t.endswith(f"-{mode}")]
         if not devices:
             raise OpcostError(f"no trained model in mode {mode}; trained: {', '.join(self.targets()) or 'none'}")
-        requests = [
-            (model, input_shape, d, mode, c) for d in devices for c in (self.bundle(d, mode).clocks_mhz or (None,))
-        ]
+        requests = [(model, input_shape, d, mode, c) for d in devices for c in self.sweep_clocks(d, mode)]
         preds = self.predict_many(requests, optimizer=optimizer)
         dropped = []
         kept = []
@@ -437,7 +542,9 @@ class Predictor:
                 {
                     "device_config": p.device_config,
                     "clock_mhz": p.clock_mhz,
+                    "clock_source": p.clock_source,
                     "time_s": p.time_s,
+                    "avg_power_w": p.avg_power_w,
                     "energy_j": p.energy_j,
                     "edp_js": p.time_s * p.energy_j if p.energy_j is not None else None,
                     "calibrated": p.calibrated,

@@ -149,6 +149,42 @@ def register_bundle(root: Path, mlflow: Any, bundle: Bundle, split: str) -> str 
     return version
 
 
+def register_folder(
+    root: Path, mlflow: Any, name: str, folder: Path, content_hash: str, score: float, split: str, tags: dict[str, str]
+) -> str | None:
+    """Register a model stored as plain files (the clock model: JSON) from the active run, once per
+    content hash, and consider it for `champion` by the same rules as the bundles. Returns the new
+    version, or None when one with this hash exists."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    client = MlflowClient()
+    run = mlflow.active_run()
+    if run is None:
+        raise RuntimeError("register_folder needs an active MLflow run")
+    with tracking.write_lock(root):
+        repair(client, name)
+        if tracking.find_version(client, name, content_hash) is not None:
+            return None
+        mlflow.log_artifacts(str(folder), artifact_path="model")
+        try:
+            client.create_registered_model(name)
+        except MlflowException:
+            pass  # exists already
+        all_tags = {**tags, "bundle_hash": content_hash, SCORE_TAG: repr(score), SPLIT_TAG: split}
+        all_tags.update(tracking.source_tags(root))
+        mv = client.create_model_version(
+            name, source=f"{run.info.artifact_uri}/model", run_id=run.info.run_id, tags=all_tags
+        )
+        version = str(mv.version)
+        winner = tracking.find_version(client, name, content_hash)
+        if winner is not None and str(winner.version) != version:
+            client.delete_model_version(name, version)
+            return None
+        consider_champion(root, client, name, version, score, split)
+    return version
+
+
 def sync_registry(paths: Paths, params: Params) -> dict[str, str | None]:
     """Register the bundles under models/ that this tracking store lacks. A fresh clone's `dvc pull`
     brings models without their MLflow runs: each bundle's run record (run.json) is replayed, so the
@@ -177,7 +213,44 @@ def sync_registry(paths: Paths, params: Params) -> dict[str, str | None]:
         extra = {**tracking.source_tags(paths.root), "replayed_from": f"models/{target}/{runlog.RUN_FILE}"}
         with runlog.replayed(mlflow, record, extra):
             done[target] = register_bundle(paths.root, mlflow, bundle, split)
+    clock_file = paths.clock_model_dir / CLOCK_MODEL_FILE
+    if clock_file.is_file():
+        done[tracking.CLOCK_MODEL] = sync_clock_model(paths, mlflow, client)
     return done
+
+
+CLOCK_MODEL_FILE = "clock_model.json"  # model/clock.py's file (not imported: the train stages do not load it)
+
+
+def json_hash(path: Path) -> str:
+    """md5 of a JSON file's content in canonical form (sorted keys): the clock model's content hash."""
+    import hashlib
+    import json
+
+    try:
+        data = json.loads(path.read_text())
+    except ValueError:
+        raise OpcostError(f"{path} is not JSON; refused") from None
+    return hashlib.md5(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def sync_clock_model(paths: Paths, mlflow: Any, client: Any) -> str | None:
+    """Register models/clock/ from its run record when this store lacks it (as for the bundles)."""
+    from opcost.model import runlog
+
+    folder = paths.clock_model_dir
+    chash = json_hash(folder / CLOCK_MODEL_FILE)
+    record = runlog.load(folder)
+    split = record["tags"].get("split", "")
+    score = -float(record["metrics"].get("logo_time_mape", 0.0) + record["metrics"].get("logo_energy_mape", 0.0))
+    found = tracking.find_version(client, tracking.CLOCK_MODEL, chash)
+    if found is not None:
+        with tracking.write_lock(paths.root):
+            consider_champion(paths.root, client, tracking.CLOCK_MODEL, str(found.version), score, split)
+        return None
+    extra = {**tracking.source_tags(paths.root), "replayed_from": f"models/clock/{runlog.RUN_FILE}"}
+    with runlog.replayed(mlflow, record, extra):
+        return register_folder(paths.root, mlflow, tracking.CLOCK_MODEL, folder, chash, score, split, {})
 
 
 def champion_bundle(paths: Paths, target: str) -> Bundle:

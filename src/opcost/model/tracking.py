@@ -31,6 +31,8 @@ EXPERIMENT = "opcost-train"
 VALIDATE_EXPERIMENT = "opcost-validate"
 VALIDATE_RUN = "validate"
 CHAMPION = "champion"
+CLOCK_MODEL = "opcost-clock"  # the registered transferred clock model (stage train-clock)
+CLOCK_RUN = "train-clock"
 HOST_TAG = "opcost.host"
 PID_TAG = "opcost.pid"
 

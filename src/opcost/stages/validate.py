@@ -23,7 +23,7 @@ from opcost.model.predict import Predictor
 from opcost.schemas import EVALUATED_NETWORKS, EVALUATED_OPERATIONS, NET_MEASUREMENTS, OCCURRENCES, SWEEPS
 from opcost.stages._run import execute
 from opcost.tables import known_operations, read_table, require
-from opcost.validate import summation, sweeps
+from opcost.validate import clocks, summation, sweeps
 from opcost.validate.report import (
     fig_kind_errors,
     fig_latency,
@@ -173,6 +173,40 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
     for name, what in fig_sweeps(norm, opt, fig_dir, figures):
         index.append(("Sweeps", f"validate/figures/{name}", what))
 
+    clock_logo = clocks.logo_table(paths)
+    if len(clock_logo):
+        index.append(
+            (
+                "Clock model",
+                "clock/logo.csv",
+                "leave-one-GPU-out and per source: time, power, energy MAPE and the extra energy/EDP at the "
+                "predicted optimum, the shipped physical form and the comparison trees (stage train-clock)",
+            )
+        )
+        index.append(("Clock model", "clock/logo_points.csv", "every measured clock point with its LOGO prediction"))
+        index.append(("Clock model", "clock/figures/", "per GPU: measured points and LOGO-predicted curves"))
+    clock_sw = clocks.predicted_sweeps(paths, params, predictor)
+    clock_opt = clocks.optima(clock_sw) if len(clock_sw) else pd.DataFrame()
+    if len(clock_sw):
+        write_csv(clock_sw, out / "clock_sweeps.csv")
+        write_csv(clock_opt, out / "clock_optima.csv")
+        clocks.fig_predicted_sweeps(clock_sw, fig_dir / "clock_sweeps.png", figures)
+        index.append(
+            (
+                "Clock model",
+                "validate/clock_sweeps.csv",
+                "the extract sets predicted across each device's clock range on A30 and RTX 2080 Ti",
+            )
+        )
+        index.append(
+            (
+                "Clock model",
+                "validate/clock_optima.csv",
+                "per set: predicted energy- and EDP-optimal clock, energy saved and slowdown vs the boost clock",
+            )
+        )
+        index.append(("Clock model", "validate/figures/clock_sweeps.png", "predicted energy vs clock per set"))
+
     ing = [
         read_table(paths.ingested_dir(n) / "networks.parquet", NET_MEASUREMENTS, f"ingest@{n}")
         for n, s in params.ingest.sources.items()
@@ -225,9 +259,22 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
         },
         "sweep_median_energy_saved_pct": {k: v["median_energy_saved_pct"] for k, v in sweep_summary.items()},
     }
-    write_report(detail, paths.validate_detail)
     write_report(headline, paths.validate_metrics)
-    write_index(paths, index, detail)
+    detail["clock_optima"] = (
+        {
+            f"{d}-{m}": {
+                "sets": int(len(g)),
+                "median_energy_optimal_mhz": float(g["energy_optimal_mhz"].median()),
+                "median_energy_saved_pct": float(g["energy_saved_pct"].median()),
+                "median_edp_optimal_mhz": float(g["edp_optimal_mhz"].median()),
+            }
+            for (d, m), g in clock_opt.groupby(["device_config", "mode"])
+        }
+        if len(clock_opt)
+        else {}
+    )
+    write_report(detail, paths.validate_detail)
+    write_index(paths, index, detail, clocks.index_lines(clock_logo, clock_opt))
     if log_to_mlflow:
         log_mlflow(paths, detail, figures)
     return detail

@@ -278,7 +278,9 @@ def fig_latency(lat: pd.DataFrame, path: Path, figures: list[Path]) -> None:
     _save(fig, path, figures)
 
 
-def write_index(paths: Paths, index: list[tuple[str, str, str]], metrics: dict[str, Any]) -> None:
+def write_index(
+    paths: Paths, index: list[tuple[str, str, str]], metrics: dict[str, Any], extra: list[str] | None = None
+) -> None:
     lines = [
         "# opcost report",
         "",
@@ -300,6 +302,7 @@ def write_index(paths: Paths, index: list[tuple[str, str, str]], metrics: dict[s
         for k, v in metrics[comp].items():
             e = "n/a" if v["energy_mape_pct"] is None else f"{v['energy_mape_pct']:.1f}"
             lines.append(f"| {label} | {k} | {v['networks']} | {v['time_mape_pct']:.1f} | {e} |")
+    lines += extra or []
     section = None
     for sec, link, what in index:
         if sec != section:

@@ -1,0 +1,176 @@
+"""Validation of the clock model that cannot flatter.
+
+- Leave-one-GPU-out: the model is fitted on every other GPU's curves; each of the held-out GPU's
+  curves is predicted from its reference (highest-clock) point only.
+- Leave-one-kernel-out within a GPU: fitted on the GPU's other kernels (a kernel's curves at every
+  memory clock leave together), predicted from the held-out kernel's reference point.
+The reference point itself is never scored (it is the input). Per GPU x source: time, power and
+energy MAPE and median APE over the off-reference clocks, and the extra energy (EDP) paid at the
+clock the model calls energy-optimal (EDP-optimal) among the measured clocks, relative to the
+measured optimum, in %.
+
+The alternative learner (`TreeClock`): gradient-boosted trees on log(f / f_ref), P_ref / TDP and
+TDP predicting log(t / t_ref) (monotone non-increasing in the clock) and log(P / P_ref) (monotone
+non-decreasing), each minus its own prediction at f_ref so the reference is met exactly. It runs
+under the same leave-one-GPU-out split so the two can be compared (model/clock.py says which ships).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from opcost.model.clock import ClockModel, fit, point_weights, predict_points
+
+Predictor = Callable[[pd.DataFrame], pd.DataFrame]  # points of held-out curves -> with t_hat, p_hat, e_hat
+
+
+@dataclass
+class TreeClock:
+    """The alternative learner (module docstring)."""
+
+    seed: int = 0
+    max_iter: int = 100
+    learning_rate: float = 0.05
+
+    def _x(self, pts: pd.DataFrame) -> np.ndarray:
+        return np.column_stack([np.log(pts["f"] / pts["f_ref"]), pts["p_ref"] / pts["tdp"], pts["tdp"]])
+
+    def fit(self, pts: pd.DataFrame) -> "TreeClock":
+        from sklearn.ensemble import HistGradientBoostingRegressor
+
+        train = pts[~pts["is_ref"]]
+        x, w = self._x(train), point_weights(train)
+        kw = {"max_iter": self.max_iter, "learning_rate": self.learning_rate, "random_state": self.seed}
+        self.time_ = HistGradientBoostingRegressor(monotonic_cst=[-1, 0, 0], **kw).fit(
+            x, np.log(train["t"] / train["t_ref"]), sample_weight=w
+        )
+        self.power_ = HistGradientBoostingRegressor(monotonic_cst=[1, 0, 0], **kw).fit(
+            x, np.log(train["p"] / train["p_ref"]), sample_weight=w
+        )
+        return self
+
+    def predict(self, pts: pd.DataFrame) -> pd.DataFrame:
+        x = self._x(pts)
+        x0 = x.copy()
+        x0[:, 0] = 0.0
+        t = pts["t_ref"] * np.exp(self.time_.predict(x) - self.time_.predict(x0))
+        p = pts["p_ref"] * np.exp(self.power_.predict(x) - self.power_.predict(x0))
+        return pts.assign(t_hat=t.to_numpy(), p_hat=p.to_numpy(), e_hat=(t * p).to_numpy())
+
+
+def physical(pts: pd.DataFrame) -> tuple[ClockModel, Predictor]:
+    model = fit(pts)
+    return model, lambda held: predict_points(model, held)
+
+
+def trees(pts: pd.DataFrame, seed: int = 0, max_iter: int = 100) -> tuple[TreeClock, Predictor]:
+    model = TreeClock(seed=seed, max_iter=max_iter).fit(pts)
+    return model, model.predict
+
+
+def leave_one_gpu_out(
+    pts: pd.DataFrame, learner: Callable[[pd.DataFrame], tuple[Any, Predictor]] = physical
+) -> tuple[pd.DataFrame, dict[str, list[str]]]:
+    """Every GPU's points predicted by a model fitted on the other GPUs only. Returns the predicted
+    points and, per held-out GPU, the devices the fit saw (what tests check the split on)."""
+    out, seen = [], {}
+    for dev in sorted(set(pts["device"])):
+        train, held = pts[pts["device"] != dev], pts[pts["device"] == dev]
+        if train.empty:
+            continue
+        _, predict = learner(train)
+        seen[dev] = sorted(set(train["device"]))
+        out.append(predict(held))
+    return pd.concat(out, ignore_index=True), seen
+
+
+def leave_one_kernel_out(
+    pts: pd.DataFrame, learner: Callable[[pd.DataFrame], tuple[Any, Predictor]] = physical
+) -> pd.DataFrame:
+    """Within each GPU, every kernel predicted by a model fitted on that GPU's other kernels."""
+    out = []
+    for _, g in pts.groupby("device"):
+        for kernel in sorted(set(g["kernel"])):
+            train, held = g[g["kernel"] != kernel], g[g["kernel"] == kernel]
+            if train["kernel"].nunique() < 2:
+                continue
+            _, predict = learner(train)
+            out.append(predict(held))
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
+def curve_scores(pred: pd.DataFrame) -> pd.DataFrame:
+    """Per curve: APEs over off-reference clocks and extra energy/EDP at the predicted optimum (%)."""
+    rows = []
+    for curve, g in pred.groupby("curve", sort=True):
+        off = g[~g["is_ref"]]
+        edp, edp_hat = g["e"] * g["t"], g["e_hat"] * g["t_hat"]
+        i_e, i_edp = int(np.argmin(g["e_hat"].to_numpy())), int(np.argmin(edp_hat.to_numpy()))
+        rows.append(
+            {
+                "curve": curve,
+                "source": g["source"].iloc[0],
+                "device": g["device"].iloc[0],
+                "kernel": g["kernel"].iloc[0],
+                "n": int(len(off)),
+                "time_ape": list(100 * (off["t_hat"] / off["t"] - 1).abs()),
+                "power_ape": list(100 * (off["p_hat"] / off["p"] - 1).abs()),
+                "energy_ape": list(100 * (off["e_hat"] / off["e"] - 1).abs()),
+                "f_energy_opt": float(g["f"].iloc[int(np.argmin(g["e"].to_numpy()))]),
+                "f_energy_opt_hat": float(g["f"].iloc[i_e]),
+                "extra_energy_pct": float(100 * (g["e"].iloc[i_e] / g["e"].min() - 1)),
+                "f_edp_opt": float(g["f"].iloc[int(np.argmin(edp.to_numpy()))]),
+                "f_edp_opt_hat": float(g["f"].iloc[i_edp]),
+                "extra_edp_pct": float(100 * (edp.iloc[i_edp] / edp.min() - 1)),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def summarise(curves: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Per group: pooled MAPE and median APE of time, power, energy (%), mean and max extra energy/EDP."""
+    rows = []
+    for key, g in curves.groupby(by, sort=True):
+        row: dict[str, Any] = dict(zip(by, key if isinstance(key, tuple) else (key,)))
+        row.update(curves=int(len(g)), points=int(g["n"].sum()))
+        for q in ("time", "power", "energy"):
+            ape = np.concatenate([np.asarray(a, float) for a in g[f"{q}_ape"]])
+            row[f"{q}_mape"] = float(ape.mean()) if len(ape) else float("nan")
+            row[f"{q}_mdape"] = float(np.median(ape)) if len(ape) else float("nan")
+        for q in ("energy", "edp"):
+            row[f"extra_{q}_mean"] = float(g[f"extra_{q}_pct"].mean())
+            row[f"extra_{q}_max"] = float(g[f"extra_{q}_pct"].max())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+RATIO_BINS = (0.3, 0.5, 0.7, 0.85, 1.0)  # upper edges of f / f_ref bins for the error by clock distance
+
+
+def error_by_ratio(pred: pd.DataFrame) -> list[list[float]]:
+    """[[upper f/f_ref, time MAPE, energy MAPE], ...] (fractions) over off-reference points, pooled over
+    GPUs; an empty bin takes the next lower-ratio bin's (wider) error."""
+    off = pred[~pred["is_ref"]]
+    ratio = (off["f"] / off["f_ref"]).to_numpy(float)
+    t_ape = (off["t_hat"] / off["t"] - 1).abs().to_numpy(float)
+    e_ape = (off["e_hat"] / off["e"] - 1).abs().to_numpy(float)
+    out, lo, prev = [], 0.0, [float(t_ape.mean()), float(e_ape.mean())]
+    for hi in RATIO_BINS:
+        m = (ratio > lo) & (ratio <= hi)
+        prev = [float(t_ape[m].mean()), float(e_ape[m].mean())] if m.any() else prev
+        out.append([hi, *prev])
+        lo = hi
+    return out
+
+
+def pooled_error(curves: pd.DataFrame) -> dict[str, float]:
+    """Relative errors (fractions) pooled over every GPU's points: what predictions widen intervals by."""
+    out = {}
+    for q in ("time", "power", "energy"):
+        ape = np.concatenate([np.asarray(a, float) for a in curves[f"{q}_ape"]])
+        out[q] = float(ape.mean() / 100)
+    return out

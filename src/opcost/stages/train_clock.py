@@ -1,0 +1,195 @@
+"""Stage `train-clock`: fit the transferred clock model on the cross-clock sweeps, validate it, register it.
+
+Reads data/evaluated/sweeps.parquet (the core-clock curves of known devices; model/clock.py says
+what is skipped and why). Then:
+1. leave-one-GPU-out and leave-one-kernel-out validation of the physical form, and leave-one-GPU-out
+   of the comparison tree learner (model/clockval.py);
+2. the physical form fitted on every GPU, with the pooled leave-one-GPU-out errors stored in it
+   (predictions widen their intervals by them).
+Writes models/clock/ (clock_model.json, run.json), the headline reports/clock/metrics.json and the
+detail beside it (logo.csv, loko.csv, curves.csv, detail.json, figures/); replays the run into
+MLflow and registers `opcost-clock` (champion rules of model/registry.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from opcost.config import Params, Paths
+from opcost.io import atomic_path, write_report
+from opcost.model import clockval, registry, runlog, tracking
+from opcost.model.clock import ClockModel, fit, sweep_curves
+from opcost.schemas import SWEEPS
+from opcost.stages._run import execute
+from opcost.tables import read_table
+
+HEADLINE = ("time_mape", "energy_mape", "extra_energy_mean", "extra_edp_mean")
+
+
+def split_id(pts: pd.DataFrame, min_points: int) -> str:
+    return f"logo-{'+'.join(sorted(set(pts['device'])))}-min{min_points}"
+
+
+def content_hash(model: ClockModel) -> str:
+    """What registry.json_hash computes from the saved file (a fresh clone's sync-registry finds it)."""
+    return hashlib.md5(json.dumps(model.to_json(), sort_keys=True).encode()).hexdigest()
+
+
+def _csv(df: pd.DataFrame, target: Any) -> None:
+    with atomic_path(target) as tmp:
+        df.to_csv(tmp, index=False, float_format="%.6g")
+
+
+def figures(pred: pd.DataFrame, folder: Any) -> list[str]:
+    """Per GPU: measured points and leave-one-GPU-out predicted energy curves (relative to each curve's
+    reference energy) for up to six curves, and time likewise."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for dev, g in pred.groupby("device"):
+        fig, axes = plt.subplots(1, 2, figsize=(9, 3.8))
+        for i, (_curve, c) in enumerate(g.groupby("curve")):
+            if i >= 6:
+                break
+            color = f"C{i}"
+            e0, t0 = c["e"][c["is_ref"]].iloc[0], c["t_ref"].iloc[0]
+            label = c["workload"].iloc[0][:28]
+            axes[0].plot(c["f"], c["e"] / e0, "o", color=color, ms=3)
+            axes[0].plot(c["f"], c["e_hat"] / e0, "-", color=color, lw=1, label=label)
+            axes[1].plot(c["f"], c["t"] / t0, "o", color=color, ms=3)
+            axes[1].plot(c["f"], c["t_hat"] / t0, "-", color=color, lw=1)
+        axes[0].set_ylabel("energy / energy at reference clock")
+        axes[1].set_ylabel("time / time at reference clock")
+        for ax in axes:
+            ax.set_xlabel("core clock [MHz]")
+        axes[0].legend(fontsize=6)
+        fig.suptitle(f"{dev}: measured (points) vs predicted leave-one-GPU-out (lines)", fontsize=9)
+        fig.tight_layout()
+        name = f"logo_{dev}.png"
+        with atomic_path(folder / name) as tmp:
+            fig.savefig(tmp, format="png", dpi=110)
+        plt.close(fig)
+        written.append(name)
+    return written
+
+
+def run_record(model: ClockModel, split: str, logo: pd.DataFrame, chash: str, pred: pd.DataFrame) -> dict:
+    tags = {"dvc_stage": tracking.CLOCK_RUN, "bundle_hash": chash, "split": split}
+    children = []
+    for learner, g in logo.groupby("learner"):
+        metrics = {f"{r.device}_{q}": float(getattr(r, q)) for r in g.itertuples() for q in HEADLINE}
+        children.append(runlog.child(f"{learner}-logo", {"learner": str(learner)}, {}, metrics, {}, []))
+    figure = {
+        "file": "logo_time.png",
+        "title": "clock model: time at every clock, leave-one-GPU-out [s]",
+        "unit": "s",
+        "measured": [float(x) for x in pred.loc[~pred["is_ref"], "t"]],
+        "predicted": [float(x) for x in pred.loc[~pred["is_ref"], "t_hat"]],
+    }
+    params = {k: v for k, v in model.to_json().items() if k in ("share_a", "share_b", "static_frac", "gamma")}
+    return {
+        "name": tracking.CLOCK_RUN,
+        "tags": tags,
+        "params": {**params, "n_curves": model.n_curves, "n_points": model.n_points},
+        "metrics": {f"logo_{k}_mape": 100 * v for k, v in model.logo_error.items()},
+        "steps": {},
+        "figures": [figure],
+        "children": children,
+    }
+
+
+def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, Any]:
+    cp = params.clock
+    sweeps = read_table(paths.evaluated_sweeps, SWEEPS, "evaluate")
+    pts, skipped = sweep_curves(sweeps, cp.min_points)
+
+    pred, _ = clockval.leave_one_gpu_out(pts)
+    curves = clockval.curve_scores(pred)
+    tree_pred, _ = clockval.leave_one_gpu_out(pts, lambda d: clockval.trees(d, cp.seed, cp.tree_iterations))
+    logo = pd.concat(
+        [
+            clockval.summarise(curves, ["device", "source"]).assign(learner="physical"),
+            clockval.summarise(clockval.curve_scores(tree_pred), ["device", "source"]).assign(learner="trees"),
+        ],
+        ignore_index=True,
+    )
+    loko = clockval.summarise(clockval.curve_scores(clockval.leave_one_kernel_out(pts)), ["device", "source"])
+
+    model = fit(pts)
+    model.logo_error = clockval.pooled_error(curves)
+    model.logo_error_bins = clockval.error_by_ratio(pred)
+    split = split_id(pts, cp.min_points)
+    chash = content_hash(model)
+    record = run_record(model, split, logo, chash, pred)
+    model.save(paths.clock_model_dir)
+    runlog.save(record, paths.clock_model_dir)
+
+    phys = logo[logo["learner"] == "physical"]
+    metrics: dict[str, Any] = {
+        "logo": {r.device: {q: float(getattr(r, q)) for q in HEADLINE} for r in phys.itertuples()},
+        "logo_pooled_pct": {k: 100 * v for k, v in model.logo_error.items()},
+        "loko_pooled_time_mape": float(np.average(loko["time_mape"], weights=loko["points"])),
+        "loko_pooled_energy_mape": float(np.average(loko["energy_mape"], weights=loko["points"])),
+        "params": {"share_a": model.share_a, "share_b": model.share_b, "static_frac": model.static_frac},
+        "gamma": model.gamma,
+    }
+    write_report(metrics, paths.clock_metrics)
+    _csv(logo, paths.clock_table("logo"))
+    _csv(loko, paths.clock_table("loko"))
+    _csv(curves.drop(columns=["time_ape", "power_ape", "energy_ape"]), paths.clock_table("curves"))
+    cols = ["source", "device", "workload", "f", "f_ref", "is_ref", "t", "t_hat", "p", "p_hat", "e", "e_hat"]
+    _csv(pred[cols], paths.clock_table("logo_points"))
+    write_report(
+        {"skipped_rows": skipped, "model": model.to_json(), "figures": figures(pred, paths.clock_figures)},
+        paths.clock_detail,
+    )
+    registered = None
+    if log_to_mlflow:
+        mlflow = tracking.setup(paths.root)
+        with runlog.replayed(mlflow, record, tracking.source_tags(paths.root)):
+            score = -100 * (model.logo_error["time"] + model.logo_error["energy"])
+            mlflow.log_metric("clock_score", score)
+            registered = registry.register_folder(
+                paths.root, mlflow, tracking.CLOCK_MODEL, paths.clock_model_dir, chash, score, split, {}
+            )
+    return {"model": model, "logo": logo, "loko": loko, "registered_version": registered}
+
+
+def summary(r: dict[str, Any]) -> str:
+    m: ClockModel = r["model"]
+    lines = [
+        f"clock model: share = sigmoid({m.share_a:.3g} + {m.share_b:.3g} P_ref/TDP), static {m.static_frac:.3g} "
+        f"x min(TDP, P_ref), gamma {m.gamma:.3g}; {m.n_curves} curves on {', '.join(m.trained_on)}"
+    ]
+    for row in r["logo"].itertuples():
+        lines.append(
+            f"leave-one-GPU-out {row.learner:8s} {row.device:9s} {row.source}: time MAPE {row.time_mape:.1f} %, "
+            f"energy MAPE {row.energy_mape:.1f} %, extra energy at predicted optimum {row.extra_energy_mean:.1f} % "
+            f"(max {row.extra_energy_max:.1f} %), extra EDP {row.extra_edp_mean:.1f} %"
+        )
+    reg = r["registered_version"]
+    lines.append(f"registered {tracking.CLOCK_MODEL} version {reg}" if reg else "registry: nothing new to register")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    def args(p: Any) -> None:
+        p.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow or register")
+
+    return execute(
+        argv, __doc__.splitlines()[0], args, lambda paths, params, a: run(paths, params, not a.no_mlflow), summary
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

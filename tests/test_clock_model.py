@@ -1,0 +1,388 @@
+"""The transferred clock model: its limits, its fit on real cross-clock sweeps, validation splits that
+never see the held-out data, refusal of clocks outside a device's range, and its use by predict and
+recommend (a real bundle trained in a fixture, a clock model fitted on the real sweeps)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from opcost.cli import app
+from opcost.devices import DEVICES
+from opcost.errors import OpcostError
+from opcost.model import clockval
+from opcost.model.clock import (
+    CLOCK_MODEL_FILE,
+    ClockModel,
+    check_clock,
+    fit,
+    predict_points,
+    roofline_share,
+    sweep_curves,
+    time_ratio,
+)
+from opcost.schemas import SWEEPS
+from opcost.tables import read_table
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def curves(pipeline_root):
+    """The core-clock curves of the real sweeps table the pipeline fixture ingested and evaluated."""
+    pts, skipped = sweep_curves(read_table(pipeline_root.evaluated_sweeps, SWEEPS, "evaluate"))
+    return pts, skipped
+
+
+# -- the form's limits -------------------------------------------------------------------------
+def test_time_is_the_reference_at_f_ref_and_never_rises_with_clock_for_random_inputs():
+    rng = np.random.default_rng(0)
+    model = ClockModel(share_a=0.3, share_b=-1.0, static_frac=0.3, gamma=2.5)
+    for _ in range(200):
+        dev = DEVICES[rng.choice(sorted(DEVICES))]
+        lo, hi = dev.clock_range_mhz
+        f = np.sort(rng.uniform(lo, hi, 40))
+        f_ref, t_ref, p_ref = rng.uniform(lo, hi), 10 ** rng.uniform(-6, 1), rng.uniform(5, 1.2 * dev.tdp_w)
+        share = rng.uniform(0, 1) if rng.uniform() < 0.5 else None
+        t, p, _ = model.predict(f, f_ref, t_ref, p_ref, dev.tdp_w, share)
+        assert np.all(np.diff(t) <= 0)
+        assert np.all(np.diff(p) >= 0)
+        t0, p0, e0 = model.predict(np.array([f_ref]), f_ref, t_ref, p_ref, dev.tdp_w, share)
+        assert t0[0] == t_ref and p0[0] == pytest.approx(min(p_ref, max(p_ref, dev.tdp_w)), rel=1e-12)
+    # the shares at the ends: all compute scales with 1/f, all memory not at all
+    assert time_ratio(500.0, 1000.0, 1.0) == 2.0 and time_ratio(500.0, 1000.0, 0.0) == 1.0
+    assert time_ratio(1000.0, 1000.0, 0.37) == 1.0
+
+
+def test_power_rises_faster_than_the_clock_and_is_capped_at_tdp():
+    model = ClockModel(static_frac=0.0, gamma=2.0)
+    # no static part: power goes with (f / f_ref)^2, so half the clock is a quarter of the power
+    assert model.power(700.0, 1400.0, 100.0, 300.0) == pytest.approx(25.0)
+    # far above the reference the board's limit holds
+    assert model.power(5000.0, 1000.0, 200.0, 250.0) == 250.0
+    # a reference above the nominal TDP (seen in the Perseus A100 data) is kept, not cut
+    assert model.power(1000.0, 1000.0, 440.0, 400.0) == 440.0
+    # asked for a clock past the cap, the board throttles: time and power stay where the cap is met.
+    # 100 W at 1000 MHz, cap 400 W, (f / f_ref)^2: the cap is met at 2000 MHz
+    assert model.power_capped_clock(1000.0, 100.0, 400.0) == pytest.approx(2000.0)
+    t, p, _ = model.predict(np.array([2000.0, 2500.0]), 1000.0, 1.0, 100.0, 400.0, share=1.0)
+    assert t == pytest.approx([0.5, 0.5]) and p == pytest.approx([400.0, 400.0])
+
+
+def test_roofline_share_is_the_compute_part_of_the_roofline_sum():
+    dev = DEVICES["A30"]
+    flops, nbytes = 1e9, 1e6  # intensity 1000 FLOP/B, far above the ridge (~11)
+    s = roofline_share(flops, nbytes, dev.fp32_flops, dev.bandwidth)
+    assert s == pytest.approx((flops / dev.fp32_flops) / (flops / dev.fp32_flops + nbytes / dev.bandwidth))
+    assert s > 0.98 and roofline_share(1.0, 1e9, dev.fp32_flops, dev.bandwidth) < 1e-6
+    assert roofline_share(0, 0, dev.fp32_flops, dev.bandwidth) == 0.0
+
+
+def test_predicted_time_falls_with_clock_for_every_real_kernel(curves):
+    pts, _ = curves
+    model = fit(pts)
+    for curve, g in pts.groupby("curve"):
+        dev = DEVICES[g["device"].iloc[0]]
+        f = np.linspace(*dev.clock_range_mhz, 50)
+        t, _, _ = model.predict(f, g["f_ref"].iloc[0], g["t_ref"].iloc[0], g["p_ref"].iloc[0], dev.tdp_w)
+        assert np.all(np.diff(t) <= 0), curve
+
+
+# -- fitting on the real sweeps ----------------------------------------------------------------
+def test_sweep_curves_keep_core_clock_curves_of_known_devices(curves):
+    pts, skipped = curves
+    assert set(pts["device"]) == {"A100", "A40", "V100", "RTX8000", "RTX3080Ti"}
+    assert set(pts["source"]) == {"perseus-stage-profiles", "nv-dvfs-kernels", "gpu-frequency-dvfs"}
+    assert "knob power_limit_w (not modelled)" in skipped and "device not in the device table" in skipped
+    # every curve has exactly one reference point, at its highest clock
+    refs = pts[pts["is_ref"]]
+    assert refs["curve"].is_unique and len(refs) == pts["curve"].nunique()
+    assert (pts.groupby("curve")["f"].max() == refs.set_index("curve")["f"]).all()
+    v = pts[pts["workload"] == "matrixMul/matrixMulCUDA"]
+    assert sorted(v["device"].unique()) == ["RTX8000", "V100"] and len(v[v["device"] == "V100"]) == 10
+
+
+def test_fit_on_a_real_slice_beats_the_naive_forms(curves):
+    """On the NV-DVFS kernels (RTX 8000), the fitted shares and power law beat both pure forms:
+    time all 1/f, time constant, and power constant."""
+    pts, _ = curves
+    sl = pts[pts["device"] == "RTX8000"]
+    model = fit(sl)
+    assert 1.0 < model.gamma < 8.0 and 0.0 <= model.static_frac < 0.95
+    assert model.trained_on == ["RTX8000"] and model.n_curves == 20
+    pred = predict_points(model, sl)
+    off = pred[~pred["is_ref"]]
+    mape = float((off["t_hat"] / off["t"] - 1).abs().mean())
+    for s in (0.0, 1.0):
+        naive = off["t_ref"] * time_ratio(off["f"], off["f_ref"], s)
+        assert mape < float((naive / off["t"] - 1).abs().mean())
+    assert float((off["p_hat"] / off["p"] - 1).abs().mean()) < float((off["p_ref"] / off["p"] - 1).abs().mean())
+
+
+def test_fit_recovers_the_parameters_that_made_the_curves(curves):
+    """Curves generated by a known model on the real clocks and reference points are fitted back."""
+    pts, _ = curves
+    truth = ClockModel(share_a=-1.0, share_b=2.0, static_frac=0.25, gamma=2.4)
+    synth = predict_points(truth, pts)
+    synth = synth.assign(t=synth["t_hat"], p=synth["p_hat"]).drop(columns=["t_hat", "p_hat", "e_hat"])
+    got = fit(synth)
+    for k in ("share_a", "share_b", "static_frac", "gamma"):
+        assert getattr(got, k) == pytest.approx(getattr(truth, k), abs=1e-3), k
+
+
+# -- validation splits -------------------------------------------------------------------------
+def test_leave_one_gpu_out_never_fits_on_the_held_out_gpu(curves):
+    pts, _ = curves
+    fitted_on: list[set[str]] = []
+
+    def spy(train):
+        fitted_on.append(set(train["device"]))
+        return clockval.physical(train)
+
+    pred, seen = clockval.leave_one_gpu_out(pts, spy)
+    devices = sorted(set(pts["device"]))
+    assert len(fitted_on) == len(devices)
+    for dev, used in zip(devices, fitted_on):
+        assert dev not in used and used == set(devices) - {dev}
+        assert seen[dev] == sorted(used)
+    # every point predicted once, from its own curve's reference only
+    assert len(pred) == len(pts) and (pred.loc[pred["is_ref"], "t_hat"] == pred.loc[pred["is_ref"], "t"]).all()
+
+
+def test_leave_one_kernel_out_holds_out_every_memory_clock_of_a_kernel(curves):
+    pts, _ = curves
+    sl = pts[
+        pts["device"].isin(["RTX8000", "RTX3080Ti"]) & pts["kernel"].str.match(r"(matrixMul|gemm|2mm|convolution)")
+    ]
+    calls = []
+
+    def spy(train):
+        calls.append(train)
+        return clockval.physical(train)
+
+    pred = clockval.leave_one_kernel_out(sl, spy)
+    assert set(pred["curve"]) == set(sl["curve"])
+    held = [g for _, g in sl.groupby(["device", "kernel"])]
+    assert len(calls) == len(held)
+    for train, h in zip(calls, held):
+        dev, kernel = h["device"].iloc[0], h["kernel"].iloc[0]
+        assert set(train["device"]) == {dev} and kernel not in set(train["kernel"])
+
+
+def test_curve_scores_pick_the_measured_clock_the_model_calls_optimal():
+    """A hand-made curve: measured energy is lowest at 1000 MHz; a prediction that puts the optimum at
+    800 MHz pays (E(800) / E(1000) - 1) extra."""
+    f = np.array([800.0, 1000.0, 1200.0])
+    t = np.array([1.2, 1.0, 0.9])
+    e = np.array([110.0, 100.0, 120.0])
+    pred = pd.DataFrame(
+        {"curve": "c", "source": "s", "device": "d", "kernel": "k", "f": f, "t": t, "e": e, "is_ref": f == 1200.0}
+    ).assign(t_hat=t, e_hat=[90.0, 100.0, 120.0], p=e / t, p_hat=np.array([90.0, 100.0, 120.0]) / t)
+    (row,) = clockval.curve_scores(pred).to_dict("records")
+    assert row["f_energy_opt"] == 1000.0 and row["f_energy_opt_hat"] == 800.0
+    assert row["extra_energy_pct"] == pytest.approx(10.0)
+    assert row["energy_ape"] == pytest.approx([100 * 20 / 110, 0.0])  # the reference point is not scored
+
+
+# -- storage and refusal -----------------------------------------------------------------------
+def test_clock_model_round_trips_as_json_and_refuses_bad_files(tmp_path):
+    m = ClockModel(share_a=1.0, share_b=-2.0, static_frac=0.3, gamma=2.2, logo_error={"time": 0.1, "energy": 0.2})
+    m.save(tmp_path)
+    assert ClockModel.load(tmp_path) == m
+    raw = json.loads((tmp_path / CLOCK_MODEL_FILE).read_text())
+    (tmp_path / CLOCK_MODEL_FILE).write_text(json.dumps({**raw, "gamma": 0.5}))
+    with pytest.raises(OpcostError, match="gamma > 1"):
+        ClockModel.load(tmp_path)
+    (tmp_path / CLOCK_MODEL_FILE).write_text(json.dumps({**raw, "format": 99}))
+    with pytest.raises(OpcostError, match="not a clock model"):
+        ClockModel.load(tmp_path)
+    with pytest.raises(OpcostError, match="dvc repro train-clock"):
+        ClockModel.load(tmp_path / "nowhere")
+
+
+def test_clocks_outside_the_device_range_are_refused_naming_it():
+    check_clock(DEVICES["A30"], 210.0)
+    check_clock(DEVICES["A30"], 1440.0)
+    for bad in (209.0, 1441.0, float("nan")):
+        with pytest.raises(OpcostError, match=r"outside the A30's supported range 210-1440 MHz"):
+            check_clock(DEVICES["A30"], bad)
+
+
+# -- use by predict and recommend ----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def clocked(trained, pipeline_root, tmp_path_factory):
+    """A clone of the trained bundles with a clock model fitted by the train-clock stage on the real
+    sweeps, logged and registered in a store of its own."""
+    import os
+
+    from conftest import clone_of
+    from opcost.config import Paths, load_params
+    from opcost.stages import train_clock
+
+    tmp = tmp_path_factory.mktemp("clocked")
+    root = clone_of(trained, tmp)
+    paths = Paths(root)
+    paths.evaluated_sweeps.parent.mkdir(parents=True)
+    shutil.copy(pipeline_root.evaluated_sweeps, paths.evaluated_sweeps)
+    old = os.environ.get("MLFLOW_TRACKING_URI")
+    os.environ["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp / 'mlflow.db'}"
+    try:
+        result = train_clock.run(paths, load_params(paths.params))
+    finally:
+        if old is None:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
+        else:
+            os.environ["MLFLOW_TRACKING_URI"] = old
+    return paths, result, tmp / "mlflow.db"
+
+
+def test_train_clock_stage_writes_registers_and_scores(clocked):
+    from mlflow import MlflowClient
+
+    paths, result, db = clocked
+    model = ClockModel.load(paths.clock_model_dir)
+    assert model.trained_on == ["A100", "A40", "RTX3080Ti", "RTX8000", "V100"]
+    assert set(model.logo_error) == {"time", "power", "energy"} and len(model.logo_error_bins) == 5
+    metrics = json.loads(paths.clock_metrics.read_text())
+    assert set(metrics["logo"]) == set(model.trained_on)
+    logo = pd.read_csv(paths.clock_report_dir / "logo.csv")
+    assert set(logo["learner"]) == {"physical", "trees"} and len(logo) == 10
+    assert result["registered_version"] == "1"
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    champ = client.get_model_version_by_alias("opcost-clock", "champion")  # a clone on main: champion moves
+    assert str(champ.version) == "1" and champ.tags["split"].startswith("logo-A100+A40")
+
+
+def test_predict_at_a_clock_transfers_the_default_clock_bundle(clocked):
+    from opcost.model.predict import Predictor
+
+    paths, _, _ = clocked
+    pr = Predictor(paths=paths)
+    dev = DEVICES["RTX2080Ti"]
+    base = pr.predict("resnet18", "32,3,32,32", "RTX2080Ti", "training")
+    assert base.clock_source is None
+    at_ref = pr.predict("resnet18", "32,3,32,32", "RTX2080Ti", "training", clock_mhz=dev.boost_clock_mhz)
+    assert at_ref.clock_source == "transferred" and at_ref.time_s == pytest.approx(base.time_s, rel=1e-12)
+    assert at_ref.time_interval_s == pytest.approx(base.time_interval_s, rel=1e-12)  # no error added at f_ref
+    clocks = np.linspace(*dev.clock_range_mhz, 12)
+    preds = [pr.predict("resnet18", "32,3,32,32", "RTX2080Ti", "training", clock_mhz=float(c)) for c in clocks]
+    times = [p.time_s for p in preds]
+    assert all(a >= b for a, b in zip(times, times[1:]))  # the network's time falls with the clock
+    low = preds[0]
+    assert low.time_s > base.time_s and low.energy_j is not None
+    # the interval is the composition layer's widened by the clock model's error at that distance
+    et, _ = ClockModel.load(paths.clock_model_dir).error_at(clocks[0] / dev.boost_clock_mhz)
+    assert et > 0 and low.time_interval_s[1] > low.time_s * (base.time_interval_s[1] / base.time_s)
+    assert "transferred from the cross-clock model" in low.note
+    assert low.to_json()["clock_source"] == "transferred"
+    with pytest.raises(OpcostError, match=r"outside the RTX2080Ti's supported range 300-2100 MHz"):
+        pr.predict("resnet18", "32,3,32,32", "RTX2080Ti", "training", clock_mhz=2500)
+
+
+def test_recommend_sweeps_clocks_and_the_cli_prints_optima_and_plots(clocked, tmp_path):
+    from opcost.model.predict import Predictor
+
+    paths, _, _ = clocked
+    pr = Predictor(paths=paths)
+    df = pr.recommend("resnet18", "32,3,32,32", "training")
+    assert set(df["device_config"]) == {"A30_no_tf32", "RTX2080Ti"}
+    assert set(df["clock_source"]) == {"transferred"}
+    rtx = df[df["device_config"] == "RTX2080Ti"].sort_values("clock_mhz")
+    assert rtx["clock_mhz"].min() == 300 and rtx["clock_mhz"].max() == 2100 and 1545.0 in set(rtx["clock_mhz"])
+    assert rtx["time_s"].is_monotonic_decreasing
+    env = {"OPCOST_ROOT": str(paths.root)}
+    plot = tmp_path / "u.png"
+    res = runner.invoke(app, ["recommend", "--model", "resnet18", "--input-shape", "32,3,32,32", "--mode", "training",
+                              "--plot", str(plot)], env=env)  # fmt: skip
+    assert res.exit_code == 0, res.output
+    best = df.sort_values(["rank_energy", "time_s"]).iloc[0]
+    assert f"best energy: {best['device_config']} at {best['clock_mhz']:g} MHz (transferred)" in res.stdout
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    res = runner.invoke(app, ["predict", "--model", "resnet18", "--input-shape", "32,3,32,32", "--mode", "training",
+                              "--device", "RTX2080Ti", "--clock", "900", "--json"], env=env)  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["clock_source"] == "transferred"
+    res = runner.invoke(app, ["predict", "--model", "resnet18", "--input-shape", "32,3,32,32", "--mode", "training",
+                              "--device", "RTX2080Ti", "--clock", "5000"], env=env)  # fmt: skip
+    assert res.exit_code == 2
+    assert "outside the RTX2080Ti's supported range 300-2100 MHz" in res.output
+
+
+def test_validate_predicts_the_extract_sets_across_clocks_and_reads_off_optima(clocked):
+    from opcost.config import load_params
+    from opcost.model.predict import Predictor
+    from opcost.validate import clocks
+
+    paths, _, _ = clocked
+    params = load_params(paths.params)
+    pr = Predictor(paths=paths)
+    sw = clocks.predicted_sweeps(paths, params, pr)
+    # of A30 and RTX 2080 Ti only RTX2080Ti-training is trained here; the sets extracted for training
+    train_sets = {s.set_id for s in params.extract.sets if "training" in s.modes}
+    assert set(sw["device_config"]) == {"RTX2080Ti"} and set(sw["set_id"]) == train_sets
+    grid = pr.clock_grid("RTX2080Ti")
+    assert sorted(sw["clock_mhz"].unique()) == grid and len(grid) == params.clock.grid_points + 1  # + boost
+    alone = pr.predict("resnet18", "32,3,32,32", "RTX2080Ti", "training", clock_mhz=900.0)
+    row = sw[(sw["set_id"] == "resnet18:32x3x32x32") & (sw["clock_mhz"] == 900.0)].iloc[0]
+    assert row["time_s"] == pytest.approx(alone.time_s, rel=1e-12) and row["clock_source"] == "transferred"
+    opt = clocks.optima(sw)
+    g = sw[sw["set_id"] == "resnet18:32x3x32x32"]
+    o = opt[opt["set_id"] == "resnet18:32x3x32x32"].iloc[0]
+    assert o["energy_optimal_mhz"] == g.loc[g["energy_j"].idxmin(), "clock_mhz"]
+    assert o["edp_optimal_mhz"] == g.loc[g["edp_js"].idxmin(), "clock_mhz"]
+    at_boost = g.loc[g["clock_mhz"] == 1545.0, "energy_j"].item()
+    assert o["energy_saved_pct"] == pytest.approx(100 * (1 - g["energy_j"].min() / at_boost))
+    lines = "\n".join(clocks.index_lines(clocks.logo_table(paths), opt))
+    assert "| RTX2080Ti training | 1 |" in lines and "| V100 | nv-dvfs-kernels | 20 |" in lines
+
+
+def test_a_bundle_trained_on_a_clock_sweep_answers_measured_without_the_clock_model(trained):
+    """Routing: a bundle with clocks_mhz costs the clock through its own models (the clock is a
+    feature) and says `measured`; the root has no clock model, and none is needed."""
+    import dataclasses
+
+    from opcost.model.predict import Predictor
+
+    paths, _, _ = trained
+    assert not (paths.clock_model_dir / CLOCK_MODEL_FILE).exists()
+    pr = Predictor(paths=paths)
+    swept = dataclasses.replace(pr.bundle("RTX2080Ti", "training"), clocks_mhz=(900.0, 1545.0))
+    pr._bundles["RTX2080Ti-training"] = swept
+    p = pr.predict("resnet18", "32,3,32,32", "RTX2080Ti", "training", clock_mhz=900.0)
+    assert p.clock_source == "measured" and "transferred" not in p.note
+    costs = swept.coster().cost(
+        [pr.network("resnet18", (32, 3, 32, 32), mode="training").records[i] for i in p.op_ids], 900.0
+    )
+    assert list(p.t_s) == pytest.approx(list(costs.t_s), rel=1e-12)
+    # still refused outside the device's range, measured sweep or not
+    with pytest.raises(OpcostError, match=r"outside the RTX2080Ti's supported range 300-2100 MHz"):
+        pr.predict("resnet18", "32,3,32,32", "RTX2080Ti", "training", clock_mhz=2200.0)
+    df = pr.recommend("resnet18", "32,3,32,32", "training")
+    assert set(df.loc[df["device_config"] == "RTX2080Ti", "clock_mhz"]) == {900.0, 1545.0}
+    assert set(df.loc[df["device_config"] == "RTX2080Ti", "clock_source"]) == {"measured"}
+
+
+def test_sync_registry_replays_the_clock_model_into_a_fresh_store(clocked, tmp_path, monkeypatch):
+    from mlflow import MlflowClient
+
+    from opcost.config import load_params
+    from opcost.model.registry import json_hash, sync_registry
+    from opcost.stages.train_clock import content_hash
+
+    paths, _, _ = clocked
+    model = ClockModel.load(paths.clock_model_dir)
+    assert json_hash(paths.clock_model_dir / CLOCK_MODEL_FILE) == content_hash(model)
+    uri = f"sqlite:///{tmp_path / 'fresh.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    done = sync_registry(paths, load_params(paths.params))
+    assert done["opcost-clock"] == "1"
+    client = MlflowClient(tracking_uri=uri)
+    v = client.get_model_version("opcost-clock", "1")
+    assert v.tags["bundle_hash"] == content_hash(model)
+    assert client.get_run(v.run_id).data.tags["replayed_from"] == "models/clock/run.json"
+    assert sync_registry(paths, load_params(paths.params))["opcost-clock"] is None  # once per content hash
