@@ -287,3 +287,14 @@ def test_a_fold_without_a_score_is_left_out_of_the_replayed_run(tmp_path, monkey
     assert [(m.step, m.value) for m in client.get_metric_history(kid_id, "fold_r2")] == [(0, 0.9), (2, 0.7)]
     assert client.get_run(kid_id).data.metrics == {"mape": 12.5, "fold_r2": 0.7}  # the latest step, and no r2
     assert client.get_run(parent_id).data.metrics == {}
+
+
+def test_a_bundle_scores_the_same_fitted_and_loaded(tmp_path):
+    """train registers the bundle it just fitted, sync-registry the one it loads from bundle.json
+    (scores rounded there): both must score alike, or the champion hops between equal bundles."""
+    from opcost.model.registry import bundle_score
+
+    b = small_bundle()
+    b.scores = {"time": {"twe": 0.25051154973960327}, "power": {"mape": 0.1234567890123}}
+    b.save(tmp_path / "b")
+    assert bundle_score(b) == bundle_score(Bundle.load(tmp_path / "b")) == -(0.2505115497 + 0.1234567890)

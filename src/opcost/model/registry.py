@@ -27,6 +27,7 @@ from typing import Any
 
 from opcost.config import Params, Paths
 from opcost.errors import OpcostError
+from opcost.io import round_floats
 from opcost.model import tracking
 from opcost.model.bundle import BUNDLE_FILE, Bundle
 from opcost.model.pyfunc import LOADER_MODULE
@@ -38,7 +39,9 @@ SPLIT_TAG = "split"
 def bundle_score(bundle: Bundle) -> float:
     """What champions are compared on (higher is better): minus the grouped-split time-weighted
     error of the time model and the MAPE of the power model."""
-    s = bundle.scores
+    # from the scores as bundle.json stores them (rounded): the bundle train just fitted and the same
+    # bundle loaded by sync-registry must score the same, or a tie looks like an improvement
+    s = round_floats(bundle.scores)
     return -float(s["time"]["twe"] + (s["power"]["mape"] if "power" in s else 0.0))
 
 
