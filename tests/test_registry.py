@@ -198,9 +198,12 @@ def test_a_half_registered_version_is_removed_on_the_next_registration(trained, 
 
 RUN_SCRIPT = textwrap.dedent(
     """
-    import sys, time
+    import signal, sys, time
     from pathlib import Path
     from opcost.model import tracking
+    # Ctrl-C as in a terminal: a shell that starts pytest in the background hands its children
+    # SIGINT ignored, and Python then never raises KeyboardInterrupt
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     mlflow = tracking.setup(Path(sys.argv[1]), experiment="interrupts")
     with tracking.tracked_run(mlflow, "long"):
         print(mlflow.active_run().info.run_id, flush=True)
