@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from opcost.config import Params, Paths
 from opcost.errors import OpcostError
@@ -114,41 +114,21 @@ def repair(client: Any, name: str) -> list[str]:
 def register_bundle(root: Path, mlflow: Any, bundle: Bundle, split: str) -> str | None:
     """Register `bundle` from the active run unless a version with its hash exists, then consider it
     for `champion` (module docstring). Returns the new version, or None."""
-    from mlflow import MlflowClient
-    from mlflow.exceptions import MlflowException
 
-    name = tracking.registered_name(bundle.target)
-    client = MlflowClient()
-    run = mlflow.active_run()
-    if run is None:
-        raise RuntimeError("register_bundle needs an active MLflow run")
-    with tracking.write_lock(root):
-        repair(client, name)
-        if tracking.find_version(client, name, bundle.bundle_hash) is not None:
-            return None
+    def log() -> tuple[str, str | None]:
         with tempfile.TemporaryDirectory() as tmp:
             data = Path(tmp) / "bundle"
             bundle.save(data)
             info = mlflow.pyfunc.log_model(
                 name="bundle", loader_module=LOADER_MODULE, data_path=str(data), pip_requirements=[]
             )
-        try:
-            client.create_registered_model(name)
-        except MlflowException:
-            pass  # exists already
-        tags = version_tags(bundle, split, tracking.source_tags(root))
-        # model_id links the version to its logged model: without it a tracking server cannot resolve
-        # models:/<name>/<version> to the artifacts (a local store happens to find them by path)
-        mv = client.create_model_version(
-            name, source=info.model_uri, run_id=run.info.run_id, tags=tags, model_id=info.model_id
-        )
-        version = str(mv.version)
-        winner = tracking.find_version(client, name, bundle.bundle_hash)
-        if winner is not None and str(winner.version) != version:
-            client.delete_model_version(name, version)  # another process registered the same bundle first
-            return None
-        consider_champion(root, client, name, version, bundle_score(bundle), split)
-    mlflow.log_metric("bundle_score", bundle_score(bundle))
+        return info.model_uri, info.model_id
+
+    name = tracking.registered_name(bundle.target)
+    tags = version_tags(bundle, split, tracking.source_tags(root))
+    version = _register_once(root, mlflow, name, bundle.bundle_hash, bundle_score(bundle), split, tags, log)
+    if version is not None:
+        mlflow.log_metric("bundle_score", bundle_score(bundle))
     return version
 
 
@@ -158,31 +138,54 @@ def register_folder(
     """Register a model stored as plain files (the clock model: JSON) from the active run, once per
     content hash, and consider it for `champion` by the same rules as the bundles. Returns the new
     version, or None when one with this hash exists."""
+
+    def log() -> tuple[str, str | None]:
+        mlflow.log_artifacts(str(folder), artifact_path="model")
+        return f"{mlflow.active_run().info.artifact_uri}/model", None
+
+    all_tags = {**tags, "bundle_hash": content_hash, SCORE_TAG: repr(score), SPLIT_TAG: split}
+    all_tags.update(tracking.source_tags(root))
+    return _register_once(root, mlflow, name, content_hash, score, split, all_tags, log)
+
+
+def _register_once(
+    root: Path,
+    mlflow: Any,
+    name: str,
+    content_hash: str,
+    score: float,
+    split: str,
+    tags: dict[str, str],
+    log: Callable[[], tuple[str, str | None]],
+) -> str | None:
+    """The registration rules every registered model follows (module docstring): under the write lock,
+    repair leftovers; nothing if a version with `content_hash` exists; else `log()` the artifact
+    (returns its source URI and logged-model id), create the version with its tags in the same call,
+    step back if a racing process registered the same hash first, and consider it for `champion`."""
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
     client = MlflowClient()
     run = mlflow.active_run()
     if run is None:
-        raise RuntimeError("register_folder needs an active MLflow run")
+        raise RuntimeError(f"registering {name} needs an active MLflow run")
     with tracking.write_lock(root):
         repair(client, name)
         if tracking.find_version(client, name, content_hash) is not None:
             return None
-        mlflow.log_artifacts(str(folder), artifact_path="model")
+        source, model_id = log()
         try:
             client.create_registered_model(name)
         except MlflowException:
             pass  # exists already
-        all_tags = {**tags, "bundle_hash": content_hash, SCORE_TAG: repr(score), SPLIT_TAG: split}
-        all_tags.update(tracking.source_tags(root))
-        mv = client.create_model_version(
-            name, source=f"{run.info.artifact_uri}/model", run_id=run.info.run_id, tags=all_tags
-        )
+        # model_id links the version to its logged model: without it a tracking server cannot resolve
+        # models:/<name>/<version> to the artifacts (a local store happens to find them by path)
+        extra = {"model_id": model_id} if model_id else {}
+        mv = client.create_model_version(name, source=source, run_id=run.info.run_id, tags=tags, **extra)
         version = str(mv.version)
         winner = tracking.find_version(client, name, content_hash)
         if winner is not None and str(winner.version) != version:
-            client.delete_model_version(name, version)
+            client.delete_model_version(name, version)  # another process registered the same model first
             return None
         consider_champion(root, client, name, version, score, split)
     return version
