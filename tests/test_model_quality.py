@@ -3,12 +3,16 @@ margin out of sample (layers held out), and the same check fails when the target
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from opcost.config import TrainParams
 from opcost.model.fit import cross_validate, fit_model, grouped_folds, predict_rows, prepare
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def beats_constant(y: np.ndarray, folds, predict_fold) -> tuple[bool, float, float]:
@@ -47,3 +51,40 @@ def test_time_model_beats_the_median_and_shuffled_targets_do_not(a30, shuffle):
     assert ok is (not shuffle), (model_mape, const_mape)
     res = cross_validate(data, "xgb", "improved", "time", "grouped", tp)  # the scores train reports
     assert (res["r2"] > 0.5) is (not shuffle)
+
+
+def test_network_scores_are_the_same_under_another_hash_seed(pipeline_root, tmp_path):
+    """`dvc repro -f` must reproduce train's outputs byte for byte. The networks table once took its
+    calls_<source> columns from a set, so their order followed PYTHONHASHSEED and the CSV changed."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    import yaml
+
+    target = "RTX2080Ti-inference"  # inference networks measured: the composition layer is scored
+    # the thesis' own extract sets, so the measured networks have their ops and are scored
+    base = shutil.copytree(pipeline_root.root, tmp_path / "base", symlinks=True)
+    raw = yaml.safe_load((base / "params.yaml").read_text())
+    sets = raw["extract"]["sets"] + yaml.safe_load((REPO / "params.yaml").read_text())["extract"]["sets"]
+    raw["extract"]["sets"] = list({(s["model"], tuple(s["input_shape"])): s for s in reversed(sets)}.values())
+    raw["train"]["targets"] = [target]
+    (base / "params.yaml").write_text(yaml.safe_dump(raw))
+    env = {**os.environ, "OPCOST_ROOT": str(base)}
+    for stage in (["extract"], ["ingest", "--source", "nicolai-thesis"], ["evaluate"]):
+        cmd = [sys.executable, "-m", f"opcost.stages.{stage[0]}", *stage[1:]]
+        r = subprocess.run(cmd, cwd=base, env=env, capture_output=True)
+        assert r.returncode == 0, r.stderr[-2000:]
+    got = []
+    for seed in ("1", "2"):
+        root = shutil.copytree(base, tmp_path / seed, symlinks=True)
+        env = {**os.environ, "OPCOST_ROOT": str(root), "PYTHONHASHSEED": seed}
+        cmd = [sys.executable, "-m", "opcost.stages.train", "--target", target, "--no-mlflow"]
+        r = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-2000:]
+        got.append((root / "reports" / "train" / "networks" / f"{target}.csv").read_text())
+    assert got[0] == got[1]
+    header = got[0].splitlines()[0].split(",")
+    calls = [c for c in header if c.startswith("calls_")]
+    assert len(calls) >= 2 and calls == sorted(calls) and header[-len(calls) :] == calls

@@ -96,7 +96,8 @@ def all_terms(
     for set_id, (recs, calls) in nets.items():
         costs = coster.cost(recs)
         terms = compose.network_terms(costs, calls, recs, coster.floor_s, data.device_config, data.mode)
-        shares = {s: float(calls[costs.mask(s)].sum() / calls.sum()) for s in set(costs.source)}
+        # sorted: a set's order follows the string hash seed, and the shares become columns of DVC outputs
+        shares = {s: float(calls[costs.mask(s)].sum() / calls.sum()) for s in sorted(set(costs.source))}
         out[set_id] = {**terms, "call_shares": shares}
     return out
 
@@ -157,7 +158,9 @@ def evaluate(
                     **{f"calls_{s}": v for s, v in tt["call_shares"].items()},
                 }
             )
-    return pd.DataFrame(rows)
+    df = pd.DataFrame(rows)
+    calls = sorted(c for c in df.columns if c.startswith("calls_"))  # a source first seen in a later row
+    return df[[c for c in df.columns if not c.startswith("calls_")] + calls]
 
 
 def error_summary(df: pd.DataFrame) -> dict[str, Any]:
