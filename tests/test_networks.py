@@ -299,12 +299,21 @@ def test_training_peak_matches_the_cpu_allocator_on_a_small_cnn():
         )
 
     x = torch.randn(4, 3, 16, 16)
+    # What oneDNN's convolution takes for itself on this CPU (its scratchpad and weight reorders go
+    # through PyTorch's allocator, so the profiler sees them; a trace on meta tensors cannot): the
+    # lone convolution's peak beyond its weights, input and output. 0 on CPUs whose kernel needs
+    # none; 64 KiB + 1.9 KiB on an AVX-512 EPYC, which made an exact comparison depend on the CPU.
+    lone = measure_cpu_peak(net()[0], (x,), {}, "inference")
+    workspace = lone["peak_bytes"] - lone["existing_bytes"] - 4 * 8 * 16 * 16 * 4
+    assert workspace >= 0
     for mode, opt in (("inference", None), ("training", "sgd"), ("training", "adam")):
         measured = measure_cpu_peak(net(), (x,), {}, mode, opt)["peak_bytes"]
         with torch.device("meta"):
             m = net()
         predicted = footprint(m, (torch.empty(4, 3, 16, 16, device="meta"),), {}, mode, opt)
-        assert predicted.peak_raw_bytes == pytest.approx(measured, rel=0.02), (mode, opt)
+        # the prediction is the measured peak, give or take 2 %, but for the library's own workspace
+        assert 0.98 * predicted.peak_raw_bytes <= measured <= 1.02 * (predicted.peak_raw_bytes + workspace), (
+            mode, opt, predicted.peak_raw_bytes, measured, workspace)
 
 
 def test_fit_against_the_device_table():
