@@ -313,7 +313,12 @@ def test_training_peak_matches_the_cpu_allocator_on_a_small_cnn():
         predicted = footprint(m, (torch.empty(4, 3, 16, 16, device="meta"),), {}, mode, opt)
         # the prediction is the measured peak, give or take 2 %, but for the library's own workspace
         assert 0.98 * predicted.peak_raw_bytes <= measured <= 1.02 * (predicted.peak_raw_bytes + workspace), (
-            mode, opt, predicted.peak_raw_bytes, measured, workspace)
+            mode,
+            opt,
+            predicted.peak_raw_bytes,
+            measured,
+            workspace,
+        )
 
 
 def test_fit_against_the_device_table():
