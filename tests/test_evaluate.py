@@ -146,3 +146,28 @@ def test_validate_sweep_reports_take_the_new_sources(evaluated):
     # the grid is not rectangular: the reference is the fastest core clock at the fastest memory clock
     assert g["reference_mem_mhz"] == 9501.0 and g["reference_core_mhz"] in {1905.0, 1920.0, 1935.0, 1950.0, 1965.0}
     assert g["grid_points"] == len(sw[(sw["workload"].str.startswith("gemm/gemm_kernel@mem"))])
+
+
+def test_inference_targets_leave_out_dropout_timed_in_train_mode(evaluated):
+    """The thesis timed efficientnet's stochastic depths (p > 0) in train mode, where they draw a mask
+    and multiply: tens of microseconds growing with the tensor. In an eval-mode network they are the
+    identity, so those rows are left out of the inference targets and counted; the p = 0 ones stay."""
+    paths, _ = evaluated
+    ev = pd.read_parquet(paths.evaluated_operations)
+    from opcost.tables import known_operations
+
+    catalog = known_operations(paths, load_params(paths.params))["spec_json"]
+    sd = ev[(ev["kind"] == "StochasticDepth") & (ev["device_config"] == "A30") & (ev["mode"] == "inference")]
+    p = sd["op_id"].map(lambda i: json.loads(catalog[i])["attrs"]["p"])
+    assert (p > 0).sum() > 0 and (p == 0).sum() > 0  # the real data holds both
+    # train-mode work: every p > 0 row took longer than every p = 0 identity
+    assert sd["t_s"][p > 0].min() > 5 * sd["t_s"][p == 0].max()
+    target = pd.read_parquet(paths.target_operations("A30-inference"))
+    kept = target[target["kind"] == "StochasticDepth"]
+    assert set(kept["op_id"]) == set(sd["op_id"][p == 0])
+    summary = json.loads(paths.evaluate_summary.read_text())
+    assert summary["excluded_rows"]["A30-inference"] == int((p > 0).sum())
+    # training targets keep theirs: stochastic depth does work in a training step
+    train = pd.read_parquet(paths.target_operations("A30-training"))
+    train_p = train.loc[train["kind"] == "StochasticDepth", "op_id"].map(lambda i: json.loads(catalog[i])["attrs"]["p"])
+    assert (train_p > 0).any() and "A30-training" not in summary["excluded_rows"]

@@ -321,3 +321,28 @@ def test_train_report_declares_eight_out_of_sample_figures_per_target(trained):
         assert set(h["time"]) == {"mape_pct", "mdape_pct", "twe_pct", "r2", "family_mape_pct"}
         assert set(h["power"]) == {"mape_pct"}
         assert sum(len(v) for v in h.values()) <= 8
+
+
+def test_noops_cost_what_the_devices_measured_noops_cost(pipeline_root):
+    """An identity launches no kernel: on the A30 the thesis timed convnext's p = 0 stochastic depths
+    at about 3 us, below the 2nd-percentile launch floor. No-ops are costed at the median of their
+    measured rows, and at the launch floor where fewer than two are measured."""
+    import pandas as pd
+
+    from opcost.model.fit import fit_model, launch_floor, noop_values, predict_rows, prepare
+
+    df = pd.read_parquet(pipeline_root.target_operations("A30-inference"))
+    data = prepare(df, "inference", "A30")
+    rows = np.arange(data.n)
+    noops = rows[data.noop]
+    measured = data.y("time")[noops]
+    assert len(noops) >= 2
+    floor, noop_t, _ = noop_values(data, rows)
+    assert floor == launch_floor(data, rows)
+    assert noop_t == float(np.median(measured)) and noop_t < floor
+    tp = TrainParams(folds=3, random_forest={"n_estimators": 5}, xgboost={"n_estimators": 5})
+    fitted = fit_model(data, "rf", "improved", "time", rows, tp)
+    assert (predict_rows(data, fitted, noops) == noop_t).all()
+    # one measured no-op is not enough to say what no-ops cost: the floor
+    one = np.concatenate([rows[~data.noop], noops[:1]])
+    assert noop_values(data, one)[1] == launch_floor(data, one)

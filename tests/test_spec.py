@@ -157,3 +157,47 @@ def test_spec_json_round_trip():
     spec = conv_spec(nn.Conv2d(3, 64, 7, 2, 3, bias=False))
     again = OpSpec.from_json(json.loads(json.dumps(spec.to_json())))
     assert again == spec and again.op_id == spec.op_id
+
+
+def test_layer_id_groups_a_layer_across_batch_and_resolution_but_not_across_widths():
+    """The grouped split's unit: one layer at other batch sizes and resolutions, never a whole kind."""
+    from opcost.ops.layers import layer_id
+
+    def lid(module, shape):
+        return layer_id(json.dumps(conv_spec(module, shape).to_json()))
+
+    relu = nn.ReLU(inplace=True)
+    # the same ReLU of a network at another resolution and batch: one layer
+    assert lid(relu, (32, 64, 56, 56)) == lid(relu, (32, 64, 28, 28)) == lid(nn.ReLU(), (8, 64, 299, 299))
+    # ReLUs over 64 and over 512 channels are different layers (else every ReLU would be one group)
+    assert lid(relu, (32, 64, 56, 56)) != lid(relu, (32, 512, 56, 56))
+    # a convolution at two resolutions: one layer; its width is in its hyper-parameters too
+    conv = nn.Conv2d(64, 128, 3)
+    assert lid(conv, (32, 64, 56, 56)) == lid(conv, (1, 64, 224, 224))
+    assert lid(conv, (32, 64, 56, 56)) != lid(nn.Conv2d(64, 128, 1), (32, 64, 56, 56))
+    # token inputs keep their embedding width, not their sequence length
+    ln = nn.LayerNorm(768)
+    assert lid(ln, (8, 128, 768)) == lid(ln, (2, 512, 768))
+    assert lid(nn.GELU(), (8, 128, 768)) != lid(nn.GELU(), (8, 128, 3072))
+
+
+def test_torchvision_is_imported_without_the_compiler():
+    """A cold extraction imports torchvision; torch._dynamo (1.1 s of it on 2 cores) stays out, and
+    roi_align's compile check still answers what the real one does, importing it when called."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from opcost.ops.tv import import_torchvision\n"
+        "tv = import_torchvision()\n"
+        "assert 'torch._dynamo' not in sys.modules, 'torch._dynamo imported'\n"
+        "assert tv.models.get_model_builder('resnet18')\n"
+        "shimmed = sys.modules['torchvision.ops.roi_align'].is_compile_supported('cpu')\n"
+        "from torch._dynamo.utils import is_compile_supported\n"
+        "assert shimmed == is_compile_supported('cpu')\n"
+        "assert sys.modules['torch._dynamo.utils'].is_compile_supported is is_compile_supported\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

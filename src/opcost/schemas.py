@@ -214,6 +214,7 @@ OPERATIONS = Table(
         Col("params", "int", min=0, doc="parameter count of the module (0 for functions)"),
         Col("is_view", "bool", doc="output is a view of an input: no data moves"),
         Col("spec_json", "str", doc="the full spec (opcost.ops.spec.OpSpec.to_json) to rebuild the op"),
+        Col("parts_json", "str", doc="kernels a composite op runs (opcost.ops.parts), JSON; [] for other ops"),
     ),
 )
 
@@ -501,7 +502,9 @@ EVALUATED_NETWORKS = Table(
 
 
 # The columns of the operations table a train target needs beside the measurements.
-TARGET_SPEC_COLUMNS = ("spec_json", "flops", "bytes_read", "bytes_written", "params", "is_view", "output_shapes")
+TARGET_SPEC_COLUMNS = (
+    "spec_json", "parts_json", "flops", "bytes_read", "bytes_written", "params", "is_view", "output_shapes",
+)  # fmt: skip
 
 
 def conform(df: pd.DataFrame, table: Table) -> pd.DataFrame:

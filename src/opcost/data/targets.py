@@ -10,6 +10,13 @@ data/evaluated/targets/<device>-<mode>/:
   power limit), with their family: what the composition layer is fitted and judged on;
 - network_ops.parquet: every op those networks call (measured or not), with calls and spec.
 
+Rows left out: in an inference target, a dropout or stochastic depth with p > 0. Eval mode makes
+it the identity, so a network never runs the work such a row timed: the thesis measured these
+layers in train mode (its efficientnet stochastic depths take 39-293 us, growing with the tensor,
+against 3 us for convnext's p = 0 identities). The models cost them at the launch floor
+(model/physics.is_noop); scoring that against a train-mode time would only measure the mismatch.
+They are counted in reports/evaluate/summary.json (`excluded_rows`).
+
 Estimated rows: a training target whose device has far fewer training than inference measurements
 (the RTX 2080 Ti: 128 vs 625 ops) gets the missing ops' forward+backward estimated from its own
 inference (forward) measurement times the forward+backward / forward ratio measured on the
@@ -19,12 +26,15 @@ that op, else the median per kind). Those rows say `estimated`; the real ones ar
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 
 from opcost.config import OP_PHASE
+from opcost.model.physics import DROPOUT_KINDS
 from opcost.ops.families import family_of
-from opcost.ops.keys import layer_id
+from opcost.ops.layers import layer_id
 from opcost.schemas import TARGET_NETWORK_OPS, TARGET_NETWORKS, TARGET_OPERATIONS, TARGET_SPEC_COLUMNS
 
 DEFAULT = ["clock_mhz", "power_limit_w"]
@@ -38,6 +48,16 @@ def op_families(occurrences: pd.DataFrame) -> dict[str, list[str]]:
     """op_id -> sorted families of the extracted networks (any mode) that call it."""
     fam = occurrences.assign(family=occurrences["model"].map(family_of))
     return {k: sorted(set(v)) for k, v in fam.groupby("op_id")["family"]}
+
+
+def train_mode_only(rows: pd.DataFrame, mode: str) -> np.ndarray:
+    """Rows of an inference target that timed work only train mode does (see module docstring)."""
+    if mode != "inference" or rows.empty:
+        return np.zeros(len(rows), bool)
+    drop_kinds = rows["kind"].isin(DROPOUT_KINDS | {"StochasticDepth"}).to_numpy()
+    p = np.array([float(json.loads(s).get("attrs", {}).get("p") or 0.0) if d else 0.0
+                  for s, d in zip(rows["spec_json"], drop_kinds)])  # fmt: skip
+    return drop_kinds & (p > 0)
 
 
 def estimated_training_rows(ops: pd.DataFrame, device: str) -> pd.DataFrame:
@@ -84,7 +104,8 @@ def estimated_training_rows(ops: pd.DataFrame, device: str) -> pd.DataFrame:
 def target_tables(
     ops: pd.DataFrame, nets: pd.DataFrame, occurrences: pd.DataFrame, catalog: pd.DataFrame
 ) -> dict[str, dict[str, pd.DataFrame]]:
-    """`<device config>-<mode>` -> {"operations", "networks", "network_ops"} tables."""
+    """`<device config>-<mode>` -> {"operations", "networks", "network_ops"} tables, and "excluded":
+    the rows left out (see module docstring)."""
     spec = catalog.set_index("op_id")[["kind", *TARGET_SPEC_COLUMNS]]
     fams = op_families(occurrences)
     layer = {i: layer_id(s) for i, s in zip(catalog["op_id"], catalog["spec_json"])}
@@ -98,11 +119,16 @@ def target_tables(
         if rows.empty:
             continue
         rows = rows.join(spec.drop(columns="kind"), on="op_id")
+        excluded = train_mode_only(rows, mode)
+        dropped, rows = rows[excluded], rows[~excluded].copy()
         rows["layer_id"] = rows["op_id"].map(layer)
         rows["families"] = [fams.get(i, []) for i in rows["op_id"]]
         rows = rows.sort_values(["op_id", "clock_mhz", "power_limit_w"], kind="stable").reset_index(drop=True)
         target = f"{device}-{mode}"
-        out[target] = {"operations": TARGET_OPERATIONS.validate(rows[TARGET_OPERATIONS.names])}
+        out[target] = {
+            "operations": TARGET_OPERATIONS.validate(rows[TARGET_OPERATIONS.names]),
+            "excluded": dropped[["op_id", "kind", "t_s"]].reset_index(drop=True),
+        }
         measured = _default(nets[(nets["device_config"] == device) & (nets["mode"] == mode)])
         occ = occurrences[(occurrences["mode"] == mode) & occurrences["set_id"].isin(measured["set_id"])]
         measured = measured[measured["set_id"].isin(occ["set_id"])].copy()  # networks extract traced

@@ -77,6 +77,7 @@ class Bundle:
     ranges: dict[str, list[float]] = field(default_factory=dict)
     # how ops without a model prediction are costed (model/costing.py)
     floor_s: float = 0.0
+    noop_s: float | None = None  # a no-op's measured time; None: the floor
     noop_power_w: float = float("nan")
     charge_ratio: float = 1.0
     median_power_w: float = float("nan")
@@ -90,6 +91,7 @@ class Bundle:
             models=self.models,
             kinds=self.kinds,
             floor_s=self.floor_s,
+            noop_s=self.noop_s,
             noop_power_w=self.noop_power_w,
             charge_ratio=self.charge_ratio,
             median_power_w=self.median_power_w,
@@ -135,6 +137,7 @@ class Bundle:
             "ranges": self.ranges,
             "costing": {
                 "floor_s": self.floor_s,
+                "noop_s": self.noop_s,
                 "noop_power_w": _num(self.noop_power_w),
                 "charge_ratio": self.charge_ratio,
                 "median_power_w": _num(self.median_power_w),
@@ -185,6 +188,7 @@ class Bundle:
                 bundle_hash=str(meta["bundle_hash"]),
                 ranges={str(k): [float(v[0]), float(v[1])] for k, v in meta.get("ranges", {}).items()},
                 floor_s=float(meta["costing"]["floor_s"]),
+                noop_s=None if meta["costing"].get("noop_s") is None else float(meta["costing"]["noop_s"]),
                 noop_power_w=_nan(meta["costing"]["noop_power_w"]),
                 charge_ratio=float(meta["costing"]["charge_ratio"]),
                 median_power_w=_nan(meta["costing"]["median_power_w"]),

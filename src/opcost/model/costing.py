@@ -4,8 +4,13 @@ Sources, in order of preference:
 - `measured`: the op was measured on this device config and mode (at its default clock): the
   measurement itself, not a model's guess of it;
 - `estimated`: a forward+backward row estimated from an inference measurement (data/targets.py);
-- `floor`: a no-op (view, identity, eval-mode dropout) costs the device's launch floor;
+- `floor`: a no-op (view, identity, eval-mode dropout) costs what the device's measured no-ops
+  cost (else its launch floor);
 - `predicted`: the per-op time and power models;
+- `decomposed`: a composite (attention) no measurement or model covers, costed as the kernels it
+  runs (ops/parts.py), each by these same rules: matrix products as the linear layer of the same
+  GEMM, softmax, copies and masks by their category. Each kernel's isolated cost carries one launch
+  floor; a composite keeps one, as a measured op would: floor + sum of (kernel - floor)+;
 - `proxy`: a kind the models never saw, predicted as the known kind of its category (physics.py);
 - `charged`: nothing stands in: the op's roofline time times the device's median measured
   efficiency (measured time over roofline time), scaled again by the composition layer.
@@ -15,15 +20,43 @@ A prediction is then never a partial sum presented as a total.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from opcost.model.features import OpRecord
 from opcost.model.physics import is_noop, proxy_kind, roofline_s
 
-SOURCES = ("measured", "estimated", "floor", "predicted", "proxy", "charged")
+SOURCES = ("measured", "estimated", "floor", "predicted", "decomposed", "proxy", "charged")
+GEMM_PARTS = frozenset({"mm", "addmm", "bmm", "baddbmm"})
+
+
+def part_record(owner: OpRecord, index: int, part: dict[str, Any]) -> OpRecord:
+    """A kernel of a composite as a record the models can cost. A matrix product [.., M, K] x [K, N]
+    is the linear layer of that GEMM (in_features K, out_features N, on an [.., M, K] input): the
+    measured kind that does the same work; any other kernel keeps its kind (softmax, add, contiguous,
+    ...), which the op categories map to a measured one."""
+    out = [list(s) for s in part["output_shapes"]]
+    metrics = {
+        "flops": int(part["flops"]),
+        "bytes_read": int(part["bytes_read"]),
+        "bytes_written": int(part["bytes_written"]),
+        "params": 0,
+        "is_view": False,
+        "output_shapes": out,
+    }
+    shapes = [tuple(int(d) for d in s) for s in part["input_shapes"]]
+    op_id = f"{owner.op_id}/{index}"
+    if part["op"] in GEMM_PARTS and out:
+        a = shapes[1] if part["op"] in ("addmm", "baddbmm") else shapes[0]
+        k, n = int(a[-1]), int(out[0][-1])
+        hp = {"in_features": k, "out_features": n, "bias": part["op"] in ("addmm", "baddbmm")}
+        x = (*out[0][:-1], k)
+        return OpRecord(op_id, "Linear", hp, x, math.prod(x), {**metrics, "params": k * n})
+    first = shapes[0] if shapes else tuple(out[0]) if out else ()
+    return OpRecord(op_id, str(part["kind"]), {}, first, sum(math.prod(s) for s in shapes), metrics)
 
 
 @dataclass
@@ -50,6 +83,7 @@ class OpCoster:
     charge_ratio: float  # median measured time / roofline time over the measured non-no-op rows
     median_power_w: float
     lookup: dict[str, tuple[float, float, bool]] = field(default_factory=dict)  # op_id -> (t, p, estimated)
+    noop_s: float | None = None  # a no-op's time; None: the launch floor
 
     def cost(self, records: Sequence[OpRecord], clock_mhz: float | None = None, use_lookup: bool = True) -> Costs:
         n = len(records)
@@ -66,11 +100,14 @@ class OpCoster:
                 t[i], p[i] = hit[0], hit[1]
                 source[i] = "estimated" if hit[2] else "measured"
             elif is_noop(r.kind, r.hp, r.metrics, self.mode):
-                t[i], p[i], source[i] = self.floor_s, self.noop_power_w, "floor"
+                t[i], p[i], source[i] = self.floor_s if self.noop_s is None else self.noop_s, self.noop_power_w, "floor"
             elif r.kind in known:
                 source[i] = "predicted"
                 to_model.append(i)
                 model_records.append(r)
+            elif r.metrics.get("parts"):
+                source[i] = "decomposed"
+                proxy[i] = f"{len(r.metrics['parts'])} kernels"
             elif (k := proxy_kind(r.kind, known)) is not None:
                 source[i], proxy[i] = "proxy", k
                 to_model.append(i)
@@ -85,4 +122,23 @@ class OpCoster:
             t[idx] = self.models["time"].predict(items)
             if "power" in self.models:
                 p[idx] = self.models["power"].predict(items)
+        composite = [i for i, s in enumerate(source) if s == "decomposed"]
+        if composite:
+            t[composite], p[composite] = self._sum_of_parts([records[i] for i in composite], clock_mhz)
         return Costs(t, p, source, proxy)
+
+    def _sum_of_parts(self, records: Sequence[OpRecord], clock_mhz: float | None) -> tuple[np.ndarray, np.ndarray]:
+        """Time (floor + sum of (kernel - floor)+) and time-weighted power of composites from their kernels."""
+        parts = [(j, part_record(r, k, p)) for j, r in enumerate(records) for k, p in enumerate(r.metrics["parts"])]
+        costs = self.cost([pr for _, pr in parts], clock_mhz, use_lookup=False)
+        owner = np.array([j for j, _ in parts])
+        excess = np.clip(costs.t_s - self.floor_s, 0.0, None)
+        t = self.floor_s + np.bincount(owner, weights=excess, minlength=len(records))
+        pt = np.nan_to_num(costs.p_w, nan=0.0) * costs.t_s
+        with np.errstate(invalid="ignore", divide="ignore"):
+            p = np.bincount(owner, weights=pt, minlength=len(records)) / np.bincount(
+                owner, weights=costs.t_s, minlength=len(records)
+            )
+        if not np.isfinite(costs.p_w).all():
+            p = np.full(len(records), np.nan)
+        return t, p

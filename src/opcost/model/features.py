@@ -200,8 +200,10 @@ class Encoding:
 
 
 def metrics_of(catalog_row: "pd.Series | dict[str, Any]") -> dict[str, Any]:
-    """Paper costs of an op from a row of an operations table."""
+    """Paper costs of an op from a row of an operations table, and the kernels of a composite
+    (`parts`, ops/parts.py: what costing sums where nothing covers the composite)."""
     r = catalog_row
+    parts = r.get("parts_json") if hasattr(r, "get") else None
     return {
         "flops": int(r["flops"]),
         "bytes_read": int(r["bytes_read"]),
@@ -209,6 +211,7 @@ def metrics_of(catalog_row: "pd.Series | dict[str, Any]") -> dict[str, Any]:
         "params": int(r["params"]),
         "is_view": bool(r["is_view"]),
         "output_shapes": [list(s) for s in r["output_shapes"]],
+        "parts": json.loads(parts) if isinstance(parts, str) and parts else [],
     }
 
 

@@ -12,7 +12,9 @@ Scores: R^2, MAPE, median absolute percentage error and the time-weighted error 
 time; for power, weighted by each op's time, i.e. how far energy would be off), over the pooled
 out-of-fold predictions. The launch floor is the 2nd percentile of the training rows' measured
 times (the fastest calls are launch- and synchronisation-bound). No-ops (views, identities,
-eval-mode dropout) are never given to a tree: they cost the floor. The improved time target is
+eval-mode dropout) are never given to a tree: they cost what the device's measured no-ops cost (the
+median of those rows, where at least two are measured: an identity launches no kernel, so it sits
+below the launch floor), else the floor. The improved time target is
 log(t / (roofline + floor)), so ops too small to leave the floor are anchored there. The champion per quantity
 is chosen on the grouped split (time: lowest time-weighted error, which is what network sums feel;
 power: lowest MAPE) and refitted on every row. Nothing here reads files or talks to MLflow.
@@ -156,13 +158,22 @@ def launch_floor(data: TargetData, rows: np.ndarray) -> float:
     return float(np.percentile(data.y("time")[rows], FLOOR_PERCENTILE))
 
 
-def noop_values(data: TargetData, rows: np.ndarray) -> tuple[float, float]:
-    """(launch floor [s], power of a no-op [W]) from `rows`: the median power of their no-ops, else
-    of all rows."""
+MIN_MEASURED_NOOPS = 2
+
+
+def noop_values(data: TargetData, rows: np.ndarray) -> tuple[float, float, float]:
+    """(launch floor [s], time of a no-op [s], power of a no-op [W]) from `rows`: a no-op's time is the
+    median of their measured no-ops (at least MIN_MEASURED_NOOPS), else the floor; its power the
+    median power of their no-ops (at least 3), else of all rows."""
+    floor = launch_floor(data, rows)
+    noops = rows[data.noop[rows]]
+    t = data.y("time")[noops]
+    t = t[np.isfinite(t)]
+    noop_t = float(np.median(t)) if len(t) >= MIN_MEASURED_NOOPS else floor
     p = data.y("power")[rows]
-    nz = data.y("power")[rows[data.noop[rows]]]
+    nz = data.y("power")[noops]
     src = nz if np.isfinite(nz).sum() >= 3 else p
-    return launch_floor(data, rows), float(np.nanmedian(src)) if np.isfinite(src).any() else float("nan")
+    return floor, noop_t, float(np.nanmedian(src)) if np.isfinite(src).any() else float("nan")
 
 
 def _ok(data: TargetData, quantity: str) -> np.ndarray:
@@ -182,6 +193,7 @@ class Fitted:
     quantity: str
     rows: np.ndarray  # the rows it learned from (no no-ops)
     floor: float
+    noop_time: float
     noop_power: float
 
     def encoding(self, data: TargetData) -> Encoding:
@@ -190,7 +202,7 @@ class Fitted:
 
 def fit_model(data: TargetData, alg: str, fs: str, quantity: str, rows: np.ndarray, tp: TrainParams) -> Fitted:
     """The estimator fitted on `rows` (no-ops and rows without the quantity left out)."""
-    floor, noop_power = noop_values(data, rows)
+    floor, noop_time, noop_power = noop_values(data, rows)
     fit_rows = rows[~data.noop[rows] & _ok(data, quantity)[rows]]
     y = data.y(quantity)[fit_rows]
     tr = transform_of(quantity, fs)
@@ -201,7 +213,7 @@ def fit_model(data: TargetData, alg: str, fs: str, quantity: str, rows: np.ndarr
     else:
         target = np.log(y) - offsets(data, fit_rows, floor)
     est = estimator(alg, tp, tp.seed).fit(data.X[fs][fit_rows], target)
-    return Fitted(est, fs, quantity, fit_rows, floor, noop_power)
+    return Fitted(est, fs, quantity, fit_rows, floor, noop_time, noop_power)
 
 
 def predict_rows(data: TargetData, fitted: Fitted, rows: np.ndarray) -> np.ndarray:
@@ -211,7 +223,7 @@ def predict_rows(data: TargetData, fitted: Fitted, rows: np.ndarray) -> np.ndarr
         raw = np.exp(raw)
     elif tr == "log_roofline":
         raw = np.exp(raw + offsets(data, rows, fitted.floor))
-    return np.where(data.noop[rows], fitted.floor if fitted.quantity == "time" else fitted.noop_power, raw)
+    return np.where(data.noop[rows], fitted.noop_time if fitted.quantity == "time" else fitted.noop_power, raw)
 
 
 def scores(y: np.ndarray, p: np.ndarray, w: np.ndarray | None = None) -> dict[str, float]:

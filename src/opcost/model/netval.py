@@ -42,8 +42,8 @@ class LibraryModel:
 
 
 def coster_params(data: TargetData, rows: np.ndarray) -> dict[str, Any]:
-    """Floor, no-op power, charge ratio, median power and the measured look-up of `rows`."""
-    floor, noop_p = noop_values(data, rows)
+    """Floor, no-op time and power, charge ratio, median power and the measured look-up of `rows`."""
+    floor, noop_t, noop_p = noop_values(data, rows)
     t, p = data.y("time")[rows], data.y("power")[rows]
     work = rows[~data.noop[rows]]
     ratio = float(np.median(data.y("time")[work] / data.roofline[work])) if len(work) else 1.0
@@ -58,6 +58,7 @@ def coster_params(data: TargetData, rows: np.ndarray) -> dict[str, Any]:
     median_p = float(np.nanmedian(p)) if np.isfinite(p).any() else float("nan")
     return {
         "floor_s": floor,
+        "noop_s": noop_t,
         "noop_power_w": noop_p,
         "charge_ratio": ratio,
         "median_power_w": median_p,

@@ -95,12 +95,14 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "elementwise": ("ReLU", "add", "mul", "GELU", "SiLU", "ReLU6", "Hardswish", "Hardsigmoid", "Sigmoid", "Tanh",
                     "StochasticDepth", "Dropout", "sub", "div", "add_", "mul_", "iadd", "imul", "gelu", "relu",
                     "silu", "sigmoid", "softmax", "Softmax", "log_softmax", "neg", "pow", "sqrt", "rsqrt", "exp",
-                    "tanh", "clamp", "where", "masked_fill", "LeakyReLU", "ELU", "Mish", "hardswish", "hardsigmoid"),
+                    "tanh", "clamp", "where", "masked_fill", "LeakyReLU", "ELU", "Mish", "hardswish", "hardsigmoid",
+                    "eq", "ne", "lt", "gt", "le", "ge", "logical_not", "logical_and", "log", "maximum", "minimum"),
     "pool": ("AdaptiveAvgPool2d", "AvgPool2d", "MaxPool2d", "adaptive_avg_pool2d", "avg_pool2d", "max_pool2d",
              "AdaptiveMaxPool2d", "AdaptiveAvgPool1d", "mean", "sum", "amax"),
     "data": ("cat", "permute", "transpose", "flatten", "Flatten", "reshape", "view", "contiguous", "getitem",
              "stack", "roll", "pad", "chunk", "split", "unbind", "expand", "repeat", "narrow", "select",
-             "Permute", "ChannelShuffle", "channel_shuffle", "interpolate", "Upsample"),
+             "Permute", "ChannelShuffle", "channel_shuffle", "interpolate", "Upsample", "clone", "fill", "index",
+             "scalar_tensor"),
 }  # fmt: skip
 _CATEGORY_OF = {k: c for c, kinds in CATEGORIES.items() for k in kinds}
 # Where a category has no kind the models know, the next one to try (data movement is bytes-bound
@@ -113,12 +115,16 @@ def category_of(kind: str) -> str | None:
 
 
 def proxy_kind(kind: str, known: tuple[str, ...] | set[str]) -> str | None:
-    """The kind the models know that stands in for `kind`: same category first, then its fallback."""
+    """The kind the models know that stands in for `kind`: same category first, then its fallback.
+    A matrix product that is not a convolution (matmul, bmm, attention) is first a linear layer."""
     cat = category_of(kind)
     for c in (cat, _FALLBACK.get(cat or "")):
         if c is None:
             continue
-        for k in CATEGORIES[c]:
+        order = CATEGORIES[c]
+        if c == "gemm" and not kind.lower().startswith("conv"):
+            order = ("Linear", *order)
+        for k in order:
             if k in known:
                 return k
     return None

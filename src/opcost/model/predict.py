@@ -618,7 +618,9 @@ def _extract_network(spec: NetSpec, mode: str) -> Network:
         raise OpcostError(f"unknown mode {mode!r}; valid modes: {', '.join(MODES)}")
     cat = extract_nets([(spec, mode)], show_progress=False)
     res = cat.results[0]
-    records = {i: op_record(s, cat.metrics[i].as_dict()) for i, s in cat.built.items()}
+    records = {
+        i: op_record(s, {**cat.metrics[i].as_dict(), "parts": cat.parts.get(i, [])}) for i, s in cat.built.items()
+    }
     traced = res.traced
     memory = network_memory(traced.loaded.module, traced.args, traced.kwargs, mode)
     missing = [{"kind": k, **v} for k, v in cat.missing(res).items()]

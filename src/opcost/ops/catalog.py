@@ -28,6 +28,7 @@ from opcost.ops.features import OpMetrics, op_metrics
 from opcost.ops.hparams import hyperparameters, typed_hp_columns
 from opcost.ops.models import check_model_name
 from opcost.ops.netspec import NetSpec, TracedNetwork, trace_network
+from opcost.ops.parts import op_parts, parts_json
 from opcost.ops.spec import OpSpec, canonical_json
 from opcost.progress import progress_bar
 from opcost.schemas import OCCURRENCES, OPERATIONS
@@ -65,6 +66,7 @@ class SetResult:
 class Catalog:
     specs: dict[str, OpSpec] = field(default_factory=dict)
     metrics: dict[str, OpMetrics] = field(default_factory=dict)
+    parts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # op_id -> kernels of a composite
     results: list[SetResult] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)  # op_id -> why it cannot be rebuilt
 
@@ -76,6 +78,7 @@ class Catalog:
                 self.specs[op_id] = call.spec
                 try:
                     self.metrics[op_id] = op_metrics(call.spec)
+                    self.parts[op_id] = op_parts(call.spec)
                 except Exception as exc:  # noqa: BLE001 - any failure to rebuild is reported, not raised
                     self.failed[op_id] = one_line(exc)[:200]
             res.calls[op_id] += 1
@@ -157,12 +160,18 @@ def extract_nets(jobs: Sequence[tuple[ModelInputSet | NetSpec, str]], show_progr
 
 
 def operations_frame(catalog: Catalog) -> pd.DataFrame:
-    return operations_table(catalog.built, catalog.metrics)
+    return operations_table(catalog.built, catalog.metrics, catalog.parts)
 
 
-def operations_table(specs: dict[str, OpSpec], metrics: dict[str, OpMetrics] | None = None) -> pd.DataFrame:
-    """The operations table (schemas.OPERATIONS) of `specs` by op_id; paper costs computed if not given."""
+def operations_table(
+    specs: dict[str, OpSpec],
+    metrics: dict[str, OpMetrics] | None = None,
+    parts: dict[str, list[dict[str, Any]]] | None = None,
+) -> pd.DataFrame:
+    """The operations table (schemas.OPERATIONS) of `specs` by op_id; paper costs and the kernels of
+    composites computed where not given."""
     metrics = metrics if metrics is not None else {i: op_metrics(s) for i, s in specs.items()}
+    parts = parts if parts is not None else {i: op_parts(s) for i, s in specs.items()}
     ids = sorted(specs)
     rows = []
     for op_id in ids:
@@ -183,13 +192,14 @@ def operations_table(specs: dict[str, OpSpec], metrics: dict[str, OpMetrics] | N
                 "params": m.params,
                 "is_view": m.is_view,
                 "spec_json": canonical_json(spec.to_json()),
+                "parts_json": parts_json(parts.get(op_id, [])),
             }
         )
     base = pd.DataFrame(rows, columns=OPERATIONS.names)
     for col, dtype in (("flops", "int64"), ("bytes_read", "int64"), ("bytes_written", "int64"), ("params", "int64")):
         base[col] = base[col].astype(dtype)
     base["is_view"] = base["is_view"].astype(bool)
-    for col in ("op_id", "kind", "category", "target", "dtype", "spec_json"):
+    for col in ("op_id", "kind", "category", "target", "dtype", "spec_json", "parts_json"):
         base[col] = base[col].astype("string")
     hp = typed_hp_columns([hyperparameters(specs[i]) for i in ids])
     return OPERATIONS.validate(pd.concat([base, hp], axis=1))

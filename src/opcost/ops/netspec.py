@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from opcost.errors import OpcostError
+from opcost.ops.tv import import_torchvision
 
 INT_DTYPES = ("int64", "int32", "int16", "int8", "uint8", "bool")
 FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
@@ -256,7 +257,7 @@ class LoadedModel:
 
 def torchvision_families() -> dict[str, str]:
     """Every name of `torchvision.models.list_models()` -> the family (submodule) it belongs to."""
-    import torchvision.models as tvm
+    tvm = import_torchvision().models
 
     fam = {n: "classification" for n in tvm.list_models(module=tvm)}
     for f in TV_FAMILIES[1:]:
@@ -288,8 +289,7 @@ def _builder(net: NetSpec) -> tuple[Any, dict[str, Any], str]:
     if kind == "torchvision":
         import inspect
 
-        import torchvision.models as tvm
-
+        tvm = import_torchvision().models
         fam = torchvision_families().get(net.model)
         if fam is None:
             raise _unknown_model(net.model)

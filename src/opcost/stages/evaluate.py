@@ -109,6 +109,8 @@ def run(paths: Paths, params: Params) -> dict[str, Any]:
         "network_rows": len(nets),
         "sweep_rows": len(sweeps),
         "target_rows": {t: len(tb["operations"]) for t, tb in targets.items()},
+        # inference rows of dropout / stochastic depth with p > 0, timed in train mode (data/targets.py)
+        "excluded_rows": {t: len(tb["excluded"]) for t, tb in targets.items() if len(tb["excluded"])},
         "mean_flops_share": coverage.get("mean_flops_share"),
         "min_flops_share": coverage.get("min_flops_share"),
     }

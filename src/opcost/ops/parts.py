@@ -1,0 +1,124 @@
+"""The kernels a composite op runs: what costing sums where nothing measured or modelled the composite.
+
+Multi-head attention and Swin's shifted-window attention are extracted as one op each
+(ops/extract.py `COMPOSITE_MODULES`): that is the unit a network calls and a profiler measures. No
+reference data measured them, and no measured kind costs like them (a proxy convolution with the
+attention's FLOPs put swin_t's training step 43 % low). So each composite also carries its *parts*:
+the composite rebuilt from its spec on meta tensors and run once, eval mode, under a
+`TorchDispatchMode` that records every ATen call that launches work (not views, not allocations):
+the matrix products, the softmax, and the elementwise and copy kernels of window partition, roll,
+padding and masks. Each part has its FLOPs (torch.utils.flop_counter's formulas for the same ATen
+op), the bytes it reads and writes (every tensor argument read once, every output written once) and
+its shapes. Parts are plain JSON-able dicts, stored in the operations table (`parts_json`) and in the
+network cache, so costing them needs no torch (model/costing.py turns them into records).
+
+The trace is the meta device's path: fused kernels a GPU may pick instead (fused attention for
+`need_weights=False`) are costed as their unfused math, a conservative bound.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+from torch.utils.flop_counter import flop_registry
+
+from opcost.ops.spec import CATEGORY_MODULE, OpSpec, build, canonical_json
+
+COMPOSITE_KINDS = frozenset({"MultiheadAttention", "ShiftedWindowAttention", "ShiftedWindowAttentionV2"})
+GEMM_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm"})
+# ATen calls that launch nothing worth a part: views and aliases (no data moves), allocations
+# without a fill (empty*), metadata.
+_NO_WORK = frozenset({"_unsafe_view", "alias", "detach", "lift_fresh", "empty", "empty_like", "empty_strided",
+                      "new_empty", "new_empty_strided", "sym_size", "sym_stride", "sym_numel", "is_same_size",
+                      "_local_scalar_dense", "set_"})  # fmt: skip
+# ATen names as the kinds the op categories know (model/physics.CATEGORIES).
+_KIND = {
+    "native_layer_norm": "layer_norm",
+    "constant_pad_nd": "pad",
+    "to_copy": "contiguous",
+    "clone": "contiguous",
+    "copy": "contiguous",
+    "index": "getitem",
+    "index_select": "getitem",
+    "safe_softmax": "softmax",
+    "linalg_vector_norm": "sum",
+    "zero": "fill",
+    "zeros": "fill",
+    "new_zeros": "fill",
+    "zeros_like": "fill",
+    "full": "fill",
+    "new_full": "fill",
+    "masked_fill": "masked_fill",
+    "clamp_min": "clamp",
+    "clamp_max": "clamp",
+}
+
+
+def part_kind(aten_name: str) -> str:
+    """`_softmax` -> softmax, `add_` -> add, `native_layer_norm` -> layer_norm, `bmm` -> bmm."""
+    name = aten_name.strip("_")
+    return _KIND.get(name, name)
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+class _PartRecorder(TorchDispatchMode):
+    """Every ATen call that does work, with its FLOPs, bytes and shapes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: list[dict[str, Any]] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        name = func._overloadpacket.__name__
+        if getattr(func, "is_view", False) or name in _NO_WORK:
+            return out
+        outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        if not outputs:
+            return out
+        seen: set[int] = set()
+        inputs = []
+        for t in tree_flatten((args, kwargs))[0]:
+            if isinstance(t, torch.Tensor) and id(t) not in seen:
+                seen.add(id(t))
+                inputs.append(t)
+        formula = flop_registry.get(func._overloadpacket)
+        flops = int(formula(*args, **kwargs, out_val=out)) if formula is not None else 0
+        self.parts.append(
+            {
+                "op": name,
+                "kind": part_kind(name),
+                "input_shapes": [list(t.shape) for t in inputs],
+                "output_shapes": [list(t.shape) for t in outputs],
+                "flops": flops,
+                "bytes_read": sum(_nbytes(t) for t in inputs),
+                "bytes_written": sum(_nbytes(t) for t in outputs),
+            }
+        )
+        return out
+
+
+def op_parts(spec: OpSpec) -> list[dict[str, Any]]:
+    """The kernels of a composite op (see module docstring); [] for any other op."""
+    if spec.kind not in COMPOSITE_KINDS or spec.category != CATEGORY_MODULE:
+        return []
+    runnable = build(spec, "meta")
+    runnable.fn.eval()
+    recorder = _PartRecorder()
+    # no_grad, not inference_mode: under inference_mode composite ATen ops (linear, matmul, dropout)
+    # reach the mode whole, without the kernels they decompose into and without FLOP formulas
+    with torch.no_grad(), recorder:
+        runnable()
+    return recorder.parts
+
+
+def parts_json(parts: list[dict[str, Any]]) -> str:
+    """The operations table's `parts_json` cell."""
+    return canonical_json(parts)
