@@ -169,6 +169,13 @@ def test_validate_stage_writes_the_report(trained):
     assert "validate/sweep_optima.csv" in index and "A30-inference" in index
     detail = json.loads(paths.validate_detail.read_text())
     assert detail["summed_vs_measured"]["A30-inference"]["networks"] == 1
+    # the headline table gives the median and the time-weighted error beside the MAPE
+    s = detail["summed_vs_measured"]["A30-inference"]
+    row = next(r for r in index.splitlines() if r.startswith("| sum of measured ops | A30-inference |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[3:6] == [f"{s['time_mape_pct']:.1f}", f"{s['time_mdape_pct']:.1f}", f"{s['time_weighted_pct']:.1f}"]
+    assert s["time_mdape_pct"] == pytest.approx(s["time_mape_pct"])  # one network: mean = median = weighted
+    assert s["time_weighted_pct"] == pytest.approx(s["time_mape_pct"])
     headline = json.loads(paths.validate_metrics.read_text())  # what `dvc metrics show` lists: few columns
     assert set(headline["summed_vs_measured"]["A30-inference"]) == {"time_mape_pct", "energy_mape_pct"}
     assert leaves(headline) <= 40 < leaves(detail)

@@ -107,12 +107,17 @@ def predicted_vs_measured(nets: pd.DataFrame, predictor: Any) -> pd.DataFrame:
 
 
 def error_summary(df: pd.DataFrame) -> dict[str, Any]:
-    """MAPE of time and energy per device config and mode (in %), with counts."""
+    """MAPE of time and energy per device config and mode (in %), with counts; for time also the median
+    absolute percentage error and the time-weighted error (sum |error| / sum measured time), which a
+    few small networks cannot dominate."""
     out: dict[str, Any] = {}
     for (dev, mode), g in df.groupby(["device_config", "mode"]):
+        ae = g["t_error"].abs()
         out[f"{dev}-{mode}"] = {
             "networks": int(len(g)),
-            "time_mape_pct": float(100 * g["t_error"].abs().mean()),
+            "time_mape_pct": float(100 * ae.mean()),
+            "time_mdape_pct": float(100 * ae.median()),
+            "time_weighted_pct": float(100 * (ae * g["measured_t_s"]).sum() / g["measured_t_s"].sum()),
             "energy_mape_pct": float(100 * g["e_error"].abs().mean()) if g["e_error"].notna().any() else None,
         }
     return out
