@@ -11,7 +11,6 @@ from torch import nn
 
 from opcost.errors import OpcostError
 from opcost.ops.spec import meta_parameters
-from opcost.ops.tv import import_torchvision
 
 # Networks whose stem expects a larger default image than 224x224.
 _DEFAULT_SIDE = {"inception_v3": 299}
@@ -20,7 +19,7 @@ _DEFAULT_SIDE = {"inception_v3": 299}
 @lru_cache(maxsize=1)
 def classification_models() -> tuple[str, ...]:
     """Every classification model torchvision ships (`list_models(module=torchvision.models)`)."""
-    torchvision = import_torchvision()
+    import torchvision
 
     return tuple(torchvision.models.list_models(module=torchvision.models))
 
@@ -42,7 +41,7 @@ def default_input_shape(name: str, batch: int = 2) -> tuple[int, int, int, int]:
 
 def meta_model(name: str, dtype: str = "float32") -> nn.Module:
     """The model with random (meta) weights: built in milliseconds, whatever its size."""
-    torchvision = import_torchvision()
+    import torchvision
 
     check_model_name(name)
     with warnings.catch_warnings():

@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from opcost.errors import OpcostError
-from opcost.ops.tv import import_torchvision
 
 INT_DTYPES = ("int64", "int32", "int16", "int8", "uint8", "bool")
 FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
@@ -257,7 +256,7 @@ class LoadedModel:
 
 def torchvision_families() -> dict[str, str]:
     """Every name of `torchvision.models.list_models()` -> the family (submodule) it belongs to."""
-    tvm = import_torchvision().models
+    import torchvision.models as tvm
 
     fam = {n: "classification" for n in tvm.list_models(module=tvm)}
     for f in TV_FAMILIES[1:]:
@@ -289,7 +288,8 @@ def _builder(net: NetSpec) -> tuple[Any, dict[str, Any], str]:
     if kind == "torchvision":
         import inspect
 
-        tvm = import_torchvision().models
+        import torchvision.models as tvm
+
         fam = torchvision_families().get(net.model)
         if fam is None:
             raise _unknown_model(net.model)

@@ -30,13 +30,12 @@ from opcost.ops.spec import (
     module_attrs,
     target_of_class,
 )
-from opcost.ops.tv import import_torchvision
 
 
 @lru_cache(maxsize=1)
 def module_classes() -> dict[str, type]:
     """Module classes by name: torch.nn first, then torchvision.ops, then torchvision.models."""
-    torchvision = import_torchvision()
+    import torchvision
 
     found: dict[str, type] = {}
 
