@@ -108,3 +108,76 @@ def test_an_uncovered_composite_costs_floor_plus_its_kernels_above_the_floor(com
     assert measured.cost([rec]).source == ["measured"] and measured.cost([rec]).t_s[0] == 1e-3
     knows = OpCoster("inference", "A30", {"time": _ByBytes()}, ("MultiheadAttention",), floor, 100.0, 1.0, 100.0)
     assert knows.cost([rec]).source == ["predicted"]
+
+
+@pytest.fixture(scope="module")
+def gpt2_ops():
+    """A two-layer GPT-2 built from its config (no weights, no download), on 2 x 64 token ids, SDPA path."""
+    pytest.importorskip("transformers")
+    net = NetSpec.make("hf:gpt2", ["int64:2,64"], {"n_layer": 2, "attn_implementation": "sdpa"})
+    cat = extract_nets([(net, "inference")], show_progress=False)
+    return {op_id: (s, cat.metrics[op_id], cat.parts[op_id]) for op_id, s in cat.built.items()}
+
+
+def test_kinds_no_category_knows_and_sdpa_carry_their_kernels(gpt2_ops):
+    by_kind = {}
+    for s, m, p in gpt2_ops.values():
+        by_kind.setdefault(s.kind, []).append((s, m, p))
+    # Hugging Face's Conv1D is a linear layer with its weight transposed: one addmm of the same FLOPs
+    for _, m, parts in by_kind["Conv1D"]:
+        assert [p["op"] for p in parts] == ["addmm"] and parts[0]["flops"] == m.flops > 0
+    # the tanh GELU is elementwise kernels only, no FLOP formula among them
+    (gelu,) = by_kind["NewGELUActivation"]
+    assert len(gelu[2]) >= 5 and {p["kind"] for p in gelu[2]} <= {"mul", "add", "pow", "tanh"}
+    # scaled_dot_product_attention: its matrix products carry all of its FLOPs
+    for _, m, parts in by_kind["scaled_dot_product_attention"]:
+        assert sum(p["flops"] for p in parts) == m.flops > 0 and "softmax" in {p["kind"] for p in parts}
+    # kinds the op categories know keep no parts (LayerNorm, the residual add, dropout)
+    assert all(not p for k in ("LayerNorm", "add", "Dropout") for _, _, p in by_kind.get(k, []))
+
+
+def test_a_conv1d_is_costed_as_the_linear_layer_it_is(gpt2_ops):
+    floor = 2e-5
+    coster = OpCoster("inference", "A30", {"time": _ByBytes()}, ("Linear", "ReLU"), floor, 100.0, 1.0, 100.0)
+    for s, m, parts in gpt2_ops.values():
+        if s.kind != "Conv1D":
+            continue
+        rec = op_record(s, {**m.as_dict(), "parts": parts})
+        costs = coster.cost([rec])
+        assert costs.source == ["decomposed"]
+        (part,) = parts
+        linear = part_record(rec, 0, part)
+        k, n = linear.hp["in_features"], linear.hp["out_features"]
+        assert (linear.kind, linear.input_shape, part["flops"]) == ("Linear", (128, k), 2 * 128 * k * n)
+        byt = (part["bytes_read"] + part["bytes_written"]) / 1e11 + 1e-5
+        assert costs.t_s[0] == pytest.approx(floor + max(byt - floor, 0.0), rel=1e-12)
+
+
+def test_an_op_nothing_covers_is_charged_above_the_floor_and_counts_in_the_total():
+    """Charged ops sit in the composition's sum like every op: never left out of a total."""
+    from opcost.model.compose import Composition, network_terms
+    from opcost.model.netval import charge_ratio
+    from opcost.model.physics import roofline_s
+
+    # the charge ratio: cost above the floor per roofline second, over ops big enough to leave the floor
+    t = np.array([1e-5, 3e-3, 5e-3, 9e-3, 2e-5])
+    roof = np.array([1e-7, 1e-3, 2e-3, 4e-3, 1e-6])
+    assert charge_ratio(t, roof, 1e-5) == pytest.approx(np.median((t[1:4] - 1e-5) / roof[1:4]))
+    rec = op_record_like("Mystery", flops=2 * 10**9, bytes_moved=4 * 10**6)
+    floor = 1e-5
+    coster = OpCoster("inference", "A30", {"time": _ByBytes()}, ("Linear",), floor, 100.0, 3.0, 150.0)
+    costs = coster.cost([rec])
+    assert costs.source == ["charged"]
+    assert costs.t_s[0] == pytest.approx(floor + 3.0 * roofline_s("Mystery", rec.metrics, "A30"), rel=1e-12)
+    terms = network_terms(costs, np.array([4.0]), [rec], floor, "A30", "inference")
+    assert terms["sum"] == pytest.approx(4 * (costs.t_s[0] - floor), rel=1e-12)
+    comp = Composition("inference", time_coef={"sum": 0.5, "calls_floor": 1.0, "params_bw": 0.0, "const": 0.0})
+    assert comp.time(terms) == pytest.approx(0.5 * terms["sum"] + 4 * floor, rel=1e-12)
+
+
+def op_record_like(kind: str, flops: int, bytes_moved: int):
+    from opcost.model.features import OpRecord
+
+    metrics = {"flops": flops, "bytes_read": bytes_moved, "bytes_written": 0, "params": 0, "is_view": False,
+               "output_shapes": [[1000]], "parts": []}  # fmt: skip
+    return OpRecord("mystery", kind, {}, (1000,), 1000, metrics)

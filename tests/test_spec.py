@@ -179,4 +179,3 @@ def test_layer_id_groups_a_layer_across_batch_and_resolution_but_not_across_widt
     ln = nn.LayerNorm(768)
     assert lid(ln, (8, 128, 768)) == lid(ln, (2, 512, 768))
     assert lid(nn.GELU(), (8, 128, 768)) != lid(nn.GELU(), (8, 128, 3072))
-

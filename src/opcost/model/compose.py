@@ -5,15 +5,19 @@ launch floor), ops no model covers still take time, and a training step adds a l
 optimizer step that no op measurement holds. Per device config and mode, fitted on its measured
 networks by non-negative least squares on relative error:
 
-    time   = a * S + b * N x floor + f * U + o * P + c
+    time   = a * S + b * N x floor + o * P + c
     energy = a_e * S_e + k * time
 
-S = sum over costed ops of calls x (t - floor)+, N = calls, U = sum over charged ops of calls x t,
-P = parameter bytes / memory bandwidth (training: the optimizer reads and writes every parameter;
-zero in inference), S_e = the same sum as S weighted by each op's power. All terms but c are in
-seconds of the device's own scale, so the coefficients are dimensionless and mean the same on
-every device. Where a target has fewer than MIN_NETWORKS measured networks the layer is
-*uncalibrated* (a = f = a_e = 1, the rest 0: the floor-corrected sum) and says so.
+S = sum over all ops of calls x (t - floor)+, N = calls, P = parameter bytes / memory bandwidth
+(training: the optimizer reads and writes every parameter; zero in inference), S_e = the same sum as
+S weighted by each op's power. All terms but c are in seconds of the device's own scale, so the
+coefficients are dimensionless and mean the same on every device. Charged ops (costing.py) are in S
+like every op: a coefficient of their own was fitted to zero by non-negative least squares on
+networks that charge almost nothing, which then dropped 95 % of GPT-2's estimated time from its
+time but not from its energy (18 ms at 5 kW). A total is never a partial sum.
+
+Where a target has fewer than MIN_NETWORKS measured networks the layer is
+*uncalibrated* (a = a_e = 1, the rest 0: the floor-corrected sum) and says so.
 
 Intervals come from out-of-sample residuals (leave-one-network-out relative errors, model/netval.py):
 the 5th and 95th percentiles give a 90 % interval, widened when a question extrapolates.
@@ -31,10 +35,10 @@ from opcost.model.costing import Costs
 from opcost.model.features import OpRecord
 from opcost.model.physics import NOMINAL_BANDWIDTH
 
-TIME_TERMS = ("sum", "calls_floor", "charged", "params_bw", "const")
+TIME_TERMS = ("sum", "calls_floor", "params_bw", "const")
 ENERGY_TERMS = ("energy_sum", "time")
 MIN_NETWORKS = 4
-DEFAULT_TIME = {"sum": 1.0, "calls_floor": 0.0, "charged": 1.0, "params_bw": 0.0, "const": 0.0}
+DEFAULT_TIME = {"sum": 1.0, "calls_floor": 0.0, "params_bw": 0.0, "const": 0.0}
 DEFAULT_ENERGY = {"energy_sum": 1.0, "time": 0.0}
 UNCALIBRATED_HALF_WIDTH = 0.3  # +-30 % where no measured network says better
 EXTRAPOLATION_WIDENING = 2.0  # interval half-widths (in log space) doubled when extrapolating
@@ -44,19 +48,17 @@ def network_terms(costs: Costs, calls: np.ndarray, records: Sequence[OpRecord], 
                   mode: str) -> dict[str, float]:  # fmt: skip
     """The composition terms of one network from its ops' costs and call counts."""
     calls = np.asarray(calls, float)
-    charged = costs.mask("charged")
     excess = np.clip(costs.t_s - floor_s, 0.0, None)
     p = np.nan_to_num(costs.p_w, nan=0.0)
     found = find_device(device_config)
     bw = found[0].bandwidth if found else NOMINAL_BANDWIDTH
     param_bytes = sum(c * r.metrics["params"] * 4 for c, r in zip(calls, records))
     return {
-        "sum": float((calls * excess)[~charged].sum()),
+        "sum": float((calls * excess).sum()),
         "calls_floor": float(calls.sum() * floor_s),
-        "charged": float((calls * costs.t_s)[charged].sum()),
         "params_bw": float(param_bytes / bw) if mode == "training" else 0.0,
         "const": 1.0,
-        "energy_sum": float((calls * excess * p)[~charged].sum() + (calls * costs.t_s * p)[charged].sum()),
+        "energy_sum": float((calls * excess * p).sum()),
         "raw_sum_s": float((calls * costs.t_s).sum()),
         "raw_sum_j": float((calls * costs.t_s * p).sum()),
     }

@@ -12,8 +12,9 @@ Sources, in order of preference:
   GEMM, softmax, copies and masks by their category. Each kernel's isolated cost carries one launch
   floor; a composite keeps one, as a measured op would: floor + sum of (kernel - floor)+;
 - `proxy`: a kind the models never saw, predicted as the known kind of its category (physics.py);
-- `charged`: nothing stands in: the op's roofline time times the device's median measured
-  efficiency (measured time over roofline time), scaled again by the composition layer.
+- `charged`: nothing stands in: the launch floor plus the op's roofline time times what measured
+  ops of a similar size cost above the floor per roofline second (model/netval.charge_ratio); the
+  composition layer scales it like every other op.
 A prediction is then never a partial sum presented as a total.
 """
 
@@ -80,7 +81,7 @@ class OpCoster:
     kinds: tuple[str, ...]  # kinds the models were trained on
     floor_s: float
     noop_power_w: float
-    charge_ratio: float  # median measured time / roofline time over the measured non-no-op rows
+    charge_ratio: float  # cost above the floor per roofline second (model/netval.charge_ratio)
     median_power_w: float
     lookup: dict[str, tuple[float, float, bool]] = field(default_factory=dict)  # op_id -> (t, p, estimated)
     noop_s: float | None = None  # a no-op's time; None: the launch floor
@@ -113,7 +114,7 @@ class OpCoster:
                 to_model.append(i)
                 model_records.append(dataclasses.replace(r, kind=k))
             else:
-                t[i] = roofline_s(r.kind, r.metrics, self.device_config) * self.charge_ratio
+                t[i] = self.floor_s + roofline_s(r.kind, r.metrics, self.device_config) * self.charge_ratio
                 p[i] = self.median_power_w
                 source[i] = "charged"
         if to_model:

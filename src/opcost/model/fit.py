@@ -10,14 +10,16 @@ that cannot flatter:
   architecture family calls (resnet, densenet, efficientnet, ...).
 Scores: R^2, MAPE, median absolute percentage error and the time-weighted error (sum |error| / sum
 time; for power, weighted by each op's time, i.e. how far energy would be off), over the pooled
-out-of-fold predictions. The launch floor is the 2nd percentile of the training rows' measured
-times (the fastest calls are launch- and synchronisation-bound). No-ops (views, identities,
-eval-mode dropout) are never given to a tree: they cost what the device's measured no-ops cost (the
-median of those rows, where at least two are measured: an identity launches no kernel, so it sits
-below the launch floor), else the floor. The improved time target is
-log(t / (roofline + floor)), so ops too small to leave the floor are anchored there. The champion per quantity
-is chosen on the grouped split (time: lowest time-weighted error, which is what network sums feel;
-power: lowest MAPE) and refitted on every row. Nothing here reads files or talks to MLflow.
+out-of-fold predictions of measured rows only: rows `estimated` from another mode (data/targets.py)
+train the models but are never what a model is scored against. The launch floor is the 2nd
+percentile of the training rows' measured times (the fastest calls are launch- and
+synchronisation-bound). No-ops (views, identities, eval-mode dropout) are never given to a tree:
+they cost what the device's measured no-ops cost (the median of those rows, where at least two are
+measured: an identity launches no kernel, so it sits below the launch floor), else the floor. The
+improved time target is log(t / (roofline + floor)), so ops too small to leave the floor are
+anchored there. The champion per quantity is chosen on the grouped split (time: lowest
+time-weighted error, which is what network sums feel; power: lowest MAPE) and refitted on every
+row. Nothing here reads files or talks to MLflow.
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ class TargetData:
     noop: np.ndarray
     layers: np.ndarray
     families: list[list[str]]
+    estimated: np.ndarray  # rows estimated from another mode: trained on, never scored against
 
     @property
     def n(self) -> int:
@@ -108,6 +111,7 @@ def prepare(df: pd.DataFrame, mode: str, device_config: str) -> TargetData:
         noop=np.array([is_noop(r.kind, r.hp, r.metrics, mode) for r in records]),
         layers=df["layer_id"].to_numpy(),
         families=[list(f) for f in df["families"]],
+        estimated=df["estimated"].to_numpy(bool) if "estimated" in df else np.zeros(len(df), bool),
     )
 
 
@@ -230,6 +234,8 @@ def scores(y: np.ndarray, p: np.ndarray, w: np.ndarray | None = None) -> dict[st
     """R^2, MAPE, median APE and weighted error (sum w|p - y| / sum w y; w = 1 for time)."""
     ok = np.isfinite(y) & np.isfinite(p)
     y, p = y[ok], p[ok]
+    if not len(y):  # nothing measured to score against (every held-out row estimated)
+        return {"r2": float("nan"), "mape": float("nan"), "mdape": float("nan"), "twe": float("nan"), "n": 0}
     w = np.ones_like(y) if w is None else w[ok]
     ape = np.abs(p - y) / y
     ss = float(((y - y.mean()) ** 2).sum())
@@ -246,7 +252,7 @@ def cross_validate(data: TargetData, alg: str, fs: str, quantity: str, split: st
     """Out-of-fold predictions under `split`, pooled, scored; per-fold R^2 for MLflow steps."""
     ys, ps, ws, fold_r2, rows_all, folds_named = [], [], [], [], [], []
     for name, tr, te in folds_of(data, split, tp):
-        te = te[_ok(data, quantity)[te]]
+        te = te[_ok(data, quantity)[te] & ~data.estimated[te]]
         if not len(te):
             continue
         p = predict_rows(data, fit_model(data, alg, fs, quantity, tr, tp), te)
@@ -257,12 +263,13 @@ def cross_validate(data: TargetData, alg: str, fs: str, quantity: str, split: st
         fold_r2.append(scores(y, p)["r2"])
         rows_all.append(te)
         folds_named.append(name)
-    y, p, w = np.concatenate(ys), np.concatenate(ps), np.concatenate(ws)
+    empty = [np.zeros(0)]
+    y, p, w = np.concatenate(ys or empty), np.concatenate(ps or empty), np.concatenate(ws or empty)
     return {
         **scores(y, p, w),
         "fold_r2": fold_r2,
         "folds": folds_named,
-        "rows": np.concatenate(rows_all),
+        "rows": np.concatenate(rows_all or [np.zeros(0, int)]),
         "measured": y,
         "predicted": p,
     }
@@ -282,13 +289,18 @@ def score_all(data: TargetData, tp: TrainParams) -> dict[str, Any]:
     return results
 
 
+def _or_inf(x: float) -> float:
+    return x if math.isfinite(x) else math.inf
+
+
 def choose(results: dict[str, Any]) -> dict[str, tuple[str, str]]:
     """(algorithm, feature set) per quantity: the best on the grouped split."""
     out = {}
     for quantity, by_alg in results.items():
         crit = CHOOSE_ON[quantity]
         out[quantity] = min(
-            ((a, f) for a in by_alg for f in by_alg[a]), key=lambda af: by_alg[af[0]][af[1]]["grouped"][crit]
+            ((a, f) for a in by_alg for f in by_alg[a]),
+            key=lambda af: _or_inf(by_alg[af[0]][af[1]]["grouped"][crit]),
         )
     return out
 

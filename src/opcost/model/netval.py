@@ -41,12 +41,22 @@ class LibraryModel:
         return np.asarray(y, float)
 
 
+def charge_ratio(t: np.ndarray, roofline: np.ndarray, floor: float) -> float:
+    """What a charged op costs above the floor per second of roofline time: the median of (t - floor)
+    / roofline over the measured ops big enough to leave the floor (roofline >= floor), so the
+    ratio describes ops of the size that get charged, not launch-bound ones; else median t / roofline."""
+    big = roofline >= floor
+    if big.sum() >= 3:
+        return float(np.median((t[big] - floor) / roofline[big]))
+    return float(np.median(t / roofline)) if len(t) else 1.0
+
+
 def coster_params(data: TargetData, rows: np.ndarray) -> dict[str, Any]:
     """Floor, no-op time and power, charge ratio, median power and the measured look-up of `rows`."""
     floor, noop_t, noop_p = noop_values(data, rows)
     t, p = data.y("time")[rows], data.y("power")[rows]
     work = rows[~data.noop[rows]]
-    ratio = float(np.median(data.y("time")[work] / data.roofline[work])) if len(work) else 1.0
+    ratio = charge_ratio(data.y("time")[work], data.roofline[work], floor)
     df = data.df.iloc[rows]
     default = df["clock_mhz"].isna() & df["power_limit_w"].isna()
     lookup = {

@@ -102,7 +102,7 @@ CATEGORIES: dict[str, tuple[str, ...]] = {
     "data": ("cat", "permute", "transpose", "flatten", "Flatten", "reshape", "view", "contiguous", "getitem",
              "stack", "roll", "pad", "chunk", "split", "unbind", "expand", "repeat", "narrow", "select",
              "Permute", "ChannelShuffle", "channel_shuffle", "interpolate", "Upsample", "clone", "fill", "index",
-             "scalar_tensor"),
+             "scalar_tensor", "embedding", "Embedding"),
 }  # fmt: skip
 _CATEGORY_OF = {k: c for c, kinds in CATEGORIES.items() for k in kinds}
 # Where a category has no kind the models know, the next one to try (data movement is bytes-bound

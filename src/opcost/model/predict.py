@@ -1,7 +1,8 @@
 """Whole-network predictions from per-operation models: time, energy, power, breakdown, coverage.
 
 A network is extracted on meta tensors (as the extract stage does); every unique op gets a cost and
-a source (measured, estimated, launch floor, predicted, proxy kind or charged at roofline:
+a source (measured, estimated, launch floor, predicted, decomposed into its kernels, proxy kind or
+charged at roofline:
 model/costing.py), and the composition layer (model/compose.py) turns the op costs and call counts
 into the network's time and energy, with 90 % intervals from its out-of-sample residuals, widened
 when the question extrapolates. Models come from models/<device>-<mode>/ (the DVC outputs of the
@@ -106,7 +107,7 @@ class NetworkPrediction:
     calls: np.ndarray
     t_s: np.ndarray  # per call, for each op in op_ids
     e_j: np.ndarray | None
-    sources: list[str]  # measured, estimated, floor, predicted, proxy or charged (model/costing.py)
+    sources: list[str]  # measured, estimated, floor, predicted, decomposed, proxy or charged (model/costing.py)
     proxies: list[str | None]
     calibrated: bool  # the composition layer was fitted on this device config's measured networks
     note: str = ""
@@ -149,7 +150,7 @@ class NetworkPrediction:
 
     def coverage(self) -> dict[str, dict[str, float]]:
         """Share of calls and of the estimated time per cost source: how much is measured, predicted,
-        stood in for by a proxy kind, or charged at roofline."""
+        costed from its kernels, stood in for by a proxy kind, or charged at roofline."""
         calls = self.calls.sum() or 1.0
         time = float((self.t_s * self.calls).sum()) or 1.0
         out: dict[str, dict[str, float]] = {"calls": {}, "time": {}}

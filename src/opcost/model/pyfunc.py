@@ -5,7 +5,7 @@ artifact, so loading a model from a registry runs only the installed opcost.
 
 Input: rows of an operations table (spec_json, flops, ...) and an optional clock_mhz column.
 Output: per-op t_s, p_w and e_j for one call, and where each cost came from (`source`: measured,
-estimated, floor, predicted, proxy or charged; model/costing.py), exactly as predictions cost ops.
+estimated, floor, predicted, decomposed, proxy or charged; model/costing.py), exactly as predictions cost ops.
 """
 
 from __future__ import annotations

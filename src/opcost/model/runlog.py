@@ -95,6 +95,8 @@ def _log(mlflow: Any, r: dict[str, Any]) -> None:
         import matplotlib.pyplot as plt
 
         for spec in r["figures"]:
+            if not spec["measured"]:
+                continue  # a split with nothing measured to score (every held-out row estimated)
             fig = _figure(spec)
             mlflow.log_figure(fig, spec["file"])
             plt.close(fig)

@@ -3,7 +3,10 @@
 Multi-head attention and Swin's shifted-window attention are extracted as one op each
 (ops/extract.py `COMPOSITE_MODULES`): that is the unit a network calls and a profiler measures. No
 reference data measured them, and no measured kind costs like them (a proxy convolution with the
-attention's FLOPs put swin_t's training step 43 % low). So each composite also carries its *parts*:
+attention's FLOPs put swin_t's training step 43 % low). The same holds for `scaled_dot_product_attention`
+and for modules of kinds no op category knows (Hugging Face's `Conv1D`, a linear layer with its
+weight transposed; `NewGELUActivation`, a tanh GELU in seven elementwise calls). So each of these also
+carries its *parts*:
 the composite rebuilt from its spec on meta tensors and run once, eval mode, under a
 `TorchDispatchMode` that records every ATen call that launches work (not views, not allocations):
 the matrix products, the softmax, and the elementwise and copy kernels of window partition, roll,
@@ -25,9 +28,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
+from opcost.model.physics import category_of
 from opcost.ops.spec import CATEGORY_MODULE, OpSpec, build, canonical_json
 
-COMPOSITE_KINDS = frozenset({"MultiheadAttention", "ShiftedWindowAttention", "ShiftedWindowAttentionV2"})
+COMPOSITE_KINDS = frozenset(
+    {"MultiheadAttention", "ShiftedWindowAttention", "ShiftedWindowAttentionV2", "scaled_dot_product_attention"}
+)
 GEMM_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm"})
 # ATen calls that launch nothing worth a part: views and aliases (no data moves), allocations
 # without a fill (empty*), metadata.
@@ -105,17 +111,27 @@ class _PartRecorder(TorchDispatchMode):
         return out
 
 
+def has_parts(spec: OpSpec) -> bool:
+    """Composites, and kinds no op category knows (see module docstring)."""
+    return spec.kind in COMPOSITE_KINDS or category_of(spec.kind) is None
+
+
 def op_parts(spec: OpSpec) -> list[dict[str, Any]]:
-    """The kernels of a composite op (see module docstring); [] for any other op."""
-    if spec.kind not in COMPOSITE_KINDS or spec.category != CATEGORY_MODULE:
+    """The kernels of a composite op (see module docstring); [] for any other op, and for one whose
+    trace fails on meta tensors (it is then costed as a whole, as before)."""
+    if not has_parts(spec):
         return []
-    runnable = build(spec, "meta")
-    runnable.fn.eval()
     recorder = _PartRecorder()
-    # no_grad, not inference_mode: under inference_mode composite ATen ops (linear, matmul, dropout)
-    # reach the mode whole, without the kernels they decompose into and without FLOP formulas
-    with torch.no_grad(), recorder:
-        runnable()
+    try:
+        runnable = build(spec, "meta")
+        if spec.category == CATEGORY_MODULE:
+            runnable.fn.eval()
+        # no_grad, not inference_mode: under inference_mode composite ATen ops (linear, matmul, dropout)
+        # reach the mode whole, without the kernels they decompose into and without FLOP formulas
+        with torch.no_grad(), recorder:
+            runnable()
+    except Exception:  # noqa: BLE001 - no parts is a valid answer; the op keeps its own costs
+        return []
     return recorder.parts
 
 
