@@ -228,7 +228,7 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
         )
         index.append(("Predictor latency", "validate/figures/latency.png", "the same as a bar chart (log scale)"))
 
-    summed_err = summation.error_summary(summed)
+    summed_err = summation.error_summary(summed, "summed")
     predicted_err = summation.error_summary(insample) if len(insample) else {}
     oos_err = (
         {f"{t}/{split}": netval.error_summary(g) for (t, split), g in oos.groupby(["target", "split"])}

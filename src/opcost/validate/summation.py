@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-OP_PHASE = {"inference": "forward", "training": "forward_backward"}
+from opcost.config import OP_PHASE
+from opcost.model import netval
 
 
 def summed_vs_measured(
@@ -106,19 +107,22 @@ def predicted_vs_measured(nets: pd.DataFrame, predictor: Any) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def error_summary(df: pd.DataFrame) -> dict[str, Any]:
-    """MAPE of time and energy per device config and mode (in %), with counts; for time also the median
-    absolute percentage error and the time-weighted error (sum |error| / sum measured time), which a
-    few small networks cannot dominate."""
+def error_summary(df: pd.DataFrame, predicted: str = "predicted") -> dict[str, Any]:
+    """Per device config and mode (in %, with counts): time MAPE, median absolute percentage error and
+    time-weighted error (sum |error| / sum measured time, which a few small networks cannot dominate),
+    and energy MAPE; the errors of `<predicted>_t_s` / `_e_j` against the measurements, computed as
+    the out-of-sample figures are (model/netval.error_summary)."""
+    cols = {f"{predicted}_t_s": "predicted_t_s", f"{predicted}_e_j": "predicted_e_j"}
     out: dict[str, Any] = {}
     for (dev, mode), g in df.groupby(["device_config", "mode"]):
-        ae = g["t_error"].abs()
+        s = netval.error_summary(g.rename(columns=cols))
+        t, e = s["time"], s.get("energy")
         out[f"{dev}-{mode}"] = {
-            "networks": int(len(g)),
-            "time_mape_pct": float(100 * ae.mean()),
-            "time_mdape_pct": float(100 * ae.median()),
-            "time_weighted_pct": float(100 * (ae * g["measured_t_s"]).sum() / g["measured_t_s"].sum()),
-            "energy_mape_pct": float(100 * g["e_error"].abs().mean()) if g["e_error"].notna().any() else None,
+            "networks": s["networks"],
+            "time_mape_pct": t["mape_pct"],
+            "time_mdape_pct": t["mdape_pct"],
+            "time_weighted_pct": t["weighted_pct"],
+            "energy_mape_pct": e["mape_pct"] if e else None,
         }
     return out
 
