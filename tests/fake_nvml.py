@@ -81,7 +81,9 @@ class FakeNvml:
         hooks: dict[str, Callable[[], None]] | None = None,
         early_hooks: dict[str, Callable[[], None]] | None = None,
         state_file: Path | None = None,
+        name: str = "Fake GPU (replayed trace)",
     ) -> None:
+        self.name = name  # what nvmlDeviceGetName reports (a real product name makes a table GPU)
         self.trace = trace if trace is not None else json.loads(TRACE.read_text())["readings"]
         self.energy_counter = energy_counter
         self.instant_power = instant_power
@@ -161,7 +163,7 @@ class FakeNvml:
 
     @_initialised
     def nvmlDeviceGetName(self, handle: str) -> str:
-        return "Fake GPU (replayed trace)"
+        return self.name
 
     @_initialised
     def nvmlDeviceGetUUID(self, handle: str) -> str:

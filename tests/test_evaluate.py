@@ -20,8 +20,10 @@ def test_thesis_power_stats_drop_outliers_by_value():
 
 
 def test_device_config_names():
-    assert device_config({"device_name": "NVIDIA A30", "tf32_cudnn": True}, "cuda:0") == "NVIDIA_A30"
-    assert device_config({"device_name": "NVIDIA A30", "tf32_cudnn": False}, "cuda:0") == "NVIDIA_A30_no_tf32"
+    assert device_config({"device_name": "NVIDIA A30", "tf32_cudnn": True}, "cuda:0") == "A30"  # the table key
+    assert device_config({"device_name": "NVIDIA A30", "tf32_cudnn": False}, "cuda:0") == "A30_no_tf32"
+    assert device_config({"device_name": None, "nvml_device_name": "Tesla T4"}, "cuda:1") == "T4"
+    assert device_config({"device_name": "NVIDIA Titan Z", "tf32_cudnn": True}, "cuda:0") == "NVIDIA_Titan_Z"
     assert device_config({"device_name": "AMD EPYC", "tf32_cudnn": False}, "cpu") == "AMD_EPYC"
 
 

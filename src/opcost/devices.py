@@ -1,4 +1,4 @@
-"""The device table: every GPU the project knows, and the only place its figures live.
+"""The device table: every GPU the project knows, and the only place its figures and names live.
 
 Peak throughputs are dense (no structured sparsity) at the boost clock, in FLOP/s; bandwidth in
 B/s; clocks in MHz; power in W; memory in bytes. `clock_range_mhz` is the span of core clocks NVML
@@ -7,37 +7,81 @@ to refuse a `--clock` outside it; on a real card `nvmlDeviceGetSupportedGraphics
 authority. A *device config* is a device plus how it was run: `A30_no_tf32` is an A30 with TF32
 disabled (`device_config()` parses it), so FP32 matmuls and convolutions run on the FP32 units.
 
-Sources (vendor datasheets and architecture whitepapers):
+Names: a GPU has one key (`Device.name`, [A-Za-z0-9_], never ending in `_no_tf32`: targets are
+`<key>-<mode>`). `resolve_device` maps the key, the product name, every name NVML reports for the card
+(`nvml_names`) and those names with `_` for spaces (NeuSight's file names) to the key, case-insensitively;
+short aliases (`ALIASES`) name one documented variant. Resolve once at the edge (CLI, campaign
+evaluation, ingest) and store the key: `find_device` and `device_config` are memoised, since a prediction
+asks for its device a few hundred times.
+
+`fp16_flops` is the half-precision peak with FP32 accumulation: tensor cores where the card has them
+(GeForce cards run FP32-accumulate at half their FP16-accumulate rate), else the FP16 rate of the FP32
+units (Pascal GP100 2x FP32, GP104 1/64 of FP32). `tf32_flops` is None before Ampere.
+
+Sources (vendor datasheets and architecture whitepapers; tensor figures the dense half of the sparse
+ones the datasheets headline):
 - A30: NVIDIA A30 Tensor Core GPU datasheet (2021): FP32 10.3 TF, TF32 82 TF, FP16 165 TF, 933 GB/s,
   24 GB HBM2, 165 W; base/boost 930/1440 MHz; 56 SMs, 24 MB L2 (GA100 whitepaper, per-SM L2 share).
-- A100 80GB SXM: A100 datasheet (2021): FP32 19.5, TF32 156, FP16 312 TF; 2039 GB/s; 400 W; 108 SMs,
-  40 MB L2; boost 1410 MHz, base 1275 MHz (A100 whitepaper).
+- A100 (SXM4 80GB / 40GB, PCIe 80GB / 40GB): A100 datasheet (2021) and NVIDIA A100 Tensor Core GPU
+  Architecture whitepaper (2020): FP32 19.5, TF32 156, FP16 312 TF; 108 SMs, 40 MB L2; boost 1410 MHz;
+  SXM4 80GB 2039 GB/s 400 W base 1275; SXM4 40GB 1555 GB/s 400 W base 1095; PCIe 80GB 1935 GB/s 300 W
+  base 1065; PCIe 40GB 1555 GB/s 250 W base 765 MHz.
 - H100 SXM5 80GB: H100 datasheet (2023): FP32 67, TF32 495, FP16 990 TF dense; 3.35 TB/s; 700 W;
   132 SMs, 50 MB L2; boost 1980 MHz, base 1590 MHz (Hopper whitepaper).
 - H100 PCIe 80GB: same datasheet: FP32 51, TF32 378, FP16 756 TF dense; 2.0 TB/s; 350 W; 114 SMs,
   50 MB L2; boost 1755 MHz, base 1125 MHz.
+- H200 SXM 141GB: H200 datasheet (2024): FP32 67, TF32 495, FP16 990 TF dense (989 / 1979 sparse);
+  141 GB HBM3e, 4.8 TB/s; up to 700 W; the GH100 die of the H100 SXM (132 SMs, 50 MB L2, 1590/1980 MHz).
+- B200 (HGX B200, 1000 W): HGX/DGX B200 datasheet (2024), per GPU (the 8-GPU figures / 8, dense =
+  sparse / 2): FP32 75 TF, TF32 1.1 PF, FP16/BF16 2.25 PF; 180 GB HBM3e (NVML reports ~179 GiB usable;
+  192 GB physical), 8 TB/s; 148 SMs; L2 126 MB and clocks (boost ~1965 MHz) from public Blackwell
+  architecture descriptions: approximate.
 - A40: A40 datasheet (2020): FP32 37.4, TF32 74.8, FP16 149.7 TF dense; 696 GB/s; 48 GB; 300 W;
   84 SMs, 6 MB L2; boost 1740 MHz, base 1305 MHz (GA102 whitepaper).
+- A10: A10 datasheet (2021): FP32 31.2, TF32 62.5, FP16 125 TF dense; 24 GB GDDR6, 600 GB/s; 150 W;
+  72 SMs, 6 MB L2; boost 1695 MHz, base 885 MHz (GA102 whitepaper).
+- A10G (AWS G5): no NVIDIA datasheet; AWS G5 documentation and nvidia-smi: GA102 with 80 SMs, 24 GB
+  GDDR6 at 600 GB/s, 300 W board limit, boost 1710 MHz; peaks = the A10's per-SM rates x 80 SMs x 1710 MHz
+  (FP32 35.0, TF32 70.0, FP16 140.1 TF): derived.
 - RTX 3080 Ti: GA102 whitepaper / product page (2021): 10240 CUDA cores, boost 1665 MHz -> FP32 34.1 TF;
   TF32 34.1 TF, FP16 tensor (FP32 accumulate) 68.2 TF; 912 GB/s; 12 GB; 350 W; 80 SMs, 6 MB L2.
-- V100 PCIe 32GB: V100 datasheet (2018): FP32 14, FP16 tensor 112 TF; 900 GB/s; 250 W; 80 SMs,
+- RTX 3090: NVIDIA Ampere GA102 GPU Architecture whitepaper (2020): 82 SMs, 10496 cores, base/boost
+  1395/1695 MHz, FP32 35.6 TF, TF32 35.6, FP16 tensor (FP32 accumulate) 71 TF; 24 GB GDDR6X 936 GB/s;
+  6 MB L2; 350 W.
+- RTX 4090: NVIDIA Ada GPU Architecture whitepaper (2022): 128 SMs, 16384 cores, base/boost 2235/2520
+  MHz, FP32 82.6 TF, TF32 82.6, FP16 tensor (FP32 accumulate) 165.2 TF; 24 GB GDDR6X 1008 GB/s;
+  72 MB L2; 450 W.
+- L4: L4 datasheet (2023) and Ada whitepaper: FP32 30.3 TF, TF32 60, FP16 121 TF dense (120 / 242
+  sparse); 24 GB GDDR6 300 GB/s; 72 W; 58 SMs, 48 MB L2; base/boost 795/2040 MHz.
+- L40S: L40S datasheet (2023): FP32 91.6 TF, TF32 183, FP16 362 TF dense (366 / 733 sparse); 48 GB
+  GDDR6 864 GB/s; 350 W; 142 SMs, 96 MB L2; base/boost 1110/2520 MHz.
+- V100 PCIe 32GB / 16GB: V100 datasheet (2018): FP32 14, FP16 tensor 112 TF; 900 GB/s; 250 W; 80 SMs,
   6 MB L2; boost 1380 MHz, base 1245 MHz (Volta whitepaper). No TF32.
+- V100 SXM2 32GB / 16GB: same datasheet: FP32 15.7, FP16 tensor 125 TF; 900 GB/s; 300 W; boost 1530 MHz,
+  base 1290 MHz.
 - RTX 2080 Ti: Turing whitepaper (2018), Founders Edition: FP32 14.2 TF at 1635 MHz (13.4 at the
   reference 1545 MHz boost used here), FP16 tensor (FP32 accumulate) 53.8 TF; 616 GB/s; 11 GB; 250 W;
   68 SMs, 5.5 MB L2; base 1350 MHz. No TF32.
 - Quadro RTX 8000 / RTX 6000: Turing whitepaper and datasheets (2018): FP32 16.3, FP16 tensor 130.5 TF;
   672 GB/s; 48 / 24 GB; 260 W (295 W board maximum for the RTX 8000 active card); 72 SMs, 6 MB L2;
   boost 1770 MHz, base 1395 / 1440 MHz.
-- P100 PCIe 16GB: P100 datasheet (2016): FP32 9.3, FP16 18.7 TF; 732 GB/s; 250 W; 56 SMs, 4 MB L2;
-  boost 1303 MHz, base 1126 MHz.
+- T4: T4 datasheet (2018) and Turing whitepaper: 40 SMs, 2560 cores, base/boost 585/1590 MHz, FP32 8.1 TF,
+  FP16 tensor 65 TF; 16 GB GDDR6 320 GB/s; 70 W; 4 MB L2. No TF32.
+- P100 PCIe 16GB: P100 datasheet (2016): FP32 9.3, FP16 18.7 TF (no tensor cores); 732 GB/s; 250 W;
+  56 SMs, 4 MB L2; boost 1303 MHz, base 1126 MHz.
+- P4: Tesla P4 datasheet (2016): FP32 5.5 TF, 8 GB GDDR5 192 GB/s, 75 W; GP104 with 20 SMs (2560 cores),
+  2 MB L2 (Pascal GP104 whitepaper), base/boost 810/1063 MHz; FP16 on GP104 runs at 1/64 of FP32.
 Clock ranges: A30 210-1440 MHz (thesis A30 sweep and NVML's Ampere floor of 210 MHz); A40
 855-1740 and A100 SXM 855-1410 swept by Perseus (NVML lists down to 210 MHz on Ampere); V100 405-1380
 and RTX 8000 705-1710 swept by NV-DVFS-Benchmark; RTX 3080 Ti 210-2100 swept by GPU-FREQUENCY-DVFS;
-the rest from 300 MHz (Turing/Pascal floors) to the maximum boost, approximate.
+Ampere and Ada cards from NVML's 210 MHz floor, Hopper and Blackwell from 345 MHz, the rest from 300 MHz
+(Turing/Pascal floors) to the maximum boost NVML lists: approximate.
 """
 
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass
 
 from opcost.errors import OpcostError
@@ -45,12 +89,13 @@ from opcost.errors import OpcostError
 GB = 1e9
 GIB = 2**30
 TERA = 1e12
+MIB = 2**20
 
 
 @dataclass(frozen=True)
 class Device:
     name: str  # the table key, e.g. "A30"
-    product: str  # what NVML calls it, e.g. "NVIDIA A30"
+    product: str  # the product's name as NVML reports it, e.g. "NVIDIA A30"
     architecture: str
     fp32_flops: float  # FLOP/s
     tf32_flops: float | None  # FLOP/s on tensor cores; None where the GPU has no TF32
@@ -63,6 +108,12 @@ class Device:
     boost_clock_mhz: float
     clock_range_mhz: tuple[float, float]
     tdp_w: float
+    # Every name NVML reports for this card (product first); resolve_device matches them.
+    nvml_names: tuple[str, ...] = ()
+    compute_capability: tuple[int, int] = (0, 0)
+    tensor_cores: bool = False  # FP16 tensor cores (Volta and newer)
+    memory_type: str = ""  # HBM2, HBM2e, HBM3, HBM3e, GDDR5, GDDR6, GDDR6X
+    form_factor: str = ""  # PCIe, SXM2, SXM4, SXM5, ...
 
     def peak_flops(self, dtype: str = "float32", tf32: bool = True) -> float:
         """The matmul/convolution peak that applies: TF32 only where the device has it and the config
@@ -78,49 +129,190 @@ class Device:
         """FLOP per byte above which an FP32 op is compute-bound on the FP32 units."""
         return self.fp32_flops / self.bandwidth
 
+    @property
+    def has_tf32(self) -> bool:
+        return self.tf32_flops is not None
+
+
+def _d(name: str, product: str, arch: str, fp32: float, tf32: float | None, fp16: float, bw_gbs: float, mem_gib: float,
+       sms: int, l2_mib: float, base: float, boost: float, clocks: tuple[float, float], tdp: float, cc: tuple[int, int],
+       mem_type: str, form: str, *more_names: str) -> Device:
+    """One row: peaks in TFLOP/s, bandwidth in GB/s, memory in GiB, L2 in MiB."""
+    return Device(name, product, arch, fp32 * TERA, None if tf32 is None else tf32 * TERA, fp16 * TERA, bw_gbs * GB,
+                  mem_gib * GIB, sms, l2_mib * MIB, base, boost, clocks, tdp, (product, *more_names), cc,
+                  cc >= (7, 0), mem_type, form)  # fmt: skip
+
 
 DEVICES: dict[str, Device] = {
     d.name: d
     for d in (
-        Device("A30", "NVIDIA A30", "Ampere", 10.3 * TERA, 82 * TERA, 165 * TERA, 933 * GB, 24 * GIB, 56, 24 * 2**20,
-               930, 1440, (210, 1440), 165),
-        Device("A100", "NVIDIA A100-SXM4-80GB", "Ampere", 19.5 * TERA, 156 * TERA, 312 * TERA, 2039 * GB, 80 * GIB, 108,
-               40 * 2**20, 1275, 1410, (210, 1410), 400),
-        Device("H100", "NVIDIA H100 80GB HBM3", "Hopper", 67 * TERA, 495 * TERA, 990 * TERA, 3350 * GB, 80 * GIB, 132,
-               50 * 2**20, 1590, 1980, (345, 1980), 700),
-        Device("H100_PCIe", "NVIDIA H100 PCIe", "Hopper", 51 * TERA, 378 * TERA, 756 * TERA, 2000 * GB, 80 * GIB, 114,
-               50 * 2**20, 1125, 1755, (345, 1755), 350),
-        Device("A40", "NVIDIA A40", "Ampere", 37.4 * TERA, 74.8 * TERA, 149.7 * TERA, 696 * GB, 48 * GIB, 84, 6 * 2**20,
-               1305, 1740, (210, 1740), 300),
-        Device("RTX3080Ti", "NVIDIA GeForce RTX 3080 Ti", "Ampere", 34.1 * TERA, 34.1 * TERA, 68.2 * TERA, 912 * GB,
-               12 * GIB, 80, 6 * 2**20, 1365, 1665, (210, 2100), 350),
-        Device("V100", "Tesla V100-PCIE-32GB", "Volta", 14 * TERA, None, 112 * TERA, 900 * GB, 32 * GIB, 80, 6 * 2**20,
-               1245, 1380, (405, 1380), 250),
-        Device("RTX2080Ti", "NVIDIA GeForce RTX 2080 Ti", "Turing", 13.4 * TERA, None, 53.8 * TERA, 616 * GB, 11 * GIB,
-               68, 5.5 * 2**20, 1350, 1545, (300, 2100), 250),
-        Device("RTX8000", "Quadro RTX 8000", "Turing", 16.3 * TERA, None, 130.5 * TERA, 672 * GB, 48 * GIB, 72,
-               6 * 2**20, 1395, 1770, (300, 1770), 260),
-        Device("RTX6000", "Quadro RTX 6000", "Turing", 16.3 * TERA, None, 130.5 * TERA, 672 * GB, 24 * GIB, 72,
-               6 * 2**20, 1440, 1770, (300, 1770), 260),
-        Device("P100", "Tesla P100-PCIE-16GB", "Pascal", 9.3 * TERA, None, 18.7 * TERA, 732 * GB, 16 * GIB, 56,
-               4 * 2**20, 1126, 1303, (300, 1329), 250),
+        # -- Ampere, datacenter
+        _d("A30", "NVIDIA A30", "Ampere", 10.3, 82, 165, 933, 24, 56, 24, 930, 1440, (210, 1440), 165, (8, 0),
+           "HBM2", "PCIe"),
+        _d("A100", "NVIDIA A100-SXM4-80GB", "Ampere", 19.5, 156, 312, 2039, 80, 108, 40, 1275, 1410, (210, 1410), 400,
+           (8, 0), "HBM2e", "SXM4"),
+        _d("A100_SXM_40GB", "NVIDIA A100-SXM4-40GB", "Ampere", 19.5, 156, 312, 1555, 40, 108, 40, 1095, 1410,
+           (210, 1410), 400, (8, 0), "HBM2", "SXM4"),
+        _d("A100_PCIe", "NVIDIA A100 80GB PCIe", "Ampere", 19.5, 156, 312, 1935, 80, 108, 40, 1065, 1410, (210, 1410),
+           300, (8, 0), "HBM2e", "PCIe", "NVIDIA A100-PCIE-80GB"),
+        _d("A100_PCIe_40GB", "NVIDIA A100-PCIE-40GB", "Ampere", 19.5, 156, 312, 1555, 40, 108, 40, 765, 1410,
+           (210, 1410), 250, (8, 0), "HBM2", "PCIe"),
+        _d("A40", "NVIDIA A40", "Ampere", 37.4, 74.8, 149.7, 696, 48, 84, 6, 1305, 1740, (210, 1740), 300, (8, 6),
+           "GDDR6", "PCIe"),
+        _d("A10", "NVIDIA A10", "Ampere", 31.2, 62.5, 125, 600, 24, 72, 6, 885, 1695, (210, 1695), 150, (8, 6),
+           "GDDR6", "PCIe"),
+        _d("A10G", "NVIDIA A10G", "Ampere", 35.0, 70.0, 140.1, 600, 24, 80, 6, 885, 1710, (210, 1710), 300, (8, 6),
+           "GDDR6", "PCIe"),
+        # -- Ampere, GeForce
+        _d("RTX3080Ti", "NVIDIA GeForce RTX 3080 Ti", "Ampere", 34.1, 34.1, 68.2, 912, 12, 80, 6, 1365, 1665,
+           (210, 2100), 350, (8, 6), "GDDR6X", "PCIe"),
+        _d("RTX3090", "NVIDIA GeForce RTX 3090", "Ampere", 35.6, 35.6, 71, 936, 24, 82, 6, 1395, 1695, (210, 2100),
+           350, (8, 6), "GDDR6X", "PCIe"),
+        # -- Ada
+        _d("RTX4090", "NVIDIA GeForce RTX 4090", "Ada", 82.6, 82.6, 165.2, 1008, 24, 128, 72, 2235, 2520, (210, 3105),
+           450, (8, 9), "GDDR6X", "PCIe"),
+        _d("L4", "NVIDIA L4", "Ada", 30.3, 60, 121, 300, 24, 58, 48, 795, 2040, (210, 2040), 72, (8, 9), "GDDR6",
+           "PCIe"),
+        _d("L40S", "NVIDIA L40S", "Ada", 91.6, 183, 362, 864, 48, 142, 96, 1110, 2520, (210, 2520), 350, (8, 9),
+           "GDDR6", "PCIe"),
+        # -- Hopper, Blackwell
+        _d("H100", "NVIDIA H100 80GB HBM3", "Hopper", 67, 495, 990, 3350, 80, 132, 50, 1590, 1980, (345, 1980), 700,
+           (9, 0), "HBM3", "SXM5", "NVIDIA H100 SXM5 80GB"),
+        _d("H100_PCIe", "NVIDIA H100 PCIe", "Hopper", 51, 378, 756, 2000, 80, 114, 50, 1125, 1755, (345, 1755), 350,
+           (9, 0), "HBM2e", "PCIe"),
+        _d("H200", "NVIDIA H200", "Hopper", 67, 495, 990, 4800, 141, 132, 50, 1590, 1980, (345, 1980), 700, (9, 0),
+           "HBM3e", "SXM5"),
+        _d("B200", "NVIDIA B200", "Blackwell", 75, 1125, 2250, 8000, 180, 148, 126, 1200, 1965, (345, 1965), 1000,
+           (10, 0), "HBM3e", "SXM6"),
+        # -- Volta
+        _d("V100", "Tesla V100-PCIE-32GB", "Volta", 14, None, 112, 900, 32, 80, 6, 1245, 1380, (405, 1380), 250, (7, 0),
+           "HBM2", "PCIe"),
+        _d("V100_PCIe_16GB", "Tesla V100-PCIE-16GB", "Volta", 14, None, 112, 900, 16, 80, 6, 1245, 1380, (405, 1380),
+           250, (7, 0), "HBM2", "PCIe"),
+        _d("V100_SXM2", "Tesla V100-SXM2-32GB", "Volta", 15.7, None, 125, 900, 32, 80, 6, 1290, 1530, (405, 1530), 300,
+           (7, 0), "HBM2", "SXM2", "Tesla V100-SXM2-32GB-LS", "Tesla V100-DGXS-32GB"),
+        _d("V100_SXM2_16GB", "Tesla V100-SXM2-16GB", "Volta", 15.7, None, 125, 900, 16, 80, 6, 1290, 1530, (405, 1530),
+           300, (7, 0), "HBM2", "SXM2", "Tesla V100-DGXS-16GB"),
+        # -- Turing
+        _d("RTX2080Ti", "NVIDIA GeForce RTX 2080 Ti", "Turing", 13.4, None, 53.8, 616, 11, 68, 5.5, 1350, 1545,
+           (300, 2100), 250, (7, 5), "GDDR6", "PCIe", "GeForce RTX 2080 Ti"),
+        _d("RTX8000", "Quadro RTX 8000", "Turing", 16.3, None, 130.5, 672, 48, 72, 6, 1395, 1770, (300, 1770), 260,
+           (7, 5), "GDDR6", "PCIe", "NVIDIA Quadro RTX 8000"),
+        _d("RTX6000", "Quadro RTX 6000", "Turing", 16.3, None, 130.5, 672, 24, 72, 6, 1440, 1770, (300, 1770), 260,
+           (7, 5), "GDDR6", "PCIe", "NVIDIA Quadro RTX 6000"),
+        _d("T4", "Tesla T4", "Turing", 8.1, None, 65, 320, 16, 40, 4, 585, 1590, (300, 1590), 70, (7, 5), "GDDR6",
+           "PCIe", "NVIDIA T4"),
+        # -- Pascal
+        _d("P100", "Tesla P100-PCIE-16GB", "Pascal", 9.3, None, 18.7, 732, 16, 56, 4, 1126, 1303, (300, 1329), 250,
+           (6, 0), "HBM2", "PCIe"),
+        _d("P4", "Tesla P4", "Pascal", 5.5, None, 5.5 / 64, 192, 8, 20, 2, 810, 1063, (300, 1114), 75, (6, 1), "GDDR5",
+           "PCIe"),
     )
 }  # fmt: skip
 
+# Short names users type, each for one documented variant (the most common one in clouds today).
+ALIASES: dict[str, str] = {
+    "H100_SXM": "H100",  # H100 = the SXM5 80GB (HBM3)
+    "H100_SXM5": "H100",
+    "A100_SXM": "A100",  # A100 = the SXM4 80GB
+    "A100_SXM4": "A100",
+    "A100_80GB": "A100",
+    "A100_40GB": "A100_SXM_40GB",
+    "V100_PCIe": "V100",  # V100 = the PCIe 32GB
+    "V100_32GB": "V100",
+    "V100_16GB": "V100_PCIe_16GB",
+    "P100_PCIe": "P100",
+}
+
 NO_TF32_SUFFIX = "_no_tf32"
+# Vendor and product-line words NVML puts before the model (dropped when matching, so `T4`, `Tesla T4`
+# and `NVIDIA T4` are one name).
+_PREFIXES = ("nvidia", "tesla", "geforce", "quadro")
 
 
+def _canonical(name: str) -> str:
+    """Lower case, vendor prefixes dropped, every non-alphanumeric removed: `NVIDIA_A100-PCIE-40GB` and
+    `nvidia a100 pcie 40gb` are both `a100pcie40gb`."""
+    words = [w for w in re.split(r"[^0-9a-z]+", str(name).lower()) if w]
+    while len(words) > 1 and words[0] in _PREFIXES:
+        words.pop(0)
+    return "".join(words)
+
+
+def _name_index() -> dict[str, str]:
+    index: dict[str, str] = {}
+    spellings = [(k, k) for k in DEVICES] + [(a, k) for a, k in ALIASES.items()]
+    spellings += [(n, k) for k, d in DEVICES.items() for n in (d.product, *d.nvml_names)]
+    for spelling, key in spellings:
+        c = _canonical(spelling)
+        if index.setdefault(c, key) != key:  # a table edit that makes a name ambiguous fails at import
+            raise AssertionError(f"device name {spelling!r} matches both {index[c]} and {key}")
+    return index
+
+
+_INDEX = _name_index()
+
+
+def _unknown(name: str) -> OpcostError:
+    return OpcostError(
+        f"unknown device {name!r}; valid: {', '.join(DEVICES)} (or the name NVML reports, e.g. 'NVIDIA A100 80GB "
+        f"PCIe'; aliases {', '.join(ALIASES)}; append {NO_TF32_SUFFIX} for TF32 off; `opcost devices` lists them)"
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def lookup_device(name: str) -> str | None:
+    """The table key of a GPU name (key, product, NVML name, NeuSight file name, alias), None if unknown."""
+    if name in DEVICES:
+        return name
+    return _INDEX.get(_canonical(name))
+
+
+def resolve_device(name: str) -> str:
+    """The one table key of a GPU name, matched case-insensitively on the key, the product name, every
+    NVML name (also with `_` for spaces, as NeuSight names its files) and the aliases. Raises one line
+    listing the valid keys for a name the table does not know."""
+    key = lookup_device(str(name).strip())
+    if key is None:
+        raise _unknown(name)
+    return key
+
+
+def _split_config(config: str) -> tuple[str, bool]:
+    c = str(config).strip()
+    if c.lower().endswith(NO_TF32_SUFFIX):
+        return c[: -len(NO_TF32_SUFFIX)], False
+    return c, True
+
+
+def resolve_device_config(config: str) -> str:
+    """`nvidia a30_no_tf32` -> `A30_no_tf32`, `Tesla T4` -> `T4`: `resolve_device` keeping the TF32 suffix."""
+    name, tf32 = _split_config(config)
+    return resolve_device(name) + ("" if tf32 else NO_TF32_SUFFIX)
+
+
+def table_name(config: str) -> str:
+    """The table key (with its `_no_tf32`) where the table knows the GPU, else the name unchanged (a CPU
+    host, a GPU not in the table): what tables and targets store for a measured device."""
+    name, tf32 = _split_config(config)
+    key = lookup_device(name)
+    return str(config) if key is None else key + ("" if tf32 else NO_TF32_SUFFIX)
+
+
+@functools.lru_cache(maxsize=1024)
 def device_config(config: str) -> tuple[Device, bool]:
-    """`A30_no_tf32` -> (the A30, TF32 off); `RTX2080Ti` -> (the RTX 2080 Ti, TF32 on where it exists)."""
-    name, tf32 = (config[: -len(NO_TF32_SUFFIX)], False) if config.endswith(NO_TF32_SUFFIX) else (config, True)
-    if name not in DEVICES:
-        raise OpcostError(f"unknown device {name!r}; the device table (opcost/devices.py) knows {', '.join(DEVICES)}")
-    return DEVICES[name], tf32
+    """`A30_no_tf32` -> (the A30, TF32 off); `RTX2080Ti` -> (the RTX 2080 Ti, TF32 on where it exists).
+    Any spelling `resolve_device` accepts; memoised (a prediction asks a few hundred times)."""
+    name, tf32 = _split_config(config)
+    key = lookup_device(name)
+    if key is None:
+        raise _unknown(name)
+    return DEVICES[key], tf32
 
 
+@functools.lru_cache(maxsize=1024)
 def find_device(config: str) -> tuple[Device, bool] | None:
     """Like `device_config`, None for a device the table does not know (a CPU campaign's host)."""
-    try:
-        return device_config(config)
-    except OpcostError:
-        return None
+    name, tf32 = _split_config(config)
+    key = lookup_device(name)
+    return None if key is None else (DEVICES[key], tf32)

@@ -46,7 +46,7 @@ from opcost.errors import OpcostError
 
 PERSEUS_STAGE_COLUMNS = ["stage", "instruction", "frequency", "time", "energy"]
 PERSEUS_STAGE_FILE = re.compile(r"(?P<model>[A-Za-z0-9_.-]+)\+(?P<gpu>[a-z0-9_]+)_(?P<dtype>bf16|fp16|fp32)\.csv")
-PERSEUS_STAGE_GPUS = {"a40": "A40", "a100_sxm": "A100-SXM4-80GB"}
+PERSEUS_STAGE_GPUS = {"a40": "A40", "a100_sxm": "A100"}  # device-table keys (A100: SXM4 80GB)
 INSTRUCTIONS = ("forward", "backward")
 
 
@@ -150,7 +150,7 @@ PERSEUS_PL_MODES = {
     "local": ["heaviest_stage", "heaviest_stage_power_limit", "optimal_heaviest_stage_power_limit"],
 }
 PERSEUS_PL_FILE = re.compile(r"(?P<gpu>A40|A100)_zeus_(?P<mode>global|local)\.csv")
-PERSEUS_PL_GPUS = {"A40": "A40", "A100": "A100-PCIE-80GB"}  # kronos README node list: A100-80G PCIe
+PERSEUS_PL_GPUS = {"A40": "A40", "A100": "A100_PCIe"}  # kronos README node list: A100-80G PCIe
 MAX_STAGES = 64
 
 

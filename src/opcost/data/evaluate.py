@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from opcost.config import OP_PHASE, Paths
+from opcost.devices import NO_TF32_SUFFIX, lookup_device
 from opcost.schemas import (
     NETWORKS,
     POWER_SAMPLES,
@@ -38,10 +39,14 @@ NET_KEYS = ["device_config", "mode", "phase", "clock_mhz", "power_limit_w", "set
 
 
 def device_config(env: dict[str, Any], device: str) -> str:
-    """`NVIDIA A30` -> `NVIDIA_A30`; `_no_tf32` where a GPU campaign ran with cuDNN TF32 off."""
-    name = re.sub(r"[^A-Za-z0-9]+", "_", str(env.get("device_name") or device)).strip("_")
+    """The device table's key for a GPU campaign (`NVIDIA A30` -> `A30`, matched on the name NVML reported),
+    `_no_tf32` where it ran with cuDNN TF32 off; a device the table does not know (a CPU host, a new GPU)
+    keeps its reported name with `_` for anything but letters and digits."""
+    reported = str(env.get("device_name") or env.get("nvml_device_name") or device)
+    key = lookup_device(reported) if device.startswith("cuda") else None
+    name = key or re.sub(r"[^A-Za-z0-9]+", "_", reported).strip("_")
     if device.startswith("cuda") and env.get("tf32_cudnn") is False:
-        name += "_no_tf32"
+        name += NO_TF32_SUFFIX
     return name
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from opcost.data.textfile import CsvFile, Line, LineError, Parsed, csv_records, parse_number, read_csv
+from opcost.devices import table_name
 from opcost.errors import OpcostError
 from opcost.schemas import SWEEPS
 
@@ -161,7 +162,7 @@ def globbed(root: Path, pattern: str, what: str) -> list[Path]:
 def zeus(root: Path, source: str) -> SweepRead:
     out = SweepRead()
     for f in globbed(root, "summary_power_*.csv", "Zeus power-limit traces"):
-        gpu = f.stem.removeprefix("summary_power_").upper()
+        gpu = table_name(f.stem.removeprefix("summary_power_").upper())  # the device-table key
 
         def rows_of(line: Line, rec: dict[str, str], gpu: str = gpu) -> list[dict[str, Any]]:
             limit, t, p = number(rec, "power_limit"), number(rec, "time_per_epoch"), number(rec, "average_power")

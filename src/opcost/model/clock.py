@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from opcost.devices import DEVICES, Device, find_device
+from opcost.devices import DEVICES, Device, find_device, lookup_device
 from opcost.errors import OpcostError
 from opcost.io import write_json
 
@@ -60,14 +60,13 @@ CLOCK_MODEL_FILE = "clock_model.json"
 FORMAT = 1
 CORE_KNOB = "core_clock_mhz"
 MIN_POINTS = 3  # a curve needs its reference and at least two other clocks
-# Sweep device names that are not the device table's keys.
-SWEEP_DEVICES = {"A100-SXM4-80GB": "A100"}
 
 
 def table_device(name: str) -> Device | None:
-    """The device-table entry of a sweeps-table device name (None: not in the table)."""
-    key = SWEEP_DEVICES.get(name, name)
-    return DEVICES.get(key)
+    """The device-table entry of a sweeps-table device name (None: not in the table); names resolve as
+    everywhere else (`opcost.devices.resolve_device`)."""
+    key = lookup_device(name)
+    return None if key is None else DEVICES[key]
 
 
 def _sigmoid(x: np.ndarray | float) -> np.ndarray:

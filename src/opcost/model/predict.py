@@ -229,6 +229,9 @@ class Predictor:
     def bundle(self, device: str, mode: str) -> Bundle:
         if mode not in MODES:
             raise OpcostError(f"unknown mode {mode!r}; valid modes: {', '.join(MODES)}")
+        from opcost.devices import table_name
+
+        device = table_name(device)  # `NVIDIA H100 80GB HBM3`, `h100` -> `H100`: targets are named by table keys
         target = f"{device}-{mode}"
         if target in self._bundles:
             return self._bundles[target]
