@@ -194,3 +194,55 @@ def test_a_gpu_campaign_on_an_a30_lands_as_the_table_key(tmp_root, tf32):
     check_device_clock(want, 900.0)  # `--clock` is accepted for it, within the A30's range ...
     with pytest.raises(OpcostError, match="outside the A30's supported range 210-1440 MHz"):
         check_device_clock(want, 1500.0)  # ... and refused outside it
+
+
+def test_opcost_devices_lists_specs_holdings_and_how_each_gpu_is_predicted(tmp_root):
+    import json
+
+    from typer.testing import CliRunner
+
+    from opcost.cli import app
+
+    r = CliRunner().invoke(app, ["devices", "--json"])  # nothing evaluated, nothing trained
+    assert r.exit_code == 0, r.output
+    rows = {d["key"]: d for d in json.loads(r.stdout)}
+    assert list(rows) == list(DEVICES) and rows["H100"]["measured_ops"] is None
+    assert {d["predictions"] for d in rows.values()} == {"none yet"}
+    assert rows["H100"]["fp32_tflops"] == 67 and rows["H100"]["tf32_tflops"] == 495
+    assert rows["T4"]["tf32_tflops"] is None
+
+    ev = tmp_root / "data" / "evaluated"
+    ev.mkdir(parents=True)
+    nan = float("nan")
+    pd.DataFrame(
+        {  # A30: ops a, b (b on both configs) -> 2 ops; 2 rows with energy; a CPU host is no table GPU
+            "device_config": ["A30", "A30_no_tf32", "A30", "T4", "AMD_EPYC"],
+            "op_id": ["a", "b", "b", "a", "a"],
+            "e_j": [1.0, nan, 2.0, nan, 1.0],
+            "p_w": [10.0, nan, nan, nan, 5.0],
+        }
+    ).to_parquet(ev / "operations.parquet")
+    pd.DataFrame(
+        {"device_config": ["A30", "A30", "T4"], "set_id": ["n1", "n1", "n2"], "e_j": [1.0, 1.0, nan],
+         "p_w": [nan, nan, nan]}
+    ).to_parquet(ev / "networks.parquet")  # fmt: skip
+    pd.DataFrame(
+        {"device": ["A40", "A40", "A100-SXM4-80GB", "A40"], "knob": ["core_clock_mhz"] * 3 + ["power_limit_w"],
+         "power_w": [100.0, nan, 50.0, 80.0]}
+    ).to_parquet(ev / "sweeps.parquet")  # fmt: skip
+    for target in ("A30-inference", "A30_no_tf32-training"):
+        (tmp_root / "models" / target).mkdir(parents=True)
+        (tmp_root / "models" / target / "bundle.json").write_text("{}")
+    (tmp_root / "models" / "xdevice").mkdir()
+
+    r = CliRunner().invoke(app, ["devices", "--json"])
+    assert r.exit_code == 0, r.output
+    rows = {d["key"]: d for d in json.loads(r.stdout)}
+    held = ("measured_ops", "measured_networks", "clock_sweep_rows", "power_rows", "predictions")
+    assert [rows["A30"][k] for k in held] == [2, 1, 0, 4, "own measurements"]
+    assert rows["A30"]["trained_targets"] == ["A30-inference", "A30_no_tf32-training"]
+    assert [rows["T4"][k] for k in held] == [1, 1, 0, 0, "transferred"]
+    assert [rows["A40"][k] for k in held] == [0, 0, 2, 2, "transferred"]
+    assert [rows["A100"][k] for k in held] == [0, 0, 1, 1, "transferred"]  # the sweep's NVML-style name
+    r = CliRunner().invoke(app, ["devices"])
+    assert r.exit_code == 0 and "own measurements" in r.stdout and "B200" in r.stdout

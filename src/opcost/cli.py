@@ -616,6 +616,35 @@ def profile(
         raise typer.Exit(1)
 
 
+@app.command()
+def devices(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """The device table: each GPU's specs, what the project measured on it (ops, networks, clock sweeps,
+    power data) and how its predictions are made (own measurements, transferred, none yet)."""
+    from opcost.devicelist import device_list
+
+    rows = _run(lambda: device_list(Paths(find_root())))
+    if as_json:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return
+    spec = Table(title=f"{len(rows)} GPUs (opcost/devices.py): dense peaks at boost, TFLOP/s FP32 / TF32 / FP16")
+    for col in ("key", "arch", "CC", "SMs", "boost MHz", "TFLOP/s", "GiB", "GB/s", "L2 MiB", "TDP W"):
+        spec.add_column(escape(col), no_wrap=True)
+    held = Table(title="what the project holds per GPU, and how it predicts for it")
+    for col in ("key", "ops", "networks", "sweep rows", "power rows", "predictions"):
+        held.add_column(escape(col), no_wrap=True)
+    for r in rows:
+        tf32 = "-" if r["tf32_tflops"] is None else f"{r['tf32_tflops']:.3g}"
+        spec.add_row(
+            r["key"], r["architecture"], r["compute_capability"], str(r["sms"]), f"{r['boost_clock_mhz']:g}",
+            f"{r['fp32_tflops']:.3g} / {tf32} / {r['fp16_tflops']:.3g}", f"{r['memory_gib']:.0f}",
+            f"{r['bandwidth_gbs']:g}", f"{r['l2_mib']:g}", f"{r['tdp_w']:g}",
+        )  # fmt: skip
+        counts = ("measured_ops", "measured_networks", "clock_sweep_rows", "power_rows")
+        held.add_row(r["key"], *("n/a" if r[k] is None else str(r[k]) for k in counts), r["predictions"])
+    out.print(spec)
+    out.print(held)
+
+
 @app.command("restore-device")
 def restore_device(
     device: str = typer.Option("cuda:0", "--device", help="The GPU to restore: cuda:N."),
