@@ -621,7 +621,8 @@ def _slurm_params(raw: Any, campaigns: dict[str, CampaignParams], where: str) ->
     return defaults, {str(n): SlurmParams.from_dict(v, f"{where}.campaigns.{n}", defaults) for n, v in per.items()}
 
 
-# Parsers in src/opcost/data/: thesis.py (thesis-logs), sweeps.py and crossclock.py (the rest).
+# Parsers in src/opcost/data/: thesis.py (thesis-logs), neusight.py (neusight), sweeps.py and crossclock.py
+# (the rest).
 INGEST_KINDS: tuple[str, ...] = (
     "thesis-logs",
     "zeus-power-limit",
@@ -630,7 +631,10 @@ INGEST_KINDS: tuple[str, ...] = (
     "perseus-power-limit",
     "nv-dvfs-kernels",
     "gpu-frequency-dvfs",
+    "neusight",
 )
+# Kinds whose ingest writes op_measurements, networks and operations tables (the rest write sweeps).
+OP_SOURCE_KINDS: tuple[str, ...] = ("thesis-logs", "neusight")
 
 
 @dataclass(frozen=True)

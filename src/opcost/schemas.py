@@ -346,10 +346,10 @@ _LOGGED = cols(
     ),
     time_col("t_s", "time per iteration"),
     spread_col("sigma_t_s", "s"),
-    energy_col("e_j", "energy per iteration (logged in mJ)"),
+    energy_col("e_j", "energy per iteration (logged in mJ); null where a source has no energy (NeuSight)", True),
     spread_col("sigma_e_j", "J", "thesis: sigma_P x t"),
     spread_col("e_sem_j", "J", "the log's small error of e (v3)"),
-    power_col("p_w", "mean power after the 3-sigma filter"),
+    power_col("p_w", "mean power after the 3-sigma filter; null without power (NeuSight)", nullable=True),
     spread_col("sigma_p_w", "W"),
     Col("iterations", "int", nullable=True, min=1),
     time_col("total_time_s", nullable=True),
@@ -370,6 +370,55 @@ NET_MEASUREMENTS = Table(
     name="net_measurements",
     doc="Ingested whole-network measurements.",
     columns=cols(*_NETWORK_ID, *_LOGGED),
+)
+
+OP_KERNELS = Table(
+    name="op_kernels",
+    doc="The kernel an ingested op measurement launched (NeuSight): one row per op_measurements row, keyed "
+    "by source file and line.",
+    columns=cols(
+        Col("source", "str"),
+        Col("source_file", "str"),
+        Col("line", "int", min=1),
+        Col("device_config", "str"),
+        Col("op_id", "str"),
+        Col("kernel_name", "str", doc="the main kernel, as the profiler named it"),
+        Col("kernels", "str", nullable=True, doc="every kernel launched, ';'-separated (null: not recorded)"),
+        Col("n_kernels", "int", nullable=True, min=0),
+        Col("warps_per_sm", "float", min=0),
+        Col("blocks_per_sm", "float", min=0),
+        *(Col(f"{w}_{a}", "int", min=1) for w in ("grid", "block") for a in ("x", "y", "z")),
+    ),
+)
+
+NETWORK_NODES = Table(
+    name="network_nodes",
+    doc="One FX node of an ingested network (NeuSight: one transformer layer plus embeddings and head; the "
+    "model is that layer repeated num_layer times), each node timed on its own.",
+    columns=cols(
+        Col("source", "str", nullable=True),
+        Col("source_file", "str"),
+        Col("line", "int", min=1),
+        Col("device_config", "str"),
+        Col("mode", "str", doc="inference or training"),
+        Col("set_id", "str", doc="the networks row this node belongs to"),
+        Col("model", "str"),
+        Col("num_layer", "int", min=0, doc="how often the transformer layer repeats in the whole model"),
+        Col("node_index", "int", min=0, doc="position in the graph (0-based)"),
+        Col("name", "str", doc="FX node name"),
+        Col("op", "str", doc="placeholder, get_attr, call_module, call_function, call_method or output"),
+        Col("target", "str", doc="module path, function or method name"),
+        Col("module_class", "str", nullable=True, doc="class of a call_module node's module"),
+        Col("args", "str", doc="the node's positional arguments as recorded (at most 500 characters)"),
+        Col("kwargs", "str"),
+        Col("input_shapes", "str", doc="JSON list of the input tensors' shapes"),
+        Col("output_shape", "str", doc="JSON shape of the output"),
+        Col("dtype", "str", nullable=True, doc="output dtype (float32, int64, bool); null for non-tensors"),
+        Col("latency_s", "float", unit="s", min=0, doc="fw + bw + acc"),
+        Col("fw_s", "float", unit="s", min=0, doc="forward time"),
+        Col("bw_s", "float", unit="s", min=0, doc="backward time of the node's autograd node (0 in inference)"),
+        Col("acc_s", "float", unit="s", min=0, doc="gradient accumulation time (0 in inference)"),
+    ),
 )
 
 REJECT_REASONS = (

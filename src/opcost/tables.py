@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from opcost.config import Params, Paths
+from opcost.config import OP_SOURCE_KINDS, Params, Paths
 from opcost.errors import OpcostError
 from opcost.schemas import OPERATIONS, Table
 
@@ -33,7 +33,7 @@ def known_operations(paths: Paths, params: Params) -> pd.DataFrame:
     the thesis-log ingest sources (ops the thesis measured that no extract set contains)."""
     frames = [read_table(paths.operations, OPERATIONS, "extract")]
     for name, src in params.ingest.sources.items():
-        if src.kind == "thesis-logs":
+        if src.kind in OP_SOURCE_KINDS:
             f = paths.ingested_dir(name) / "operations.parquet"
             frames.append(read_table(f, OPERATIONS, f"ingest@{name}"))
     return pd.concat(frames, ignore_index=True).drop_duplicates("op_id").set_index("op_id")

@@ -2,7 +2,8 @@
 
 Outputs under data/ingested/<source>/: for logs of operations and networks (`thesis-logs`)
 op_measurements.parquet, networks.parquet and operations.parquet (the parsed specs, in the same
-table as extract writes); for sweeps (every other kind, see `SWEEP_READERS`) sweeps.parquet;
+table as extract writes); for NeuSight (`neusight`) those plus op_kernels.parquet and
+network_nodes.parquet (data/neusight.py); for sweeps (every other kind, see `SWEEP_READERS`) sweeps.parquet;
 always rejects.parquet (every line not taken, with file, line number and reason: schemas.REJECTS)
 and summary.json with the rows parsed, the lines rejected by reason and skipped by kind, per file.
 
@@ -20,11 +21,20 @@ from typing import Any, Callable
 import pandas as pd
 
 from opcost.config import IngestSource, Params, Paths
-from opcost.data import crossclock, sweeps, thesis
+from opcost.data import crossclock, neusight, sweeps, thesis
 from opcost.errors import OpcostError
 from opcost.io import write_parquet, write_report
 from opcost.ops.catalog import operations_table
-from opcost.schemas import NET_MEASUREMENTS, OP_MEASUREMENTS, REJECT_REASONS, REJECTS, SWEEPS, conform
+from opcost.schemas import (
+    NET_MEASUREMENTS,
+    NETWORK_NODES,
+    OP_KERNELS,
+    OP_MEASUREMENTS,
+    REJECT_REASONS,
+    REJECTS,
+    SWEEPS,
+    conform,
+)
 
 SWEEP_READERS: dict[str, Callable[[Path, str], sweeps.SweepRead]] = {
     "zeus-power-limit": sweeps.zeus,
@@ -98,6 +108,39 @@ def ingest_thesis(src: IngestSource, paths: Paths) -> tuple[dict[str, Any], dict
     return summary, tables
 
 
+def ingest_neusight(src: IngestSource, paths: Paths) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+    """NeuSight's ops, networks and FX nodes (data/neusight.py), with how they were measured."""
+    res = neusight.read_neusight(paths.root / src.path)
+    ops = conform(pd.DataFrame(res.rows).assign(source=src.name), OP_MEASUREMENTS)
+    nets = conform(pd.DataFrame(res.nets, columns=NET_MEASUREMENTS.names).assign(source=src.name), NET_MEASUREMENTS)
+    nodes = conform(pd.DataFrame(res.nodes, columns=NETWORK_NODES.names).assign(source=src.name), NETWORK_NODES)
+    kernels = conform(pd.DataFrame(res.kernels).assign(source=src.name), OP_KERNELS)
+    specs = {i: s for i, (s, _) in res.specs.items()}
+    metrics = {i: m for i, (_, m) in res.specs.items()}
+    summary = {
+        "source": src.name,
+        "kind": src.kind,
+        "files": res.files,
+        "skipped_lines": dict(sorted(res.skipped.items())),
+        "rejected_lines": len(res.rejects),
+        "rejected_by_reason": reject_counts(res.rejects),
+        "op_rows": len(ops),
+        "network_rows": len(nets),
+        "unique_ops": len(specs),
+        **neusight.summary_counts(res),
+    }
+    tables = {
+        "op_measurements.parquet": ops,
+        "networks.parquet": nets,
+        "network_nodes.parquet": nodes,
+        "op_kernels.parquet": kernels,
+        # the nine kinds have no composite parts: operations_table would trace each op for none
+        "operations.parquet": operations_table(specs, metrics, {}),
+        "rejects.parquet": rejects_table(res.rejects, src.name),
+    }
+    return summary, tables
+
+
 def ingest_sweep(src: IngestSource, paths: Paths) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     read = SWEEP_READERS[src.kind](paths.root / src.path, src.name)
     columns = SWEEPS.names
@@ -128,7 +171,8 @@ def run_ingest_stage(paths: Paths, params: Params, name: str) -> dict[str, Any]:
     src = sources[name]
     if not (paths.root / src.path).exists():
         raise OpcostError(f"{src.path} not found: run `dvc pull` to fetch the external data")
-    summary, tables = ingest_thesis(src, paths) if src.kind == "thesis-logs" else ingest_sweep(src, paths)
+    ingest = {"thesis-logs": ingest_thesis, "neusight": ingest_neusight}.get(src.kind, ingest_sweep)
+    summary, tables = ingest(src, paths)
     # everything is parsed and validated before the first file is written
     out = paths.ingested_dir(name)
     for fname, df in tables.items():

@@ -14,8 +14,10 @@ file with a few bad lines is read, and those lines become rejects.
 from __future__ import annotations
 
 import csv
+import gzip
 import math
 import re
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,6 +82,11 @@ def read_lines(path: Path, what: str) -> list[Line]:
         data = path.read_bytes()
     except OSError as exc:
         raise OpcostError(f"{path} cannot be read ({exc.strerror or exc}); expected a {what} file") from None
+    if path.name.endswith(".gz"):  # a gzip-compressed text file (NeuSight's CSVs)
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise OpcostError(f"{path} is not a gzip file ({exc}); expected a gzip-compressed {what} file") from None
     if not data.strip():
         raise OpcostError(f"{path} is empty; expected a {what} file")
     raw = data.split(b"\n")

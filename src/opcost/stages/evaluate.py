@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from opcost.config import Params, Paths
+from opcost.config import OP_SOURCE_KINDS, Params, Paths
 from opcost.data.evaluate import (
     NET_KEYS,
     OP_KEYS,
@@ -47,7 +47,7 @@ def read_ingested(paths: Paths, params: Params) -> dict[str, list[Any]]:
         d = paths.ingested_dir(name)
         stage = f"ingest@{name}"
         out["summaries"].append(json.loads(require(d / "summary.json", stage).read_text()))
-        if src.kind == "thesis-logs":
+        if src.kind in OP_SOURCE_KINDS:
             out["ops"].append(read_table(d / "op_measurements.parquet", OP_MEASUREMENTS, stage))
             out["nets"].append(read_table(d / "networks.parquet", NET_MEASUREMENTS, stage))
         else:
@@ -80,6 +80,10 @@ def run(paths: Paths, params: Params) -> dict[str, Any]:
     c_ops, c_nets, c_sweeps = campaign_frames(paths)
     ops = _finish(_concat([*parts_ops, c_ops]), EVALUATED_OPERATIONS)
     nets = _finish(_concat([*parts_nets, c_nets]), EVALUATED_NETWORKS)
+    # public measurements (NeuSight) join the evaluated tables, named as theirs, and train no target
+    public = [name for name, src in params.ingest.sources.items() if src.kind == "neusight"]
+    for df in (ops, nets):
+        df.loc[df["sources"].isin(public), "method"] = "neusight-log"
     # a source's rows at the device default (value unknown) stay in its ingested table
     at_knob = [s[~s["default_setting"].astype(bool)] for s in ing["sweeps"]]
     sweeps = _finish(_concat([*at_knob, c_sweeps]), SWEEPS)
@@ -90,7 +94,9 @@ def run(paths: Paths, params: Params) -> dict[str, Any]:
     if missing:
         raise OpcostError(f"{len(missing)} evaluated ops have no spec in any operations table (e.g. {missing[0]})")
     coverage = coverage_of_networks(logged_nets, ops, occurrences, catalog) if len(logged_nets) else {"networks": []}
-    targets = target_tables(ops, nets, occurrences, catalog)
+    targets = target_tables(
+        ops[~ops["sources"].isin(public)], nets[~nets["sources"].isin(public)], occurrences, catalog
+    )
 
     write_parquet(ops, paths.evaluated_operations)
     write_parquet(nets, paths.evaluated_networks)
