@@ -174,6 +174,6 @@ def test_unknown_source_is_named(ingest_root):
 
     with pytest.raises(
         OpcostError,
-        match="unknown ingest source 'zeus'; sources in params.yaml: dvfs-conv, gpu-frequency-dvfs, nicolai-thesis, ",
+        match="unknown ingest source 'zeus'; sources in params.yaml: dvfs-conv, gpu-frequency-dvfs, neusight, nicolai-thesis, ",
     ):
         run_ingest_stage(ingest_root, load_params(ingest_root.params), "zeus")

@@ -114,6 +114,9 @@ def test_fx_nodes_keep_shapes_times_and_the_layer_repeat(read):
     assert (emb["fw_s"], emb["bw_s"], emb["acc_s"]) == tuple(float(rec[i]) / 1000 for i in (16, 17, 18))
     assert json.loads(emb["input_shapes"]) == [[2, 512]] and json.loads(emb["output_shape"]) == [2, 512, 1024]
     assert emb["dtype"] == "float32"
+    inf = nodes[nodes["set_id"] == "bert_large:8x512"]
+    assert inf["bw_s"].isna().all() and inf["acc_s"].isna().all()  # 0 in the file: not timed
+    assert train.loc[train["op"] == "placeholder", "fw_s"].isna().all()
     assert train[train["op"] != "call_module"]["module_class"].isna().all()
     assert len(nodes[nodes["set_id"] == "bert_large:8x512"]) == 5 and not (nodes["set_id"] == "switchxl4:1x512").any()
 
@@ -216,3 +219,20 @@ def test_ingest_records_the_method_and_evaluate_joins_without_new_targets(tmp_ro
     assert len(ops) == 22 and (ops["method"] == "neusight-log").all() and ops["e_j"].isna().all()
     assert len(nets) == 4 and (nets["sources"] == "neusight").all()
     assert not paths.evaluated_targets_dir.exists() or not any(paths.evaluated_targets_dir.iterdir())
+
+
+def test_the_real_neusight_data_joins_the_evaluated_tables(pipeline_root):
+    """The whole public dataset, through ingest and evaluate as the pipeline runs them."""
+    paths = pipeline_root
+    summary = json.loads((paths.ingested_dir("neusight") / "summary.json").read_text())
+    assert summary["rejected_lines"] == 0 and summary["op_rows"] == 195259 and summary["network_rows"] == 43
+    raw = pd.read_parquet(paths.ingested_dir("neusight") / "op_measurements.parquet")
+    ev = pd.read_parquet(paths.evaluated_operations)
+    ns = ev[ev["method"] == "neusight-log"]
+    configs = {"P4", "P100", "T4", "V100", "A100_PCIe_40GB_no_tf32", "A100_PCIe_no_tf32"}
+    assert set(ns["device_config"]) == configs
+    assert len(ns) == raw.groupby(["device_config", "op_id"]).ngroups  # re-measured shapes combined
+    nets = pd.read_parquet(paths.evaluated_networks)
+    assert (nets["method"] == "neusight-log").sum() == 43
+    targets = {p.name.rpartition("-")[0] for p in paths.evaluated_targets_dir.iterdir()}
+    assert not targets & configs  # public data trains no target of its own

@@ -414,10 +414,10 @@ NETWORK_NODES = Table(
         Col("input_shapes", "str", doc="JSON list of the input tensors' shapes"),
         Col("output_shape", "str", doc="JSON shape of the output"),
         Col("dtype", "str", nullable=True, doc="output dtype (float32, int64, bool); null for non-tensors"),
-        Col("latency_s", "float", unit="s", min=0, doc="fw + bw + acc"),
-        Col("fw_s", "float", unit="s", min=0, doc="forward time"),
-        Col("bw_s", "float", unit="s", min=0, doc="backward time of the node's autograd node (0 in inference)"),
-        Col("acc_s", "float", unit="s", min=0, doc="gradient accumulation time (0 in inference)"),
+        time_col("latency_s", "fw + bw + acc; null: not timed (NeuSight writes 0)", nullable=True),
+        time_col("fw_s", "forward time; null: not timed (placeholders, attributes)", nullable=True),
+        time_col("bw_s", "backward time of the node's autograd node; null: none (inference, no grad)", nullable=True),
+        time_col("acc_s", "gradient accumulation time; null: none", nullable=True),
     ),
 )
 

@@ -364,10 +364,11 @@ def parse_nodes(path: Path, rel: str, net: dict[str, Any], num_layer: int, res: 
             "input_shapes": json.dumps(ins),
             "output_shape": json.dumps(out),
             "dtype": rec["dtype"].strip().removeprefix("torch.") or None,
-            "latency_s": times["latency"],
-            "fw_s": times["fw_latency"],
-            "bw_s": times["bw_latency"],
-            "acc_s": times["acc_latency"],
+            # NeuSight writes 0 for what it did not time (placeholders, inference backward): null here
+            "latency_s": times["latency"] or None,
+            "fw_s": times["fw_latency"] or None,
+            "bw_s": times["bw_latency"] or None,
+            "acc_s": times["acc_latency"] or None,
         }
         problem = NETWORK_NODES.row_problem(row)
         if problem:
