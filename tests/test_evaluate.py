@@ -68,7 +68,7 @@ def test_campaign_rows_use_trial_statistics(evaluated):
     one = ours.iloc[0]
     assert one["t_s"] == pytest.approx(t[t["op_id"] == one["op_id"]]["mean_s"].mean(), rel=1e-12)
     nets = EVALUATED_NETWORKS.validate(pd.read_parquet(paths.evaluated_networks))
-    assert set(nets["method"]) == {"trials", "thesis-log"}
+    assert set(nets["method"]) == {"trials", "thesis-log", "neusight-log"}
 
 
 SWEEP_SOURCES = {  # evaluated sweep rows per source (ingested rows less default-setting rows)
@@ -90,7 +90,7 @@ def test_sweeps_and_reports(evaluated):
     assert int(ingested["default_setting"].sum()) == 65 and not sw["default_setting"].any()
     assert sw["value"].notna().all()
     summary = json.loads(paths.ingest_summary.read_text())
-    assert set(summary) == {"nicolai-thesis", *SWEEP_SOURCES}
+    assert set(summary) == {"nicolai-thesis", "neusight", *SWEEP_SOURCES}
     assert all(s["rejected_lines"] == 0 for s in summary.values())
     cov = json.loads(paths.ingest_coverage.read_text())
     by = {(r["set_id"], r["device_config"], r["mode"]): r for r in cov["networks"]}
