@@ -104,6 +104,22 @@ DEVICES: dict[str, Device] = {
                6 * 2**20, 1440, 1770, (300, 1770), 260),
         Device("P100", "Tesla P100-PCIE-16GB", "Pascal", 9.3 * TERA, None, 18.7 * TERA, 732 * GB, 16 * GIB, 56,
                4 * 2**20, 1126, 1303, (300, 1329), 250),
+        # xdev: the GPUs NeuSight measured (T4, P4, A100 PCIe 40/80 GB) and the L4, so the cross-device
+        # model can train and answer; the devices branch's fuller table supersedes these lines.
+        # T4 datasheet (2019): 40 SMs, FP32 8.1 TF, FP16 tensor 65 TF, 320 GB/s, 16 GB, 70 W, 4 MB L2, 585/1590 MHz.
+        Device("T4", "Tesla T4", "Turing", 8.1 * TERA, None, 65 * TERA, 320 * GB, 16 * GIB, 40, 4 * 2**20,
+               585, 1590, (300, 1590), 70),
+        # P4 datasheet (2016): 20 SMs, FP32 5.5 TF (no fast FP16), 192 GB/s, 8 GB, 75 W, 2 MB L2, 810/1063 MHz.
+        Device("P4", "Tesla P4", "Pascal", 5.5 * TERA, None, 5.5 * TERA, 192 * GB, 8 * GIB, 20, 2 * 2**20,
+               810, 1063, (300, 1114), 75),
+        # A100 PCIe datasheet (2021): 40 GB HBM2 1555 GB/s, 250 W; 80 GB HBM2e 1935 GB/s, 300 W; base 765/1065.
+        Device("A100_PCIe_40GB", "NVIDIA A100-PCIE-40GB", "Ampere", 19.5 * TERA, 156 * TERA, 312 * TERA, 1555 * GB,
+               40 * GIB, 108, 40 * 2**20, 765, 1410, (210, 1410), 250),
+        Device("A100_PCIe", "NVIDIA A100 80GB PCIe", "Ampere", 19.5 * TERA, 156 * TERA, 312 * TERA, 1935 * GB,
+               80 * GIB, 108, 40 * 2**20, 1065, 1410, (210, 1410), 300),
+        # L4 datasheet (2023): 58 SMs, FP32 30.3, TF32 60, FP16 121 TF dense; 300 GB/s; 24 GB; 72 W; 48 MB L2.
+        Device("L4", "NVIDIA L4", "Ada", 30.3 * TERA, 60 * TERA, 121 * TERA, 300 * GB, 24 * GIB, 58, 48 * 2**20,
+               795, 2040, (210, 2040), 72),
     )
 }  # fmt: skip
 
