@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from opcost.config import XdeviceParams
 from opcost.devices import DEVICES, NO_TF32_SUFFIX, Device
 from opcost.errors import OpcostError
 from opcost.io import read_npz, write_json, write_npz
@@ -103,9 +104,16 @@ def config_device(device_config: str) -> tuple[Device, bool]:
     return DEVICES[key[: -len(NO_TF32_SUFFIX)] if not tf32 else key], tf32
 
 
+# Table entries that are one chip in another board (same SMs, clocks and L2; other memory): one GPU
+# for leave-one-GPU-out, so that NeuSight's A100 80 GB convolutions do not score on a model that saw
+# its A100 40 GB rows.
+SAME_CHIP = {"A100_PCIe_40GB": "A100_PCIe"}
+
+
 def gpu_of(device_config: str) -> str:
     """The GPU a device config runs on (the unit of leave-one-GPU-out: A30 and A30_no_tf32 go together)."""
-    return config_device(device_config)[0].name
+    name = config_device(device_config)[0].name
+    return SAME_CHIP.get(name, name)
 
 
 def op_peak(xkind: str, dev: Device, tf32: bool) -> float:
@@ -201,7 +209,8 @@ def neusight_ops(folder: Path) -> pd.DataFrame:
                   "mul": "mul"}[op]  # fmt: skip
             reads = 2 if op in ("add", "mul") else 1
             extra = 2 * H if op == "ln" else 0
-            d = _gemm_frame(xk, np.ones_like(B), 0 * B, 0 * B, 0 * B, 0 * B, FLOAT_BYTES * ((reads + 1) * numel + extra))
+            zero = 0 * B
+            d = _gemm_frame(xk, np.ones_like(B), zero, zero, zero, zero, FLOAT_BYTES * ((reads + 1) * numel + extra))
             d["numel"] = numel
         df = pd.DataFrame(d)
         if "numel" not in df:
@@ -317,21 +326,6 @@ def design(rows: pd.DataFrame, floor_s: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 # -- fitting ---------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class XdeviceParams:
-    """Settings of the cross-device learner (params.yaml `xdevice`)."""
-
-    floor_s: float = 2e-6  # anchors the target: log(t / (roofline + floor))
-    n_estimators: int = 300
-    max_depth: int = 8
-    learning_rate: float = 0.08
-    subsample: float = 0.8
-    colsample_bytree: float = 0.8
-    min_child_weight: float = 5.0
-    seed: int = 0
-    threads: int = 2
-
-
 def fit_trees(X: np.ndarray, y: np.ndarray, p: XdeviceParams, w: np.ndarray | None = None) -> TreeEnsemble:
     """XGBoost on (X, y), compiled to arrays (model/trees.py) so that prediction needs no XGBoost."""
     import xgboost as xgb
@@ -382,9 +376,14 @@ def fit(rows: pd.DataFrame, p: XdeviceParams) -> OpModel:
 
 
 def leave_one_gpu_out(
-    rows: pd.DataFrame, p: XdeviceParams, fit_fn: FitFn = fit, gpus: Sequence[str] | None = None
+    rows: pd.DataFrame,
+    p: XdeviceParams,
+    fit_fn: FitFn = fit,
+    gpus: Sequence[str] | None = None,
+    on_fold: Callable[[str, "OpModel"], None] | None = None,
 ) -> pd.DataFrame:
-    """Every row of each GPU predicted by a model fitted on the other GPUs' rows only."""
+    """Every row of each GPU predicted by a model fitted on the other GPUs' rows only; `on_fold(gpu,
+    model)` sees each fold's model (the network validation reuses it)."""
     gpu = rows["device_config"].map(gpu_of)
     out = []
     for g in gpus or sorted(gpu.unique()):
@@ -392,6 +391,8 @@ def leave_one_gpu_out(
         model = fit_fn(rows[~held].reset_index(drop=True), p)
         if g in model.trained_on:
             raise AssertionError(f"leave-one-GPU-out: the model for {g} was fitted on {g}'s rows")
+        if on_fold is not None:
+            on_fold(g, model)
         test = rows[held].copy()
         test["gpu"] = g
         test["predicted_s"] = model.predict(test.reset_index(drop=True))
@@ -424,7 +425,8 @@ def logo_table(pred: pd.DataFrame) -> pd.DataFrame:
     for grp, d in pred.groupby("group"):
         # pooled: each GPU's rows equally weighted (mean of the per-GPU MAPEs), and the plain pool
         per = [scores(x["t_s"], x["predicted_s"])["mape"] for _, x in d.groupby("gpu")]
-        rows.append({"gpu": "all", "group": grp, **scores(d["t_s"], d["predicted_s"]), "mape_gpu_mean": float(np.mean(per))})
+        pooled = scores(d["t_s"], d["predicted_s"])
+        rows.append({"gpu": "all", "group": grp, **pooled, "mape_gpu_mean": float(np.mean(per))})
     df = pd.DataFrame(rows)
     df["neusight_ood_mape"] = df["group"].map(NEUSIGHT_OOD_MAPE)
     df["goal_mape"] = df["group"].map(GOAL_MAPE).fillna(GOAL_OTHER)
@@ -494,7 +496,8 @@ def interval_law(per_gpu: Sequence[tuple[float, float]]) -> dict[str, float]:
             a, b = float(q.mean()), 0.0
     else:
         a, b = float(q.mean()) if len(q) else 0.5, 0.0
-    a = max(float(a), float(q.min()) if len(q) else 0.0)
+    if len(q):  # the envelope: every held-out GPU's own q90 lies inside at its distance
+        a = max(float(a), float(np.max(q - b * d)))
     return {"a": float(a), "b": float(b), "max_logged": float(q.max()) if len(q) else 0.5}
 
 
