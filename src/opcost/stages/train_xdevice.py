@@ -16,8 +16,6 @@ logo_networks.csv, metrics.json}; replays the run into MLflow and registers `opc
 
 from __future__ import annotations
 
-import hashlib
-import json
 import sys
 from typing import Any
 
@@ -62,12 +60,6 @@ def net_scores(df: pd.DataFrame) -> dict[str, float]:
         "twe": float(100 * (df["predicted_s"] - df["measured_s"]).abs().sum() / df["measured_s"].sum()),
         "max_ape": float(100 * ape.max()),
     }
-
-
-def content_hash(model: xdevice.XdeviceModel, folder: Any) -> str:
-    h = hashlib.md5(json.dumps({**model.to_json(), "content_hash": ""}, sort_keys=True).encode())
-    h.update((folder / xdevice.TREES_FILE).read_bytes())
-    return h.hexdigest()
 
 
 def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, Any]:
@@ -121,7 +113,7 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
     model = xdevice.XdeviceModel(final, comp, law, {"ops": metrics["ops"], "networks": metrics["networks"]})
     folder = paths.xdevice_model_dir
     model.save(folder)
-    model.content_hash = content_hash(model, folder)
+    model.content_hash = registry.xdevice_hash(folder)  # what sync-registry recomputes on a fresh clone
     model.save(folder)
     split = f"logo-{'+'.join(sorted(folds))}"
     record = run_record(model, metrics, ops_table, net_pred, split)
