@@ -282,6 +282,15 @@ class Paths:
         return self.root / "reports" / "xdevice"
 
     @property
+    def xdevice_metrics(self) -> Path:
+        """Headline leave-one-GPU-out figures of the cross-device model, declared as DVC metrics."""
+        return self.xdevice_report_dir / "metrics.json"
+
+    def xdevice_table(self, name: str) -> Path:
+        """logo_ops (per held-out GPU x op group) and logo_networks (every held-out network), CSV."""
+        return self.xdevice_report_dir / f"{name}.csv"
+
+    @property
     def clock_report_dir(self) -> Path:
         return self.root / "reports" / "clock"
 

@@ -118,11 +118,10 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
     split = f"logo-{'+'.join(sorted(folds))}"
     record = run_record(model, metrics, ops_table, net_pred, split)
     runlog.save(record, folder)
-    rep = paths.xdevice_report_dir
-    rep.mkdir(parents=True, exist_ok=True)
-    write_report(metrics, rep / "metrics.json")
+    paths.xdevice_report_dir.mkdir(parents=True, exist_ok=True)
+    write_report(metrics, paths.xdevice_metrics)
     for name, df in (("logo_ops", ops_table), ("logo_networks", net_pred)):
-        with atomic_path(rep / f"{name}.csv") as tmp:
+        with atomic_path(paths.xdevice_table(name)) as tmp:
             df.to_csv(tmp, index=False, float_format="%.6g")
     registered = None
     if log_to_mlflow:
