@@ -86,6 +86,34 @@ def predict_network(folder: Path, net: Any, device_config: str, mode: str, optim
     }
 
 
+def busy_share(r: dict[str, Any], device_config: str) -> float:
+    """The network's roofline time over its predicted time (what the power model's busy share means)."""
+    from opcost.model.physics import roofline_s
+
+    roof = sum(roofline_s(x.kind, x.metrics, device_config) * c for x, c in zip(r["records"], r["calls"]))
+    return float(roof / r["time_s"]) if r["time_s"] > 0 else 0.0
+
+
+def energy(root: Path, r: dict[str, Any], device_config: str, mode: str) -> tuple[dict[str, Any] | None, str]:
+    """Energy from the cross-device power model (model/xpower.py, models/xpower/) where both exist:
+    (energy, its interval, power) and a note; else None and why."""
+    try:
+        from opcost.model import xpower  # the power helper's module (merged separately)
+    except ImportError:
+        return None, "energy: no cross-device power model in this build (model/xpower.py absent), so it is left out"
+    folder = Path(root) / "models" / "xpower"
+    if not folder.is_dir():
+        return None, "energy: models/xpower not found (`dvc pull` or its stage), so energy is left out"
+    pm = xpower.PowerModel.load(folder)
+    key = device_config[: -len(NO_TF32_SUFFIX)] if device_config.endswith(NO_TF32_SUFFIX) else device_config
+    p, rel = pm.predict(key, np.array([busy_share(r, device_config)]), None, mode)
+    e = float(p[0]) * r["time_s"]
+    lo, hi = r["interval"]
+    return {"energy_j": e, "power_w": float(p[0]),
+            "interval": (lo * float(p[0]) * max(1 - rel, 0.0), hi * float(p[0]) * (1 + rel))}, (
+        "energy: transferred time x power from the cross-device power model (models/xpower)")  # fmt: skip
+
+
 def network_prediction(folder: Path, spec: Any, net: Any, device_config: str, mode: str, optimizer: str) -> Any:
     """A predict.NetworkPrediction whose every op is `transferred`."""
     from opcost.model.predict import TRAINING_NOTE, NetworkPrediction
@@ -94,12 +122,13 @@ def network_prediction(folder: Path, spec: Any, net: Any, device_config: str, mo
     r = predict_network(folder, net, device_config, mode, optimizer)
     n = len(r["ids"])
     costs = Costs(r["t_s"], np.full(n, np.nan), [SOURCE] * n, [None] * n)
+    en, en_note = energy(Path(folder).parent.parent, r, device_config, mode)
     notes = [
         f"transferred: {device_config} has no measurements of its own; op times from the cross-device model "
         f"(models/xdevice, trained on {', '.join(load(folder).op.trained_on)}), numerics {NUMERICS[r['tf32']]}; "
         f"the 90 % interval comes from leave-one-GPU-out network errors at this GPU's distance "
         f"{r['distance']:.2f} from the training GPUs",
-        "energy: no cross-device power model in this build (model/xpower.py absent), so energy is left out",
+        en_note,
     ]
     if mode == "training":
         notes.insert(1, TRAINING_NOTE.replace("the composition layer's parameter term", "a bytes-bound SGD step"))
@@ -113,9 +142,9 @@ def network_prediction(folder: Path, spec: Any, net: Any, device_config: str, mo
         clock_mhz=None,
         time_s=r["time_s"],
         time_interval_s=r["interval"],
-        energy_j=None,
-        energy_interval_j=None,
-        avg_power_w=None,
+        energy_j=None if en is None else en["energy_j"],
+        energy_interval_j=None if en is None else en["interval"],
+        avg_power_w=None if en is None else en["power_w"],
         sum_s=r["sum_s"],
         op_ids=r["ids"],
         kinds=[x.kind for x in r["records"]],
