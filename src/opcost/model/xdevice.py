@@ -76,6 +76,8 @@ COLUMNS = (
 def resolve(name: str) -> str:
     """A table key from a key or an NVML name (case-insensitive), `_no_tf32` kept; one clear line if unknown."""
     base, suffix = (name[: -len(NO_TF32_SUFFIX)], NO_TF32_SUFFIX) if name.endswith(NO_TF32_SUFFIX) else (name, "")
+    if base in DEVICES:  # a table key as is
+        return base + suffix
     try:  # the device table's own resolver, where the devices branch provides one
         from opcost import devices as _dev
 
