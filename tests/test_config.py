@@ -115,6 +115,9 @@ def test_dvc_yaml_paths_are_the_config_paths(repo_root):
             paths.clock_detail,
             paths.clock_figures,
             *(paths.clock_table(t) for t in ("logo", "loko", "curves", "logo_points")),
+            paths.xdevice_model_dir,
+            paths.xdevice_metrics,
+            *(paths.xdevice_table(t) for t in ("logo_ops", "logo_networks")),
         )
     }
     validate_tables = {"tensor_cores", "sweep_optima", "grid_optima", "latency", "summed_vs_measured"}

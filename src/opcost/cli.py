@@ -280,7 +280,10 @@ def predict(
     input_shape: Optional[str] = typer.Option(None, "--input-shape", help="B,C,H,W image input, e.g. 32,3,224,224."),
     inputs: List[str] = typer.Option([], "--input", help=INPUT_OPTION_HELP),
     model_args: List[str] = typer.Option([], "--model-arg", help=MODEL_ARG_HELP),
-    device: str = typer.Option(..., "--device", help="Device config with a trained model, e.g. A30."),
+    device: str = typer.Option(
+        ..., "--device", help="Device config with a trained model (e.g. A30), or any table GPU or NVML name "
+        "(answered by the cross-device model: transferred)."
+    ),
     mode: str = typer.Option("inference", "--mode", help="inference or training."),
     optimizer: str = typer.Option("sgd", "--optimizer", help="Training memory: sgd (with momentum) or adam."),
     clock: Optional[float] = typer.Option(
@@ -358,6 +361,10 @@ def recommend(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     top: int = typer.Option(15, "--top", help="Rows of the sweep table (best energy first)."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Write the U-curves (time, energy, EDP vs clock) here."),
+    devices: Optional[str] = typer.Option(
+        None, "--devices", help="GPUs to rank, e.g. H100,A100,L4,T4 (table keys or NVML names; transferred "
+        "where a GPU has no own models). Default: every device config with its own models."
+    ),
 ) -> None:
     """Rank device configs x core clocks by time, energy and energy-delay product.
 
@@ -369,7 +376,7 @@ def recommend(
 
     def go() -> Any:
         net = _netspec(model, input_shape, inputs, model_args)
-        return net, Predictor().recommend(net, None, mode, max_slowdown, optimizer)
+        return net, Predictor().recommend(net, None, mode, max_slowdown, optimizer, devices)
 
     net, df = _run(go)
     dropped = df.attrs.get("dropped", [])

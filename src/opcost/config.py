@@ -272,6 +272,25 @@ class Paths:
         return self.root / "models" / "clock"
 
     @property
+    def xdevice_model_dir(self) -> Path:
+        """DVC output of `train-xdevice`: the cross-device op model (JSON + npz) and its run record."""
+        return self.root / "models" / "xdevice"
+
+    @property
+    def xdevice_report_dir(self) -> Path:
+        """logo_ops.csv, logo_networks.csv and metrics.json of `train-xdevice`."""
+        return self.root / "reports" / "xdevice"
+
+    @property
+    def xdevice_metrics(self) -> Path:
+        """Headline leave-one-GPU-out figures of the cross-device model, declared as DVC metrics."""
+        return self.xdevice_report_dir / "metrics.json"
+
+    def xdevice_table(self, name: str) -> Path:
+        """logo_ops (per held-out GPU x op group) and logo_networks (every held-out network), CSV."""
+        return self.xdevice_report_dir / f"{name}.csv"
+
+    @property
     def clock_report_dir(self) -> Path:
         return self.root / "reports" / "clock"
 
@@ -756,12 +775,34 @@ CLOCK_KEYS = ("min_points", "seed", "tree_iterations", "grid_points")
 
 
 @dataclass(frozen=True)
+class XdeviceParams:
+    """The cross-device op-time model (model/xdevice.py, stage train-xdevice)."""
+
+    neusight: str = "data/external/neusight"  # NeuSight's measurements (ops/, networks/)
+    op_targets: tuple[str, ...] = ("A30-inference", "A30_no_tf32-inference", "RTX2080Ti-inference")
+    net_targets: tuple[str, ...] = ("A30-inference", "RTX2080Ti-inference", "A30-training")
+    floor_s: float = 2e-6  # anchors the target: log(t / (roofline + floor))
+    n_estimators: int = 150
+    max_depth: int = 8
+    learning_rate: float = 0.1
+    subsample: float = 0.8
+    colsample_bytree: float = 0.8
+    min_child_weight: float = 5.0
+    seed: int = 0
+    threads: int = 2
+
+
+XDEVICE_KEYS = tuple(XdeviceParams.__dataclass_fields__)
+
+
+@dataclass(frozen=True)
 class Params:
     extract: ExtractParams
     profile: ProfileParams = field(default_factory=ProfileParams)
     ingest: IngestParams = field(default_factory=IngestParams)
     train: TrainParams = field(default_factory=TrainParams)
     clock: ClockParams = field(default_factory=ClockParams)
+    xdevice: XdeviceParams = field(default_factory=XdeviceParams)
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -780,7 +821,7 @@ def _no_duplicate_keys(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bo
 
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicate_keys)
 
-TOP_KEYS = ("extract", "profile", "ingest", "train", "clock")
+TOP_KEYS = ("extract", "profile", "ingest", "train", "clock", "xdevice")
 TRAIN_KEYS = ("targets", "folds", "seed", "random_forest", "xgboost")
 
 
@@ -872,4 +913,27 @@ def load_params(path: Path) -> Params:
         ingest=IngestParams(sources=sources),
         train=train,
         clock=clock,
+        xdevice=_xdevice_params(raw.get("xdevice"), f),
+    )
+
+
+def _xdevice_params(raw: Any, f: str) -> XdeviceParams:
+    """The `xdevice` section (absent: the defaults)."""
+    xd = mapping(raw, f"{f}: xdevice")
+    check_keys(xd, XDEVICE_KEYS, f"{f}: xdevice")
+    d = XdeviceParams()
+    w = f"{f}: xdevice"
+    return XdeviceParams(
+        neusight=check_external_path(xd.get("neusight", d.neusight), f"{w}.neusight"),
+        op_targets=tuple(as_list(xd.get("op_targets", list(d.op_targets)), f"{w}.op_targets", as_str)),
+        net_targets=tuple(as_list(xd.get("net_targets", list(d.net_targets)), f"{w}.net_targets", as_str)),
+        floor_s=as_positive(xd.get("floor_s", d.floor_s), f"{w}.floor_s"),
+        n_estimators=as_int(xd.get("n_estimators", d.n_estimators), f"{w}.n_estimators", lo=1),
+        max_depth=as_int(xd.get("max_depth", d.max_depth), f"{w}.max_depth", lo=1),
+        learning_rate=as_positive(xd.get("learning_rate", d.learning_rate), f"{w}.learning_rate"),
+        subsample=as_positive(xd.get("subsample", d.subsample), f"{w}.subsample"),
+        colsample_bytree=as_positive(xd.get("colsample_bytree", d.colsample_bytree), f"{w}.colsample_bytree"),
+        min_child_weight=as_positive(xd.get("min_child_weight", d.min_child_weight), f"{w}.min_child_weight"),
+        seed=as_int(xd.get("seed", d.seed), f"{w}.seed", lo=0),
+        threads=as_int(xd.get("threads", d.threads), f"{w}.threads", lo=1),
     )

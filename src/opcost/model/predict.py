@@ -330,10 +330,21 @@ class Predictor:
     ) -> list[NetworkPrediction]:
         """Several (model, input_shape, device, mode, clock) questions; each device's model runs once."""
         prepared = []
-        for model, input_shape, device, mode, clock in requests:
+        transferred: dict[int, NetworkPrediction] = {}  # GPUs without own bundles (model/xdevice_predict.py)
+        for k, (model, input_shape, device, mode, clock) in enumerate(requests):
             spec = as_netspec(model, input_shape, dtype)
             if mode == "training":
                 footprint_key(mode, optimizer)  # an unknown optimizer fails before any work
+            device, xfer = self._transfer(device, mode)
+            if xfer is not None:
+                from opcost.model import xdevice_predict
+
+                xdevice_predict.check_no_clock(xfer, clock)
+                net = self.network(spec, mode=mode)
+                transferred[k] = xdevice_predict.network_prediction(
+                    self.paths.xdevice_model_dir, spec, net, xfer, mode, optimizer
+                )
+                continue
             bundle = self.bundle(device, mode)
             if clock is not None:
                 from opcost.model.clock import check_device_clock
@@ -343,11 +354,11 @@ class Predictor:
                     self._transfer_device(bundle)  # a device the table lacks, or no clock model: refused here
                     self.clock_model()
             net = self.network(spec, mode=bundle.mode)
-            prepared.append((spec, net.inputs[0].shape if net.inputs else (), bundle, clock, net))
+            prepared.append((spec, net.inputs[0].shape if net.inputs else (), bundle, clock, net, k))
         # one costing per (target, clock) over the union of the requests' ops
         costed: dict[tuple, dict[str, tuple[float, float, str, str | None]]] = {}
         groups: dict[tuple, dict[str, OpRecord]] = {}
-        for _, _, bundle, clock, net in prepared:
+        for _, _, bundle, clock, net, _k in prepared:
             groups.setdefault((bundle.target, clock), {}).update(net.records)
         base: dict[tuple, Costs] = {}  # costs at the reference clock, shared by every transferred clock
         for (target, clock), recs in groups.items():
@@ -364,7 +375,20 @@ class Predictor:
                 i: (float(t), float(p), src, px)
                 for i, t, p, src, px in zip(ids, costs.t_s, costs.p_w, costs.source, costs.proxy)
             }
-        return [self._assemble(m, s, b, c, n, costed[(b.target, c)], optimizer) for m, s, b, c, n in prepared]
+        own = {k: self._assemble(m, s, b, c, n, costed[(b.target, c)], optimizer) for m, s, b, c, n, k in prepared}
+        return [own[k] if k in own else transferred[k] for k in range(len(requests))]
+
+    def _transfer(self, device: str, mode: str) -> tuple[str, str | None]:
+        """(device config, config to answer with the cross-device model or None). None where the device
+        has its own bundle in this mode (an NVML name becomes its key) or no models/xdevice is there."""
+        from opcost.model.xdevice import MODEL_FILE
+
+        if mode not in MODES or not (self.paths.xdevice_model_dir / MODEL_FILE).is_file():
+            return device, None
+        from opcost.model.xdevice_predict import transfer_config
+
+        cfg, how = transfer_config(device, mode, self.targets())
+        return cfg, (cfg if how is not None else None)
 
     @staticmethod
     def _transfer_device(bundle: Bundle) -> Any:
@@ -500,6 +524,7 @@ class Predictor:
         mode: str = "inference",
         max_slowdown: float | None = None,
         optimizer: str = "sgd",
+        devices: str | None = None,
     ) -> "pd.DataFrame":
         """Device configs (and clocks, where a model knows them) ranked by time, energy and EDP.
 
@@ -515,10 +540,20 @@ class Predictor:
             )
         if mode not in MODES:
             raise OpcostError(f"unknown mode {mode!r}; valid modes: {', '.join(MODES)}")
-        devices = [t.rpartition("-")[0] for t in self.targets() if t.endswith(f"-{mode}")]
-        if not devices:
-            raise OpcostError(f"no trained model in mode {mode}; trained: {', '.join(self.targets()) or 'none'}")
-        requests = [(model, input_shape, d, mode, c) for d in devices for c in self.sweep_clocks(d, mode)]
+        own = [t.rpartition("-")[0] for t in self.targets() if t.endswith(f"-{mode}")]
+        if devices is not None:  # `--devices H100,A100,L4,T4`: own bundles where they exist, else transferred
+            from opcost.model.xdevice_predict import table_configs
+
+            chosen = [self._transfer(d, mode)[0] for d in table_configs(devices)]
+            requests = [
+                (model, input_shape, d, mode, c)
+                for d in chosen
+                for c in (self.sweep_clocks(d, mode) if d in own else (None,))
+            ]
+        else:
+            if not own:
+                raise OpcostError(f"no trained model in mode {mode}; trained: {', '.join(self.targets()) or 'none'}")
+            requests = [(model, input_shape, d, mode, c) for d in own for c in self.sweep_clocks(d, mode)]
         preds = self.predict_many(requests, optimizer=optimizer)
         dropped = []
         kept = []
@@ -552,6 +587,7 @@ class Predictor:
                     "energy_j": p.energy_j,
                     "edp_js": p.time_s * p.energy_j if p.energy_j is not None else None,
                     "calibrated": p.calibrated,
+                    "source": "transferred" if set(p.sources) == {"transferred"} else "own models",
                     "measured_time_share": p.coverage()["time"].get("measured", 0.0),
                     "memory_needed_bytes": None if p.memory is None else p.memory["needed_bytes"],
                     "fits_memory": p.fits,

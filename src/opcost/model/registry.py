@@ -222,7 +222,45 @@ def sync_registry(paths: Paths, params: Params) -> dict[str, str | None]:
     clock_file = paths.clock_model_dir / CLOCK_MODEL_FILE
     if clock_file.is_file():
         done[tracking.CLOCK_MODEL] = sync_clock_model(paths, mlflow, client)
+    if (paths.xdevice_model_dir / XDEVICE_MODEL_FILE).is_file():
+        done[tracking.XDEVICE_MODEL] = sync_xdevice_model(paths, mlflow, client)
     return done
+
+
+XDEVICE_MODEL_FILE, XDEVICE_TREES_FILE = "xdevice.json", "trees.npz"  # model/xdevice.py's files (not imported)
+
+
+def xdevice_hash(folder: Path) -> str:
+    """Content hash of models/xdevice/: its JSON in canonical form (without the stored hash) and the trees."""
+    import hashlib
+    import json
+
+    try:
+        data = json.loads((folder / XDEVICE_MODEL_FILE).read_text())
+    except ValueError:
+        raise OpcostError(f"{folder / XDEVICE_MODEL_FILE} is not JSON; refused") from None
+    h = hashlib.md5(json.dumps({**data, "content_hash": ""}, sort_keys=True).encode())
+    h.update((folder / XDEVICE_TREES_FILE).read_bytes())
+    return h.hexdigest()
+
+
+def sync_xdevice_model(paths: Paths, mlflow: Any, client: Any) -> str | None:
+    """Register models/xdevice/ from its run record when this store lacks it (as for the clock model)."""
+    from opcost.model import runlog
+
+    folder = paths.xdevice_model_dir
+    chash = xdevice_hash(folder)
+    record = runlog.load(folder)
+    split = record["tags"].get("split", "")
+    score = -float(record["metrics"].get("net_all_mape", 0.0))
+    found = tracking.find_version(client, tracking.XDEVICE_MODEL, chash)
+    if found is not None:
+        with tracking.write_lock(paths.root):
+            consider_champion(paths.root, client, tracking.XDEVICE_MODEL, str(found.version), score, split)
+        return None
+    extra = {**tracking.source_tags(paths.root), "replayed_from": f"models/xdevice/{runlog.RUN_FILE}"}
+    with runlog.replayed(mlflow, record, extra):
+        return register_folder(paths.root, mlflow, tracking.XDEVICE_MODEL, folder, chash, score, split, {})
 
 
 CLOCK_MODEL_FILE = "clock_model.json"  # model/clock.py's file (not imported: the train stages do not load it)

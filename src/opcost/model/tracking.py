@@ -33,6 +33,8 @@ VALIDATE_RUN = "validate"
 CHAMPION = "champion"
 CLOCK_MODEL = "opcost-clock"  # the registered transferred clock model (stage train-clock)
 CLOCK_RUN = "train-clock"
+XDEVICE_MODEL = "opcost-xdevice"  # the registered cross-device op-time model (stage train-xdevice)
+XDEVICE_RUN = "train-xdevice"
 HOST_TAG = "opcost.host"
 PID_TAG = "opcost.pid"
 

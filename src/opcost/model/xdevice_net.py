@@ -1,0 +1,304 @@
+"""Networks on a GPU without network measurements: the composition that transfers, and its validation.
+
+A network's time on a GPU the op model never saw is composed from its ops' transferred device
+times (model/xdevice.py, CUDA-event units):
+
+    t_net = scale x sum over kernel calls of max(t_op, host_floor)  (+ the optimizer step in training)
+
+- `host_floor`: eager PyTorch launches one kernel per op from the host; a fast GPU finishes a small
+  kernel before the host has issued the next, so no call costs less than the host's per-op time.
+  A view or a Python-side node (size, getitem) launches nothing and costs nothing here.
+- `scale`: what isolated timings miss or add in a running network (cache warmth, overlap).
+- training: each op's backward is `bw_ratio[kind]` x its forward, from NeuSight's per-node fw/bw/acc
+  times and the thesis' forward+backward op timings of the training GPUs; the optimizer step reads
+  and writes each parameter a few times, bytes-bound at the device's bandwidth.
+`host_floor` and `scale` are fitted on the networks of the training GPUs only; leave-one-GPU-out
+refits them without the held-out GPU, with op predictions from the fold's op model.
+
+Two validation sets: NeuSight's end-to-end configs (one FX-traced transformer layer repeated
+`num_layer` times plus embeddings and head; nodes mapped to op rows here) and the thesis networks
+(data/evaluated/targets/<config>-<mode>/networks.parquet and network_ops.parquet).
+"""
+
+from __future__ import annotations
+
+import ast
+import gzip
+import io
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from opcost.devices import NO_TF32_SUFFIX
+from opcost.errors import OpcostError
+from opcost.model.xdevice import GEMM_XKINDS, OpModel, config_device, gpu_of, record_row, resolve, xkind_of
+
+# The optimizer step: SGD with momentum reads parameter, gradient and momentum and writes parameter
+# and momentum: 5 x 4 bytes per parameter (foreach kernels; launch cost folded into the floor).
+OPTIMIZER_BYTES_PER_PARAM = 20.0
+DEFAULT_BW_RATIO = {"gemm": 2.0, "other": 1.5}  # where no training GPU measured a kind's backward
+_LAYER = re.compile(r"\.(?:h|layer|layers|block)\.0'")
+_NOKERNEL_METHODS = {"size", "view", "permute", "transpose", "split", "to", "type", "dim", "expand", "reshape",
+                     "unsqueeze", "squeeze", "chunk", "flatten", "__getitem__", "unbind", "t"}  # fmt: skip
+
+
+def _shape(text: Any) -> list[int]:
+    try:
+        v = ast.literal_eval(str(text))
+    except (ValueError, SyntaxError):
+        return []
+    return [int(x) for x in v] if isinstance(v, (tuple, list)) and all(isinstance(x, int) for x in v) else []
+
+
+def _shapes(text: Any) -> list[list[int]]:
+    try:
+        v = ast.literal_eval(str(text))
+    except (ValueError, SyntaxError):
+        return []
+    return [[int(x) for x in s] for s in v if isinstance(s, (list, tuple))] if isinstance(v, list) else []
+
+
+def fx_node_row(op: str, target: str, cls: str, ins: list[list[int]], out: list[int], dtype: str,
+                training: bool) -> dict[str, Any] | None:  # fmt: skip
+    """One FX node as a cross-device op row, or None when it launches no GPU kernel."""
+    tgt = str(target)
+    name = tgt.split(".")[-1] if op == "call_module" else re.sub(r"<(built-in )?(function|method) (\w+).*", r"\3", tgt)
+    numel = float(math.prod(out)) if out else 0.0
+    if op in ("placeholder", "get_attr", "output") or not out or "float" not in str(dtype):
+        return None
+    if op == "call_method" and name in _NOKERNEL_METHODS:
+        return None
+    if op == "call_function" and name in ("getitem", "getattr", "finfo"):
+        return None
+    kind = cls if op == "call_module" else name
+    if op == "call_module":
+        if cls == "Dropout":
+            if not training:
+                return None  # eval-mode dropout is the identity
+            kind = "mul"
+        elif cls == "Linear" and ins:
+            x = ins[0]
+            return {"xkind": "linear", "batch": 1.0, "m": float(math.prod(x[:-1])), "n": float(out[-1]),
+                    "k": float(x[-1]), "flops": 2.0 * math.prod(x[:-1]) * x[-1] * out[-1],
+                    "bytes": 4.0 * (math.prod(x) + x[-1] * out[-1] + out[-1] + numel), "numel": numel}  # fmt: skip
+        elif cls == "Embedding":
+            kind = "embedding"
+    if name == "addmm" and len(ins) >= 3:
+        (m, k), n = ins[1][-2:], ins[2][-1]
+        return {"xkind": "linear", "batch": 1.0, "m": float(m), "n": float(n), "k": float(k),
+                "flops": 2.0 * m * n * k, "bytes": 4.0 * (m * k + k * n + n + m * n), "numel": numel}  # fmt: skip
+    if name in ("matmul", "bmm") and len(ins) >= 2 and len(ins[0]) >= 2 and len(ins[1]) >= 2:
+        a, b = ins[0], ins[1]
+        if len(b) == 2:  # a batch of rows times one matrix: a linear layer without bias
+            m, k, n = math.prod(a[:-1]), a[-1], b[-1]
+            return {"xkind": "linear", "batch": 1.0, "m": float(m), "n": float(n), "k": float(k),
+                    "flops": 2.0 * m * n * k, "bytes": 4.0 * (m * k + k * n + m * n), "numel": numel}  # fmt: skip
+        batch, m, k, n = math.prod(a[:-2]), a[-2], a[-1], b[-1]
+        return {"xkind": "bmm", "batch": float(batch), "m": float(m), "n": float(n), "k": float(k),
+                "flops": 2.0 * batch * m * n * k, "bytes": 4.0 * batch * (m * k + k * n + m * n),
+                "numel": numel}  # fmt: skip
+    xk = xkind_of(kind)
+    if xk in GEMM_XKINDS:  # a GEMM we could not read the shapes of: charged as a bytes-bound op
+        xk = "elementwise"
+    tensor_in = sum(math.prod(s) for s in ins if math.prod(s) > 1)
+    nbytes = 4.0 * (tensor_in + numel) if kind != "embedding" else 8.0 * numel
+    return {"xkind": xk, "batch": 1.0, "m": 0.0, "n": 0.0, "k": 0.0, "flops": 0.0, "bytes": nbytes, "numel": numel}
+
+
+def neusight_networks(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(networks, nodes) of NeuSight's end-to-end configs that have a per-node CSV (no `-fusion`).
+    networks: gpu, device_config, config, model, mode, num_layer, measured_s (e2e), fw_s, bw_s.
+    nodes: config, gpu, reps (num_layer for the repeated layer, else 1), the op row, fw_s, bw_s."""
+    nets, nodes = [], []
+    root = Path(folder) / "networks"
+    if not root.is_dir():
+        raise OpcostError(f"{root} not found: NeuSight's networks (ingest@neusight) are needed")
+    for js in sorted(root.glob("*/*.json")):
+        if js.stem.endswith("-fusion"):
+            continue
+        csv = js.with_suffix("").with_suffix(".csv.gz") if js.suffix == ".json" else None
+        csv = js.parent / (js.stem + ".csv.gz")
+        if not csv.is_file():
+            continue
+        meta = json.loads(js.read_text())
+        model, mode, seq, batch = js.stem.rsplit("-", 3)
+        training = mode == "train"
+        with gzip.open(csv, "rt") as fh:
+            d = pd.read_csv(io.StringIO(fh.read()))
+        product = str(js.parent.name).replace("_", " ")
+        cfg = _neusight_gpu(js.parent.name) + NO_TF32_SUFFIX
+        gpu = gpu_of(cfg)
+        config = f"{gpu}/{js.stem}"
+        nets.append({"gpu": gpu, "device_config": cfg, "config": config, "model": model, "set": "neusight",
+                     "mode": "training" if training else "inference", "num_layer": int(meta["num_layer"]),
+                     "measured_s": float(meta["e2e_latency"]) * 1e-3, "params": 0.0,
+                     "product": product})  # fmt: skip
+        cls = d["meta"].astype(str).str.findall(r"<class '([^']+)'>").str[-1].fillna("").str.split(".").str[-1]
+        layer = d["meta"].astype(str).str.contains(_LAYER)
+        for i, r in d.iterrows():
+            row = fx_node_row(str(r["op"]), str(r["target"]), str(cls[i]), _shapes(r["input_shapes"]),
+                              _shape(r["output_shape"]), str(r["dtype"]), training)  # fmt: skip
+            if row is None:
+                continue
+            reps = int(meta["num_layer"]) if layer[i] else 1
+            fw = float(r["fw_latency"]) * 1e-3 if pd.notna(r["fw_latency"]) else np.nan
+            bw = (float(r["bw_latency"] or 0) + float(r["acc_latency"] or 0)) * 1e-3 if training else np.nan
+            nodes.append({**row, "config": config, "gpu": gpu, "device_config": cfg, "calls": float(reps),
+                          "measured_fw_s": fw, "measured_bw_s": bw})  # fmt: skip
+    return pd.DataFrame(nets), pd.DataFrame(nodes)
+
+
+def _neusight_gpu(folder_name: str) -> str:
+    """NeuSight's folder names are NVML names with '_' for ' ' in places (Tesla_V100-PCIE-32GB)."""
+    for cand in (folder_name, folder_name.replace("_", " "), folder_name.replace("_", " ", 1)):
+        try:
+            return resolve(cand)
+        except OpcostError:
+            continue
+    raise OpcostError(f"NeuSight GPU {folder_name!r} is not in the device table (opcost/devices.py)")
+
+
+def thesis_networks(paths: Any, targets: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(networks, nodes) of the thesis' measured networks of each `<config>-<mode>` target."""
+    from opcost.model.features import record_of
+    from opcost.schemas import TARGET_NETWORK_OPS, TARGET_NETWORKS
+    from opcost.tables import read_table
+
+    nets, nodes = [], []
+    for target in targets:
+        cfg, _, mode = target.rpartition("-")
+        if not Path(paths.target_networks(target)).is_file():
+            continue
+        n = read_table(paths.target_networks(target), TARGET_NETWORKS, "evaluate")
+        ops = read_table(paths.target_network_ops(target), TARGET_NETWORK_OPS, "evaluate")
+        gpu = gpu_of(cfg)
+        for r in n.itertuples():
+            config = f"{cfg}/{mode}/{r.set_id}"
+            sel = ops[ops["set_id"] == r.set_id]
+            params = 0.0
+            for _, o in sel.iterrows():
+                if bool(o["is_view"]):
+                    continue
+                rec = record_of(o)
+                row = record_row(rec.kind, rec.metrics, rec.hp, rec.input_shape)
+                params += float(o["params"]) * float(o["calls"])
+                nodes.append({**row, "config": config, "gpu": gpu, "device_config": cfg, "calls": float(o["calls"]),
+                              "measured_fw_s": np.nan, "measured_bw_s": np.nan, "kind": rec.kind})  # fmt: skip
+            nets.append({"gpu": gpu, "device_config": cfg, "config": config, "model": r.model, "set": "thesis",
+                         "mode": mode, "num_layer": 1, "measured_s": float(r.t_s), "params": params,
+                         "product": ""})  # fmt: skip
+    return pd.DataFrame(nets), pd.DataFrame(nodes)
+
+
+# -- composition ---------------------------------------------------------------------------------------
+def bw_ratios(nodes: pd.DataFrame, gpus: set[str]) -> dict[str, float]:
+    """Median backward/forward time per kind over the measured nodes of `gpus` (NeuSight per-node)."""
+    d = nodes[nodes["gpu"].isin(gpus) & nodes["measured_bw_s"].notna() & (nodes["measured_fw_s"] > 0)]
+    return {str(k): float(np.median(g["measured_bw_s"] / g["measured_fw_s"])) for k, g in d.groupby("xkind")}
+
+
+def bw_ratio(ratios: dict[str, float], xkind: str) -> float:
+    if xkind in ratios:
+        return ratios[xkind]
+    return DEFAULT_BW_RATIO["gemm" if xkind in GEMM_XKINDS else "other"]
+
+
+def op_time(t_fw: np.ndarray, xkinds: np.ndarray, mode: str, comp: dict[str, Any]) -> np.ndarray:
+    """Per-call time of each op in a running network: forward (and backward) each at least the host floor."""
+    h = float(comp["host_floor_s"])
+    t = np.maximum(t_fw, h)
+    if mode == "training":
+        r = np.array([bw_ratio(comp.get("bw_ratio", {}), x) for x in xkinds])
+        t = t + np.maximum(r * t_fw, h)
+    return t
+
+
+def network_time(nodes: pd.DataFrame, t_fw: np.ndarray, mode: str, params: float, device_config: str,
+                 comp: dict[str, Any]) -> float:  # fmt: skip
+    """t_net for one network's nodes (calls per node) and their predicted forward times."""
+    t = op_time(np.asarray(t_fw, float), nodes["xkind"].to_numpy(), mode, comp)
+    return float(comp["scale"]) * float((t * nodes["calls"].to_numpy(float)).sum()) + optimizer_s(
+        mode, params, device_config
+    )
+
+
+def optimizer_s(mode: str, params: float, device_config: str) -> float:
+    """The optimizer step of a training step: bytes-bound at the device's bandwidth."""
+    if mode != "training" or params <= 0:
+        return 0.0
+    return OPTIMIZER_BYTES_PER_PARAM * params / config_device(device_config)[0].bandwidth
+
+
+HOST_FLOOR_GRID = tuple(float(x) for x in np.geomspace(1e-6, 4e-5, 40))
+
+
+def _prepared(nets: pd.DataFrame, nodes: pd.DataFrame, t_fw: np.ndarray, ratios: dict[str, float]) -> list:
+    """Per network: (measured, mode, forward times, backward ratios, calls, optimizer seconds)."""
+    cfg = nodes["config"].to_numpy()
+    xk = nodes["xkind"].to_numpy()
+    calls = nodes["calls"].to_numpy(float)
+    out = []
+    for r in nets.itertuples():
+        idx = np.flatnonzero(cfg == r.config)
+        ratio = np.array([bw_ratio(ratios, x) for x in xk[idx]]) if r.mode == "training" else None
+        out.append((r.measured_s, t_fw[idx], ratio, calls[idx], optimizer_s(r.mode, r.params, r.device_config)))
+    return out
+
+
+def _compose(prep: list, h: float, scale: float) -> np.ndarray:
+    res = []
+    for _, t, ratio, calls, opt in prep:
+        per = np.maximum(t, h) if ratio is None else np.maximum(t, h) + np.maximum(ratio * t, h)
+        res.append(scale * float((per * calls).sum()) + opt)
+    return np.array(res)
+
+
+def fit_composition(nets: pd.DataFrame, nodes: pd.DataFrame, t_fw: np.ndarray, ratios: dict[str, float]) -> dict:
+    """host_floor (grid) and scale (median of log measured/composed) minimising the mean |log error|
+    over `nets` (training GPUs only), each network equally weighted."""
+    prep = _prepared(nets, nodes, np.asarray(t_fw, float), ratios)
+    measured = np.array([p[0] for p in prep])
+    best: tuple[float, float, float] | None = None
+    for h in HOST_FLOOR_GRID:
+        lg = np.log(measured / np.maximum(_compose(prep, h, 1.0), 1e-12))
+        scale = float(np.exp(np.median(lg)))
+        err = float(np.mean(np.abs(np.log(measured / np.maximum(_compose(prep, h, scale), 1e-12)))))
+        if best is None or err < best[0]:
+            best = (err, h, scale)
+    assert best is not None
+    return {"host_floor_s": best[1], "scale": best[2], "bw_ratio": ratios}
+
+
+def predict_nets(nets: pd.DataFrame, nodes: pd.DataFrame, t_fw: np.ndarray, comp: dict[str, Any]) -> np.ndarray:
+    prep = _prepared(nets, nodes, np.asarray(t_fw, float), comp.get("bw_ratio", {}))
+    return _compose(prep, float(comp["host_floor_s"]), float(comp["scale"]))
+
+
+def logo_networks(nets: pd.DataFrame, nodes: pd.DataFrame, fold_models: dict[str, OpModel]) -> pd.DataFrame:
+    """Every network of each held-out GPU predicted with the op model and composition fitted without it."""
+    out = []
+    for g, model in fold_models.items():
+        train = nets[nets["gpu"] != g]
+        held = nets[nets["gpu"] == g]
+        if held.empty:
+            continue
+        tr_nodes = nodes[nodes["config"].isin(train["config"])].reset_index(drop=True)
+        ratios = bw_ratios(nodes, set(model.trained_on))
+        comp = fit_composition(train.reset_index(drop=True), tr_nodes, model.predict(_device_rows(tr_nodes)), ratios)
+        te_nodes = nodes[nodes["config"].isin(held["config"])].reset_index(drop=True)
+        pred = predict_nets(held.reset_index(drop=True), te_nodes, model.predict(_device_rows(te_nodes)), comp)
+        out.append(held.assign(predicted_s=pred, host_floor_s=comp["host_floor_s"], scale=comp["scale"]))
+    df = pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+    if len(df):
+        df["error_pct"] = 100 * (df["predicted_s"] / df["measured_s"] - 1)
+    return df
+
+
+def _device_rows(nodes: pd.DataFrame) -> pd.DataFrame:
+    """Nodes as op rows in device time (CUDA-event units): the host floor is the composition's."""
+    return nodes.assign(wall_clock=0.0)

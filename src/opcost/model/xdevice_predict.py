@@ -1,0 +1,181 @@
+"""Transferred answers: a network on a table GPU that has no bundle of its own, from the cross-device model.
+
+`Predictor` (model/predict.py) asks `transfer_config` whether a request goes here: the device
+(a table key or NVML name, optionally `_no_tf32`) resolves to a table GPU, and no bundle
+`models/<config>-<mode>/` exists for it (a GPU with its own measurements keeps its own models).
+The answer says `transferred` for every op, the numerics it assumes (PyTorch's fp32 defaults, or
+TF32 off), a multiplicative 90 % interval from the leave-one-GPU-out network errors at this GPU's
+distance from the training GPUs, and the memory footprint from the extraction (ops/memory.py).
+Energy comes from the power model of model/xpower.py where it exists; otherwise it is left out
+(None) and the note says why: this module invents no power model.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from opcost.devices import NO_TF32_SUFFIX
+from opcost.errors import OpcostError
+from opcost.model import xdevice, xdevice_net
+from opcost.model.costing import Costs
+
+_MODELS: dict[Path, xdevice.XdeviceModel] = {}
+SOURCE = "transferred"
+NUMERICS = {
+    True: "fp32 with PyTorch's defaults (cuDNN convolutions may use TF32 where the GPU has it; matmuls do not)",
+    False: "fp32 with TF32 off (_no_tf32)",
+}
+
+
+def load(folder: Path) -> xdevice.XdeviceModel:
+    folder = Path(folder)
+    if folder not in _MODELS:
+        _MODELS[folder] = xdevice.XdeviceModel.load(folder)
+    return _MODELS[folder]
+
+
+def transfer_config(device: str, mode: str, own_targets: list[str]) -> tuple[str, str | None]:
+    """(device config, None) when `device` has its own bundle in `mode` (its table key if an NVML name
+    was given); (device config, 'transferred') for a table GPU without one. Unknown names: one line."""
+    if f"{device}-{mode}" in own_targets:
+        return device, None
+    cfg = xdevice.resolve(device)
+    if f"{cfg}-{mode}" in own_targets:
+        return cfg, None
+    return cfg, SOURCE
+
+
+def predict_network(folder: Path, net: Any, device_config: str, mode: str, optimizer: str = "sgd") -> dict[str, Any]:
+    """Per-op transferred costs and the composed network time with its interval, for `net` (a
+    predict.Network) on `device_config`."""
+    model = load(folder)
+    dev, tf32 = xdevice.config_device(device_config)
+    ids = list(net.records)
+    recs = [net.records[i] for i in ids]
+    calls = np.array([float(net.calls[i]) for i in ids])
+    views = np.array([bool(r.metrics.get("is_view")) for r in recs])
+    rows = pd.DataFrame([xdevice.record_row(r.kind, r.metrics, r.hp, r.input_shape) for r in recs])
+    rows["device_config"] = device_config
+    rows["wall_clock"] = 0.0
+    t_fw = model.op.predict(rows) if len(rows) else np.zeros(0)
+    comp = model.composition
+    per_call = xdevice_net.op_time(t_fw, rows["xkind"].to_numpy(), mode, comp) * float(comp["scale"])
+    per_call[views] = 0.0  # a view launches no kernel
+    params = float(sum(float(r.metrics.get("params", 0)) * c for r, c in zip(recs, calls)))
+    opt = xdevice_net.optimizer_s(mode, params, device_config)
+    time_s = float((per_call * calls).sum()) + opt
+    trained = [xdevice.config_device(g)[0] for g in model.op.trained_on]
+    dist = xdevice.distance(dev, trained) if dev.name not in model.op.trained_on else 0.0
+    hw = xdevice.log_halfwidth(model.interval, dist)
+    return {
+        "ids": ids,
+        "records": recs,
+        "calls": calls,
+        "t_s": per_call,
+        "time_s": time_s,
+        "interval": (time_s * math.exp(-hw), time_s * math.exp(hw)),
+        "distance": dist,
+        "tf32": tf32,
+        "optimizer_s": opt,
+        "sum_s": float((per_call * calls).sum()),
+    }
+
+
+def busy_share(r: dict[str, Any], device_config: str) -> float:
+    """The network's roofline time over its predicted time (what the power model's busy share means)."""
+    from opcost.model.physics import roofline_s
+
+    roof = sum(roofline_s(x.kind, x.metrics, device_config) * c for x, c in zip(r["records"], r["calls"]))
+    return float(roof / r["time_s"]) if r["time_s"] > 0 else 0.0
+
+
+def energy(root: Path, r: dict[str, Any], device_config: str, mode: str) -> tuple[dict[str, Any] | None, str]:
+    """Energy from the cross-device power model (model/xpower.py, models/xpower/) where both exist:
+    (energy, its interval, power) and a note; else None and why."""
+    try:
+        from opcost.model import xpower  # the power helper's module (merged separately)
+    except ImportError:
+        return None, "energy: no cross-device power model in this build (model/xpower.py absent), so it is left out"
+    folder = Path(root) / "models" / "xpower"
+    if not folder.is_dir():
+        return None, "energy: models/xpower not found (`dvc pull` or its stage), so energy is left out"
+    pm = xpower.PowerModel.load(folder)
+    key = device_config[: -len(NO_TF32_SUFFIX)] if device_config.endswith(NO_TF32_SUFFIX) else device_config
+    p, rel = pm.predict(key, np.array([busy_share(r, device_config)]), None, mode)
+    e = float(p[0]) * r["time_s"]
+    lo, hi = r["interval"]
+    return {"energy_j": e, "power_w": float(p[0]),
+            "interval": (lo * float(p[0]) * max(1 - rel, 0.0), hi * float(p[0]) * (1 + rel))}, (
+        "energy: transferred time x power from the cross-device power model (models/xpower)")  # fmt: skip
+
+
+def network_prediction(folder: Path, spec: Any, net: Any, device_config: str, mode: str, optimizer: str) -> Any:
+    """A predict.NetworkPrediction whose every op is `transferred`."""
+    from opcost.model.predict import TRAINING_NOTE, NetworkPrediction
+    from opcost.ops.footprint import footprint_key, memory_summary
+
+    r = predict_network(folder, net, device_config, mode, optimizer)
+    n = len(r["ids"])
+    costs = Costs(r["t_s"], np.full(n, np.nan), [SOURCE] * n, [None] * n)
+    en, en_note = energy(Path(folder).parent.parent, r, device_config, mode)
+    notes = [
+        f"transferred: {device_config} has no measurements of its own; op times from the cross-device model "
+        f"(models/xdevice, trained on {', '.join(load(folder).op.trained_on)}), numerics {NUMERICS[r['tf32']]}; "
+        f"the 90 % interval comes from leave-one-GPU-out network errors at this GPU's distance "
+        f"{r['distance']:.2f} from the training GPUs",
+        en_note,
+    ]
+    if mode == "training":
+        notes.insert(1, TRAINING_NOTE.replace("the composition layer's parameter term", "a bytes-bound SGD step"))
+    notes.extend(net.notes)
+    fp = net.memory.get(footprint_key(mode, optimizer))
+    return NetworkPrediction(
+        model=spec.label,
+        input_shape=net.inputs[0].shape if net.inputs else (),
+        device_config=device_config,
+        mode=mode,
+        clock_mhz=None,
+        time_s=r["time_s"],
+        time_interval_s=r["interval"],
+        energy_j=None if en is None else en["energy_j"],
+        energy_interval_j=None if en is None else en["interval"],
+        avg_power_w=None if en is None else en["power_w"],
+        sum_s=r["sum_s"],
+        op_ids=r["ids"],
+        kinds=[x.kind for x in r["records"]],
+        calls=r["calls"],
+        t_s=costs.t_s,
+        e_j=None,
+        sources=costs.source,
+        proxies=costs.proxy,
+        calibrated=False,
+        note="; ".join(notes),
+        warnings=[],
+        memory=None if fp is None else memory_summary(fp),
+        inputs=[i.text() for i in net.inputs],
+        unbuildable=net.missing,
+        clock_source=None,
+    )
+
+
+def check_no_clock(device_config: str, clock: float | None) -> None:
+    if clock is not None:
+        raise OpcostError(
+            f"--clock on {device_config}: the cross-device model answers at the default clock only; leave out --clock"
+        )
+
+
+def table_configs(names: str) -> list[str]:
+    """`--devices H100,A100,L4,T4` as device configs (table keys, `_no_tf32` kept); unknown: one line."""
+    out = [xdevice.resolve(n.strip()) for n in names.split(",") if n.strip()]
+    if not out:
+        raise OpcostError(f"--devices {names!r}: expected a comma-separated list of GPUs, e.g. H100,A100,L4,T4")
+    return list(dict.fromkeys(out))
+
+
+__all__ = ["NO_TF32_SUFFIX", "network_prediction", "predict_network", "table_configs", "transfer_config"]

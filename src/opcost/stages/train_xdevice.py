@@ -1,0 +1,198 @@
+"""Stage `train-xdevice`: the cross-device op-time model, judged leave-one-GPU-out, and its registration.
+
+Reads NeuSight's op and network measurements (params `xdevice.neusight`) and the thesis' evaluated
+targets (`xdevice.op_targets` for ops, `xdevice.net_targets` for networks). Then:
+1. leave-one-GPU-out over every GPU with op measurements (model/xdevice.py): per GPU and op kind
+   MAPE, median APE, time-weighted error and R² (on log time), beside NeuSight's own out-of-
+   distribution errors;
+2. leave-one-GPU-out at network level (model/xdevice_net.py): every network of the held-out GPU
+   (NeuSight end-to-end configs, thesis networks) composed from the fold's op model and a composition
+   fitted on the other GPUs' networks;
+3. the op model and the composition fitted on everything, with the interval law (90 % |log error|
+   of held-out GPUs' networks against their distance from the training GPUs).
+Writes models/xdevice/ (xdevice.json, trees.npz, run.json) and reports/xdevice/{logo_ops.csv,
+logo_networks.csv, metrics.json}; replays the run into MLflow and registers `opcost-xdevice`.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from opcost.config import Params, Paths
+from opcost.errors import OpcostError
+from opcost.io import atomic_path, write_report
+from opcost.model import registry, runlog, tracking, xdevice, xdevice_net
+from opcost.schemas import TARGET_OPERATIONS
+from opcost.stages._run import execute
+from opcost.tables import read_table
+
+XDEVICE_MODEL, XDEVICE_RUN = tracking.XDEVICE_MODEL, tracking.XDEVICE_RUN
+
+
+def op_rows(paths: Paths, params: Params) -> pd.DataFrame:
+    xp = params.xdevice
+    frames = [xdevice.neusight_ops(paths.root / xp.neusight)]
+    for target in xp.op_targets:
+        cfg, _, _mode = target.rpartition("-")
+        f = paths.target_operations(target)
+        if not f.is_file():
+            raise OpcostError(f"{f} not found: `dvc pull` or `dvc repro evaluate` first (xdevice.op_targets)")
+        frames.append(xdevice.thesis_ops(read_table(f, TARGET_OPERATIONS, "evaluate"), cfg))
+    return pd.concat(frames, ignore_index=True)
+
+
+def net_rows(paths: Paths, params: Params) -> tuple[pd.DataFrame, pd.DataFrame]:
+    n1, d1 = xdevice_net.neusight_networks(paths.root / params.xdevice.neusight)
+    n2, d2 = xdevice_net.thesis_networks(paths, list(params.xdevice.net_targets))
+    return pd.concat([n1, n2], ignore_index=True), pd.concat([d1, d2], ignore_index=True)
+
+
+def net_scores(df: pd.DataFrame) -> dict[str, float]:
+    ape = (df["predicted_s"] / df["measured_s"] - 1).abs()
+    return {
+        "n": int(len(df)),
+        "mape": float(100 * ape.mean()),
+        "mdape": float(100 * ape.median()),
+        "twe": float(100 * (df["predicted_s"] - df["measured_s"]).abs().sum() / df["measured_s"].sum()),
+        "max_ape": float(100 * ape.max()),
+    }
+
+
+def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, Any]:
+    xp = params.xdevice
+    rows = op_rows(paths, params)
+    nets, nodes = net_rows(paths, params)
+
+    folds: dict[str, xdevice.OpModel] = {}
+    pred = xdevice.leave_one_gpu_out(rows, xp, on_fold=lambda g, m: folds.__setitem__(g, m))
+    ops_table = xdevice.logo_table(pred)
+    net_pred = xdevice_net.logo_networks(nets, nodes, folds)
+
+    final = xdevice.fit(rows, xp)
+    ratios = xdevice_net.bw_ratios(nodes, set(final.trained_on))
+    all_nodes = nodes.reset_index(drop=True)
+    comp = xdevice_net.fit_composition(nets.reset_index(drop=True), all_nodes,
+                                       final.predict(all_nodes.assign(wall_clock=0.0)), ratios)  # fmt: skip
+    devs = {g: xdevice.config_device(g)[0] for g in folds}
+    per_gpu = []
+    for g, d in net_pred.groupby("gpu"):
+        err = np.abs(np.log(d["predicted_s"] / d["measured_s"]))
+        others = [v for k, v in devs.items() if k != g]
+        per_gpu.append((xdevice.distance(devs[g], others), float(np.quantile(err, 0.9))))
+    law = xdevice.interval_law(per_gpu)
+    # coverage of the law on the held-out networks (each at its own distance, law fitted on all GPUs)
+    hw = net_pred["gpu"].map(lambda g: xdevice.log_halfwidth(law, xdevice.distance(devs[g], [
+        v for k, v in devs.items() if k != g])))  # fmt: skip
+    inside = np.abs(np.log(net_pred["predicted_s"] / net_pred["measured_s"])) <= hw
+    pooled = ops_table[ops_table["gpu"] == "all"].set_index("group")
+    metrics: dict[str, Any] = {
+        "ops": {
+            g: {k: float(r[k]) for k in ("mape", "mape_gpu_mean", "mdape", "twe", "r2_log", "goal_mape")}
+            | {"n": int(r["n"]), "neusight_ood_mape": None if pd.isna(r["neusight_ood_mape"])
+               else float(r["neusight_ood_mape"])}  # fmt: skip
+            for g, r in pooled.iterrows()
+        },
+        "networks": {
+            s: net_scores(net_pred[net_pred["set"] == s]) for s in sorted(net_pred["set"].unique())
+        } | {"all": net_scores(net_pred)},
+        "networks_by_gpu": {
+            f"{g}/{s}": net_scores(d) for (g, s), d in net_pred.groupby(["gpu", "set"])
+        },
+        "interval": {**law, "coverage_90": float(inside.mean()), "n": int(len(inside))},
+        "composition": {k: v for k, v in comp.items() if k != "bw_ratio"},
+        "bw_ratio": comp["bw_ratio"],
+        "trained_on": list(final.trained_on),
+        "rows": int(len(rows)),
+        "anchors": {"neusight_network_pct": "0.1-27.9 per config", "habitat_network_pct": 11.8,
+                    "goal_network_mape": 10.0},  # fmt: skip
+    }
+    model = xdevice.XdeviceModel(final, comp, law, {"ops": metrics["ops"], "networks": metrics["networks"]})
+    folder = paths.xdevice_model_dir
+    model.save(folder)
+    model.content_hash = registry.xdevice_hash(folder)  # what sync-registry recomputes on a fresh clone
+    model.save(folder)
+    split = f"logo-{'+'.join(sorted(folds))}"
+    record = run_record(model, metrics, ops_table, net_pred, split)
+    runlog.save(record, folder)
+    paths.xdevice_report_dir.mkdir(parents=True, exist_ok=True)
+    write_report(metrics, paths.xdevice_metrics)
+    for name, df in (("logo_ops", ops_table), ("logo_networks", net_pred)):
+        with atomic_path(paths.xdevice_table(name)) as tmp:
+            df.to_csv(tmp, index=False, float_format="%.6g")
+    registered = None
+    if log_to_mlflow:
+        mlflow = tracking.setup(paths.root)
+        with runlog.replayed(mlflow, record, tracking.source_tags(paths.root)):
+            score = -float(metrics["networks"]["all"]["mape"])
+            mlflow.log_metric("xdevice_score", score)
+            registered = registry.register_folder(
+                paths.root, mlflow, XDEVICE_MODEL, folder, model.content_hash, score, split, {}
+            )
+    return {"metrics": metrics, "registered_version": registered}
+
+
+def run_record(model: xdevice.XdeviceModel, metrics: dict, ops: pd.DataFrame, nets: pd.DataFrame, split: str) -> dict:
+    """What the run logs to MLflow (replayable from run.json on a fresh clone): LOGO scores per GPU."""
+    children = []
+    for g, d in ops[ops["gpu"] != "all"].groupby("gpu"):
+        m = {f"{r.group}_{k}": float(getattr(r, k)) for r in d.itertuples() for k in ("mape", "mdape", "twe")}
+        nd = nets[nets["gpu"] == g]
+        if len(nd):
+            m |= {f"network_{k}": v for k, v in net_scores(nd).items() if k != "n"}
+        figure = {
+            "file": f"logo_networks_{g}.png",
+            "title": f"{g}: networks predicted by models that never saw {g} [s]",
+            "unit": "s",
+            "measured": [float(x) for x in nd["measured_s"]],
+            "predicted": [float(x) for x in nd["predicted_s"]],
+        }
+        children.append(runlog.child(f"logo-{g}", {"held_out": str(g)}, {}, m, {}, [figure] if len(nd) else []))
+    flat = {f"op_{g}_mape": v["mape"] for g, v in metrics["ops"].items()}
+    flat |= {f"net_{s}_mape": v["mape"] for s, v in metrics["networks"].items()}
+    return {
+        "name": XDEVICE_RUN,
+        "tags": {"dvc_stage": XDEVICE_RUN, "bundle_hash": model.content_hash, "split": split},
+        "params": {"trained_on": ",".join(model.op.trained_on), "floor_s": model.op.floor_s,
+                   "host_floor_s": model.composition["host_floor_s"], "scale": model.composition["scale"]},
+        "metrics": flat,
+        "steps": {},
+        "figures": [],
+        "children": children,
+    }
+
+
+def summary(r: dict[str, Any]) -> str:
+    m = r["metrics"]
+    lines = []
+    for g, s in m["ops"].items():
+        anchor = f"; NeuSight {s['neusight_ood_mape']:.1f} %" if s["neusight_ood_mape"] is not None else ""
+        lines.append(
+            f"ops {g:11s} leave-one-GPU-out MAPE {s['mape']:.1f} % (per-GPU mean {s['mape_gpu_mean']:.1f} %, "
+            f"median {s['mdape']:.1f} %, time-weighted {s['twe']:.1f} %, R2(log) {s['r2_log']:.3f}; goal "
+            f"{s['goal_mape']:.0f} %{anchor}) n={s['n']}"
+        )
+    for s, v in m["networks"].items():
+        lines.append(f"networks {s}: MAPE {v['mape']:.1f} % (median {v['mdape']:.1f} %, max {v['max_ape']:.1f} %) "
+                     f"over {v['n']}; goal 10 %")  # fmt: skip
+    iv = m["interval"]
+    lines.append(f"interval: 90 % coverage {100 * iv['coverage_90']:.0f} % over {iv['n']} held-out networks")
+    reg = r["registered_version"]
+    lines.append(f"registered {XDEVICE_MODEL} version {reg}" if reg else "registry: nothing new to register")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    def args(p: Any) -> None:
+        p.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow or register")
+
+    return execute(
+        argv, __doc__.splitlines()[0], args, lambda paths, params, a: run(paths, params, not a.no_mlflow), summary
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,241 @@
+"""The cross-device op-time model (model/xdevice*.py): known answers on synthetic GPUs, a spy proving
+leave-one-GPU-out never fits on the held-out GPU, numerics per device config, transferred answers
+for GPUs without own models, and refusal of a GPU the table does not know."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from opcost.config import Paths, XdeviceParams
+from opcost.devices import DEVICES, Device
+from opcost.errors import OpcostError
+from opcost.model import xdevice, xdevice_net, xdevice_predict
+
+TERA, GB = 1e12, 1e9
+# Synthetic GPUs: spread over peak, bandwidth, SMs and L2 like real ones, none in the real table.
+SYNTH = {
+    f"SYN{i}": Device(f"SYN{i}", f"Synthetic GPU {i}", "Synthetic", fp32 * TERA, None, 2 * fp32 * TERA, bw * GB,
+                      16 * 2**30, sms, l2 * 2**20, 1000, 1500, (300, 1500), 250)
+    for i, (fp32, bw, sms, l2) in enumerate([(5, 200, 20, 2), (8, 320, 40, 4), (14, 900, 80, 6), (19.5, 1555, 108, 40),
+                                             (30, 1000, 60, 48), (10, 600, 56, 8)])
+}  # fmt: skip
+EFFICIENCY = {"linear": 0.6, "bmm": 0.5, "conv": 0.45, "add": 0.8, "layernorm": 0.4, "softmax": 0.5}
+FAST = XdeviceParams(n_estimators=40, max_depth=4, learning_rate=0.3, threads=1, floor_s=1e-9)
+
+
+@pytest.fixture
+def synthetic_gpus(monkeypatch):
+    for k, d in SYNTH.items():
+        monkeypatch.setitem(DEVICES, k, d)
+    return SYNTH
+
+
+def synthetic_rows(rng: np.random.Generator, n: int = 120) -> pd.DataFrame:
+    """Ops whose time is exactly their roofline time over a known per-kind efficiency, on every synthetic GPU."""
+    rows = []
+    for cfg, dev in SYNTH.items():
+        for xk, eff in EFFICIENCY.items():
+            for _ in range(n):
+                if xk in xdevice.GEMM_XKINDS:
+                    m, nn, k = (float(2 ** rng.integers(8, 13)) for _ in range(3))
+                    flops, nbytes = 2 * m * nn * k, 4 * (m * k + k * nn + m * nn)
+                    numel = m * nn
+                else:
+                    m = nn = k = 0.0
+                    numel = float(2 ** rng.integers(18, 26))
+                    flops, nbytes = 0.0, 12 * numel
+                peak = xdevice.op_peak(xk, dev, True)
+                t = max(flops / peak, nbytes / dev.bandwidth) / eff
+                rows.append({"xkind": xk, "batch": 1.0, "m": m, "n": nn, "k": k, "flops": flops, "bytes": nbytes,
+                             "numel": numel, "t_s": t, "device_config": cfg, "wall_clock": 0.0})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_known_efficiency_is_recovered_on_an_unseen_gpu(synthetic_gpus):
+    rows = synthetic_rows(np.random.default_rng(0))
+    pred = xdevice.leave_one_gpu_out(rows, FAST)
+    ape = np.abs(pred["predicted_s"] / pred["t_s"] - 1)
+    # t / roofline is a constant per kind: what the normalised target makes learnable on any GPU
+    assert ape.max() < 0.03, pred.assign(ape=ape).sort_values("ape").tail()
+    for g, d in pred.groupby("gpu"):
+        assert xdevice.scores(d["t_s"], d["predicted_s"])["mape"] < 1.5, g
+
+
+def test_spy_no_row_of_the_held_out_gpu_reaches_a_fit(synthetic_gpus):
+    rows = synthetic_rows(np.random.default_rng(1), n=10)
+    seen: list[tuple[str, set[str]]] = []
+
+    def spy(train: pd.DataFrame, p: XdeviceParams) -> xdevice.OpModel:
+        seen.append(("fit", set(train["device_config"].map(xdevice.gpu_of))))
+        return xdevice.fit(train, p)
+
+    folds: dict[str, xdevice.OpModel] = {}
+    pred = xdevice.leave_one_gpu_out(rows, FAST, fit_fn=spy, on_fold=folds.__setitem__)
+    assert [g for g, _ in seen] == ["fit"] * len(SYNTH)
+    for held, (_, gpus) in zip(sorted(SYNTH), seen):
+        assert held not in gpus and gpus == set(SYNTH) - {held}
+        assert held not in folds[held].trained_on
+    assert set(pred["gpu"]) == set(SYNTH)
+
+    def cheat(train: pd.DataFrame, p: XdeviceParams) -> xdevice.OpModel:
+        m = xdevice.fit(train, p)
+        return xdevice.OpModel(m.ensemble, m.floor_s, tuple(sorted(SYNTH)))  # claims every GPU
+
+    with pytest.raises(AssertionError, match="fitted on"):
+        xdevice.leave_one_gpu_out(rows, FAST, fit_fn=cheat)
+
+
+def test_configs_of_one_chip_are_one_gpu_for_the_split():
+    assert xdevice.gpu_of("A30_no_tf32") == xdevice.gpu_of("A30") == "A30"
+    assert xdevice.gpu_of("A100_PCIe_40GB_no_tf32") == xdevice.gpu_of("A100_PCIe") == "A100_PCIe"
+
+
+def test_numerics_tf32_only_for_convolutions_where_allowed():
+    a30, tf32 = xdevice.config_device("A30")
+    assert tf32 and xdevice.op_peak("conv", a30, tf32) == a30.tf32_flops
+    assert xdevice.op_peak("linear", a30, tf32) == a30.fp32_flops  # PyTorch: matmul TF32 off by default
+    a30, tf32 = xdevice.config_device("A30_no_tf32")
+    assert not tf32 and xdevice.op_peak("conv", a30, tf32) == a30.fp32_flops
+    t4, tf32 = xdevice.config_device("T4")
+    assert xdevice.op_peak("conv", t4, tf32) == t4.fp32_flops  # no TF32 on Turing
+
+
+def test_names_resolve_and_unknown_gpus_are_refused():
+    assert xdevice.resolve("NVIDIA H100 80GB HBM3") == "H100"
+    assert xdevice.resolve("tesla t4") == "T4"
+    assert xdevice.resolve("Tesla T4_no_tf32") == "T4_no_tf32"
+    # the table's resolver (devices.resolve_device where the table has one) names the input and the valid keys
+    with pytest.raises(OpcostError, match=r"unknown (GPU|device) 'Radeon VII'.*A30, "):
+        xdevice.resolve("Radeon VII")
+    with pytest.raises(OpcostError, match="unknown (GPU|device) 'Z9'"):
+        xdevice_predict.table_configs("H100,Z9")
+    assert xdevice_predict.table_configs("H100, NVIDIA L4,h100") == ["H100", "L4"]
+
+
+def test_own_models_stay_champion_elsewhere_transferred():
+    own = ["A30-inference", "A30_no_tf32-training"]
+    assert xdevice_predict.transfer_config("NVIDIA A30", "inference", own) == ("A30", None)
+    assert xdevice_predict.transfer_config("A30", "training", own) == ("A30", "transferred")
+    assert xdevice_predict.transfer_config("Tesla T4", "inference", own) == ("T4", "transferred")
+
+
+def test_composition_recovers_a_known_host_floor_and_scale():
+    rng = np.random.default_rng(2)
+    nets, nodes = [], []
+    h, scale = xdevice_net.HOST_FLOOR_GRID[20], 1.3
+    for i in range(12):
+        t = 10 ** rng.uniform(-6.5, -3, 60)
+        calls = rng.integers(1, 5, 60).astype(float)
+        cfg = f"n{i}"
+        nodes.append(pd.DataFrame({"config": cfg, "xkind": "add", "calls": calls, "t": t}))
+        nets.append({"config": cfg, "mode": "inference", "params": 0.0, "device_config": "A30",
+                     "measured_s": scale * float((np.maximum(t, h) * calls).sum())})  # fmt: skip
+    nodes_df = pd.concat(nodes, ignore_index=True)
+    comp = xdevice_net.fit_composition(pd.DataFrame(nets), nodes_df, nodes_df["t"].to_numpy(), {})
+    assert comp["host_floor_s"] == h and comp["scale"] == pytest.approx(scale, rel=1e-9)
+
+
+def test_interval_law_is_an_envelope_and_multiplicative():
+    pts = [(0.5, 0.10), (1.0, 0.30), (2.0, 0.25), (3.0, 0.60)]
+    law = xdevice.interval_law(pts)
+    assert law["b"] >= 0
+    for d, q in pts:
+        assert xdevice.log_halfwidth(law, d) >= q - 1e-12
+    hw = xdevice.log_halfwidth(law, 10.0)
+    lo, hi = 1e-3 * math.exp(-hw), 1e-3 * math.exp(hw)
+    assert 0 < lo < 1e-3 < hi  # never below zero however wide
+
+
+def test_model_roundtrip_and_refusal(synthetic_gpus, tmp_path):
+    rows = synthetic_rows(np.random.default_rng(3), n=8)
+    op = xdevice.fit(rows, FAST)
+    m = xdevice.XdeviceModel(op, {"host_floor_s": 5e-6, "scale": 1.0, "bw_ratio": {}}, {"a": 0.2, "b": 0.1})
+    m.save(tmp_path)
+    back = xdevice.XdeviceModel.load(tmp_path)
+    assert np.array_equal(back.op.predict(rows), op.predict(rows))
+    (tmp_path / xdevice.MODEL_FILE).write_text('{"format": "other"}')
+    with pytest.raises(OpcostError, match="format 'other'"):
+        xdevice.XdeviceModel.load(tmp_path)
+
+
+@pytest.fixture
+def xdevice_root(tmp_path, monkeypatch):
+    """A root holding only a cross-device model (fitted on NeuSight-like synthetic rows of real table GPUs)."""
+    rng = np.random.default_rng(4)
+    real = ["V100_no_tf32", "P100_no_tf32", "A30", "RTX2080Ti"]
+    frames = []
+    for cfg in real:
+        r = synthetic_rows(rng, n=15)
+        r = r[r["device_config"] == "SYN0"].assign(device_config=cfg)
+        frames.append(r)
+    for k, d in SYNTH.items():
+        monkeypatch.setitem(DEVICES, k, d)
+    rows = pd.concat(frames, ignore_index=True)
+    op = xdevice.fit(rows, FAST)
+    comp = {"host_floor_s": 5e-6, "scale": 1.0, "bw_ratio": {"linear": 2.0}}
+    xdevice.XdeviceModel(op, comp, {"a": 0.2, "b": 0.05}).save(Paths(tmp_path).xdevice_model_dir)
+    monkeypatch.setenv("OPCOST_ROOT", str(tmp_path))
+    return tmp_path
+
+
+@pytest.mark.parametrize("device,mode", [("H100", "inference"), ("NVIDIA H100 80GB HBM3", "training"),
+                                         ("T4", "training"), ("Tesla T4_no_tf32", "inference")])  # fmt: skip
+def test_predict_on_a_gpu_without_own_models_is_transferred(xdevice_root, device, mode):
+    from opcost.model.predict import Predictor
+
+    pr = Predictor(paths=Paths(xdevice_root), disk_cache=False)
+    p = pr.predict("resnet18", "8,3,32,32", device, mode)
+    assert set(p.sources) == {"transferred"}
+    assert p.device_config == xdevice.resolve(device)
+    assert 0 < p.time_interval_s[0] < p.time_s < p.time_interval_s[1]
+    assert p.memory is not None and p.fits is True
+    assert "transferred" in p.note and ("TF32 off" in p.note) == device.endswith("_no_tf32")
+    assert p.energy_j is None and "energy" in p.note
+    with pytest.raises(OpcostError, match="unknown (GPU|device) 'MI300X'"):
+        pr.predict("resnet18", "8,3,32,32", "MI300X", mode)
+
+
+def test_recommend_ranks_transferred_gpus(xdevice_root):
+    from opcost.model.predict import Predictor
+
+    df = Predictor(paths=Paths(xdevice_root), disk_cache=False).recommend(
+        "resnet18", "8,3,32,32", "inference", devices="H100,A100,L4,T4"
+    )
+    assert sorted(df["device_config"]) == ["A100", "H100", "L4", "T4"]
+    assert set(df["source"]) == {"transferred"} and df["fits_memory"].all()
+    fastest = df.sort_values("time_s")["device_config"].iloc[0]
+    assert df.loc[df["device_config"] == fastest, "rank_time"].iloc[0] == 1
+
+
+def test_neusight_fx_nodes_map_to_op_rows():
+    lin = xdevice_net.fx_node_row("call_module", "bert.encoder.layer.0.attention.self.query", "Linear",
+                                  [[8, 512, 1024]], [8, 512, 1024], "torch.float32", False)  # fmt: skip
+    assert lin is not None and (lin["xkind"], lin["m"], lin["n"], lin["k"]) == ("linear", 4096.0, 1024.0, 1024.0)
+    bmm = xdevice_net.fx_node_row("call_function", "<built-in method matmul of type object at 0x1>", "",
+                                  [[8, 16, 512, 64], [8, 16, 64, 512]], [8, 16, 512, 512], "torch.float32", False)
+    assert bmm is not None and (bmm["xkind"], bmm["batch"], bmm["m"], bmm["n"], bmm["k"]) == ("bmm", 128.0, 512.0,
+                                                                                            512.0, 64.0)
+    assert xdevice_net.fx_node_row("call_method", "view", "", [[8, 512, 1024]], [8, 512, 16, 64],
+                                   "torch.float32", False) is None  # fmt: skip
+    assert xdevice_net.fx_node_row("call_module", "x.dropout", "Dropout", [[8, 4]], [8, 4], "torch.float32",
+                                   False) is None  # eval-mode dropout launches nothing  # fmt: skip
+
+
+def test_neusight_ops_parse_shapes(tmp_path):
+    d = tmp_path / "ops" / "bmm"
+    d.mkdir(parents=True)
+    import gzip
+
+    with gzip.open(d / "Tesla_T4.csv.gz", "wt") as fh:
+        fh.write("OPName,Latency,Device,B,M,N,K\nbmm,0.5,Tesla T4,2,3,5,7\n")
+    rows = xdevice.neusight_ops(Path(tmp_path))
+    r = rows.iloc[0]
+    # B x M x N @ B x N x K: rows M, cols K, reduction N
+    assert (r["xkind"], r["batch"], r["m"], r["n"], r["k"]) == ("bmm", 2.0, 3.0, 7.0, 5.0)
+    assert r["flops"] == 2 * 2 * 3 * 5 * 7 and r["t_s"] == pytest.approx(0.5e-3)
+    assert r["device_config"] == "T4_no_tf32" and r["wall_clock"] == 0.0
