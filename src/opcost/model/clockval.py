@@ -174,3 +174,49 @@ def pooled_error(curves: pd.DataFrame) -> dict[str, float]:
         ape = np.concatenate([np.asarray(a, float) for a in curves[f"{q}_ape"]])
         out[q] = float(ape.mean() / 100)
     return out
+
+
+# -- zero-parameter guesses (issue 21 section 6): the bar the fitted model must clear on every GPU ----
+TIME_GUESSES = {"compute": 1.0, "half": 0.5, "memory": 0.0}  # compute-bound share s: t = t_ref (1 + s (f_ref/f - 1))
+POWER_GUESSES = {"prop_f": 1.0, "const": 0.0}  # P = P_ref (f / f_ref)^k
+
+
+def guess(share: float, power_exp: float) -> Predictor:
+    """A guess that fits nothing: time with compute-bound share `share`, power ~ f^power_exp, from the
+    curve's reference point only."""
+
+    def predict(held: pd.DataFrame) -> pd.DataFrame:
+        from opcost.model.clock import time_ratio
+
+        x = (held["f"] / held["f_ref"]).to_numpy(float)
+        t = held["t_ref"].to_numpy(float) * time_ratio(held["f"].to_numpy(float), held["f_ref"].to_numpy(float), share)
+        p = held["p_ref"].to_numpy(float) * x**power_exp
+        return held.assign(t_hat=t, p_hat=p, e_hat=t * p)
+
+    return predict
+
+
+def guess_scores(pts: pd.DataFrame) -> pd.DataFrame:
+    """Every guess's per-GPU scores (the same columns as `summarise`, `learner` = guess:<time>/<power>)."""
+    out = []
+    for tn, s in TIME_GUESSES.items():
+        for pn, k in POWER_GUESSES.items():
+            pred = guess(s, k)(pts)
+            out.append(summarise(curve_scores(pred), ["device", "source"]).assign(learner=f"guess:{tn}/{pn}"))
+    return pd.concat(out, ignore_index=True)
+
+
+def beats_guesses(model: pd.DataFrame, guesses: pd.DataFrame, qs: tuple[str, ...] = ("time_mape", "energy_mape")):
+    """Per device x source: the model's figure, the best guess's figure and its name, and whether the model
+    is strictly better, for each of `qs`."""
+    rows = []
+    for r in model.itertuples():
+        g = guesses[(guesses["device"] == r.device) & (guesses["source"] == r.source)]
+        row: dict[str, Any] = {"device": r.device, "source": r.source}
+        for q in qs:
+            best = g.loc[g[q].idxmin()]
+            row.update({q: float(getattr(r, q)), f"best_guess_{q}": float(best[q])})
+            row[f"best_guess_{q}_by"] = best["learner"]
+            row[f"beats_{q}"] = bool(getattr(r, q) < best[q])
+        rows.append(row)
+    return pd.DataFrame(rows)

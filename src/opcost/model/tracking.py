@@ -33,6 +33,8 @@ VALIDATE_RUN = "validate"
 CHAMPION = "champion"
 CLOCK_MODEL = "opcost-clock"  # the registered transferred clock model (stage train-clock)
 CLOCK_RUN = "train-clock"
+XPOWER_MODEL = "opcost-xpower"  # the registered cross-device power model (stage train-clock, model/xpower.py)
+XPOWER_RUN = "train-xpower"
 HOST_TAG = "opcost.host"
 PID_TAG = "opcost.pid"
 
