@@ -292,7 +292,9 @@ def all_rows(sweeps: pd.DataFrame, targets_dir: Path) -> tuple[pd.DataFrame, dic
     sw, skipped = sweep_rows(sweeps)
     th = thesis_rows(targets_dir)
     known = sw[sw["u"].notna()].assign(kind="absolute")
-    rows = pd.concat([th, known, sw], ignore_index=True)
+    rows = pd.concat([f for f in (th, known, sw) if len(f)], ignore_index=True) if len(sw) or len(th) else sw
+    for c in ("u", "f", "cap", "p", "t", "tdp", "f_boost"):
+        rows[c] = rows[c].astype(float)
     rows["x"] = np.where(rows["f"].isna(), 1.0, rows["f"] / rows["f_boost"])
     sweep = rows["kind"] == "sweep"
     n = rows[sweep].groupby("curve")["p"].transform("size")
