@@ -220,3 +220,32 @@ def beats_guesses(model: pd.DataFrame, guesses: pd.DataFrame, qs: tuple[str, ...
             row[f"beats_{q}"] = bool(getattr(r, q) < best[q])
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def path_validation(pts: pd.DataFrame) -> pd.DataFrame:
+    """Issue 21 section 6: the path network predictions take, on the sweeps whose FLOPs and bytes are known
+    (Perseus transformer stages; shapes assumed in model/xpower.py). Leave-one-GPU-out (the model fitted on
+    the other GPUs), each held-out curve predicted with its compute-bound share from (a) the roofline split
+    I / (I + ridge) at the bf16 peak, (b) 1 - the DRAM's busy share of the reference time (`memory_share`),
+    (c) no FLOPs or bytes at all (the model's P_ref / TDP share). Per GPU: `summarise` columns + `share_path`."""
+    from opcost.devices import DEVICES
+    from opcost.model.clock import memory_share, roofline_share
+    from opcost.model.xpower import PERSEUS_MODELS, perseus_flops_bytes
+
+    perseus = pts["source"] == "perseus-stage-profiles"
+    known = pts[perseus & pts["workload"].str.split("/").str[0].isin(PERSEUS_MODELS)]
+    out = []
+    for dev in sorted(set(known["device"])):
+        model, predict = physical(pts[pts["device"] != dev])
+        held = known[known["device"] == dev]
+        d = DEVICES[dev]
+        fb = [perseus_flops_bytes(w) for w in held["workload"]]
+        shares = {
+            "roofline I/(I+ridge)": [roofline_share(f, b, d.fp16_flops, d.bandwidth) for f, b in fb],
+            "1 - memory busy": list(memory_share(np.array([b for _, b in fb]), d.bandwidth, held["t_ref"])),
+            "P_ref/TDP (no FLOPs)": [np.nan] * len(held),
+        }
+        for name, s in shares.items():
+            pred = predict(held.assign(share=np.asarray(s, float)))
+            out.append(summarise(curve_scores(pred), ["device", "source"]).assign(share_path=name))
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()

@@ -100,7 +100,7 @@ def run_record(model: ClockModel, split: str, logo: pd.DataFrame, chash: str, pr
         "measured": [float(x) for x in pred.loc[~pred["is_ref"], "t"]],
         "predicted": [float(x) for x in pred.loc[~pred["is_ref"], "t_hat"]],
     }
-    params = {k: v for k, v in model.to_json().items() if k in ("share_a", "share_b", "static_frac", "gamma")}
+    params = {k: v for k, v in model.to_json().items() if k in ("share_a", "share_b", "static_frac", "gamma", "cap_k")}
     return {
         "name": tracking.CLOCK_RUN,
         "tags": tags,
@@ -144,7 +144,8 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
         "logo_pooled_pct": {k: 100 * v for k, v in model.logo_error.items()},
         "loko_pooled_time_mape": float(np.average(loko["time_mape"], weights=loko["points"])),
         "loko_pooled_energy_mape": float(np.average(loko["energy_mape"], weights=loko["points"])),
-        "params": {"share_a": model.share_a, "share_b": model.share_b, "static_frac": model.static_frac},
+        "params": {"share_a": model.share_a, "share_b": model.share_b, "static_frac": model.static_frac,
+               "cap_k": model.cap_k},
         "gamma": model.gamma,
     }
     guesses = clockval.guess_scores(pts)
@@ -158,7 +159,13 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
         for r in versus.itertuples()
     }  # fmt: skip
     metrics["gpus_where_model_beats_every_guess"] = int((versus["beats_time_mape"] & versus["beats_energy_mape"]).sum())
+    path = clockval.path_validation(pts)
+    metrics["path_validation"] = {
+        f"{r.device} {r.share_path}": {"time_mape": float(r.time_mape), "energy_mape": float(r.energy_mape)}
+        for r in path.itertuples()
+    }
     write_report(metrics, paths.clock_metrics)
+    _csv(path, paths.clock_table("path"))
     _csv(guesses, paths.clock_table("guesses"))
     _csv(versus, paths.clock_table("vs_guesses"))
     _csv(logo, paths.clock_table("logo"))
