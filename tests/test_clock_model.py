@@ -256,6 +256,12 @@ def test_train_clock_stage_writes_registers_and_scores(clocked):
     client = MlflowClient(tracking_uri=f"sqlite:///{db}")
     champ = client.get_model_version_by_alias("opcost-clock", "champion")  # a clone on main: champion moves
     assert str(champ.version) == "1" and champ.tags["split"].startswith("logo-A100+A40")
+    # the power model (model/xpower.py) is fitted, scored and registered by the same stage
+    power = result["power"]
+    assert power["registered_version"] == "1" and set(power["table"]["device"]) >= set(model.trained_on)
+    champ = client.get_model_version_by_alias("opcost-xpower", "champion")
+    assert str(champ.version) == "1" and champ.tags["bundle_hash"] == power["hash"]
+    assert json.loads((paths.xpower_report_dir / "metrics.json").read_text())["rel_err90"] > 0
 
 
 def test_predict_at_a_clock_transfers_the_default_clock_bundle(clocked):
@@ -385,4 +391,9 @@ def test_sync_registry_replays_the_clock_model_into_a_fresh_store(clocked, tmp_p
     v = client.get_model_version("opcost-clock", "1")
     assert v.tags["bundle_hash"] == content_hash(model)
     assert client.get_run(v.run_id).data.tags["replayed_from"] == "models/clock/run.json"
-    assert sync_registry(paths, load_params(paths.params))["opcost-clock"] is None  # once per content hash
+    assert v.tags["bundle_hash"] == content_hash(model)
+    xp = client.get_model_version("opcost-xpower", "1")
+    assert xp.tags["bundle_hash"] == json_hash(paths.xpower_model_dir / "xpower_model.json")
+    assert client.get_run(xp.run_id).data.tags["replayed_from"] == "models/xpower/run.json"
+    again = sync_registry(paths, load_params(paths.params))
+    assert again["opcost-clock"] is None and again["opcost-xpower"] is None  # once per content hash

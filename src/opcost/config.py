@@ -312,6 +312,16 @@ class Paths:
     def clock_figures(self) -> Path:
         return self.clock_report_dir / "figures"
 
+    @property
+    def xpower_model_dir(self) -> Path:
+        """DVC output of `train-clock`: the cross-device power model (JSON, model/xpower.py) and its run record."""
+        return self.root / "models" / "xpower"
+
+    @property
+    def xpower_report_dir(self) -> Path:
+        """Leave-one-GPU-out power and energy of the power model: metrics.json (DVC metrics), logo.csv."""
+        return self.root / "reports" / "xpower"
+
     def train_networks(self, target: str) -> Path:
         """The target's measured networks predicted leave-one-network-out and -family-out (CSV)."""
         return self.root / "reports" / "train" / "networks" / f"{target}.csv"

@@ -79,6 +79,17 @@ def time_ratio(f: np.ndarray | float, f_ref: np.ndarray | float, s: np.ndarray |
     return 1.0 + s * (np.asarray(f_ref, float) / np.asarray(f, float) - 1.0)
 
 
+CAP_BAND = (0.95, 1.03)  # P_ref / TDP that marks a power-capped reference (above: a board limit beyond TDP)
+
+
+def memory_share(bytes_moved: np.ndarray | float, bandwidth: float, t_ref: np.ndarray | float) -> np.ndarray:
+    """Compute-bound share from the reference time: 1 - (bytes / bandwidth) / t_ref, the part of the time
+    the DRAM is not transferring (compute, latency, launch: all run on the core clock). The same
+    quantity as 1 - DCGM DRAM activity, which validates it (reports/clock/vs_guesses.csv)."""
+    busy = np.asarray(bytes_moved, float) / bandwidth / np.maximum(np.asarray(t_ref, float), 1e-12)
+    return 1.0 - np.clip(busy, 0.0, 1.0)
+
+
 def roofline_share(flops: float, bytes_moved: float, peak: float, bandwidth: float) -> float:
     """The compute-bound share of an op's time by the roofline: t_c / (t_c + t_m) = I / (I + ridge)."""
     tc, tm = max(float(flops), 0.0) / peak, max(float(bytes_moved), 0.0) / bandwidth
@@ -93,6 +104,9 @@ class ClockModel:
     share_b: float = 0.0
     static_frac: float = 0.3
     gamma: float = 2.0
+    # Power cap: a reference drawing within CAP_BAND of the TDP ran throttled; its clock was really
+    # f_base + cap_k (f_ref - f_base) (fitted), and no requested clock above that is reached.
+    cap_k: float = 1.0
     trained_on: list[str] = field(default_factory=list)  # device-table names
     n_curves: int = 0
     n_points: int = 0
@@ -129,6 +143,17 @@ class ClockModel:
         x = np.asarray(f, float) / np.asarray(f_ref, float)
         return np.minimum(static + (p_ref - static) * x**self.gamma, np.maximum(tdp, p_ref))
 
+    def reached_clock(
+        self, f_ref: np.ndarray | float, f_base: np.ndarray | float, p_ref: np.ndarray | float, tdp: np.ndarray | float
+    ) -> np.ndarray:
+        """The clock the reference really ran at: f_ref, or where its power sat at the TDP (CAP_BAND), the
+        throttled clock f_base + cap_k (f_ref - f_base) (never above f_ref)."""
+        f_ref, f_base = np.asarray(f_ref, float), np.asarray(f_base, float)
+        r = np.asarray(p_ref, float) / np.asarray(tdp, float)
+        capped = (r >= CAP_BAND[0]) & (r <= CAP_BAND[1])
+        throttled = np.minimum(f_ref, np.minimum(f_base, f_ref) + self.cap_k * np.maximum(f_ref - f_base, 0.0))
+        return np.where(capped, throttled, f_ref)
+
     def predict(
         self,
         f: np.ndarray | float,
@@ -137,12 +162,18 @@ class ClockModel:
         p_ref: np.ndarray | float,
         tdp: float,
         share: np.ndarray | float | None = None,
+        f_base: np.ndarray | float | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(time, power, energy) at clock(s) f from the reference point; `share` None: from P_ref / TDP."""
-        s = self.share_from_power(p_ref, tdp) if share is None else np.asarray(share, float)
-        f_eff = np.minimum(np.asarray(f, float), self.power_capped_clock(f_ref, p_ref, tdp))
-        t = np.asarray(t_ref, float) * time_ratio(f_eff, f_ref, s)
-        p = self.power(f_eff, f_ref, p_ref, tdp)
+        """(time, power, energy) at clock(s) f from the reference point; `share` None (or NaN entries): from
+        P_ref / TDP; `f_base` None: no throttled reference is considered."""
+        s = self.share_from_power(p_ref, tdp)
+        if share is not None:
+            s = np.where(np.isfinite(np.asarray(share, float)), share, s)
+        fc = np.asarray(f_ref if f_base is None else self.reached_clock(f_ref, f_base, p_ref, tdp), float)
+        top = np.where(fc < np.asarray(f_ref, float), fc, self.power_capped_clock(fc, p_ref, tdp))
+        f_eff = np.minimum(np.asarray(f, float), top)
+        t = np.asarray(t_ref, float) * time_ratio(f_eff, fc, s)
+        p = self.power(f_eff, fc, p_ref, tdp)
         return t, p, t * p
 
     def power_capped_clock(
@@ -159,7 +190,7 @@ class ClockModel:
     def at_clock(self, device: Device, f: float, t_ref: np.ndarray, p_ref: np.ndarray, share: np.ndarray) -> tuple:
         """Per-op (time, power) at core clock f on `device`, from costs at its boost clock."""
         check_clock(device, f)
-        t, p, _ = self.predict(f, device.boost_clock_mhz, t_ref, p_ref, device.tdp_w, share)
+        t, p, _ = self.predict(f, device.boost_clock_mhz, t_ref, p_ref, device.tdp_w, share, device.base_clock_mhz)
         return t, p
 
     # -- storage (data only) ---------------------------------------------------------------
@@ -179,6 +210,7 @@ class ClockModel:
                 share_b=float(d["share_b"]),
                 static_frac=float(d["static_frac"]),
                 gamma=float(d["gamma"]),
+                cap_k=float(d.get("cap_k", 1.0)),
                 trained_on=[str(x) for x in d.get("trained_on", [])],
                 n_curves=int(d.get("n_curves", 0)),
                 n_points=int(d.get("n_points", 0)),
@@ -188,10 +220,13 @@ class ClockModel:
             assert all(len(b) == 3 for b in m.logo_error_bins)
         except (KeyError, TypeError, ValueError, AssertionError):
             raise OpcostError(f"{where} lacks a parameter or holds a non-number; refused") from None
-        values = [m.share_a, m.share_b, m.static_frac, m.gamma, *m.logo_error.values()]
+        values = [m.share_a, m.share_b, m.static_frac, m.gamma, m.cap_k, *m.logo_error.values()]
         values += [x for b in m.logo_error_bins for x in b]
-        if not all(math.isfinite(v) for v in values) or not 0 <= m.static_frac < 1 or m.gamma <= 1:
-            raise OpcostError(f"{where}: parameters out of range (static_frac in [0, 1), gamma > 1); refused")
+        in_range = 0 <= m.static_frac < 1 and m.gamma > 1 and 0 <= m.cap_k <= 1
+        if not all(math.isfinite(v) for v in values) or not in_range:
+            raise OpcostError(
+                f"{where}: parameters out of range (static_frac in [0, 1), gamma > 1, cap_k in [0, 1]); refused"
+            )
         return m
 
     @classmethod
@@ -239,8 +274,8 @@ def sweep_curves(sweeps: pd.DataFrame, min_points: int = MIN_POINTS) -> tuple[pd
         if d is None:
             skipped["device not in the device table"] = skipped.get("device not in the device table", 0) + len(g)
             continue
-        g = g.dropna(subset=["value", "time_s", "power_w"]).groupby("value", as_index=False)[["time_s", "power_w"]]
-        g = g.mean().sort_values("value")
+        g = g.dropna(subset=["value", "time_s", "power_w"]).groupby("value", as_index=False)
+        g = g[["time_s", "power_w", "dram_active"]].mean().sort_values("value")
         if len(g) < min_points:
             skipped[f"curve with fewer than {min_points} clocks"] = skipped.get(
                 f"curve with fewer than {min_points} clocks", 0
@@ -257,6 +292,7 @@ def sweep_curves(sweeps: pd.DataFrame, min_points: int = MIN_POINTS) -> tuple[pd
                     "f": g["value"].to_numpy(float),
                     "t": g["time_s"].to_numpy(float),
                     "p": g["power_w"].to_numpy(float),
+                    "dram": g["dram_active"].to_numpy(float),
                 }
             )
         )
@@ -268,8 +304,26 @@ def sweep_curves(sweeps: pd.DataFrame, min_points: int = MIN_POINTS) -> tuple[pd
     ref = ref.rename(columns={"f": "f_ref", "t": "t_ref", "p": "p_ref"})
     pts = pts.merge(ref, on="curve", how="left")
     pts["tdp"] = pts["device"].map({k: v.tdp_w for k, v in DEVICES.items()}).astype(float)
+    pts["f_base"] = pts["device"].map({k: v.base_clock_mhz for k, v in DEVICES.items()}).astype(float)
     pts["is_ref"] = pts["f"] == pts["f_ref"]
-    return pts, skipped
+    pts["share"] = observed_share(pts)
+    return pts.drop(columns=["dram"]), skipped
+
+
+def observed_share(pts: pd.DataFrame) -> np.ndarray:
+    """Each curve's compute-bound share from its reference point alone, where the data allow it (NaN
+    elsewhere: the model's P_ref / TDP share applies): 1 - DCGM DRAM activity (NV-DVFS kernels), or
+    `memory_share` of the transformer layer's bytes (Perseus stages, shapes assumed in model/xpower.py)."""
+    from opcost.model.xpower import PERSEUS_MODELS, perseus_flops_bytes
+
+    ref = pts[pts["f"] == pts["f_ref"]].drop_duplicates("curve").set_index("curve")
+    share = pd.Series(np.nan, index=ref.index)
+    share[ref["dram"].notna()] = 1.0 - ref["dram"][ref["dram"].notna()].clip(0, 1)
+    for curve, r in ref.iterrows():
+        if r["source"] == "perseus-stage-profiles" and str(r["workload"]).split("/")[0] in PERSEUS_MODELS:
+            _, nbytes = perseus_flops_bytes(str(r["workload"]))
+            share[curve] = float(memory_share(nbytes, DEVICES[r["device"]].bandwidth, r["t"]))
+    return pts["curve"].map(share).to_numpy(float)
 
 
 # -- fitting ----------------------------------------------------------------------------------
@@ -288,25 +342,25 @@ def fit(pts: pd.DataFrame) -> ClockModel:
     if train.empty:
         raise OpcostError("no off-reference points to fit the clock model on")
     w = np.sqrt(point_weights(train))
-    f, fr, t, tr = (train[c].to_numpy(float) for c in ("f", "f_ref", "t", "t_ref"))
-    p, pr, tdp = (train[c].to_numpy(float) for c in ("p", "p_ref", "tdp"))
-    frac = pr / tdp
+    t, p = train["t"].to_numpy(float), train["p"].to_numpy(float)
+    probe = ClockModel()
 
     def time_res(q: np.ndarray) -> np.ndarray:
-        s = _sigmoid(q[0] + q[1] * frac)
-        return w * (tr * time_ratio(f, fr, s) / t - 1.0)
+        probe.share_a, probe.share_b, probe.cap_k = (float(v) for v in q)
+        return w * (_predict(probe, train)[0] / t - 1.0)
 
-    tq = least_squares(time_res, x0=[0.0, 0.0], bounds=([-20, -20], [20, 20])).x
-    probe = ClockModel(share_a=float(tq[0]), share_b=float(tq[1]))
+    tq = least_squares(time_res, x0=[0.0, 0.0, 0.5], bounds=([-20, -20, 0.0], [20, 20, 1.0])).x
+    probe.share_a, probe.share_b, probe.cap_k = (float(v) for v in tq)
 
     def power_res(q: np.ndarray) -> np.ndarray:
         probe.static_frac, probe.gamma = float(q[0]), float(q[1])
-        return w * (probe.power(f, fr, pr, tdp) / p - 1.0)
+        return w * (_predict(probe, train)[1] / p - 1.0)
 
     pq = least_squares(power_res, x0=[0.3, 2.0], bounds=([0.0, 1.0 + 1e-6], [0.95, 8.0])).x
     return ClockModel(
         share_a=float(tq[0]),
         share_b=float(tq[1]),
+        cap_k=float(tq[2]),
         static_frac=float(pq[0]),
         gamma=float(pq[1]),
         trained_on=sorted(set(pts["device"])),
@@ -315,10 +369,17 @@ def fit(pts: pd.DataFrame) -> ClockModel:
     )
 
 
-def predict_points(model: ClockModel, pts: pd.DataFrame) -> pd.DataFrame:
-    """`pts` with predicted t_hat, p_hat, e_hat from each curve's reference point only."""
-    t, p, e = model.predict(
+def _predict(model: ClockModel, pts: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    share = pts["share"].to_numpy(float) if "share" in pts else None
+    f_base = pts["f_base"].to_numpy(float) if "f_base" in pts else None
+    return model.predict(
         pts["f"].to_numpy(float), pts["f_ref"].to_numpy(float), pts["t_ref"].to_numpy(float),
-        pts["p_ref"].to_numpy(float), pts["tdp"].to_numpy(float),
+        pts["p_ref"].to_numpy(float), pts["tdp"].to_numpy(float), share, f_base,
     )  # fmt: skip
+
+
+def predict_points(model: ClockModel, pts: pd.DataFrame) -> pd.DataFrame:
+    """`pts` with predicted t_hat, p_hat, e_hat from each curve's reference point only (its clock, time,
+    power, observed share where known, the device's base clock and TDP)."""
+    t, p, e = _predict(model, pts)
     return pts.assign(t_hat=t, p_hat=p, e_hat=e)

@@ -174,3 +174,78 @@ def pooled_error(curves: pd.DataFrame) -> dict[str, float]:
         ape = np.concatenate([np.asarray(a, float) for a in curves[f"{q}_ape"]])
         out[q] = float(ape.mean() / 100)
     return out
+
+
+# -- zero-parameter guesses (issue 21 section 6): the bar the fitted model must clear on every GPU ----
+TIME_GUESSES = {"compute": 1.0, "half": 0.5, "memory": 0.0}  # compute-bound share s: t = t_ref (1 + s (f_ref/f - 1))
+POWER_GUESSES = {"prop_f": 1.0, "const": 0.0}  # P = P_ref (f / f_ref)^k
+
+
+def guess(share: float, power_exp: float) -> Predictor:
+    """A guess that fits nothing: time with compute-bound share `share`, power ~ f^power_exp, from the
+    curve's reference point only."""
+
+    def predict(held: pd.DataFrame) -> pd.DataFrame:
+        from opcost.model.clock import time_ratio
+
+        x = (held["f"] / held["f_ref"]).to_numpy(float)
+        t = held["t_ref"].to_numpy(float) * time_ratio(held["f"].to_numpy(float), held["f_ref"].to_numpy(float), share)
+        p = held["p_ref"].to_numpy(float) * x**power_exp
+        return held.assign(t_hat=t, p_hat=p, e_hat=t * p)
+
+    return predict
+
+
+def guess_scores(pts: pd.DataFrame) -> pd.DataFrame:
+    """Every guess's per-GPU scores (the same columns as `summarise`, `learner` = guess:<time>/<power>)."""
+    out = []
+    for tn, s in TIME_GUESSES.items():
+        for pn, k in POWER_GUESSES.items():
+            pred = guess(s, k)(pts)
+            out.append(summarise(curve_scores(pred), ["device", "source"]).assign(learner=f"guess:{tn}/{pn}"))
+    return pd.concat(out, ignore_index=True)
+
+
+def beats_guesses(model: pd.DataFrame, guesses: pd.DataFrame, qs: tuple[str, ...] = ("time_mape", "energy_mape")):
+    """Per device x source: the model's figure, the best guess's figure and its name, and whether the model
+    is strictly better, for each of `qs`."""
+    rows = []
+    for r in model.itertuples():
+        g = guesses[(guesses["device"] == r.device) & (guesses["source"] == r.source)]
+        row: dict[str, Any] = {"device": r.device, "source": r.source}
+        for q in qs:
+            best = g.loc[g[q].idxmin()]
+            row.update({q: float(getattr(r, q)), f"best_guess_{q}": float(best[q])})
+            row[f"best_guess_{q}_by"] = best["learner"]
+            row[f"beats_{q}"] = bool(getattr(r, q) < best[q])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def path_validation(pts: pd.DataFrame) -> pd.DataFrame:
+    """Issue 21 section 6: the path network predictions take, on the sweeps whose FLOPs and bytes are known
+    (Perseus transformer stages; shapes assumed in model/xpower.py). Leave-one-GPU-out (the model fitted on
+    the other GPUs), each held-out curve predicted with its compute-bound share from (a) the roofline split
+    I / (I + ridge) at the bf16 peak, (b) 1 - the DRAM's busy share of the reference time (`memory_share`),
+    (c) no FLOPs or bytes at all (the model's P_ref / TDP share). Per GPU: `summarise` columns + `share_path`."""
+    from opcost.devices import DEVICES
+    from opcost.model.clock import memory_share, roofline_share
+    from opcost.model.xpower import PERSEUS_MODELS, perseus_flops_bytes
+
+    perseus = pts["source"] == "perseus-stage-profiles"
+    known = pts[perseus & pts["workload"].str.split("/").str[0].isin(PERSEUS_MODELS)]
+    out = []
+    for dev in sorted(set(known["device"])):
+        model, predict = physical(pts[pts["device"] != dev])
+        held = known[known["device"] == dev]
+        d = DEVICES[dev]
+        fb = [perseus_flops_bytes(w) for w in held["workload"]]
+        shares = {
+            "roofline I/(I+ridge)": [roofline_share(f, b, d.fp16_flops, d.bandwidth) for f, b in fb],
+            "1 - memory busy": list(memory_share(np.array([b for _, b in fb]), d.bandwidth, held["t_ref"])),
+            "P_ref/TDP (no FLOPs)": [np.nan] * len(held),
+        }
+        for name, s in shares.items():
+            pred = predict(held.assign(share=np.asarray(s, float)))
+            out.append(summarise(curve_scores(pred), ["device", "source"]).assign(share_path=name))
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()

@@ -224,6 +224,10 @@ def sync_registry(paths: Paths, params: Params) -> dict[str, str | None]:
         done[tracking.CLOCK_MODEL] = sync_clock_model(paths, mlflow, client)
     if (paths.xdevice_model_dir / XDEVICE_MODEL_FILE).is_file():
         done[tracking.XDEVICE_MODEL] = sync_xdevice_model(paths, mlflow, client)
+    if (paths.xpower_model_dir / XPOWER_MODEL_FILE).is_file():
+        done[tracking.XPOWER_MODEL] = sync_clock_model(
+            paths, mlflow, client, tracking.XPOWER_MODEL, paths.xpower_model_dir, XPOWER_MODEL_FILE, "power"
+        )
     return done
 
 
@@ -264,6 +268,7 @@ def sync_xdevice_model(paths: Paths, mlflow: Any, client: Any) -> str | None:
 
 
 CLOCK_MODEL_FILE = "clock_model.json"  # model/clock.py's file (not imported: the train stages do not load it)
+XPOWER_MODEL_FILE = "xpower_model.json"  # model/xpower.py's file (likewise)
 
 
 def json_hash(path: Path) -> str:
@@ -278,23 +283,32 @@ def json_hash(path: Path) -> str:
     return hashlib.md5(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
-def sync_clock_model(paths: Paths, mlflow: Any, client: Any) -> str | None:
-    """Register models/clock/ from its run record when this store lacks it (as for the bundles)."""
+def sync_clock_model(
+    paths: Paths,
+    mlflow: Any,
+    client: Any,
+    name: str = tracking.CLOCK_MODEL,
+    folder: Path | None = None,
+    file: str = CLOCK_MODEL_FILE,
+    first: str = "time",
+) -> str | None:
+    """Register a JSON model folder (models/clock/, models/xpower/) from its run record when this store
+    lacks it (as for the bundles); score = -(leave-one-GPU-out `first` + energy MAPE), as the stage logs."""
     from opcost.model import runlog
 
-    folder = paths.clock_model_dir
-    chash = json_hash(folder / CLOCK_MODEL_FILE)
+    folder = paths.clock_model_dir if folder is None else folder
+    chash = json_hash(folder / file)
     record = runlog.load(folder)
     split = record["tags"].get("split", "")
-    score = -float(record["metrics"].get("logo_time_mape", 0.0) + record["metrics"].get("logo_energy_mape", 0.0))
-    found = tracking.find_version(client, tracking.CLOCK_MODEL, chash)
+    score = -float(record["metrics"].get(f"logo_{first}_mape", 0.0) + record["metrics"].get("logo_energy_mape", 0.0))
+    found = tracking.find_version(client, name, chash)
     if found is not None:
         with tracking.write_lock(paths.root):
-            consider_champion(paths.root, client, tracking.CLOCK_MODEL, str(found.version), score, split)
+            consider_champion(paths.root, client, name, str(found.version), score, split)
         return None
-    extra = {**tracking.source_tags(paths.root), "replayed_from": f"models/clock/{runlog.RUN_FILE}"}
+    extra = {**tracking.source_tags(paths.root), "replayed_from": f"models/{folder.name}/{runlog.RUN_FILE}"}
     with runlog.replayed(mlflow, record, extra):
-        return register_folder(paths.root, mlflow, tracking.CLOCK_MODEL, folder, chash, score, split, {})
+        return register_folder(paths.root, mlflow, name, folder, chash, score, split, {})
 
 
 def champion_bundle(paths: Paths, target: str) -> Bundle:

@@ -35,6 +35,8 @@ CLOCK_MODEL = "opcost-clock"  # the registered transferred clock model (stage tr
 CLOCK_RUN = "train-clock"
 XDEVICE_MODEL = "opcost-xdevice"  # the registered cross-device op-time model (stage train-xdevice)
 XDEVICE_RUN = "train-xdevice"
+XPOWER_MODEL = "opcost-xpower"  # the registered cross-device power model (stage train-clock, model/xpower.py)
+XPOWER_RUN = "train-xpower"
 HOST_TAG = "opcost.host"
 PID_TAG = "opcost.pid"
 

@@ -6,9 +6,13 @@ what is skipped and why). Then:
    of the comparison tree learner (model/clockval.py);
 2. the physical form fitted on every GPU, with the pooled leave-one-GPU-out errors stored in it
    (predictions widen their intervals by them).
+3. the zero-parameter guesses' leave-one-GPU-out scores beside the model's (reports/clock/guesses.csv,
+   vs_guesses.csv, metrics.json "vs_guesses"): the bar issue 21 section 6 sets;
+4. the cross-device power model (model/xpower.py) on every device with power data (the sweeps and the
+   thesis targets), leave-one-GPU-out, then fitted on all: models/xpower/, reports/xpower/.
 Writes models/clock/ (clock_model.json, run.json), the headline reports/clock/metrics.json and the
-detail beside it (logo.csv, loko.csv, curves.csv, detail.json, figures/); replays the run into
-MLflow and registers `opcost-clock` (champion rules of model/registry.py).
+detail beside it (logo.csv, loko.csv, curves.csv, detail.json, figures/); replays the runs into
+MLflow and registers `opcost-clock` and `opcost-xpower` (champion rules of model/registry.py).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import pandas as pd
 
 from opcost.config import Params, Paths
 from opcost.io import atomic_path, write_report
-from opcost.model import clockval, registry, runlog, tracking
+from opcost.model import clockval, registry, runlog, tracking, xpower
 from opcost.model.clock import ClockModel, fit, sweep_curves
 from opcost.schemas import SWEEPS
 from opcost.stages._run import execute
@@ -96,7 +100,7 @@ def run_record(model: ClockModel, split: str, logo: pd.DataFrame, chash: str, pr
         "measured": [float(x) for x in pred.loc[~pred["is_ref"], "t"]],
         "predicted": [float(x) for x in pred.loc[~pred["is_ref"], "t_hat"]],
     }
-    params = {k: v for k, v in model.to_json().items() if k in ("share_a", "share_b", "static_frac", "gamma")}
+    params = {k: v for k, v in model.to_json().items() if k in ("share_a", "share_b", "static_frac", "gamma", "cap_k")}
     return {
         "name": tracking.CLOCK_RUN,
         "tags": tags,
@@ -140,10 +144,30 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
         "logo_pooled_pct": {k: 100 * v for k, v in model.logo_error.items()},
         "loko_pooled_time_mape": float(np.average(loko["time_mape"], weights=loko["points"])),
         "loko_pooled_energy_mape": float(np.average(loko["energy_mape"], weights=loko["points"])),
-        "params": {"share_a": model.share_a, "share_b": model.share_b, "static_frac": model.static_frac},
+        "params": {"share_a": model.share_a, "share_b": model.share_b, "static_frac": model.static_frac,
+               "cap_k": model.cap_k},
         "gamma": model.gamma,
     }
+    guesses = clockval.guess_scores(pts)
+    versus = clockval.beats_guesses(phys, guesses)
+    metrics["vs_guesses"] = {
+        r.device: {
+            q: {"model": float(getattr(r, q)), "best_guess": float(getattr(r, f"best_guess_{q}")),
+                "best_guess_is": str(getattr(r, f"best_guess_{q}_by")), "beats": bool(getattr(r, f"beats_{q}"))}
+            for q in ("time_mape", "energy_mape")
+        }
+        for r in versus.itertuples()
+    }  # fmt: skip
+    metrics["gpus_where_model_beats_every_guess"] = int((versus["beats_time_mape"] & versus["beats_energy_mape"]).sum())
+    path = clockval.path_validation(pts)
+    metrics["path_validation"] = {
+        f"{r.device} {r.share_path}": {"time_mape": float(r.time_mape), "energy_mape": float(r.energy_mape)}
+        for r in path.itertuples()
+    }
     write_report(metrics, paths.clock_metrics)
+    _csv(path, paths.clock_table("path"))
+    _csv(guesses, paths.clock_table("guesses"))
+    _csv(versus, paths.clock_table("vs_guesses"))
     _csv(logo, paths.clock_table("logo"))
     _csv(loko, paths.clock_table("loko"))
     _csv(curves.drop(columns=["time_ape", "power_ape", "energy_ape"]), paths.clock_table("curves"))
@@ -153,6 +177,7 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
         {"skipped_rows": skipped, "model": model.to_json(), "figures": figures(pred, paths.clock_figures)},
         paths.clock_detail,
     )
+    power = run_xpower(paths, sweeps)
     registered = None
     if log_to_mlflow:
         mlflow = tracking.setup(paths.root)
@@ -162,7 +187,68 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
             registered = registry.register_folder(
                 paths.root, mlflow, tracking.CLOCK_MODEL, paths.clock_model_dir, chash, score, split, {}
             )
-    return {"model": model, "logo": logo, "loko": loko, "registered_version": registered}
+        with runlog.replayed(mlflow, power["record"], tracking.source_tags(paths.root)):
+            pscore = -power["metrics"]["pooled"]["power_mape"] - power["metrics"]["pooled"]["energy_mape"]
+            mlflow.log_metric("xpower_score", pscore)
+            power["registered_version"] = registry.register_folder(
+                paths.root, mlflow, tracking.XPOWER_MODEL, paths.xpower_model_dir, power["hash"], pscore,
+                power["split"], {},
+            )  # fmt: skip
+    return {"model": model, "logo": logo, "loko": loko, "registered_version": registered, "versus": versus,
+            "power": power}  # fmt: skip
+
+
+def run_xpower(paths: Paths, sweeps: pd.DataFrame) -> dict[str, Any]:
+    """Fit, validate (leave-one-GPU-out) and save the cross-device power model; its reports and run record."""
+    rows, skipped = xpower.all_rows(sweeps, paths.evaluated_targets_dir)
+    pred, seen = xpower.leave_one_gpu_out(rows)
+    table = xpower.scores(pred)
+    model = xpower.fit(rows)
+    model.rel_err90 = xpower.rel_err90(pred)
+    off = pred[~pred["is_ref"].astype(bool)]
+    ape = (off["p_hat"] / off["p"] - 1).abs()
+    model.logo_error = {"power": float(ape.mean()), "energy": float(ape.mean())}
+    split = f"logo-{'+'.join(sorted(seen))}"
+    chash = hashlib.md5(json.dumps(model.to_json(), sort_keys=True).encode()).hexdigest()
+
+    def pooled(g: pd.DataFrame) -> dict[str, float]:
+        a = (g["p_hat"] / g["p"] - 1).abs()
+        e, e_hat = g["p"] * g["t"], g["p_hat"] * g["t"]
+        return {"rows": int(len(g)), "power_mape": float(100 * a.mean()), "energy_mape": float(100 * a.mean()),
+                "power_mdape": float(100 * a.median()),
+                "energy_time_weighted": float(100 * (e_hat - e).abs().sum() / e.sum())}  # fmt: skip
+
+    per_gpu = {str(d): {str(k): pooled(gk) for k, gk in g.groupby("kind")} for d, g in off.groupby("device")}
+    metrics = {
+        "pooled": pooled(off),
+        "pooled_absolute": pooled(off[off["kind"] == "absolute"]),
+        "pooled_sweep": pooled(off[off["kind"] == "sweep"]),
+        "per_gpu": per_gpu,
+        "rel_err90": model.rel_err90,
+        "gpus_energy_mape_le_15": int(sum(all(v["energy_mape"] <= 15 for v in k.values()) for k in per_gpu.values())),
+        "params": {k: getattr(model, k) for k in xpower.PARAMS},
+        "skipped_rows": skipped,
+    }
+    paths.xpower_report_dir.mkdir(parents=True, exist_ok=True)
+    model.save(paths.xpower_model_dir)
+    children = [
+        runlog.child(f"logo-{d}", {"held_out": d}, {}, {f"{k}_{q}": v[q] for k, v in kinds.items()
+                     for q in ("power_mape", "energy_mape", "energy_time_weighted")}, {}, [])
+        for d, kinds in per_gpu.items()
+    ]  # fmt: skip
+    record = {
+        "name": tracking.XPOWER_RUN,
+        "tags": {"dvc_stage": tracking.CLOCK_RUN, "bundle_hash": chash, "split": split},
+        "params": {**metrics["params"], "n_rows": model.n_rows},
+        "metrics": {"logo_power_mape": metrics["pooled"]["power_mape"],
+                    "logo_energy_mape": metrics["pooled"]["energy_mape"], "rel_err90": model.rel_err90},
+        "steps": {}, "figures": [], "children": children,
+    }  # fmt: skip
+    runlog.save(record, paths.xpower_model_dir)
+    write_report(metrics, paths.xpower_report_dir / "metrics.json")
+    _csv(table, paths.xpower_report_dir / "logo.csv")
+    return {"model": model, "metrics": metrics, "table": table, "record": record, "hash": chash, "split": split,
+            "registered_version": None}  # fmt: skip
 
 
 def summary(r: dict[str, Any]) -> str:
@@ -176,6 +262,18 @@ def summary(r: dict[str, Any]) -> str:
             f"leave-one-GPU-out {row.learner:8s} {row.device:9s} {row.source}: time MAPE {row.time_mape:.1f} %, "
             f"energy MAPE {row.energy_mape:.1f} %, extra energy at predicted optimum {row.extra_energy_mean:.1f} % "
             f"(max {row.extra_energy_max:.1f} %), extra EDP {row.extra_edp_mean:.1f} %"
+        )
+    for v in r["versus"].itertuples():
+        lines.append(
+            f"vs guesses {v.device:9s}: time {v.time_mape:.1f} % (best guess {v.best_guess_time_mape:.1f} %, "
+            f"{v.best_guess_time_mape_by}), energy {v.energy_mape:.1f} % (best guess {v.best_guess_energy_mape:.1f} %, "
+            f"{v.best_guess_energy_mape_by})"
+        )
+    pm = r["power"]
+    for t in pm["table"].itertuples():
+        lines.append(
+            f"power model LOGO {t.device:9s} {t.kind:8s} {t.source:22s}: power/energy MAPE {t.power_mape:.1f} %, "
+            f"median {t.power_mdape:.1f} %, energy time-weighted {t.energy_time_weighted:.1f} %, R2 {t.energy_r2:.3f}"
         )
     reg = r["registered_version"]
     lines.append(f"registered {tracking.CLOCK_MODEL} version {reg}" if reg else "registry: nothing new to register")
