@@ -535,35 +535,11 @@ class Predictor:
             raise OpcostError(
                 f"{preds[0].model} ({mode}) fits on none of the trained device configs: it needs "
                 f"{preds[0].memory['needed_bytes'] / 2**30:.2f} GiB; dropped "
-                + ", ".join(d["device_config"] for d in dropped)
+                + ", ".join(dict.fromkeys(d["device_config"] for d in dropped))
             )
-        preds = kept
-        df = pd.DataFrame(
-            [
-                {
-                    "device_config": p.device_config,
-                    "clock_mhz": p.clock_mhz,
-                    "clock_source": p.clock_source,
-                    "time_s": p.time_s,
-                    "avg_power_w": p.avg_power_w,
-                    "energy_j": p.energy_j,
-                    "edp_js": p.time_s * p.energy_j if p.energy_j is not None else None,
-                    "calibrated": p.calibrated,
-                    "measured_time_share": p.coverage()["time"].get("measured", 0.0),
-                    "memory_needed_bytes": None if p.memory is None else p.memory["needed_bytes"],
-                    "fits_memory": p.fits,
-                }
-                for p in preds
-            ]
-        )
-        df["slowdown"] = df["time_s"] / df["time_s"].min()
-        if max_slowdown is not None:
-            df = df[df["slowdown"] <= max_slowdown + 1e-12]
-        for col, name in (("time_s", "rank_time"), ("energy_j", "rank_energy"), ("edp_js", "rank_edp")):
-            df[name] = df[col].rank(method="min", na_option="bottom").astype(int)
-        df = df.sort_values(["rank_energy", "rank_time"], ignore_index=True)
-        df.attrs["dropped"] = dropped
-        return df
+        from opcost.model.recommend import settings_table
+
+        return settings_table(kept, max_slowdown, dropped)
 
 
 # How far outside the training range a figure may lie before a prediction says it extrapolates.
