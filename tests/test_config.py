@@ -115,6 +115,8 @@ def test_dvc_yaml_paths_are_the_config_paths(repo_root):
             paths.clock_detail,
             paths.clock_figures,
             *(paths.clock_table(t) for t in ("logo", "loko", "curves", "logo_points")),
+            paths.headline_metrics,
+            paths.plots_dir,
         )
     }
     validate_tables = {"tensor_cores", "sweep_optima", "grid_optima", "latency", "summed_vs_measured"}

@@ -267,6 +267,16 @@ class Paths:
         return base / "metrics.json" if target is None else base / "targets" / f"{target}.json"
 
     @property
+    def headline_metrics(self) -> Path:
+        """The one DVC metrics file (stage views): a few headline figures, fits a terminal."""
+        return self.root / "reports" / "metrics.json"
+
+    @property
+    def plots_dir(self) -> Path:
+        """Image plots (stage views) that `dvc plots show` embeds without loading anything."""
+        return self.root / "reports" / "plots"
+
+    @property
     def clock_model_dir(self) -> Path:
         """DVC output of `train-clock`: the transferred clock model (JSON) and its run record."""
         return self.root / "models" / "clock"
