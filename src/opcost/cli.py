@@ -213,6 +213,21 @@ def validate(
     out.print(stage.summary(_stage(lambda paths, params: stage.run(paths, params, log_to_mlflow=not no_mlflow))))
 
 
+@app.command("check-params")
+def check_params(
+    params_file: Optional[Path] = typer.Option(None, "--params", help="The file to check (default: params.yaml)."),
+) -> None:
+    """Validate params.yaml and exit 2 with one line if it is wrong. `make repro` runs this before
+    `dvc repro`, which deletes a stage's outputs before its command can refuse a typo."""
+
+    def go() -> str:
+        f = params_file or Paths(find_root()).params
+        p = load_params(f)
+        return f"{f}: valid ({len(p.train.targets)} train targets)"
+
+    out.print(_run(go), highlight=False)
+
+
 @app.command("sync-registry")
 def sync_registry() -> None:
     """Register the bundles under models/ that the MLflow store lacks, replaying their training runs
