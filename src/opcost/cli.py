@@ -231,12 +231,16 @@ def check_params(
 @app.command("sync-registry")
 def sync_registry() -> None:
     """Register the bundles under models/ that the MLflow store lacks, replaying their training runs
-    (after `dvc pull` on a fresh clone)."""
+    (after `dvc pull` on a fresh clone), and the validate report as a run of the validate experiment."""
     from opcost.model.registry import sync_registry as sync
+    from opcost.validate.replay import sync_validate
 
     done = _stage(lambda paths, params: sync(paths, params))
     for t, v in done.items():
         out.print(f"{t}: {'registered version ' + v if v else 'already registered'}")
+    run_id = _stage(lambda paths, params: sync_validate(paths) if paths.validate_detail.is_file() else "")
+    if run_id != "":
+        out.print(f"validate: {'replayed as run ' + run_id if run_id else 'already in the store'}")
 
 
 @app.command()
@@ -421,8 +425,10 @@ def recommend(
     title = f"{net.label} {net.input_text} ({mode}): {len(shown)} of {len(df)} settings, 90 % intervals"
     table = Table(title=escape(title))
     cols = ("device", "clock", "time [ms]", "energy [J]", "EDP [J s]", "slowdown", "memory", "ranks t/E/EDP", "tie")
-    for col in (*cols, "marks"):
-        table.add_column(escape(col), no_wrap=True)
+    # time and energy as `value (low-high)`: the 90 % interval; EDP's interval is in --json and --plot
+    for col in cols:
+        table.add_column(escape(col), no_wrap=True, min_width=len(col))
+    table.add_column("marks")  # the one column that may wrap
 
     def iv(v: Any, lo: Any, hi: Any, scale: float, fmt: str) -> str:
         if v is None or v != v:
@@ -439,7 +445,7 @@ def recommend(
             "default" if r["clock_mhz"] is None or r["clock_mhz"] != r["clock_mhz"] else f"{r['clock_mhz']:g}",
             iv(r["time_s"], r["time_lo_s"], r["time_hi_s"], 1e3, ".3g"),
             iv(r["energy_j"], r["energy_lo_j"], r["energy_hi_j"], 1.0, ".3g"),
-            iv(r["edp_js"], r["edp_lo_js"], r["edp_hi_js"], 1.0, ".3g"),
+            "n/a" if r["edp_js"] is None or r["edp_js"] != r["edp_js"] else f"{r['edp_js']:.3g}",  # interval: --json
             f"{r['slowdown']:.2f}",
             "fits" if fits is True else "unknown",
             f"{r['rank_time']}/{r['rank_energy']}/{r['rank_edp']}",
