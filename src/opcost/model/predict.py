@@ -232,23 +232,25 @@ class Predictor:
         target = f"{device}-{mode}"
         if target in self._bundles:
             return self._bundles[target]
+        if self.registry:  # the registered model carries the bundle: no local models/ needed
+            from opcost.model.registry import champion_bundle
+
+            self._bundles[target] = champion_bundle(self.paths, target)
+            return self._bundles[target]
         available = self.targets()
         if not available:
-            raise OpcostError(
-                "no trained model found under models/: run `dvc pull` (or `dvc repro train@<device>-<mode>`) first"
-            )
+            from opcost.model.registry import no_models_error
+
+            raise no_models_error(self.paths)
+        if (self.paths.model_dir(target)).is_dir() and target not in available:
+            Bundle.load(self.paths.model_dir(target))  # a folder without bundle.json: names the missing file
         if target not in available:
             devices = sorted({t.rpartition("-")[0] for t in available if t.endswith(f"-{mode}")})
             raise OpcostError(
                 f"no model for device {device!r} in mode {mode}; trained: {', '.join(devices) or 'none in this mode'} "
                 f"(all: {', '.join(available)})"
             )
-        if self.registry:
-            from opcost.model.registry import champion_bundle
-
-            self._bundles[target] = champion_bundle(self.paths, target)
-        else:
-            self._bundles[target] = Bundle.load(self.paths.model_dir(target))
+        self._bundles[target] = Bundle.load(self.paths.model_dir(target))
         return self._bundles[target]
 
     def clock_model(self) -> "ClockModel":
@@ -502,10 +504,8 @@ class Predictor:
 
         Configs whose device is too small for the step's memory are dropped; `df.attrs["dropped"]`
         lists them with what the step needs and what the device has. Configs the device table does
-        not know (a CPU host) are kept with `fits_memory` empty.
+        not know (a CPU host) are kept with `fits_memory` empty. Intervals, ties and marks: model/recommend.py.
         """
-        import pandas as pd
-
         if max_slowdown is not None and max_slowdown < 1:
             raise OpcostError(
                 f"--max-slowdown {max_slowdown} must be >= 1 (1.2 = at most 20 % slower than the fastest)"
