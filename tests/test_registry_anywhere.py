@@ -39,9 +39,8 @@ def synced(trained, tmp_path, monkeypatch):
     ops.parent.mkdir(parents=True)
     shutil.copy(trained[0].operations, ops)
     trained_at = head(root)
-    for t in ("RTX2080Ti-training", "A30_no_tf32-training"):
-        folder = root / "models" / t
-        runlog.save(runlog.load(folder), folder)  # the record gets the commit it is trained (saved) at: A
+    folder = root / "models" / "RTX2080Ti-training"  # A30_no_tf32's record stays as older code wrote it
+    runlog.save(runlog.load(folder), folder)  # the record gets the commit it is trained (saved) at: A
     subprocess.run([*GIT, "commit", "-qam", "trained"], cwd=root, check=True)
     # the validate report as `dvc pull` brings it
     (root / "reports" / "validate" / "figures").mkdir(parents=True)
@@ -120,6 +119,7 @@ def test_registered_models_carry_a_signature_an_example_and_descriptions(synced)
     name = "opcost-RTX2080Ti-training"
     v = client.get_model_version_by_alias(name, "champion")
     assert "RTX2080Ti in training mode" in v.description and "grouped-k" in v.description and "MAPE" in v.description
+    assert "composition layer" in v.description and "data version" in v.description
     assert "RTX2080Ti-training" in client.get_registered_model(name).description
     exp = client.get_experiment_by_name(tracking.EXPERIMENT)
     assert "cv_r2_mean" in exp.tags["mlflow.note.content"]
@@ -152,6 +152,11 @@ def test_runs_carry_cv_r2_and_the_training_commit_apart_from_the_replay(synced):
     assert nested["metrics.cv_r2_std"] == pytest.approx((sum((x - mean) ** 2 for x in folds) / len(folds)) ** 0.5)
     v = mlflow.MlflowClient().get_model_version_by_alias("opcost-RTX2080Ti-training", "champion")
     assert v.tags["git_commit"] == trained_at and v.tags["replayed_from_commit"] == replayed_at
+    # a record without a training commit: the replaying clone's commit is never passed off as it
+    old = runs[runs["tags.mlflow.runName"] == "train@A30_no_tf32-training"].iloc[0]
+    assert not isinstance(old["tags.git_commit"], str) and old["tags.replayed_from_commit"] == replayed_at
+    w = mlflow.MlflowClient().get_model_version_by_alias("opcost-A30_no_tf32-training", "champion")
+    assert "git_commit" not in w.tags and w.tags["replayed_from_commit"] == replayed_at
 
 
 def test_sync_replays_the_validate_report_once(synced):

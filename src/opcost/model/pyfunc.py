@@ -113,10 +113,11 @@ def describe(bundle: Bundle, split: str) -> str:
         if q in s and "mape" in s[q] and "twe" in s[q]
     ]
     what = "time per call (s)" + (" and average power (W)" if "power" in bundle.models else "")
-    comp = "calibrated on measured networks" if bundle.composition and bundle.composition.calibrated else "uncalibrated"
+    calibrated = bundle.composition is not None and bundle.composition.calibrated
+    comp = "a composition layer calibrated on measured networks" if calibrated else "an uncalibrated composition layer"
     return (
         f"Predicts each operation's {what} on {bundle.device_config} in {bundle.mode} mode; networks are composed "
-        f"from these ({comp} composition layer). Trained on data version {bundle.data_version} "
+        f"from these by {comp}. Trained on data version {bundle.data_version} "
         f"(evaluated operations of models/{bundle.target}'s train target). Out-of-sample error at split {split} "
         f"(grouped by layer): {'; '.join(errs) or 'n/a'}. Input: rows of data/operations/operations.parquet "
         f"(see the signature); output: t_s, p_w, e_j, source per op."

@@ -120,7 +120,14 @@ def _version_source(root: Path, mlflow: Any) -> dict[str, str]:
     run = mlflow.active_run()
     run_tags = {} if run is None else dict(mlflow.get_run(run.info.run_id).data.tags)
     if TRAINING_COMMIT not in run_tags:
-        return here
+        if "replayed_from" not in run_tags:
+            return here  # registered by the training run itself: this checkout is the training commit
+        # a replayed record from before training commits were recorded: the training commit is unknown,
+        # and this clone's commit is only the replay's
+        out = {k: v for k, v in here.items() if k not in ("git_commit", "git_dirty")}
+        if "git_commit" in here:
+            out[REPLAYED_COMMIT] = here["git_commit"]
+        return out
     out = {"git_commit": run_tags[TRAINING_COMMIT], "git_dirty": run_tags.get(TRAINING_DIRTY, "unknown")}
     if here.get("git_commit") and here["git_commit"] != out["git_commit"]:
         out[REPLAYED_COMMIT] = here["git_commit"]
@@ -303,7 +310,7 @@ def root_origin(paths: Paths) -> str:
     for var in ("OPCOST_ROOT", "DVC_ROOT"):
         if os.environ.get(var):
             return f"{var}={os.environ[var]}"
-    return "the working directory (no dvc.yaml in it or above)"
+    return "the working directory"
 
 
 def no_models_error(paths: Paths) -> OpcostError:
