@@ -29,9 +29,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,team]'
 	touch $(STAMP)
 
-## make repro: install, pull versioned data from the DVC remote, run the pipeline, and register
-## in the local MLflow store any pulled model it lacks (DVC skips stages whose outputs it pulled).
+## make repro: install, check params.yaml (before DVC deletes any output: a typo must not cost models
+## and reports), pull versioned data from the DVC remote, run the pipeline, and register in the local
+## MLflow store any pulled model it lacks (DVC skips stages whose outputs it pulled).
 repro: $(STAMP)
+	$(BIN)/opcost check-params
 	$(BIN)/dvc pull --allow-missing
 	$(BIN)/dvc repro
 	$(BIN)/opcost sync-registry

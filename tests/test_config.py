@@ -114,10 +114,15 @@ def test_dvc_yaml_paths_are_the_config_paths(repo_root):
             paths.clock_metrics,
             paths.clock_detail,
             paths.clock_figures,
-            *(paths.clock_table(t) for t in ("logo", "loko", "curves", "logo_points")),
+            *(paths.clock_table(t) for t in ("logo", "loko", "curves", "logo_points", "guesses", "vs_guesses", "path")),
+            paths.xpower_model_dir,
+            paths.xpower_report_dir / "logo.csv",
+            paths.xpower_report_dir / "metrics.json",
             paths.xdevice_model_dir,
             paths.xdevice_metrics,
             *(paths.xdevice_table(t) for t in ("logo_ops", "logo_networks")),
+            paths.headline_metrics,
+            paths.plots_dir,
         )
     }
     validate_tables = {"tensor_cores", "sweep_optima", "grid_optima", "latency", "summed_vs_measured"}

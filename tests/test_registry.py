@@ -288,7 +288,10 @@ def test_a_fold_without_a_score_is_left_out_of_the_replayed_run(tmp_path, monkey
     nested = mlflow.search_runs(experiment_ids=[client.get_run(parent_id).info.experiment_id])
     kid_id = nested[nested["tags.mlflow.runName"] == "xgb-time"].iloc[0].run_id
     assert [(m.step, m.value) for m in client.get_metric_history(kid_id, "fold_r2")] == [(0, 0.9), (2, 0.7)]
-    assert client.get_run(kid_id).data.metrics == {"mape": 12.5, "fold_r2": 0.7}  # the latest step, and no r2
+    # the latest step, no r2, and the mean and spread over the folds that have a score
+    assert client.get_run(kid_id).data.metrics == pytest.approx(
+        {"mape": 12.5, "fold_r2": 0.7, "cv_r2_mean": 0.8, "cv_r2_std": 0.1}
+    )
     assert client.get_run(parent_id).data.metrics == {}
 
 

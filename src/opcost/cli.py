@@ -213,15 +213,34 @@ def validate(
     out.print(stage.summary(_stage(lambda paths, params: stage.run(paths, params, log_to_mlflow=not no_mlflow))))
 
 
+@app.command("check-params")
+def check_params(
+    params_file: Optional[Path] = typer.Option(None, "--params", help="The file to check (default: params.yaml)."),
+) -> None:
+    """Validate params.yaml and exit 2 with one line if it is wrong. `make repro` runs this before
+    `dvc repro`, which deletes a stage's outputs before its command can refuse a typo."""
+
+    def go() -> str:
+        f = params_file or Paths(find_root()).params
+        p = load_params(f)
+        return f"{f}: valid ({len(p.train.targets)} train targets)"
+
+    out.print(_run(go), highlight=False)
+
+
 @app.command("sync-registry")
 def sync_registry() -> None:
     """Register the bundles under models/ that the MLflow store lacks, replaying their training runs
-    (after `dvc pull` on a fresh clone)."""
+    (after `dvc pull` on a fresh clone), and the validate report as a run of the validate experiment."""
     from opcost.model.registry import sync_registry as sync
+    from opcost.validate.replay import sync_validate
 
     done = _stage(lambda paths, params: sync(paths, params))
     for t, v in done.items():
         out.print(f"{t}: {'registered version ' + v if v else 'already registered'}")
+    run_id = _stage(lambda paths, params: sync_validate(paths) if paths.validate_detail.is_file() else "")
+    if run_id != "":
+        out.print(f"validate: {'replayed as run ' + run_id if run_id else 'already in the store'}")
 
 
 @app.command()
@@ -379,63 +398,70 @@ def recommend(
         return net, Predictor().recommend(net, None, mode, max_slowdown, optimizer, devices)
 
     net, df = _run(go)
+    from opcost.model.recommend import summary_lines
+
     dropped = df.attrs.get("dropped", [])
     optima = _optima(df)
     if plot is not None:
         _run(lambda: _plot_sweeps(df, plot, f"{net.label} {net.input_text} ({mode})"))
     if as_json:
         rows = json.loads(df.to_json(orient="records"))
-        doc = {"configs": rows, "optima": optima, "dropped_for_memory": dropped}
+        doc = {
+            "configs": rows,
+            "optima": optima,
+            "ties": df.attrs.get("ties", {}),
+            "interval_level": 0.9,
+            "removed_by_max_slowdown": df.attrs.get("removed_by_max_slowdown", 0),
+            "dropped_for_memory": dropped,
+        }
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return
     for objective, r in optima.items():
         clk = "default clock" if r["clock_mhz"] is None else f"{r['clock_mhz']:g} MHz ({r['clock_source']})"
+        tied = len(df.attrs.get("ties", {}).get(objective, []))
         out.print(
             f"best {objective}: {r['device_config']} at {clk}: time {r['time_s'] * 1e3:.4g} ms, "
             + ("energy n/a" if r["energy_j"] is None else f"energy {r['energy_j']:.4g} J")
-            + f", slowdown {r['slowdown']:.2f}",
+            + f", slowdown {r['slowdown']:.2f}"
+            + (f" (a tie with {tied} other setting(s): overlapping 90 % intervals)" if tied else ""),
             highlight=False,
         )
     if plot is not None:
         out.print(f"U-curves written to {plot}", highlight=False)
     shown = df.head(top)
-    table = Table(title=escape(f"{net.label} {net.input_text} ({mode}): {len(shown)} of {len(df)} settings"))
-    for col in (
-        "device",
-        "clock",
-        "clock source",
-        "time [ms]",
-        "energy [J]",
-        "EDP [J s]",
-        "slowdown",
-        "memory",
-        "rank time",
-        "rank energy",
-        "rank EDP",
-    ):
-        table.add_column(escape(col), no_wrap=True)
+    title = f"{net.label} {net.input_text} ({mode}): {len(shown)} of {len(df)} settings, 90 % intervals"
+    table = Table(title=escape(title))
+    cols = ("device", "clock", "time [ms]", "energy [J]", "EDP [J s]", "slowdown", "memory", "ranks t/E/EDP", "tie")
+    # time and energy as `value (low-high)`: the 90 % interval; EDP's interval is in --json and --plot
+    for col in cols:
+        table.add_column(escape(col), no_wrap=True, min_width=len(col))
+    table.add_column("marks")  # the one column that may wrap
+
+    def iv(v: Any, lo: Any, hi: Any, scale: float, fmt: str) -> str:
+        if v is None or v != v:
+            return "n/a"
+        if lo is None or lo != lo:
+            return format(v * scale, fmt)
+        return f"{format(v * scale, fmt)} ({format(lo * scale, fmt)}-{format(hi * scale, fmt)})"
+
     for _, r in shown.iterrows():
         fits = r["fits_memory"]
+        tie = "/".join(o for o in ("time", "energy", "edp") if r.get(f"tie_{o}", False))
         table.add_row(
             r["device_config"],
             "default" if r["clock_mhz"] is None or r["clock_mhz"] != r["clock_mhz"] else f"{r['clock_mhz']:g}",
-            r["clock_source"] or "-",
-            f"{r['time_s'] * 1e3:.3f}",
-            "n/a" if r["energy_j"] is None else f"{r['energy_j']:.4g}",
-            "n/a" if r["edp_js"] is None else f"{r['edp_js']:.4g}",
+            iv(r["time_s"], r["time_lo_s"], r["time_hi_s"], 1e3, ".3g"),
+            iv(r["energy_j"], r["energy_lo_j"], r["energy_hi_j"], 1.0, ".3g"),
+            "n/a" if r["edp_js"] is None or r["edp_js"] != r["edp_js"] else f"{r['edp_js']:.3g}",  # interval: --json
             f"{r['slowdown']:.2f}",
             "fits" if fits is True else "unknown",
-            str(r["rank_time"]),
-            str(r["rank_energy"]),
-            str(r["rank_edp"]),
+            f"{r['rank_time']}/{r['rank_energy']}/{r['rank_edp']}",
+            tie or "-",
+            r["marks"] or "-",
         )
     out.print(table)
-    for d in dropped:
-        out.print(
-            f"dropped {d['device_config']}: the step needs {_gib(d['needed_bytes'])}, "
-            f"the device has {_gib(d['device_memory_bytes'])}",
-            highlight=False,
-        )
+    for line in summary_lines(df):
+        out.print(line, highlight=False)
 
 
 OBJECTIVES = {"time": "rank_time", "energy": "rank_energy", "EDP": "rank_edp"}
@@ -477,12 +503,20 @@ def _plot_sweeps(df: Any, target: Path, title: str) -> None:
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.8))
     for dev, g in swept.sort_values("clock_mhz").groupby("device_config"):
         for ax, col, scale in zip(axes, ("time_s", "energy_j", "edp_js"), (1e3, 1.0, 1.0)):
-            ax.plot(g["clock_mhz"], g[col].astype(float) * scale, "o-", ms=3, label=str(dev))
+            (line,) = ax.plot(g["clock_mhz"], g[col].astype(float) * scale, "o-", ms=3, label=str(dev))
+            lo, hi = {"time_s": ("time_lo_s", "time_hi_s"), "energy_j": ("energy_lo_j", "energy_hi_j")}.get(
+                col, ("edp_lo_js", "edp_hi_js")
+            )
+            if lo in g and g[lo].notna().all():
+                ax.fill_between(
+                    g["clock_mhz"], g[lo].astype(float) * scale, g[hi].astype(float) * scale,
+                    color=line.get_color(), alpha=0.15, lw=0,
+                )  # fmt: skip
     for ax, label in zip(axes, ("time [ms]", "energy [J]", "EDP [J s]")):
         ax.set_xlabel("core clock [MHz]")
         ax.set_ylabel(label)
     axes[0].legend(fontsize=7)
-    fig.suptitle(title, fontsize=9)
+    fig.suptitle(f"{title}; shaded: 90 % intervals", fontsize=9)
     fig.tight_layout()
     with atomic_path(target) as tmp:
         fig.savefig(tmp, format=target.suffix.lower().lstrip("."))

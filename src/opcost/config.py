@@ -189,7 +189,7 @@ class Paths:
 
     @property
     def extract_summary(self) -> Path:
-        """Headline figures of extract, declared as DVC metrics."""
+        """Headline figures of extract (a plain output; the DVC metrics file is reports/metrics.json)."""
         return self.extract_report_dir / "summary.json"
 
     def raw_dir(self, campaign: str) -> Path:
@@ -242,7 +242,7 @@ class Paths:
 
     @property
     def evaluate_summary(self) -> Path:
-        """Headline figures of evaluate, declared as DVC metrics."""
+        """Headline figures of evaluate (a plain output; the DVC metrics file is reports/metrics.json)."""
         return self.root / "reports" / "evaluate" / "summary.json"
 
     @property
@@ -262,9 +262,19 @@ class Paths:
         return self.root / "models" / target
 
     def train_metrics(self, target: str | None = None) -> Path:
-        """Per-target metrics of one train stage, or (None) the merged DVC metrics file."""
+        """Per-target metrics of one train stage, or (None) all targets' headline figures (a plain output)."""
         base = self.root / "reports" / "train"
         return base / "metrics.json" if target is None else base / "targets" / f"{target}.json"
+
+    @property
+    def headline_metrics(self) -> Path:
+        """The one DVC metrics file (stage views): a few headline figures, fits a terminal."""
+        return self.root / "reports" / "metrics.json"
+
+    @property
+    def plots_dir(self) -> Path:
+        """Image plots (stage views) that `dvc plots show` embeds without loading anything."""
+        return self.root / "reports" / "plots"
 
     @property
     def clock_model_dir(self) -> Path:
@@ -296,7 +306,7 @@ class Paths:
 
     @property
     def clock_metrics(self) -> Path:
-        """Headline leave-one-GPU-out figures of the clock model, declared as DVC metrics."""
+        """Headline leave-one-GPU-out figures of the clock model (a plain output, condensed by stage views)."""
         return self.clock_report_dir / "metrics.json"
 
     def clock_table(self, name: str) -> Path:
@@ -340,7 +350,7 @@ class Paths:
 
     @property
     def validate_metrics(self) -> Path:
-        """Headline figures of validate, declared as DVC metrics."""
+        """Headline figures of validate (a plain output; the DVC metrics file is reports/metrics.json)."""
         return self.validate_dir / "metrics.json"
 
     @property

@@ -235,23 +235,25 @@ class Predictor:
         target = f"{device}-{mode}"
         if target in self._bundles:
             return self._bundles[target]
+        if self.registry:  # the registered model carries the bundle: no local models/ needed
+            from opcost.model.registry import champion_bundle
+
+            self._bundles[target] = champion_bundle(self.paths, target)
+            return self._bundles[target]
         available = self.targets()
         if not available:
-            raise OpcostError(
-                "no trained model found under models/: run `dvc pull` (or `dvc repro train@<device>-<mode>`) first"
-            )
+            from opcost.model.registry import no_models_error
+
+            raise no_models_error(self.paths)
+        if (self.paths.model_dir(target)).is_dir() and target not in available:
+            Bundle.load(self.paths.model_dir(target))  # a folder without bundle.json: names the missing file
         if target not in available:
             devices = sorted({t.rpartition("-")[0] for t in available if t.endswith(f"-{mode}")})
             raise OpcostError(
                 f"no model for device {device!r} in mode {mode}; trained: {', '.join(devices) or 'none in this mode'} "
                 f"(all: {', '.join(available)})"
             )
-        if self.registry:
-            from opcost.model.registry import champion_bundle
-
-            self._bundles[target] = champion_bundle(self.paths, target)
-        else:
-            self._bundles[target] = Bundle.load(self.paths.model_dir(target))
+        self._bundles[target] = Bundle.load(self.paths.model_dir(target))
         return self._bundles[target]
 
     def clock_model(self) -> "ClockModel":
@@ -530,10 +532,8 @@ class Predictor:
 
         Configs whose device is too small for the step's memory are dropped; `df.attrs["dropped"]`
         lists them with what the step needs and what the device has. Configs the device table does
-        not know (a CPU host) are kept with `fits_memory` empty.
+        not know (a CPU host) are kept with `fits_memory` empty. Intervals, ties and marks: model/recommend.py.
         """
-        import pandas as pd
-
         if max_slowdown is not None and max_slowdown < 1:
             raise OpcostError(
                 f"--max-slowdown {max_slowdown} must be >= 1 (1.2 = at most 20 % slower than the fastest)"
@@ -573,36 +573,11 @@ class Predictor:
             raise OpcostError(
                 f"{preds[0].model} ({mode}) fits on none of the trained device configs: it needs "
                 f"{preds[0].memory['needed_bytes'] / 2**30:.2f} GiB; dropped "
-                + ", ".join(d["device_config"] for d in dropped)
+                + ", ".join(dict.fromkeys(d["device_config"] for d in dropped))
             )
-        preds = kept
-        df = pd.DataFrame(
-            [
-                {
-                    "device_config": p.device_config,
-                    "clock_mhz": p.clock_mhz,
-                    "clock_source": p.clock_source,
-                    "time_s": p.time_s,
-                    "avg_power_w": p.avg_power_w,
-                    "energy_j": p.energy_j,
-                    "edp_js": p.time_s * p.energy_j if p.energy_j is not None else None,
-                    "calibrated": p.calibrated,
-                    "source": "transferred" if set(p.sources) == {"transferred"} else "own models",
-                    "measured_time_share": p.coverage()["time"].get("measured", 0.0),
-                    "memory_needed_bytes": None if p.memory is None else p.memory["needed_bytes"],
-                    "fits_memory": p.fits,
-                }
-                for p in preds
-            ]
-        )
-        df["slowdown"] = df["time_s"] / df["time_s"].min()
-        if max_slowdown is not None:
-            df = df[df["slowdown"] <= max_slowdown + 1e-12]
-        for col, name in (("time_s", "rank_time"), ("energy_j", "rank_energy"), ("edp_js", "rank_edp")):
-            df[name] = df[col].rank(method="min", na_option="bottom").astype(int)
-        df = df.sort_values(["rank_energy", "rank_time"], ignore_index=True)
-        df.attrs["dropped"] = dropped
-        return df
+        from opcost.model.recommend import settings_table
+
+        return settings_table(kept, max_slowdown, dropped)
 
 
 # How far outside the training range a figure may lie before a prediction says it extrapolates.

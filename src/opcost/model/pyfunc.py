@@ -3,13 +3,16 @@ files (bundle.json, trees.npz) as data and names this installed module; `mlflow.
 imports it and calls `_load_pyfunc(data_path)`. Nothing is unpickled and no code is read from the
 artifact, so loading a model from a registry runs only the installed opcost.
 
-Input: rows of an operations table (spec_json, flops, ...) and an optional clock_mhz column.
-Output: per-op t_s, p_w and e_j for one call, and where each cost came from (`source`: measured,
-estimated, floor, predicted, decomposed, proxy or charged; model/costing.py), exactly as predictions cost ops.
+Input: rows of an operations table (spec_json, flops, ...; `output_shapes` as a list or its JSON
+text) and an optional clock_mhz column. Output: per-op t_s, p_w and e_j for one call, and where each
+cost came from (`source`: measured, estimated, floor, predicted, decomposed, proxy or charged;
+model/costing.py), exactly as predictions cost ops. `signature()` and `input_example()` give the
+registered model its schema and an example a user can run (MLflow shows "Inputs (0)" without them).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +38,8 @@ class BundlePyfunc:
             if len(clocks) > 1:
                 raise ValueError("one clock per call: split the rows by clock_mhz")
             clock = float(clocks.pop())
-        costs = self.bundle.coster().cost([record_of(r) for _, r in model_input.iterrows()], clock)
+        rows = [_row(r) for _, r in model_input.iterrows()]
+        costs = self.bundle.coster().cost([record_of(r) for r in rows], clock)
         out = pd.DataFrame({"t_s": costs.t_s, "p_w": costs.p_w})
         out["e_j"] = out["t_s"] * out["p_w"]
         out["source"] = costs.source
@@ -44,3 +48,77 @@ class BundlePyfunc:
 
 def _load_pyfunc(data_path: str) -> BundlePyfunc:
     return BundlePyfunc(Bundle.load(Path(data_path)))
+
+
+def _row(r: Any) -> dict[str, Any]:
+    """A row as the operations table holds it (output_shapes may arrive as JSON text: a signature
+    column is a scalar)."""
+    d = dict(r)
+    if isinstance(d.get("output_shapes"), str):
+        d["output_shapes"] = json.loads(d["output_shapes"])
+    return d
+
+
+INPUT_COLUMNS = (
+    ("spec_json", "string", True, "the op's spec (opcost.ops.spec.OpSpec.to_json)"),
+    ("flops", "long", True, "forward FLOPs"),
+    ("bytes_read", "long", True, "bytes read"),
+    ("bytes_written", "long", True, "bytes written"),
+    ("params", "long", True, "parameter count"),
+    ("is_view", "boolean", True, "output is a view of an input"),
+    ("output_shapes", "string", True, "JSON list of output shapes"),
+    ("parts_json", "string", False, "kernels of a composite op, JSON"),
+    ("clock_mhz", "double", False, "core clock; empty: the default clock"),
+)
+OUTPUT_COLUMNS = (("t_s", "double"), ("p_w", "double"), ("e_j", "double"), ("source", "string"))
+
+
+def signature() -> Any:
+    """The registered model's input and output schema."""
+    from mlflow.models.signature import ModelSignature
+    from mlflow.types.schema import ColSpec, Schema
+
+    return ModelSignature(
+        inputs=Schema([ColSpec(t, n, required=req) for n, t, req, _ in INPUT_COLUMNS]),
+        outputs=Schema([ColSpec(t, n) for n, t in OUTPUT_COLUMNS]),
+    )
+
+
+def input_example(operations: Path, kinds: tuple[str, ...], n: int = 3) -> Any:
+    """A few rows of the operations table of kinds the bundle knows (None when the table is absent)."""
+    import pandas as pd
+
+    if not Path(operations).is_file():
+        return None
+    cols = [c for c, _, _, _ in INPUT_COLUMNS if c != "clock_mhz"]
+    try:
+        df = pd.read_parquet(operations, columns=[*cols, "kind"])
+    except Exception:  # an unreadable table: register without an example rather than fail the training
+        return None
+    df = df[df["kind"].isin(kinds)] if kinds else df
+    if df.empty:
+        return None
+    df = df.sort_values("flops", kind="stable").drop_duplicates("kind").head(n).drop(columns="kind")
+    df["output_shapes"] = [json.dumps([list(map(int, s)) for s in v]) for v in df["output_shapes"]]
+    df["parts_json"] = df["parts_json"].fillna("[]")
+    return df.reset_index(drop=True)
+
+
+def describe(bundle: Bundle, split: str) -> str:
+    """What a registered version is: what it predicts, from which data, on which split, at which error."""
+    s = bundle.scores
+    errs = [
+        f"{q} MAPE {100 * s[q]['mape']:.1f} %, time-weighted error {100 * s[q]['twe']:.1f} %"
+        for q in ("time", "power")
+        if q in s and "mape" in s[q] and "twe" in s[q]
+    ]
+    what = "time per call (s)" + (" and average power (W)" if "power" in bundle.models else "")
+    calibrated = bundle.composition is not None and bundle.composition.calibrated
+    comp = "a composition layer calibrated on measured networks" if calibrated else "an uncalibrated composition layer"
+    return (
+        f"Predicts each operation's {what} on {bundle.device_config} in {bundle.mode} mode; networks are composed "
+        f"from these by {comp}. Trained on data version {bundle.data_version} "
+        f"(evaluated operations of models/{bundle.target}'s train target). Out-of-sample error at split {split} "
+        f"(grouped by layer): {'; '.join(errs) or 'n/a'}. Input: rows of data/operations/operations.parquet "
+        f"(see the signature); output: t_s, p_w, e_j, source per op."
+    )

@@ -111,22 +111,60 @@ def repair(client: Any, name: str) -> list[str]:
     return removed
 
 
+def _version_source(root: Path, mlflow: Any) -> dict[str, str]:
+    """A version's code provenance: the training commit its run carries (a replay keeps it), and the
+    registering clone's commit apart as `replayed_from_commit` when it differs."""
+    from opcost.model.runlog import REPLAYED_COMMIT, TRAINING_COMMIT, TRAINING_DIRTY
+
+    here = tracking.source_tags(root)
+    run = mlflow.active_run()
+    run_tags = {} if run is None else dict(mlflow.get_run(run.info.run_id).data.tags)
+    if TRAINING_COMMIT not in run_tags:
+        if "replayed_from" not in run_tags:
+            return here  # registered by the training run itself: this checkout is the training commit
+        # a replayed record from before training commits were recorded: the training commit is unknown,
+        # and this clone's commit is only the replay's
+        out = {k: v for k, v in here.items() if k not in ("git_commit", "git_dirty")}
+        if "git_commit" in here:
+            out[REPLAYED_COMMIT] = here["git_commit"]
+        return out
+    out = {"git_commit": run_tags[TRAINING_COMMIT], "git_dirty": run_tags.get(TRAINING_DIRTY, "unknown")}
+    if here.get("git_commit") and here["git_commit"] != out["git_commit"]:
+        out[REPLAYED_COMMIT] = here["git_commit"]
+    if "dvc_experiment" in here:
+        out["dvc_experiment"] = here["dvc_experiment"]
+    return out
+
+
 def register_bundle(root: Path, mlflow: Any, bundle: Bundle, split: str) -> str | None:
     """Register `bundle` from the active run unless a version with its hash exists, then consider it
     for `champion` (module docstring). Returns the new version, or None."""
+
+    from opcost.config import Paths as _Paths
+    from opcost.model import pyfunc
+
+    example = pyfunc.input_example(_Paths(root).operations, bundle.kinds)
 
     def log() -> tuple[str, str | None]:
         with tempfile.TemporaryDirectory() as tmp:
             data = Path(tmp) / "bundle"
             bundle.save(data)
             info = mlflow.pyfunc.log_model(
-                name="bundle", loader_module=LOADER_MODULE, data_path=str(data), pip_requirements=[]
+                name="bundle",
+                loader_module=LOADER_MODULE,
+                data_path=str(data),
+                pip_requirements=[],
+                signature=pyfunc.signature(),
+                input_example=example,
             )
         return info.model_uri, info.model_id
 
     name = tracking.registered_name(bundle.target)
-    tags = version_tags(bundle, split, tracking.source_tags(root))
-    version = _register_once(root, mlflow, name, bundle.bundle_hash, bundle_score(bundle), split, tags, log)
+    tags = version_tags(bundle, split, _version_source(root, mlflow))
+    description = pyfunc.describe(bundle, split)
+    version = _register_once(
+        root, mlflow, name, bundle.bundle_hash, bundle_score(bundle), split, tags, log, description
+    )
     if version is not None:
         mlflow.log_metric("bundle_score", bundle_score(bundle))
     return version
@@ -144,8 +182,9 @@ def register_folder(
         return f"{mlflow.active_run().info.artifact_uri}/model", None
 
     all_tags = {**tags, "bundle_hash": content_hash, SCORE_TAG: repr(score), SPLIT_TAG: split}
-    all_tags.update(tracking.source_tags(root))
-    return _register_once(root, mlflow, name, content_hash, score, split, all_tags, log)
+    all_tags.update(_version_source(root, mlflow))
+    doc = f"{tracking.MODEL_DESCRIPTIONS.get(name, name)} Split {split}; score (minus the errors) {score:.4g}."
+    return _register_once(root, mlflow, name, content_hash, score, split, all_tags, log, doc)
 
 
 def _register_once(
@@ -157,6 +196,7 @@ def _register_once(
     split: str,
     tags: dict[str, str],
     log: Callable[[], tuple[str, str | None]],
+    description: str | None = None,
 ) -> str | None:
     """The registration rules every registered model follows (module docstring): under the write lock,
     repair leftovers; nothing if a version with `content_hash` exists; else `log()` the artifact
@@ -181,7 +221,11 @@ def _register_once(
         # model_id links the version to its logged model: without it a tracking server cannot resolve
         # models:/<name>/<version> to the artifacts (a local store happens to find them by path)
         extra = {"model_id": model_id} if model_id else {}
-        mv = client.create_model_version(name, source=source, run_id=run.info.run_id, tags=tags, **extra)
+        mv = client.create_model_version(
+            name, source=source, run_id=run.info.run_id, tags=tags, description=description, **extra
+        )
+        model_doc = tracking.MODEL_DESCRIPTIONS.get(name) or tracking.model_description(name)
+        client.update_registered_model(name, description=model_doc)
         version = str(mv.version)
         winner = tracking.find_version(client, name, content_hash)
         if winner is not None and str(winner.version) != version:
@@ -216,7 +260,7 @@ def sync_registry(paths: Paths, params: Params) -> dict[str, str | None]:
             with tracking.write_lock(paths.root):  # committed main: the bundle in models/ may now be champion
                 consider_champion(paths.root, client, name, str(found.version), bundle_score(bundle), split)
             continue
-        extra = {**tracking.source_tags(paths.root), "replayed_from": f"models/{target}/{runlog.RUN_FILE}"}
+        extra = runlog.replay_tags(paths.root, f"models/{target}/{runlog.RUN_FILE}")
         with runlog.replayed(mlflow, record, extra):
             done[target] = register_bundle(paths.root, mlflow, bundle, split)
     clock_file = paths.clock_model_dir / CLOCK_MODEL_FILE
@@ -306,20 +350,54 @@ def sync_clock_model(
         with tracking.write_lock(paths.root):
             consider_champion(paths.root, client, name, str(found.version), score, split)
         return None
-    extra = {**tracking.source_tags(paths.root), "replayed_from": f"models/{folder.name}/{runlog.RUN_FILE}"}
+    extra = runlog.replay_tags(paths.root, f"models/{folder.name}/{runlog.RUN_FILE}")
     with runlog.replayed(mlflow, record, extra):
         return register_folder(paths.root, mlflow, name, folder, chash, score, split, {})
 
 
+def root_origin(paths: Paths) -> str:
+    """Where the project root came from, for error messages: the variable that set it, or the search."""
+    import os
+
+    for var in ("OPCOST_ROOT", "DVC_ROOT"):
+        if os.environ.get(var):
+            return f"{var}={os.environ[var]}"
+    return "the working directory"
+
+
+def no_models_error(paths: Paths) -> OpcostError:
+    """No models/ here: say whether this is the repository at all before suggesting `dvc pull`."""
+    if not (paths.root / "dvc.yaml").is_file():
+        return OpcostError(
+            f"{paths.root} is not an opcost checkout (no dvc.yaml; root from {root_origin(paths)}): run inside "
+            "the repository, set OPCOST_ROOT to it, or use --registry with MLFLOW_TRACKING_URI naming the store"
+        )
+    return OpcostError(
+        f"no trained model found under {paths.root / 'models'}: run `dvc pull` (or `dvc repro train@<device>-<mode>`) "
+        "first, or use --registry"
+    )
+
+
 def champion_bundle(paths: Paths, target: str) -> Bundle:
-    """The `champion` of `opcost-<target>` from the registry, loaded as data from its artifact."""
+    """The `champion` of `opcost-<target>` from the registry, loaded as data from its artifact (the
+    bundle's JSON and npz files; nothing unpickled). Needs no local models/, only a store: the
+    MLFLOW_TRACKING_URI, or the repository's mlflow.db."""
+    import os
+
+    uri_store = tracking.tracking_uri(paths.root)
+    db = tracking._sqlite_file(uri_store)
+    if not os.environ.get("MLFLOW_TRACKING_URI") and db is not None and not db.is_file():
+        raise OpcostError(
+            f"no MLflow store at {db} (root from {root_origin(paths)}): set MLFLOW_TRACKING_URI to the registry, "
+            "or run inside the repository after `opcost sync-registry`"
+        )
     mlflow = tracking.setup(paths.root)
     uri = f"models:/{tracking.registered_name(target)}@{tracking.CHAMPION}"
     try:
         local = Path(mlflow.artifacts.download_artifacts(artifact_uri=uri))
     except Exception as exc:
         raise OpcostError(
-            f"cannot load {uri} from {tracking.tracking_uri(paths.root)}: run `dvc repro train@{target}` "
+            f"cannot load {uri} from {uri_store}: run `dvc repro train@{target}` "
             f"or `opcost sync-registry` ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
         ) from None
     return Bundle.load(local / "data" / "bundle")

@@ -34,8 +34,33 @@ def child(
     return {"name": name, "tags": tags, "params": params, "metrics": metrics, "steps": steps, "figures": figures}
 
 
+TRAINING_COMMIT = "training_commit"  # the commit the model was trained at (in the DVC-tracked record)
+TRAINING_DIRTY = "training_dirty"  # whether that tree had uncommitted changes
+REPLAYED_COMMIT = "replayed_from_commit"  # the commit of the clone that replayed the record into its store
+
+
 def save(record: dict[str, Any], folder: Path) -> None:
+    """Write the record, with the commit it was trained at: the record travels with the model (DVC),
+    so the training commit does too, and a replay elsewhere cannot overwrite it."""
+    src = tracking.source_tags(Path(folder))  # the model folder lies inside the checkout that trained it
+    if "git_commit" in src:
+        record["tags"] = {
+            **record["tags"],
+            TRAINING_COMMIT: src["git_commit"],
+            TRAINING_DIRTY: src.get("git_dirty", "unknown"),
+        }
     write_report(record, Path(folder) / RUN_FILE)
+
+
+def replay_tags(root: Path, replayed_from: str) -> dict[str, str]:
+    """Tags of a replay in another clone: its own commit under `replayed_from_commit`, never `git_commit`."""
+    src = tracking.source_tags(root)
+    out = {"replayed_from": replayed_from}
+    if "git_commit" in src:
+        out[REPLAYED_COMMIT] = src["git_commit"]
+    if "dvc_experiment" in src:
+        out["dvc_experiment"] = src["dvc_experiment"]
+    return out
 
 
 def load(folder: Path) -> dict[str, Any]:
@@ -81,6 +106,21 @@ def _finite(v: Any) -> bool:
         return False
 
 
+def step_summaries(steps: dict[str, list[Any]]) -> dict[str, float]:
+    """Mean and standard deviation over folds of each per-fold metric (`fold_r2` -> `cv_r2_mean`,
+    `cv_r2_std`): the runs table shows a metric's last step only, which for `fold_r2` is the last fold."""
+    out = {}
+    for name, values in steps.items():
+        v = [float(x) for x in values if _finite(x)]
+        if not v:
+            continue
+        base = "cv_" + name.removeprefix("fold_")
+        mean = sum(v) / len(v)
+        out[f"{base}_mean"] = mean
+        out[f"{base}_std"] = math.sqrt(sum((x - mean) ** 2 for x in v) / len(v))
+    return out
+
+
 def _log(mlflow: Any, r: dict[str, Any]) -> None:
     if r["params"]:
         mlflow.log_params(r["params"])
@@ -88,7 +128,7 @@ def _log(mlflow: Any, r: dict[str, Any]) -> None:
         for step, v in enumerate(values):  # a fold without a score is left out; the others keep their step
             if _finite(v):
                 mlflow.log_metric(name, float(v), step=step)
-    metrics = {k: float(v) for k, v in r["metrics"].items() if _finite(v)}
+    metrics = {k: float(v) for k, v in {**step_summaries(r["steps"]), **r["metrics"]}.items() if _finite(v)}
     if metrics:
         mlflow.log_metrics(metrics)
     if r["figures"]:
@@ -107,6 +147,9 @@ def replayed(mlflow: Any, record: dict[str, Any], extra_tags: dict[str, str] | N
     """Log `record` as a parent run with its nested runs and keep the parent active inside the block
     (the bundle is registered from it). Every run ends FINISHED, FAILED or KILLED."""
     tags = {**record["tags"], **(extra_tags or {})}
+    if TRAINING_COMMIT in record["tags"]:  # git_commit is the training commit, whoever replays the record
+        tags["git_commit"] = record["tags"][TRAINING_COMMIT]
+        tags["git_dirty"] = record["tags"].get(TRAINING_DIRTY, "unknown")
     with tracking.tracked_run(mlflow, record["name"], tags=tags) as run:
         _log(mlflow, record)
         for c in record["children"]:

@@ -37,6 +37,40 @@ XDEVICE_MODEL = "opcost-xdevice"  # the registered cross-device op-time model (s
 XDEVICE_RUN = "train-xdevice"
 XPOWER_MODEL = "opcost-xpower"  # the registered cross-device power model (stage train-clock, model/xpower.py)
 XPOWER_RUN = "train-xpower"
+# What a user reads on the experiment and registered-model pages (MLflow's description fields).
+EXPERIMENT_DESCRIPTIONS = {
+    EXPERIMENT: (
+        "One parent run per train target (device config x mode, stage train@<target>) with a nested run per "
+        "algorithm x quantity x feature set x split. Nested runs: out-of-fold op errors (mape, mdape, twe, r2), "
+        "fold_r2 per fold (steps) and cv_r2_mean/cv_r2_std over folds, and a predicted-vs-measured figure. "
+        "Parents: out-of-sample network errors (net_network_* leave-one-network-out, net_family_* "
+        "leave-one-family-out), the composition coefficients, and the registered bundle. Tags: training_commit "
+        "(the commit trained at) and, for runs replayed by `opcost sync-registry`, replayed_from_commit."
+    ),
+    VALIDATE_EXPERIMENT: (
+        "The validate stage: summed and in-sample network errors per device config and mode, with the "
+        "report's figures (reports/validate/figures) as artifacts; replayed from reports/validate/detail.json "
+        "by `opcost sync-registry` on a fresh clone."
+    ),
+}
+MODEL_DESCRIPTIONS = {
+    CLOCK_MODEL: (
+        "The cross-clock model (stage train-clock): moves each op's time and power from a device's reference "
+        "(boost) clock to another core clock, scored leave-one-GPU-out on the measured clock sweeps."
+    ),
+}
+
+
+def model_description(name: str) -> str:
+    """The description of a registered bundle model `opcost-<device>-<mode>`."""
+    target = name.removeprefix("opcost-")
+    return (
+        f"Per-operation time and power models for {target} (device config - mode), trained by stage "
+        f"train@{target} on the evaluated operation measurements; `opcost predict --registry` composes networks "
+        "from the `champion` version. Each version's description gives its data version, split and error."
+    )
+
+
 HOST_TAG = "opcost.host"
 PID_TAG = "opcost.pid"
 
@@ -92,6 +126,9 @@ def setup(root: Path, experiment: str = EXPERIMENT) -> Any:
         if exp is None:
             location = (Path(root).resolve() / "mlruns").as_uri() if _sqlite_file(uri) else None
             client.create_experiment(experiment, artifact_location=location)
+            exp = client.get_experiment_by_name(experiment)
+        if experiment in EXPERIMENT_DESCRIPTIONS and exp.tags.get("mlflow.note.content") is None:
+            client.set_experiment_tag(exp.experiment_id, "mlflow.note.content", EXPERIMENT_DESCRIPTIONS[experiment])
         mlflow.set_experiment(experiment)
         reap_dead_runs(client, experiment)
     return mlflow

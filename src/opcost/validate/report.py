@@ -334,11 +334,20 @@ def write_index(
         tmp.write_text("\n".join(lines) + "\n")
 
 
-def log_mlflow(paths: Paths, metrics: dict[str, Any], figures: list[Path]) -> None:
+DETAIL_HASH_TAG = "detail_hash"  # md5 of reports/validate/detail.json: one validate run per content
+
+
+def log_mlflow(paths: Paths, metrics: dict[str, Any], figures: list[Path], tags: dict[str, str] | None = None) -> None:
+    """The validate run: its network errors as metrics and the report's figures as artifacts. Called by
+    the stage, and by `opcost sync-registry` to replay a pulled report into a fresh store."""
     from opcost.model import tracking
+    from opcost.model.registry import json_hash
 
     mlflow = tracking.setup(paths.root, experiment=tracking.VALIDATE_EXPERIMENT)
-    with tracking.tracked_run(mlflow, tracking.VALIDATE_RUN, tags={"dvc_stage": "validate"}):
+    all_tags = {"dvc_stage": "validate", **(tags or {})}
+    if paths.validate_detail.is_file():
+        all_tags[DETAIL_HASH_TAG] = json_hash(paths.validate_detail)
+    with tracking.tracked_run(mlflow, tracking.VALIDATE_RUN, tags=all_tags):
         for comp in ("summed_vs_measured", "predicted_in_sample"):
             for k, v in metrics[comp].items():
                 mlflow.log_metric(f"{comp}.{k}.time_mape_pct", v["time_mape_pct"])

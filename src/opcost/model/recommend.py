@@ -1,0 +1,178 @@
+"""The `recommend` table: settings (device config x clock) with their 90 % intervals, ties and marks.
+
+Why a module of its own: a ranking that hides its uncertainty misleads. Two clocks 0.1 % apart in
+predicted energy, each with a 20-35 % interval, are not a choice the model can make; the table says
+so. Each setting carries the interval its prediction carries (whatever form the composition layer
+gives it), and, per objective, the settings whose interval overlaps the best setting's interval are
+a tie with it. Answers that stand on less are marked: `uncalibrated` (the device config's
+composition layer was fitted on no measured network), `clock transferred` (the clock behaviour
+comes from the cross-clock model) and `device transferred` (the device's op costs come from the
+cross-device model, source `transferred`).
+
+Kept apart from model/predict.py so the table logic is plain data in, plain data out, and can be
+checked on known predictions.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from opcost.model.predict import NetworkPrediction
+
+# objective -> (value column, interval low column, interval high column, rank column)
+OBJECTIVES: dict[str, tuple[str, str, str, str]] = {
+    "time": ("time_s", "time_lo_s", "time_hi_s", "rank_time"),
+    "energy": ("energy_j", "energy_lo_j", "energy_hi_j", "rank_energy"),
+    "EDP": ("edp_js", "edp_lo_js", "edp_hi_js", "rank_edp"),
+}
+
+
+def marks(p: "NetworkPrediction") -> list[str]:
+    """What a setting's answer stands on beyond measured, calibrated data (empty: nothing to flag)."""
+    out = []
+    if not p.calibrated:
+        out.append("uncalibrated")
+    if p.clock_source == "transferred":
+        out.append("clock transferred")
+    if set(p.sources) == {"transferred"}:
+        out.append("device transferred")
+    return out
+
+
+def setting_row(p: "NetworkPrediction") -> dict[str, Any]:
+    """One setting as a row: value and 90 % interval per objective, where it comes from, memory."""
+    t_lo, t_hi = (float(x) for x in p.time_interval_s)
+    e = p.energy_j
+    e_lo, e_hi = (None, None) if p.energy_interval_j is None else (float(x) for x in p.energy_interval_j)
+    has_e = e is not None and e_lo is not None
+    return {
+        "device_config": p.device_config,
+        "clock_mhz": p.clock_mhz,
+        "clock_source": p.clock_source,
+        "time_s": p.time_s,
+        "time_lo_s": t_lo,
+        "time_hi_s": t_hi,
+        "avg_power_w": p.avg_power_w,
+        "energy_j": e,
+        "energy_lo_j": e_lo,
+        "energy_hi_j": e_hi,
+        # EDP's interval: the product of the bounds (time and energy errors are not independent, so the
+        # product is the honest envelope rather than a narrower combination)
+        "edp_js": p.time_s * e if e is not None else None,
+        "edp_lo_js": t_lo * e_lo if has_e else None,
+        "edp_hi_js": t_hi * e_hi if has_e else None,
+        "calibrated": p.calibrated,
+        "source": "transferred" if set(p.sources) == {"transferred"} else "own models",
+        "marks": ", ".join(marks(p)),
+        "measured_time_share": p.coverage()["time"].get("measured", 0.0),
+        "memory_needed_bytes": None if p.memory is None else p.memory["needed_bytes"],
+        "fits_memory": p.fits,
+    }
+
+
+def dropped_once(dropped: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per device config (the step's memory does not depend on the clock), with the clocks dropped."""
+    out: dict[str, dict[str, Any]] = {}
+    for d in dropped:
+        e = out.setdefault(d["device_config"], {**{k: v for k, v in d.items() if k != "clock_mhz"}, "settings": 0})
+        e["settings"] += 1
+    return list(out.values())
+
+
+def settings_table(
+    preds: Sequence["NetworkPrediction"], max_slowdown: float | None = None, dropped: Sequence[dict] = ()
+) -> "pd.DataFrame":
+    """The ranked settings table. attrs: `dropped` (once per device config), `removed_by_max_slowdown`
+    (how many settings `--max-slowdown` removed) and `ties` (per objective, the settings tied with the best)."""
+    import pandas as pd
+
+    df = pd.DataFrame([setting_row(p) for p in preds])
+    df["slowdown"] = df["time_s"] / df["time_s"].min()
+    removed = 0
+    if max_slowdown is not None:
+        keep = df["slowdown"] <= max_slowdown + 1e-12
+        removed = int((~keep).sum())
+        df = df[keep].reset_index(drop=True)
+    for col, _, _, rank in OBJECTIVES.values():
+        df[rank] = df[col].rank(method="min", na_option="bottom").astype(int)
+    df = df.sort_values(["rank_energy", "rank_time"], ignore_index=True)
+    ties = mark_ties(df)
+    df.attrs["dropped"] = dropped_once(dropped)
+    df.attrs["removed_by_max_slowdown"] = removed
+    df.attrs["ties"] = ties
+    return df
+
+
+def mark_ties(df: "pd.DataFrame") -> dict[str, list[dict[str, Any]]]:
+    """Per objective, add a `tie_<objective>` column (the setting's 90 % interval overlaps the best
+    setting's) and return the tied settings other than the best, as plain JSON values."""
+    ties: dict[str, list[dict[str, Any]]] = {}
+    for objective, (col, lo, hi, rank) in OBJECTIVES.items():
+        name = f"tie_{objective.lower()}"
+        valid = df[col].notna() & df[lo].notna() & df[hi].notna() if not df.empty else df[col].notna()
+        if not valid.any():
+            df[name] = False
+            continue
+        best = df[valid].sort_values([rank, "time_s"]).iloc[0]
+        overlap = valid & (df[lo] <= float(best[hi])) & (df[hi] >= float(best[lo]))
+        df[name] = overlap.astype(bool)
+        others = df[overlap & ~((df["device_config"] == best["device_config"]) & _same_clock(df, best["clock_mhz"]))]
+        ties[objective] = [
+            {"device_config": str(r["device_config"]), "clock_mhz": _clock(r["clock_mhz"]), col: float(r[col])}
+            for _, r in others.iterrows()
+        ]
+    return ties
+
+
+def _clock(c: Any) -> float | None:
+    return None if c is None or c != c else float(c)
+
+
+def _same_clock(df: "pd.DataFrame", clock: Any) -> "pd.Series":
+    c = _clock(clock)
+    if c is None:
+        return df["clock_mhz"].isna()
+    return df["clock_mhz"] == c
+
+
+def setting_label(device_config: str, clock_mhz: float | None) -> str:
+    return device_config + ("" if clock_mhz is None else f" at {clock_mhz:g} MHz")
+
+
+def summary_lines(df: "pd.DataFrame") -> list[str]:
+    """The lines printed under the table: ties, marks explained, settings removed and dropped (once each)."""
+    lines = []
+    for objective, tied in df.attrs.get("ties", {}).items():
+        if tied:
+            shown = ", ".join(setting_label(t["device_config"], t["clock_mhz"]) for t in tied[:8])
+            more = f" and {len(tied) - 8} more" if len(tied) > 8 else ""
+            lines.append(
+                f"tie for best {objective}: {len(tied)} other setting(s) have 90 % intervals overlapping the best's "
+                f"({shown}{more}); the model cannot tell them apart"
+            )
+    marked = {m for v in df.get("marks", []) for m in str(v).split(", ") if m}
+    if "uncalibrated" in marked:
+        lines.append("uncalibrated: the device config's composition layer was fitted on no measured network")
+    if "clock transferred" in marked:
+        lines.append("clock transferred: clock behaviour from the cross-clock model, not measured on the device")
+    if "device transferred" in marked:
+        lines.append("device transferred: op costs from the cross-device model, not measured on the device")
+    removed = df.attrs.get("removed_by_max_slowdown", 0)
+    if removed:
+        lines.append(f"--max-slowdown removed {removed} setting(s) slower than allowed")
+    for d in df.attrs.get("dropped", []):
+        need, have = d.get("needed_bytes"), d.get("device_memory_bytes")
+        lines.append(
+            f"dropped {d['device_config']}: the step needs {_gib(need)}, the device has {_gib(have)} "
+            f"({d['settings']} setting(s))"
+        )
+    return lines
+
+
+def _gib(n: float | None) -> str:
+    if n is None:
+        return "unknown"
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"

@@ -1,0 +1,164 @@
+"""Stage `views`: what `dvc metrics show` and `dvc plots show` print, sized for a terminal and offline.
+
+Why a stage of its own: every stage's figures are many (per target, per GPU, per split), and DVC
+prints every scalar of every `metrics:` file as a column: 136 columns and 5 499 characters once.
+The stages keep their detail in plain JSON (reports/train/metrics.json, reports/clock/metrics.json,
+reports/validate/metrics.json, declared as outputs, not metrics), and this stage condenses them into
+reports/metrics.json: six out-of-sample figures a user compares between experiments, each the
+median over train targets or the pooled figure (the worst target beside the network one).
+
+`dvc plots show` renders Vega plots with scripts from a CDN, blank offline; image plots are shown as
+<img> with nothing to load. So the plots are PNGs drawn here with matplotlib (pinned by the project):
+predicted vs measured networks with a y = x line and a colour per model family, summed ops vs
+measured networks the same way, and the clock and power-limit sweeps.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from opcost.config import Params, Paths
+from opcost.io import atomic_path, write_report
+from opcost.stages._run import execute
+
+HEADLINE_KEYS = ("net_t_mape", "net_e_mape", "net_t_worst", "op_t_twe", "clk_t_mape", "clk_e_mape")
+
+
+def _read(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _median(values: list[float]) -> float | None:
+    v = [float(x) for x in values if x is not None]
+    return statistics.median(v) if v else None
+
+
+def headline(paths: Paths) -> dict[str, float | None]:
+    """Six headline figures, all out of sample, in percent (None where the stage has not run):
+    networks left out one at a time (time and energy MAPE, median over targets; time's worst target),
+    the chosen op time model's grouped time-weighted error (median over targets), and the clock
+    model's leave-one-GPU-out pooled time and energy MAPE."""
+    train = _read(paths.train_metrics())
+    net_t = [t.get("networks", {}).get("time_mape_pct") for t in train.values()]
+    net_e = [t.get("networks", {}).get("energy_mape_pct") for t in train.values()]
+    op_twe = [t.get("time", {}).get("twe_pct") for t in train.values()]
+    clock = _read(paths.clock_metrics).get("logo_pooled_pct", {})
+    worst = [x for x in net_t if x is not None]
+    return {
+        "net_t_mape": _median(net_t),
+        "net_e_mape": _median(net_e),
+        "net_t_worst": max(worst) if worst else None,
+        "op_t_twe": _median(op_twe),
+        "clk_t_mape": clock.get("time"),
+        "clk_e_mape": clock.get("energy"),
+    }
+
+
+def _save(fig: Any, target: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    with atomic_path(target) as tmp:
+        fig.savefig(tmp, format="png", dpi=110, metadata={"Software": None})  # no version stamp: stable bytes
+    plt.close(fig)
+
+
+def scatter(df: Any, x: str, y: str, colour: str, title: str, unit: str, target: Path) -> None:
+    """Predicted (or summed) against measured, log-log, one colour per `colour` value, and y = x."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 5.2))
+    d = df[(df[x] > 0) & (df[y] > 0)]
+    cmap = plt.get_cmap("tab20")  # the dark shades first, then the light ones: neighbours differ in hue
+    for i, (name, g) in enumerate(sorted(d.groupby(colour), key=lambda kv: str(kv[0]))):
+        ax.scatter(g[x], g[y], s=14, alpha=0.75, label=str(name), color=cmap((2 * i) % 20 + (2 * i // 20) % 2))
+    if len(d):
+        lo, hi = float(min(d[x].min(), d[y].min())), float(max(d[x].max(), d[y].max()))
+        ax.plot([lo, hi], [lo, hi], color="black", lw=1, ls="--", label="y = x")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    ax.set_xlabel(f"measured [{unit}]")
+    ax.set_ylabel(f"{y.split('_')[0]} [{unit}]")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=6, ncol=2, loc="upper left")
+    fig.tight_layout()
+    _save(fig, target)
+
+
+def lines(df: Any, x: str, y: str, title: str, target: Path) -> None:
+    """One line per device and workload of a sweep."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for (dev, wl), g in df.sort_values(x).groupby(["device", "workload"]):
+        ax.plot(g[x], g[y], "o-", ms=2, lw=1, alpha=0.7, label=f"{dev} {wl}")
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    ax.set_title(title, fontsize=9)
+    if df[["device", "workload"]].drop_duplicates().shape[0] <= 12:
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    _save(fig, target)
+
+
+def plots(paths: Paths) -> list[Path]:
+    """Render the image plots from validate's tables into reports/plots/ (those whose table exists)."""
+    import pandas as pd
+
+    from opcost.ops.families import family_of
+
+    out = paths.plots_dir
+    out.mkdir(parents=True, exist_ok=True)
+    made = []
+    f = paths.validate_dir / "predicted_vs_measured.csv"
+    if f.is_file():
+        df = pd.read_csv(f)
+        target = out / "predicted_vs_measured.png"
+        title = "Networks predicted out of sample vs measured, time per iteration\n(one network or family left out)"
+        scatter(df, "measured_t_s", "predicted_t_s", "family", title, "s", target)
+        made.append(target)
+    f = paths.validate_dir / "summed_vs_measured.csv"
+    if f.is_file():
+        df = pd.read_csv(f)
+        df["family"] = [family_of(str(m)) for m in df["model"]]
+        target = out / "summed_vs_measured.png"
+        title = "Sum of measured ops vs measured network, time per iteration"
+        scatter(df, "measured_t_s", "summed_t_s", "family", title, "s", target)
+        made.append(target)
+    for knob, what in (("power_limit_w", "power limit [W]"), ("core_clock_mhz", "core clock [MHz]"),
+                       ("mem_clock_mhz", "memory clock [MHz]")):  # fmt: skip
+        f = paths.validate_dir / f"sweeps_{knob}.csv"
+        if f.is_file():
+            target = out / f"sweeps_{knob}.png"
+            lines(pd.read_csv(f), knob, "energy_rel", f"Energy relative to the highest setting vs {what}", target)
+            made.append(target)
+    return made
+
+
+def run(paths: Paths, params: Params) -> dict[str, Any]:
+    head = headline(paths)
+    write_report(head, paths.headline_metrics)
+    made = plots(paths)
+    return {"metrics": head, "plots": [p.name for p in made]}
+
+
+def summary(r: dict[str, Any]) -> str:
+    shown = ", ".join(f"{k} {v:.1f}" for k, v in r["metrics"].items() if v is not None)
+    return f"views: {shown}; {len(r['plots'])} plots"
+
+
+def main(argv: list[str] | None = None) -> int:
+    return execute(argv, __doc__.splitlines()[0], lambda p: None, lambda paths, params, a: run(paths, params), summary)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

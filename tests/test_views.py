@@ -1,0 +1,125 @@
+"""DVC views that fit a terminal and work offline (issue 23): the one metrics file holds six headline
+figures (known-answer medians), `dvc metrics show` fits 120 columns, and `dvc plots show` renders
+image plots that load nothing from the network, with y = x and a colour per family."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from opcost.config import Paths
+from opcost.stages import views
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def synthetic_reports(root: Path) -> Paths:
+    paths = Paths(root)
+    train = {
+        "A-inference": {"networks": {"time_mape_pct": 10.0, "energy_mape_pct": 4.0}, "time": {"twe_pct": 20.0}},
+        "B-inference": {"networks": {"time_mape_pct": 30.0, "energy_mape_pct": 8.0}, "time": {"twe_pct": 10.0}},
+        "C-training": {"networks": {"time_mape_pct": 14.0}, "time": {"twe_pct": 12.0}},  # no energy measured
+    }
+    paths.train_metrics().parent.mkdir(parents=True)
+    paths.train_metrics().write_text(json.dumps(train))
+    paths.clock_metrics.parent.mkdir(parents=True)
+    paths.clock_metrics.write_text(json.dumps({"logo_pooled_pct": {"time": 35.5, "energy": 26.5}, "gamma": 2.0}))
+    paths.validate_dir.mkdir(parents=True)
+    pd.DataFrame({
+        "model": ["resnet18", "resnet50", "vgg16", "alexnet"], "family": ["resnet", "resnet", "vgg", "alexnet"],
+        "measured_t_s": [0.01, 0.03, 0.05, 0.002], "predicted_t_s": [0.011, 0.028, 0.06, 0.0021],
+        "summed_t_s": [0.009, 0.025, 0.04, 0.0015],
+    }).to_csv(paths.validate_dir / "predicted_vs_measured.csv", index=False)  # fmt: skip
+    pd.DataFrame({"model": ["resnet18", "vgg16"], "measured_t_s": [0.01, 0.05], "summed_t_s": [0.008, 0.04]}).to_csv(
+        paths.validate_dir / "summed_vs_measured.csv", index=False
+    )
+    return paths
+
+
+def test_headline_is_six_out_of_sample_medians(tmp_path):
+    paths = synthetic_reports(tmp_path)
+    assert views.headline(paths) == {
+        "net_t_mape": 14.0,  # median of 10, 30, 14
+        "net_e_mape": 6.0,  # median of 4, 8 (C has no energy)
+        "net_t_worst": 30.0,
+        "op_t_twe": 12.0,
+        "clk_t_mape": 35.5,
+        "clk_e_mape": 26.5,
+    }
+
+
+def test_scatter_draws_y_equals_x_and_one_colour_per_family(tmp_path, monkeypatch):
+    import matplotlib.axes
+
+    paths = synthetic_reports(tmp_path)
+    seen: list[tuple[str, tuple]] = []
+    real_scatter, real_plot = matplotlib.axes.Axes.scatter, matplotlib.axes.Axes.plot
+
+    def spy_scatter(self, *a, **k):
+        seen.append(("scatter", (k.get("label"), tuple(k.get("color")))))
+        return real_scatter(self, *a, **k)
+
+    def spy_plot(self, *a, **k):
+        seen.append(("plot", (k.get("label"), tuple(a[0]), tuple(a[1]))))
+        return real_plot(self, *a, **k)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "scatter", spy_scatter)
+    monkeypatch.setattr(matplotlib.axes.Axes, "plot", spy_plot)
+    made = views.plots(paths)
+    assert [p.name for p in made] == ["predicted_vs_measured.png", "summed_vs_measured.png"]
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in made)
+    first = seen[: [k for k, _ in seen].index("plot") + 1]
+    families = [v[0] for k, v in first if k == "scatter"]
+    colours = [v[1] for k, v in first if k == "scatter"]
+    assert families == ["alexnet", "resnet", "vgg"] and len(set(colours)) == 3
+    (line,) = [v for k, v in first if k == "plot"]
+    assert line[0] == "y = x" and line[1] == line[2] == (0.002, 0.06)
+
+
+def _dvc() -> str:
+    return shutil.which("dvc") or str(Path(sys.executable).parent / "dvc")
+
+
+def test_dvc_metrics_fit_120_columns_and_plots_load_nothing(tmp_path):
+    """The pipeline's own declarations: only the views stage declares metrics and plots; in a scratch
+    DVC project holding just that stage, `dvc metrics show` is at most 120 columns wide and the HTML of
+    `dvc plots show` references no http(s) URL."""
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    declaring = sorted(n for n, s in stages.items() if s.get("metrics") or s.get("plots"))
+    assert declaring == ["views"]
+    for entry in stages["views"]["plots"]:
+        name = entry if isinstance(entry, str) else next(iter(entry))
+        assert isinstance(entry, str) or not {"template", "x", "y"} & set(entry[name] or {}), "a Vega plot"
+    root = tmp_path / "proj"
+    root.mkdir()
+    paths = synthetic_reports(root)
+    views.run(paths, None)
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
+    subprocess.run([_dvc(), "init", "-q"], cwd=root, check=True, env=env)
+    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"views": stages["views"]}}))
+    shown = subprocess.run([_dvc(), "metrics", "show"], cwd=root, capture_output=True, text=True, env={
+        **env, "COLUMNS": "400"})  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert "net_t_mape" in shown.stdout
+    assert max(len(line) for line in shown.stdout.splitlines()) <= 120, shown.stdout
+    out = tmp_path / "html"
+    res = subprocess.run([_dvc(), "plots", "show", "-o", str(out)], cwd=root, capture_output=True, text=True, env=env)
+    assert res.returncode == 0, res.stderr
+    html = (out / "index.html").read_text()
+    assert html.count("<img") == 2
+    assert not re.findall(r"https?://", html), re.findall(r"https?://\S+", html)
+
+
+def test_views_without_reports_writes_empty_headline(tmp_path):
+    """A project that has not trained: the headline says None rather than failing."""
+    head = views.headline(Paths(tmp_path))
+    assert set(head) == set(views.HEADLINE_KEYS) and all(v is None for v in head.values())
