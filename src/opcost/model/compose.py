@@ -143,6 +143,31 @@ class Composition:
             return 0.0
         return float(self.family_terms[family].get(which, 0.0))
 
+    def note(self, target: str, family: str | None) -> str:
+        """What a prediction should say about this layer: transferred / uncalibrated, and the family
+        term (or that a new family gets none)."""
+        parts = []
+        if self.source == "transferred":
+            parts.append(
+                f"the {target} composition layer is transferred from {', '.join(self.transferred_from)} (no measured "
+                f"networks on this config): their coefficients, constant time in launch floors and constant power in "
+                f"median op powers of this device; interval from their held-out errors x{TRANSFER_WIDENING}"
+            )
+        elif not self.calibrated:
+            parts.append(
+                f"the {target} composition layer is uncalibrated (no measured networks): the floor-corrected "
+                f"sum of op costs, interval +-{UNCALIBRATED_HALF_WIDTH:.0%}"
+            )
+        elif family is not None and family in self.family_terms:
+            f = self.family_terms[family]
+            parts.append(
+                f"family term for {family} from {int(f.get('n', 0))} measured sibling network(s): time "
+                f"x{np.exp(f['time']):.3f}"
+            )
+        elif family is not None and self.family_terms:
+            parts.append(f"no measured network of family {family}: no family term (a new family)")
+        return "; ".join(parts)
+
     def half_width(self, which: str = "time", extrapolating: bool = False) -> float:
         """q of the multiplicative interval predicted x exp(+-q) (see module docstring)."""
         res = self.residuals_t if which == "time" else self.residuals_e
