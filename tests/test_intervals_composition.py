@@ -53,7 +53,8 @@ def test_held_out_coverage_is_about_the_level(sigma: float) -> None:
 def test_coverage_never_uses_the_scores_of_a_networks_own_group() -> None:
     """Group A's errors are huge, the others' small: A's own scores would cover A, the others' cannot."""
     df = pd.DataFrame(
-        {"held_out": ["A"] * 2 + [f"g{i}" for i in range(19)],
+        {"held_out": ["A"] * 2 + [f"g{i}" for i in range(19)], "model": ["A"] * 2 + [f"g{i}" for i in range(19)],
+         "family": "f", "split": "model",
          "t_error": [3.0, 3.0] + [0.01 * (i + 1) for i in range(19)], "e_error": np.nan}  # fmt: skip
     )
     cov = netval.coverage(df)["time"]
@@ -97,3 +98,24 @@ def test_transfer_converts_constants_with_the_floor_and_power_of_the_device() ->
     assert c.residuals_t == [0.1, -0.1]
     back = Composition.from_json(c.to_json())
     assert back.source == "transferred" and back.half_width() == pytest.approx(c.half_width())
+
+
+def test_a_fitted_layer_says_it_is_calibrated() -> None:
+    terms = [{"sum": s, "calls_floor": 1.0, "params_bw": 0.0, "const": 1.0, "energy_sum": s} for s in (1, 2, 3, 4, 5)]
+    comp = compose.fit("inference", terms, np.array([1.1, 2.1, 3.2, 4.1, 5.0]), None)
+    assert comp.calibrated and comp.source == "calibrated"
+    assert Composition.from_json(comp.to_json()).source == "calibrated"
+    assert compose.fit("inference", terms[:2], np.array([1.0, 2.0]), None).source == "uncalibrated"
+
+
+def test_family_split_coverage_leaves_out_the_whole_family_of_the_calibration_scores() -> None:
+    """Calibrated on model-split scores: a family-split network's siblings (same family, other
+    models) are not among its calibration scores."""
+    calib = pd.DataFrame({"held_out": [f"m{i}" for i in range(20)], "model": [f"m{i}" for i in range(20)],
+                          "family": ["big"] * 2 + ["small"] * 18, "split": "model",
+                          "t_error": [2.0, 2.0] + [0.01] * 18, "e_error": np.nan})  # fmt: skip
+    fam = calib.assign(split="family", held_out=calib["family"])
+    cov = netval.coverage(fam, calib)["time"]
+    # "big" networks see only the 18 small scores (q = log 1.01): not covered; "small" ones see 2 big
+    # ones among 2 scores (their own family dropped): too few for a quantile, skipped
+    assert cov["n"] == 2 and cov["coverage_pct"] == 0.0

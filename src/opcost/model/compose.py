@@ -229,7 +229,7 @@ def fit(mode: str, terms: list[dict[str, float]], time_s: np.ndarray, energy_j: 
     A = np.array([[t[k] for k in names] for t in terms])
     x = _nnls_relative(A, np.asarray(time_s, float))
     comp.time_coef = {k: 0.0 for k in TIME_TERMS} | dict(zip(names, map(float, x)))
-    comp.calibrated = True
+    comp.calibrated, comp.source = True, "calibrated"
     if energy_j is not None and np.isfinite(energy_j).all():
         Ae = np.array([[t["energy_sum"], ts] for t, ts in zip(terms, time_s)])
         xe = _nnls_relative(Ae, np.asarray(energy_j, float))

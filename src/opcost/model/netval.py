@@ -211,23 +211,33 @@ def error_summary(df: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
-def coverage(df: pd.DataFrame, level: float = compose.INTERVAL_LEVEL) -> dict[str, Any]:
-    """How often the multiplicative conformal interval (model/compose.py) contained the measured value,
-    each network's interval built only from the scores of the other held-out groups of its split
-    (never its own group's): coverage %, median full width % of the prediction (exp(q) - exp(-q)),
-    for time and energy; None where too few other groups give a quantile."""
+def coverage(
+    df: pd.DataFrame, calib: pd.DataFrame | None = None, level: float = compose.INTERVAL_LEVEL
+) -> dict[str, Any]:
+    """How often the multiplicative conformal interval (model/compose.py) contained the measured value.
+    Each network's interval is built as predictions build it, from the scores of `calib` (default `df`
+    itself; train passes the `model` split, whose scores every bundle's intervals use), leaving out
+    every calibration network of the same held-out group, the same model, and in the family split the
+    same family: never a network's own or its siblings' errors. Coverage %, median full width % of
+    the prediction (exp(q) - exp(-q)), for time and energy; a network with too few others is skipped."""
     out: dict[str, Any] = {}
     if df.empty:
         return out
+    calib = df if calib is None else calib
     for q, col in (("time", "t_error"), ("energy", "e_error")):
-        d = df.dropna(subset=[col])
-        if d.empty:
+        d, c = df.dropna(subset=[col]), calib.dropna(subset=[col])
+        if d.empty or c.empty:
             continue
         scores = compose.log_scores(d[col].to_numpy(float))
-        held = d["held_out"].astype(str).to_numpy()
+        c_scores = compose.log_scores(c[col].to_numpy(float))
+        c_held, c_model = c["held_out"].astype(str).to_numpy(), c["model"].astype(str).to_numpy()
+        c_fam = c["family"].astype(str).to_numpy()
         covered, widths = [], []
-        for i in range(len(d)):
-            qi = compose.conformal_q(scores[held != held[i]], level)
+        for i, (_, row) in enumerate(d.iterrows()):
+            drop = (c_held == str(row["held_out"])) | (c_model == str(row["model"]))
+            if row.get("split") == SPLIT_FAMILY:
+                drop |= c_fam == str(row["family"])
+            qi = compose.conformal_q(c_scores[~drop], level)
             if qi is None:
                 continue
             covered.append(scores[i] <= qi)
