@@ -61,6 +61,10 @@ UNCALIBRATED_HALF_WIDTH = 0.3  # +-30 % where no measured network says better
 EXTRAPOLATION_WIDENING = 2.0  # interval half-widths (in log space) doubled when extrapolating
 TRANSFER_WIDENING = 1.5  # a transferred layer: the source configs' scores, half as wide again
 INTERVAL_LEVEL = 0.9
+NEW_FAMILY_RULE = (
+    "time and energy x exp(term) for a network of a family listed here (log of its measured siblings' "
+    "measured / composed, summed, / (n + 1)); a family not listed (a new family) gets no term"
+)
 SOURCES = ("calibrated", "transferred", "uncalibrated")
 
 
@@ -200,6 +204,7 @@ class Composition:
             "source": self.source,
             "transferred_from": self.transferred_from,
             "family_terms": self.family_terms,
+            "family_terms_rule": NEW_FAMILY_RULE,
         }
 
     @classmethod
