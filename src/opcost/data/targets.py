@@ -19,9 +19,23 @@ They are counted in reports/evaluate/summary.json (`excluded_rows`).
 
 Estimated rows: a training target whose device has far fewer training than inference measurements
 (the RTX 2080 Ti: 128 vs 625 ops) gets the missing ops' forward+backward estimated from its own
-inference (forward) measurement times the forward+backward / forward ratio measured on the
-reference device (the config with the most ops measured in both phases; per op where it measured
-that op, else the median per kind). Those rows say `estimated`; the real ones are never replaced.
+inference measurement t. Time is additive, floors kept apart from work:
+
+    estimate = floor_fb + r x (t - floor_inf)+,   r = (t_fb - floor_fb) / (t_inf - floor_inf) on the reference
+
+floor_inf and floor_fb are launch floors (the 2nd percentile of a device's inference and of its
+forward+backward times, as model/fit.py takes it; a forward+backward call pays ~10x the launch and
+synchronisation cost of an inference call); r is measured on the reference device (the config
+with the most ops measured in both modes) per op whose inference time is at least
+BIG_OVER_FLOOR x its floor, else the median r of such ops of that kind. floor_fb of a device with
+no training measurement is its floor_inf x the reference's floor_fb / floor_inf. Multiplying the
+whole time by the reference's fb / training-forward ratio (round 1) also multiplied the launch
+floor: the 97 RTX rows that also have a measurement came out 174 % off (12.5x too high on small
+ops); this rule gives 19.8 %. Power comes from the device itself: the median of training power /
+inference power over the ops it measured in both modes (per kind where at least MIN_POWER_PAIRS
+ops of that kind pair up, else over all of them); the reference device's ratio (1.00 on the A30)
+does not describe another device (1.57 on the RTX 2080 Ti). Those rows say `estimated`; the real
+ones are never replaced.
 """
 
 from __future__ import annotations
@@ -60,33 +74,48 @@ def train_mode_only(rows: pd.DataFrame, mode: str) -> np.ndarray:
     return drop_kinds & (p > 0)
 
 
+FLOOR_PERCENTILE = 2  # the launch floor, as model/fit.launch_floor takes it
+MIN_POWER_PAIRS = 3
+BIG_OVER_FLOOR = 4.0  # reference ops whose work, not their launch, sets the ratio
+MIN_OWN_FLOOR_ROWS = 20  # own forward+backward rows needed to take the device's training floor from them
+
+
+def _floor(t: pd.Series) -> float:
+    return float(np.percentile(t.dropna(), FLOOR_PERCENTILE))
+
+
 def estimated_training_rows(ops: pd.DataFrame, device: str) -> pd.DataFrame:
     """Forward+backward rows estimated for `device` (see module docstring); empty when not needed."""
     d = _default(ops)
     fb = d[(d["mode"] == "training") & (d["phase"] == "forward_backward")]
-    fw_train = d[(d["mode"] == "training") & (d["phase"] == "forward")]
-    inf = d[(d["device_config"] == device) & (d["mode"] == "inference") & (d["phase"] == "forward")]
-    have = set(fb.loc[fb["device_config"] == device, "op_id"])
+    infer = d[(d["mode"] == "inference") & (d["phase"] == "forward")]
+    inf = infer[infer["device_config"] == device]
+    own_fb = fb[fb["device_config"] == device]
+    have = set(own_fb["op_id"])
     missing = inf[~inf["op_id"].isin(have)]
     if missing.empty or len(have) >= len(inf):
         return pd.DataFrame()
-    both = fb.merge(fw_train, on=["device_config", "op_id", "kind"], suffixes=("_fb", "_fw"))
+    both = fb.merge(infer, on=["device_config", "op_id", "kind"], suffixes=("_fb", "_inf"))
     both = both[both["device_config"] != device]
     if both.empty:
         return pd.DataFrame()
     ref = both["device_config"].value_counts().idxmax()
-    r = both[both["device_config"] == ref].assign(
-        rt=lambda x: x["t_s_fb"] / x["t_s_fw"], rp=lambda x: x["p_w_fb"] / x["p_w_fw"]
-    )
-    per_op = r.set_index("op_id")[["rt", "rp"]]
-    per_kind = r.groupby("kind")[["rt", "rp"]].median()
+    ref_fb_floor = _floor(fb.loc[fb["device_config"] == ref, "t_s"])
+    ref_inf_floor = _floor(infer.loc[infer["device_config"] == ref, "t_s"])
+    r = both[both["device_config"] == ref]
+    r = r[r["t_s_inf"] >= BIG_OVER_FLOOR * ref_inf_floor]
+    r = r.assign(rt=(r["t_s_fb"] - ref_fb_floor).clip(lower=0.0) / (r["t_s_inf"] - ref_inf_floor))
+    per_op = r.set_index("op_id")["rt"]
+    per_kind = r.groupby("kind")["rt"].median()
     rows = missing.copy()
-    rt = rows["op_id"].map(per_op["rt"]).fillna(rows["kind"].map(per_kind["rt"]))
-    rp = rows["op_id"].map(per_op["rp"]).fillna(rows["kind"].map(per_kind["rp"]))
+    rt = rows["op_id"].map(per_op).fillna(rows["kind"].map(per_kind))
     rows = rows[rt.notna()].copy()
-    rt, rp = rt[rt.notna()], rp[rt.notna()].fillna(1.0)
+    rt = rt[rt.notna()]
+    floor_inf = _floor(inf["t_s"])
+    floor_fb = _floor(own_fb["t_s"]) if len(own_fb) >= MIN_OWN_FLOOR_ROWS else floor_inf * ref_fb_floor / ref_inf_floor
+    rp = power_ratio(own_fb, inf, rows["kind"])
     rows["mode"], rows["phase"] = "training", "forward_backward"
-    rows["t_s"] = rows["t_s"] * rt
+    rows["t_s"] = floor_fb + rt * np.clip(rows["t_s"] - floor_inf, 0.0, None)
     rows["p_w"] = rows["p_w"] * rp
     rows["e_j"] = rows["t_s"] * rows["p_w"]
     for col in (
@@ -96,9 +125,27 @@ def estimated_training_rows(ops: pd.DataFrame, device: str) -> pd.DataFrame:
         *[c for c in rows.columns if c.startswith(("thesis_", "trials_"))],
     ):
         rows[col] = np.nan
-    rows["method"] = f"estimated from {device} inference x {ref} forward_backward/forward"
+    rows["method"] = (
+        f"estimated from {device} inference: its training floor + {ref}'s forward_backward/inference work "
+        f"ratio x (t - floor); power x {device}'s own training/inference ratio"
+    )
     rows["n_trials"] = 0
     return rows
+
+
+def power_ratio(train_fb: pd.DataFrame, inf: pd.DataFrame, kinds: pd.Series) -> np.ndarray:
+    """Training / inference power of the ops in `kinds`, from the device's own ops measured in both
+    modes: the median per kind (at least MIN_POWER_PAIRS pairs), else over every pair; 1.0 (power
+    unchanged) where the device measured no op in both modes with power."""
+    pairs = train_fb.merge(inf, on=["op_id", "kind"], suffixes=("_fb", "_inf"))
+    ratio = (pairs["p_w_fb"] / pairs["p_w_inf"]).replace([np.inf, -np.inf], np.nan)
+    pairs = pairs.assign(rp=ratio).dropna(subset=["rp"])
+    if pairs.empty:
+        return np.ones(len(kinds))
+    overall = float(pairs["rp"].median())
+    g = pairs.groupby("kind")["rp"]
+    per_kind = g.median()[g.size() >= MIN_POWER_PAIRS]
+    return kinds.map(per_kind).fillna(overall).to_numpy(float)
 
 
 def target_tables(

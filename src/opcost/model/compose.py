@@ -19,8 +19,25 @@ time but not from its energy (18 ms at 5 kW). A total is never a partial sum.
 Where a target has fewer than MIN_NETWORKS measured networks the layer is
 *uncalibrated* (a = a_e = 1, the rest 0: the floor-corrected sum) and says so.
 
-Intervals come from out-of-sample residuals (leave-one-network-out relative errors, model/netval.py):
-the 5th and 95th percentiles give a 90 % interval, widened when a question extrapolates.
+Where a target has too few measured networks but other device configs of the same mode are
+calibrated, the composition is *transferred* (`transfer`): the dimensionless coefficients (a, b, o,
+a_e) as fitted there, the constant time c in units of the launch floor and the constant power k in
+units of the median op power, each converted back with this device's own floor and power. It says
+so (`source`).
+
+Per-family term: a network whose architecture family has measured siblings (other models, or the
+same model at other input sizes, among the networks the layer was fitted on) is scaled by
+exp(f), f = sum of the siblings' log(measured / composed) / (n + 1): their mean residual shrunk
+toward zero by one pseudo-sibling. A new family (no sibling measured) gets no term (f = 0): the
+layer then predicts it like any other network, and its interval is the one measured on networks
+held out with their whole model (no term for them either when they are the only one of their family).
+
+Intervals are multiplicative split-conformal: the scores are |log(measured / predicted)| of the
+out-of-sample predictions of networks whose whole model was held out (model/netval.py, the
+`model` split); with n scores the 90 % interval is predicted x exp(+-q), q the ceil((n + 1) x 0.9)-th
+smallest score. A multiplicative interval never reaches zero or a negative time. q is widened
+(x EXTRAPOLATION_WIDENING) when a question extrapolates, and a transferred layer's scores (the source
+configs', model held out from their composition) by TRANSFER_WIDENING.
 """
 
 from __future__ import annotations
@@ -42,6 +59,30 @@ DEFAULT_TIME = {"sum": 1.0, "calls_floor": 0.0, "params_bw": 0.0, "const": 0.0}
 DEFAULT_ENERGY = {"energy_sum": 1.0, "time": 0.0}
 UNCALIBRATED_HALF_WIDTH = 0.3  # +-30 % where no measured network says better
 EXTRAPOLATION_WIDENING = 2.0  # interval half-widths (in log space) doubled when extrapolating
+TRANSFER_WIDENING = 1.5  # a transferred layer: the source configs' scores, half as wide again
+INTERVAL_LEVEL = 0.9
+NEW_FAMILY_RULE = (
+    "time and energy x exp(term) for a network of a family listed here (log of its measured siblings' "
+    "measured / composed, summed, / (n + 1)); a family not listed (a new family) gets no term"
+)
+SOURCES = ("calibrated", "transferred", "uncalibrated")
+
+
+def conformal_q(scores: Sequence[float], level: float = INTERVAL_LEVEL) -> float | None:
+    """The split-conformal quantile of absolute scores: the ceil((n + 1) level)-th smallest; None when
+    there are too few scores for that level (ceil((n + 1) level) > n)."""
+    s = np.sort(np.abs(np.asarray(scores, float)))
+    s = s[np.isfinite(s)]
+    k = int(np.ceil((len(s) + 1) * level))
+    if k > len(s) or k < 1:
+        return None
+    return float(s[k - 1])
+
+
+def log_scores(rel_errors: Sequence[float]) -> np.ndarray:
+    """|log(measured / predicted)| from relative errors r = predicted / measured - 1."""
+    r = np.asarray(rel_errors, float)
+    return np.abs(np.log1p(np.clip(r, -0.999, None)))
 
 
 def network_terms(costs: Costs, calls: np.ndarray, records: Sequence[OpRecord], floor_s: float, device_config: str,
@@ -82,27 +123,74 @@ class Composition:
     n_networks: int = 0
     residuals_t: list[float] = field(default_factory=list)  # out-of-sample relative errors, time
     residuals_e: list[float] = field(default_factory=list)  # the same for energy
+    source: str = ""  # calibrated / transferred / uncalibrated ("" : from `calibrated`)
+    transferred_from: list[str] = field(default_factory=list)  # targets a transferred layer came from
+    # family -> {"time": f_t, "energy": f_e, "n": siblings}: log-scale terms (see module docstring)
+    family_terms: dict[str, dict[str, float]] = field(default_factory=dict)
 
-    def time(self, terms: dict[str, float]) -> float:
-        return float(sum(self.time_coef[k] * terms[k] for k in TIME_TERMS))
+    def __post_init__(self) -> None:
+        if not self.source:
+            self.source = "calibrated" if self.calibrated else "uncalibrated"
 
-    def energy(self, terms: dict[str, float], time_s: float) -> float:
-        return float(self.energy_coef["energy_sum"] * terms["energy_sum"] + self.energy_coef["time"] * time_s)
+    def time(self, terms: dict[str, float], family: str | None = None) -> float:
+        base = float(sum(self.time_coef[k] * terms[k] for k in TIME_TERMS))
+        return base * float(np.exp(self.family_term(family, "time")))
+
+    def energy(self, terms: dict[str, float], time_s: float, family: str | None = None) -> float:
+        """Energy from the op energies and the time; `time_s` is the time without a family term."""
+        base = float(self.energy_coef["energy_sum"] * terms["energy_sum"] + self.energy_coef["time"] * time_s)
+        return base * float(np.exp(self.family_term(family, "energy")))
+
+    def family_term(self, family: str | None, which: str = "time") -> float:
+        """log-scale per-family term; 0 for a family without measured siblings (a new family)."""
+        if family is None or family not in self.family_terms:
+            return 0.0
+        return float(self.family_terms[family].get(which, 0.0))
+
+    def note(self, target: str, family: str | None) -> str:
+        """What a prediction should say about this layer: transferred / uncalibrated, and the family
+        term (or that a new family gets none)."""
+        parts = []
+        if self.source == "transferred":
+            parts.append(
+                f"the {target} composition layer is transferred from {', '.join(self.transferred_from)} (no measured "
+                f"networks on this config): their coefficients, constant time in launch floors and constant power in "
+                f"median op powers of this device; interval from their held-out errors x{TRANSFER_WIDENING}"
+            )
+        elif not self.calibrated:
+            parts.append(
+                f"the {target} composition layer is uncalibrated (no measured networks): the floor-corrected "
+                f"sum of op costs, interval +-{UNCALIBRATED_HALF_WIDTH:.0%}"
+            )
+        elif family is not None and family in self.family_terms:
+            f = self.family_terms[family]
+            parts.append(
+                f"family term for {family} from {int(f.get('n', 0))} measured sibling network(s): time "
+                f"x{np.exp(f['time']):.3f}"
+            )
+        elif family is not None and self.family_terms:
+            parts.append(f"no measured network of family {family}: no family term (a new family)")
+        return "; ".join(parts)
+
+    def half_width(self, which: str = "time", extrapolating: bool = False) -> float:
+        """q of the multiplicative interval predicted x exp(+-q) (see module docstring)."""
+        res = self.residuals_t if which == "time" else self.residuals_e
+        q = conformal_q(log_scores(res)) if len(res) else None
+        if q is None:
+            s = log_scores(res)
+            # too few scores for the level: the largest one, never narrower than the uncalibrated +-30 %
+            q = max(float(s.max()) if len(s) else 0.0, float(np.log1p(UNCALIBRATED_HALF_WIDTH)))
+        if self.source == "transferred":
+            q *= TRANSFER_WIDENING
+        if extrapolating:
+            q *= EXTRAPOLATION_WIDENING
+        return q
 
     def interval(self, value: float, which: str = "time", extrapolating: bool = False) -> tuple[float, float]:
-        """90 % interval of the measured value given the predicted one: the 5th/95th percentiles of
-        the out-of-sample relative errors r = predicted / measured - 1."""
-        res = self.residuals_t if which == "time" else self.residuals_e
-        if len(res) >= MIN_NETWORKS:
-            # measured = predicted / (1 + r): log(measured / predicted) = -log(1 + r)
-            lo_r, hi_r = np.percentile(res, [5, 95])
-            lo_f, hi_f = -np.log1p(max(hi_r, -0.99)), -np.log1p(max(lo_r, -0.99))
-            lo_f, hi_f = min(lo_f, 0.0), max(hi_f, 0.0)
-        else:
-            lo_f, hi_f = np.log1p(-UNCALIBRATED_HALF_WIDTH), np.log1p(UNCALIBRATED_HALF_WIDTH)
-        if extrapolating:
-            lo_f, hi_f = lo_f * EXTRAPOLATION_WIDENING, hi_f * EXTRAPOLATION_WIDENING
-        return float(value * np.exp(lo_f)), float(value * np.exp(hi_f))
+        """90 % interval of the measured value given the predicted one: value x exp(+-q), q the
+        split-conformal quantile of the held-out |log(measured / predicted)| (module docstring)."""
+        q = self.half_width(which, extrapolating)
+        return float(value * np.exp(-q)), float(value * np.exp(q))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -113,6 +201,10 @@ class Composition:
             "n_networks": self.n_networks,
             "residuals_t": self.residuals_t,
             "residuals_e": self.residuals_e,
+            "source": self.source,
+            "transferred_from": self.transferred_from,
+            "family_terms": self.family_terms,
+            "family_terms_rule": NEW_FAMILY_RULE,
         }
 
     @classmethod
@@ -127,6 +219,9 @@ class Composition:
             int(d["n_networks"]),
             [float(x) for x in d["residuals_t"]],
             [float(x) for x in d["residuals_e"]],
+            str(d.get("source", "")),
+            [str(x) for x in d.get("transferred_from", [])],
+            {str(f): {k: float(v) for k, v in t.items()} for f, t in d.get("family_terms", {}).items()},
         )
 
 
@@ -139,9 +234,59 @@ def fit(mode: str, terms: list[dict[str, float]], time_s: np.ndarray, energy_j: 
     A = np.array([[t[k] for k in names] for t in terms])
     x = _nnls_relative(A, np.asarray(time_s, float))
     comp.time_coef = {k: 0.0 for k in TIME_TERMS} | dict(zip(names, map(float, x)))
-    comp.calibrated = True
+    comp.calibrated, comp.source = True, "calibrated"
     if energy_j is not None and np.isfinite(energy_j).all():
         Ae = np.array([[t["energy_sum"], ts] for t, ts in zip(terms, time_s)])
         xe = _nnls_relative(Ae, np.asarray(energy_j, float))
         comp.energy_coef = dict(zip(ENERGY_TERMS, map(float, xe)))
     return comp
+
+
+def fit_family_terms(
+    comp: Composition, terms: list[dict[str, float]], families: Sequence[str], time_s: np.ndarray,
+    energy_j: np.ndarray | None,
+) -> dict[str, dict[str, float]]:  # fmt: skip
+    """Per-family log terms from the networks the layer was fitted on (their in-fold residuals):
+    sum of log(measured / composed) over a family's n networks / (n + 1). A family needs at least
+    one network here to get a term; a network predicted later gets it only if it is not that network
+    (in cross-validation the held-out ones are never among `terms`)."""
+    out: dict[str, dict[str, float]] = {}
+    fams = np.asarray(list(families), dtype=object)
+    t_pred = np.array([comp.time(t) for t in terms])
+    lt = np.log(np.asarray(time_s, float) / t_pred)
+    le = None
+    if energy_j is not None and np.isfinite(energy_j).all():
+        e_pred = np.array([comp.energy(t, tp) for t, tp in zip(terms, t_pred)])
+        le = np.log(np.asarray(energy_j, float) / e_pred)
+    for f in sorted(set(fams)):
+        m = fams == f
+        n = int(m.sum())
+        out[str(f)] = {"time": float(lt[m].sum() / (n + 1)), "n": float(n)}
+        if le is not None:
+            out[str(f)]["energy"] = float(le[m].sum() / (n + 1))
+    return out
+
+
+def transfer(
+    sources: Sequence[tuple[str, Composition, float, float]], mode: str, floor_s: float, power_w: float
+) -> Composition:
+    """A composition for a config without measured networks from calibrated ones of the same mode
+    (target name, composition, its floor [s], its median op power [W]): dimensionless coefficients
+    averaged; the constant time in floors and the constant power in median op powers, converted with
+    this config's floor and power. The sources' held-out residuals (pooled) become this layer's,
+    widened by TRANSFER_WIDENING in `half_width`."""
+    cal = [(n, c, f, p) for n, c, f, p in sources if c.calibrated and c.mode == mode]
+    if not cal:
+        return Composition(mode)
+    tc = {k: float(np.mean([c.time_coef[k] for _, c, _, _ in cal])) for k in TIME_TERMS}
+    tc["const"] = float(np.mean([c.time_coef["const"] / f for _, c, f, _ in cal])) * floor_s
+    ec = {"energy_sum": float(np.mean([c.energy_coef["energy_sum"] for _, c, _, _ in cal]))}
+    ok_p = [(c, p) for _, c, _, p in cal if np.isfinite(p) and p > 0]
+    ec["time"] = float(np.mean([c.energy_coef["time"] / p for c, p in ok_p])) * power_w if ok_p and np.isfinite(
+        power_w) else 0.0  # fmt: skip
+    return Composition(
+        mode, tc, ec, calibrated=False, n_networks=0,
+        residuals_t=[r for _, c, _, _ in cal for r in c.residuals_t],
+        residuals_e=[r for _, c, _, _ in cal for r in c.residuals_e],
+        source="transferred", transferred_from=[n for n, _, _, _ in cal],
+    )  # fmt: skip

@@ -1,10 +1,18 @@
-"""Whole networks predicted by models that never saw them: leave-one-network-out and -family-out.
+"""Whole networks predicted by models that never saw them: three splits, strictest first.
 
-For each held-out network (or family): every op that network (or any network of the family) calls
-is removed from the op models' training rows and from the measured look-up; op models are refitted
-on what remains (the chosen algorithm and features), the composition layer is refitted on the other
-networks, and the held-out network is predicted from scratch. The relative errors of the
-leave-one-network-out predictions are the residuals behind every prediction interval.
+- `model` (the headline): every input size of one model held out together: a network's other
+  input sizes share its layers, so holding out one (model, input size) pair let the same layers in
+  through the op data and the composition fit;
+- `family`: every model of one architecture family held out (the question about a new family);
+- `network`: one (model, input size) pair held out (round 1's figure, kept for comparison).
+For each held-out group: every op any of its networks calls is removed from the op models' training
+rows and from the measured look-up (in the family split also every op any network of the family
+calls); op models are refitted on what remains (the chosen algorithm and features), the composition
+layer and its per-family terms (model/compose.py) are refitted on the other networks, and the held
+out networks are predicted from scratch. A held-out network gets a family term only from siblings
+left in the fold; in the family split it never has one (what a new family gets). The relative errors
+of the `model` split are the scores behind every prediction interval; `coverage` says how often
+intervals built that way, each from the other groups' scores only, contained the measured value.
 """
 
 from __future__ import annotations
@@ -21,7 +29,8 @@ from opcost.model.costing import OpCoster
 from opcost.model.features import Encoding, OpRecord, record_of
 from opcost.model.fit import TargetData, fit_model, noop_values, transform_of
 
-SPLIT_NETWORK, SPLIT_FAMILY = "network", "family"
+SPLIT_NETWORK, SPLIT_FAMILY, SPLIT_MODEL = "network", "family", "model"
+SPLITS = (SPLIT_MODEL, SPLIT_FAMILY, SPLIT_NETWORK)  # headline first
 
 
 @dataclass
@@ -114,9 +123,14 @@ def all_terms(
 
 
 def fit_composition(mode: str, terms: dict[str, dict], networks: pd.DataFrame) -> compose.Composition:
+    """The composition layer and its per-family terms fitted on `networks` (needs a `family` column
+    for the terms; without one, none)."""
     t = [terms[s] for s in networks["set_id"]]
     e = networks["e_j"].to_numpy(float) if networks["e_j"].notna().all() else None
-    return compose.fit(mode, t, networks["t_s"].to_numpy(float), e)
+    comp = compose.fit(mode, t, networks["t_s"].to_numpy(float), e)
+    if comp.calibrated and "family" in networks:
+        comp.family_terms = compose.fit_family_terms(comp, t, networks["family"], networks["t_s"].to_numpy(float), e)
+    return comp
 
 
 def evaluate(
@@ -128,6 +142,8 @@ def evaluate(
     op_sets = {s: set(g["op_id"]) for s, g in nops.groupby("set_id")}
     if split == SPLIT_NETWORK:
         groups = [(s, [s]) for s in networks["set_id"]]
+    elif split == SPLIT_MODEL:
+        groups = [(m, list(g["set_id"])) for m, g in networks.groupby("model", sort=True)]
     else:
         groups = [(f, list(g["set_id"])) for f, g in networks.groupby("family", sort=True)]
     rows = []
@@ -149,8 +165,9 @@ def evaluate(
         comp = fit_composition(data.mode, terms, others)
         for _, n in networks[networks["set_id"].isin(held)].iterrows():
             tt = terms[n["set_id"]]
-            t_pred = comp.time(tt)
-            e_pred = comp.energy(tt, t_pred) if pd.notna(n["e_j"]) and "power" in models else np.nan
+            t_base = comp.time(tt)
+            t_pred = comp.time(tt, n["family"])
+            e_pred = comp.energy(tt, t_base, n["family"]) if pd.notna(n["e_j"]) and "power" in models else np.nan
             rows.append(
                 {
                     "set_id": n["set_id"],
@@ -158,6 +175,7 @@ def evaluate(
                     "family": n["family"],
                     "split": split,
                     "held_out": name,
+                    "family_term": comp.family_term(n["family"]),
                     "measured_t_s": n["t_s"],
                     "predicted_t_s": t_pred,
                     "summed_t_s": tt["raw_sum_s"],
@@ -190,4 +208,44 @@ def error_summary(df: pd.DataFrame) -> dict[str, Any]:
             "weighted_pct": float(100 * (d[p] - d[m]).abs().sum() / d[m].sum()),
             "max_pct": float(100 * ape.max()),
         }
+    return out
+
+
+def coverage(
+    df: pd.DataFrame, calib: pd.DataFrame | None = None, level: float = compose.INTERVAL_LEVEL
+) -> dict[str, Any]:
+    """How often the multiplicative conformal interval (model/compose.py) contained the measured value.
+    Each network's interval is built as predictions build it, from the scores of `calib` (default `df`
+    itself; train passes the `model` split, whose scores every bundle's intervals use), leaving out
+    every calibration network of the same held-out group, the same model, and in the family split the
+    same family: never a network's own or its siblings' errors. Coverage %, median full width % of
+    the prediction (exp(q) - exp(-q)), for time and energy; a network with too few others is skipped."""
+    out: dict[str, Any] = {}
+    if df.empty:
+        return out
+    calib = df if calib is None else calib
+    for q, col in (("time", "t_error"), ("energy", "e_error")):
+        d, c = df.dropna(subset=[col]), calib.dropna(subset=[col])
+        if d.empty or c.empty:
+            continue
+        scores = compose.log_scores(d[col].to_numpy(float))
+        c_scores = compose.log_scores(c[col].to_numpy(float))
+        c_held, c_model = c["held_out"].astype(str).to_numpy(), c["model"].astype(str).to_numpy()
+        c_fam = c["family"].astype(str).to_numpy()
+        covered, widths = [], []
+        for i, (_, row) in enumerate(d.iterrows()):
+            drop = (c_held == str(row["held_out"])) | (c_model == str(row["model"]))
+            if row.get("split") == SPLIT_FAMILY:
+                drop |= c_fam == str(row["family"])
+            qi = compose.conformal_q(c_scores[~drop], level)
+            if qi is None:
+                continue
+            covered.append(scores[i] <= qi)
+            widths.append(np.exp(qi) - np.exp(-qi))
+        if covered:
+            out[q] = {
+                "coverage_pct": float(100 * np.mean(covered)),
+                "median_width_pct": float(100 * np.median(widths)),
+                "n": len(covered),
+            }
     return out

@@ -36,9 +36,10 @@ from opcost.config import MODES, Paths, find_root, parse_input_shape
 from opcost.errors import OpcostError
 from opcost.io import write_json
 from opcost.model.bundle import BUNDLE_FILE, Bundle
-from opcost.model.compose import UNCALIBRATED_HALF_WIDTH, Composition, network_terms
+from opcost.model.compose import Composition, network_terms
 from opcost.model.costing import Costs
 from opcost.model.features import OpRecord
+from opcost.ops.families import family_of
 from opcost.ops.footprint import Footprint, device_fits, footprint_key, memory_summary
 from opcost.ops.netspec import InputSpec, NetSpec
 
@@ -446,17 +447,15 @@ class Predictor:
         comp = bundle.composition or Composition(bundle.mode)
         terms = network_terms(costs, calls, records, bundle.floor_s, bundle.device_config, bundle.mode)
         warnings = extrapolation_warnings(bundle, shape, records)
-        time_s = comp.time(terms)
+        family = family_of(spec.model)  # a per-family composition term where siblings were measured
+        time_s = comp.time(terms, family)
         has_power = "power" in bundle.models and np.isfinite(p).all()
-        energy = comp.energy(terms, time_s) if has_power else None
+        energy = comp.energy(terms, comp.time(terms), family) if has_power else None
         notes = []
         if bundle.mode == "training":
             notes.append(TRAINING_NOTE)
-        if not comp.calibrated:
-            notes.append(
-                f"the {bundle.target} composition layer is uncalibrated (no measured networks): the floor-corrected "
-                f"sum of op costs, interval +-{UNCALIBRATED_HALF_WIDTH:.0%}"
-            )
+        if comp.note(bundle.target, family):
+            notes.append(comp.note(bundle.target, family))
         if not has_power:
             notes.append("no power model for this device (time-only measurements)")
         notes.extend(net.notes)
@@ -468,9 +467,10 @@ class Predictor:
             # the clock model's leave-one-GPU-out error widens the intervals (not claimed narrower than that)
             found = self._transfer_device(bundle)
             et, ee = self.clock_model().error_at(float(clock) / found.boost_clock_mhz)
-            time_iv = (time_iv[0] * max(1.0 - et, 0.0), time_iv[1] * (1.0 + et))
+            # multiplicative both ways: a lower bound never reaches zero (issue 21, section 5)
+            time_iv = (time_iv[0] / (1.0 + et), time_iv[1] * (1.0 + et))
             if energy_iv is not None:
-                energy_iv = (energy_iv[0] * max(1.0 - ee, 0.0), energy_iv[1] * (1.0 + ee))
+                energy_iv = (energy_iv[0] / (1.0 + ee), energy_iv[1] * (1.0 + ee))
             notes.append(
                 f"clock behaviour transferred from the cross-clock model (its leave-one-GPU-out error this far from "
                 f"the reference clock, time {100 * et:.0f} %, energy {100 * ee:.0f} %, widens the intervals), "

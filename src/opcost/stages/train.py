@@ -4,10 +4,14 @@ Reads only data/evaluated/targets/<target>/ (that device config and mode's op ro
 networks and their ops), so measurements of other devices never retrain this target. Then:
 1. every algorithm x feature set x quantity scored under the grouped and the family split
    (model/fit.py); the champion per quantity chosen on the grouped split and refitted on all rows;
-2. the measured networks predicted leave-one-network-out and leave-one-family-out
-   (model/netval.py): op models and composition refitted without them;
-3. the composition layer fitted on every measured network, its out-of-sample residuals kept for
-   prediction intervals (model/compose.py).
+2. the measured networks predicted with their whole model (every input size), their family, and
+   the one network held out (model/netval.py): op models and composition refitted without them; the
+   intervals' coverage and width under each split;
+3. the composition layer and its per-family terms fitted on every measured network, the
+   model-left-out residuals kept for prediction intervals (model/compose.py). A target with too few
+   measured networks gets its composition transferred from the calibrated targets of the same mode
+   (`transferred_composition`: their op models refitted here with this target's chosen algorithm on
+   their own rows, data/evaluated/targets/<source>/), and says so in the bundle (`source`).
 Writes models/<target>/ (bundle.json + trees.npz, and run.json: what the run logs to MLflow), the
 detailed scores reports/train/targets/<target>.json and the out-of-sample network predictions
 reports/train/networks/<target>.csv; replays the run into MLflow and registers the bundle.
@@ -32,9 +36,11 @@ from opcost.model.fit import (
     bundle_hash,
     choose,
     final_model,
+    fit_model,
     prepare,
     score_all,
     training_ranges,
+    transform_of,
 )
 from opcost.schemas import TARGET_NETWORK_OPS, TARGET_NETWORKS, TARGET_OPERATIONS
 from opcost.stages._run import execute
@@ -126,21 +132,23 @@ def run_record(target: str, tp: TrainParams, results: dict, bundle: Bundle, deta
                         )
                     )
     net_metrics = {}
-    for split in ("network", "family"):
+    for split in netval.SPLITS:
         for q in ("time", "energy"):
             for k, v in detail["networks"].get(split, {}).get(q, {}).items():
                 net_metrics[f"net_{split}_{q}_{k}"] = v
+            for k, v in detail["networks"].get(split, {}).get("interval", {}).get(q, {}).items():
+                net_metrics[f"net_{split}_{q}_interval_{k}"] = v
     comp = bundle.composition
     comp_metrics = {f"comp_time_{k}": v for k, v in comp.time_coef.items()} | {
         f"comp_energy_{k}": v for k, v in comp.energy_coef.items()
     }
     figures = []
-    lono = nets[nets["split"] == "network"] if len(nets) else nets
+    lono = nets[nets["split"] == netval.SPLIT_MODEL] if len(nets) else nets
     if len(lono):
         figures.append(
             {
                 "file": "networks_leave_one_out.png",
-                "title": f"{target}: networks predicted leave-one-network-out [s]",
+                "title": f"{target}: networks predicted with their whole model held out [s]",
                 "unit": "s",
                 "measured": [float(x) for x in lono["measured_t_s"]],
                 "predicted": [float(x) for x in lono["predicted_t_s"]],
@@ -150,6 +158,7 @@ def run_record(target: str, tp: TrainParams, results: dict, bundle: Bundle, deta
     if "power" in detail["chosen"]:
         params["chosen_power"] = detail["chosen"]["power"]
     params["composition_calibrated"] = comp.calibrated
+    params["composition_source"] = comp.source
     return {
         "name": tracking.stage_run_name(target),
         "tags": tags,
@@ -159,6 +168,57 @@ def run_record(target: str, tp: TrainParams, results: dict, bundle: Bundle, deta
         "figures": figures,
         "children": children,
     }
+
+
+def source_composition(
+    paths: Paths, params: Params, source: str, chosen: dict[str, tuple[str, str]]
+) -> tuple[netval.compose.Composition, float, float] | None:
+    """A calibrated target's composition with op models refitted here (this target's chosen algorithm
+    and features on the source's rows), its residuals with each model's networks held out of the
+    composition fit (op costs in sample), its floor and median op power; None if it has too few
+    networks."""
+    tp = params.train
+    s_dev, s_mode = TrainParams.split_target(source)
+    df, nets, nops = read_target(paths, source)
+    if len(nets) < netval.compose.MIN_NETWORKS:
+        return None
+    data = prepare(df, s_mode, s_dev)
+    rows = np.arange(data.n)
+    models = {}
+    for q, (alg, fs) in chosen.items():
+        if q == "power" and not np.isfinite(data.y("power")).any():
+            continue
+        f = fit_model(data, alg, fs, q, rows, tp)
+        models[q] = netval.LibraryModel(f.model, f.encoding(data), transform_of(q, fs))
+    coster = netval.coster_from(data, rows, models)
+    terms = netval.all_terms(coster, netval.network_records(nops), data)
+    comp = netval.fit_composition(s_mode, terms, nets.drop(columns="family"))
+    rt, re = [], []
+    for _, g in nets.groupby("model", sort=True):
+        others = nets[~nets["set_id"].isin(g["set_id"])].drop(columns="family")
+        c = netval.fit_composition(s_mode, terms, others)
+        for _, n in g.iterrows():
+            t = c.time(terms[n["set_id"]])
+            rt.append(float(t / n["t_s"] - 1))
+            if pd.notna(n["e_j"]) and "power" in models:
+                re.append(float(c.energy(terms[n["set_id"]], t) / n["e_j"] - 1))
+    comp.residuals_t, comp.residuals_e = rt, re
+    return comp, coster.floor_s, coster.median_power_w
+
+
+def transferred_composition(
+    paths: Paths, params: Params, target: str, chosen: dict[str, tuple[str, str]], floor_s: float, power_w: float
+) -> netval.compose.Composition:
+    """The composition of the calibrated targets of this mode, in this device's floor and power units."""
+    _, mode = TrainParams.split_target(target)
+    sources = []
+    for src in params.train.targets:
+        if src == target or TrainParams.split_target(src)[1] != mode or not paths.target_networks(src).exists():
+            continue
+        got = source_composition(paths, params, src, chosen)
+        if got is not None:
+            sources.append((src, *got))
+    return netval.compose.transfer(sources, mode, floor_s, power_w)
 
 
 def run(paths: Paths, params: Params, target: str, log_to_mlflow: bool = True) -> dict[str, Any]:
@@ -175,15 +235,17 @@ def run(paths: Paths, params: Params, target: str, log_to_mlflow: bool = True) -
     costing = netval.coster_params(data, np.arange(data.n))
     coster = netval.coster_from(data, np.arange(data.n), models)
 
-    splits = (netval.SPLIT_NETWORK, netval.SPLIT_FAMILY)
+    splits = netval.SPLITS
     net_rows = [r for r in (netval.evaluate(data, networks, nops, chosen, tp, s) for s in splits) if len(r)]
     net_pred = pd.concat(net_rows, ignore_index=True) if net_rows else pd.DataFrame()
     terms = netval.all_terms(coster, netval.network_records(nops), data) if len(networks) else {}
     comp = netval.fit_composition(mode, terms, networks) if len(networks) else netval.compose.Composition(mode)
     if len(net_pred):
-        lono = net_pred[net_pred["split"] == netval.SPLIT_NETWORK]
-        comp.residuals_t = [float(x) for x in lono["t_error"]]
-        comp.residuals_e = [float(x) for x in lono["e_error"].dropna()]
+        held_model = net_pred[net_pred["split"] == netval.SPLIT_MODEL]
+        comp.residuals_t = [float(x) for x in held_model["t_error"]]
+        comp.residuals_e = [float(x) for x in held_model["e_error"].dropna()]
+    if not comp.calibrated:
+        comp = transferred_composition(paths, params, target, chosen, coster.floor_s, coster.median_power_w)
     detail = {
         "device_config": device,
         "mode": mode,
@@ -199,8 +261,18 @@ def run(paths: Paths, params: Params, target: str, log_to_mlflow: bool = True) -
         "costing": {k: v for k, v in costing.items() if k != "lookup"},
         "composition": {k: v for k, v in comp.to_json().items() if not k.startswith("residuals")},
         "networks": {
-            s: netval.error_summary(net_pred[net_pred["split"] == s]) if len(net_pred) else {"networks": 0}
-            for s in (netval.SPLIT_NETWORK, netval.SPLIT_FAMILY)
+            s: {
+                **netval.error_summary(net_pred[net_pred["split"] == s]),
+                "interval": netval.coverage(
+                    net_pred[net_pred["split"] == s], net_pred[net_pred["split"] == netval.SPLIT_MODEL]
+                ),
+            }
+            if len(net_pred)
+            else {"networks": 0}
+            for s in netval.SPLITS
+        },
+        "interval_half_width_pct": {
+            q: 100 * float(np.expm1(comp.half_width(q))) for q in ("time", "energy")
         },
     }
     scores = {}
@@ -247,11 +319,16 @@ def summary(r: dict[str, Any]) -> str:
             f"{r['target']} {q}: {name}; grouped split MAPE {100 * g['mape']:.1f} % (median {100 * g['mdape']:.1f} %, "
             f"time-weighted {100 * g['twe']:.1f} %, R2 {g['r2']:.3f}); family left out MAPE {100 * f['mape']:.1f} %"
         )
-    for s in ("network", "family"):
+    for s in ("model", "family", "network"):
         t = m["networks"][s].get("time")
         if t:
             n = m["networks"][s]["networks"]
-            lines.append(f"networks, leave-one-{s}-out: time MAPE {t['mape_pct']:.1f} % over {n}")
+            iv = m["networks"][s].get("interval", {}).get("time")
+            cov = (
+                f"; 90 % interval covers {iv['coverage_pct']:.0f} %, width {iv['median_width_pct']:.0f} %" if iv else ""
+            )
+            lines.append(f"networks, {s} left out: time MAPE {t['mape_pct']:.1f} % over {n}{cov}")
+    lines.append(f"composition: {m['composition']['source']}")
     reg = r["registered_version"]
     lines.append(f"registered version {reg}" if reg else "registry: nothing new to register")
     return "\n".join(lines)

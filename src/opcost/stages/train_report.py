@@ -1,6 +1,6 @@
 """Stage `train-report`: the headline scores of every train target in one DVC metrics file.
 
-reports/train/metrics.json holds, per target, eight out-of-sample figures (see `headline`): few
+reports/train/metrics.json holds, per target, ten out-of-sample figures (see `headline`): few
 enough columns for `dvc metrics show` and `dvc exp show`. The full detail (every algorithm x
 feature set x split, per kind, the composition layer) stays in reports/train/targets/<target>.json,
 which is not declared as metrics.
@@ -19,9 +19,11 @@ from opcost.tables import require
 
 
 def headline(detail: dict[str, Any]) -> dict[str, Any]:
-    """Eight figures per target, all out of sample: the chosen time model's grouped-split MAPE,
+    """Ten figures per target, all out of sample: the chosen time model's grouped-split MAPE,
     median error, time-weighted error and R^2 and its family-left-out MAPE; the chosen power model's
-    grouped MAPE; the networks' leave-one-network-out time and energy MAPE (where it has networks)."""
+    grouped MAPE; the networks' time and energy MAPE with their whole model held out, and the 90 %
+    time intervals' coverage and median width under that split (where it has networks; the family
+    split and energy intervals are in the target's detail)."""
     out: dict[str, Any] = {}
     for q, keys in (("time", ("mape", "mdape", "twe", "r2")), ("power", ("mape",))):
         if q not in detail["chosen"]:
@@ -31,9 +33,13 @@ def headline(detail: dict[str, Any]) -> dict[str, Any]:
         out[q] = {f"{k}_pct" if k != "r2" else k: _pct(s["grouped"][k], k) for k in keys}
         if q == "time":
             out[q]["family_mape_pct"] = _pct(s["family"]["mape"], "mape")
-    lono = detail["networks"].get("network", {})
-    if lono.get("networks"):
-        out["networks"] = {f"{q}_mape_pct": lono[q]["mape_pct"] for q in ("time", "energy") if q in lono}
+    s = detail["networks"].get("model", {})  # model left out: the headline network figure
+    if s.get("networks"):
+        out["networks"] = {f"{q}_mape_pct": s[q]["mape_pct"] for q in ("time", "energy") if q in s}
+        iv = s.get("interval", {}).get("time")
+        if iv:
+            out["networks"] |= {"time_interval_coverage_pct": iv["coverage_pct"],
+                                "time_interval_width_pct": iv["median_width_pct"]}  # fmt: skip
     return out
 
 

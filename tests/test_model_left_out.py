@@ -1,0 +1,90 @@
+"""Spy: in the `model` split no row of the held-out model, at any of its input sizes, reaches a fit
+(op models or composition); round 1's `network` split let the model's other sizes in."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from opcost.config import TrainParams
+from opcost.model import compose, netval
+from opcost.model.fit import prepare
+
+MODELS = {"net_a": "fam1", "net_b": "fam1", "net_c": "fam2", "net_d": "fam2", "net_e": "fam3", "net_f": "fam3"}
+SIZES = (8, 16)
+
+
+def _op(op_id: str, batch: int, k: int, n: int, fams: list[str]) -> dict:
+    flops = 2 * batch * k * n
+    t = 5e-6 + flops / 5e12
+    spec = {"args": [{"tensor": 0}], "attrs": {"bias": True, "in_features": k, "out_features": n},
+            "category": "module", "inputs": [{"dtype": "float32", "shape": [batch, k]}], "kind": "Linear",
+            "kwargs": {}, "target": "torch.nn.modules.linear.Linear"}  # fmt: skip
+    return {"op_id": op_id, "kind": "Linear", "device_config": "A30", "mode": "inference", "phase": "forward",
+            "clock_mhz": None, "power_limit_w": np.nan, "t_s": t, "p_w": 100.0 + k / 10, "e_j": t * 100.0,
+            "output_shapes": [[batch, n]], "flops": flops, "bytes_read": 4 * (batch * k + k * n),
+            "bytes_written": 4 * batch * n, "params": k * n + n, "is_view": False, "spec_json": json.dumps(spec),
+            "parts_json": "[]", "layer_id": f"L{k}x{n}", "families": fams, "estimated": False}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def synthetic():
+    ops, nets, nops = [], [], []
+    for m_i, (model, fam) in enumerate(MODELS.items()):
+        for size in SIZES:
+            set_id = f"{model}:{size}"
+            total = 0.0
+            for j in range(4):
+                k, n = 64 * (m_i + 1), 32 * (j + 1)
+                row = _op(f"{model}-{size}-{j}", size * 32, k, n, [fam])
+                ops.append(row)
+                nops.append({"set_id": set_id, "op_id": row["op_id"], "calls": 2})
+                total += 2 * row["t_s"]
+            # network times unique (the composition spy knows a network by its time)
+            t_net = 1.1 * total + 1e-5 + (100 * m_i + size) * 1e-9
+            nets.append({"set_id": set_id, "model": model, "family": fam, "t_s": t_net, "e_j": 110.0 * total})
+    df = pd.DataFrame(ops)
+    data = prepare(df, "inference", "A30")
+    catalog = df.drop(columns=["t_s", "p_w", "e_j"]).set_index("op_id")
+    nops = pd.DataFrame(nops).join(catalog[["kind", "output_shapes", "flops", "bytes_read", "bytes_written", "params",
+                                            "is_view", "spec_json", "parts_json"]], on="op_id")  # fmt: skip
+    return data, pd.DataFrame(nets), nops
+
+
+@pytest.mark.parametrize("split", [netval.SPLIT_MODEL, netval.SPLIT_NETWORK])
+def test_no_row_of_the_held_out_model_reaches_a_fit(synthetic, monkeypatch, split):
+    data, nets, nops = synthetic
+    fits, comps = [], []
+    real_fit, real_comp = netval.fit_model, compose.fit
+
+    def spy_fit(d, alg, fs, q, rows, tp):
+        fits.append(set(d.df["op_id"].iloc[rows]))
+        return real_fit(d, alg, fs, q, rows, tp)
+
+    def spy_comp(mode, terms, time_s, energy_j):
+        comps.append(set(np.round(np.asarray(time_s, float), 12)))
+        return real_comp(mode, terms, time_s, energy_j)
+
+    monkeypatch.setattr(netval, "fit_model", spy_fit)
+    monkeypatch.setattr(compose, "fit", spy_comp)
+    tp = TrainParams(folds=3, seed=0, random_forest={"n_estimators": 10})
+    out = netval.evaluate(data, nets, nops, {"time": ("rf", "improved")}, tp, split)
+    assert len(out) == len(nets)
+    leaks = 0
+    # evaluate visits its groups in order, one op fit and one composition fit each
+    groups = sorted(nets["model"].unique()) if split == netval.SPLIT_MODEL else list(nets["set_id"])
+    assert len(fits) == len(comps) == len(groups)
+    for g, fit_ops, comp_times in zip(groups, fits, comps):
+        model = g.split(":")[0]
+        model_ops = {o for o in data.df["op_id"] if o.startswith(model + "-")}
+        model_times = set(np.round(nets.loc[nets["model"] == model, "t_s"].to_numpy(float), 12))
+        leaks += len(fit_ops & model_ops) + len(comp_times & model_times)
+    if split == netval.SPLIT_MODEL:
+        assert leaks == 0
+    else:  # the other input size of the held-out network's model stays in: what `model` fixes
+        assert leaks > 0
+    assert set(out["split"]) == {split}
+    assert np.isfinite(out["t_error"]).all()
