@@ -248,14 +248,24 @@ _ATTR_GETTERS: dict[str, dict[str, Callable[[nn.Module], Any]]] = {
 }
 
 
+def _recurrent_parameters(cls: type) -> list[inspect.Parameter] | None:
+    """`nn.LSTM`, `nn.GRU` and `nn.RNN` take `*args, **kwargs` and pass them on to `RNNBase` with the
+    mode filled in: their arguments are RNNBase's without `mode` (and without `proj_size`, which
+    only LSTM takes), plus `nn.RNN`'s `nonlinearity`, which it pops from its kwargs. None for any other class."""
+    if not (isinstance(cls, type) and issubclass(cls, nn.RNNBase)) or cls is nn.RNNBase:
+        return None
+    skip = {"mode"} if issubclass(cls, nn.LSTM) else {"mode", "proj_size"}  # GRU and RNN refuse proj_size
+    params = [p for p in inspect.signature(nn.RNNBase.__init__).parameters.values() if p.name not in skip]
+    if issubclass(cls, nn.RNN):
+        params.append(inspect.Parameter("nonlinearity", inspect.Parameter.KEYWORD_ONLY, default="tanh"))
+    return params
+
+
 def init_parameters(cls: type) -> list[inspect.Parameter]:
     """The constructor parameters of a module class that describe its computation."""
-    sig = inspect.signature(cls.__init__)
-    return [
-        p
-        for p in sig.parameters.values()
-        if p.name not in _SKIPPED_INIT_ARGS and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-    ]
+    recurrent = _recurrent_parameters(cls)
+    params = recurrent if recurrent is not None else list(inspect.signature(cls.__init__).parameters.values())
+    return [p for p in params if p.name not in _SKIPPED_INIT_ARGS and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
 
 
 def module_attrs(module: nn.Module, cls: type | None = None) -> dict[str, Any]:
