@@ -304,7 +304,9 @@ def predict(
     for w in p.warnings:
         err.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
     if as_json:
-        sys.stdout.write(json.dumps(p.to_json(), indent=2) + "\n")
+        from opcost.ops.keys import json_safe
+
+        sys.stdout.write(json.dumps(json_safe(p.to_json()), indent=2, allow_nan=False) + "\n")
         return
     lo, hi = p.time_interval_s
     e = "n/a"

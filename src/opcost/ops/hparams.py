@@ -14,6 +14,7 @@ from typing import Any, Callable
 import pandas as pd
 import torch
 
+from opcost.ops.keys import NONFINITE_TAG, is_encoded_float
 from opcost.ops.spec import CATEGORY_MODULE, OpSpec, canonical_json, resolve_target
 
 
@@ -74,7 +75,10 @@ def _arg_names(spec: OpSpec, n_args: int) -> list[str]:
 
 
 def _column_value(v: Any) -> Any:
-    """Plain scalars and integer lists stay typed; anything structured becomes canonical JSON text."""
+    """Plain scalars and integer lists stay typed; a non-finite float is its text ("-inf"); anything
+    structured becomes canonical JSON text."""
+    if is_encoded_float(v):
+        return v[NONFINITE_TAG]
     if v is None or isinstance(v, (bool, int, float, str)):
         return v
     if isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v):

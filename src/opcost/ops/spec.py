@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from opcost.errors import OpcostError
-from opcost.ops.keys import NON_KEY_ATTRS, canonical_json, short_hash
+from opcost.ops.keys import NON_KEY_ATTRS, NONFINITE_TAG, canonical_json, encode_float, is_encoded_float, short_hash
 
 CATEGORY_MODULE = "module"
 CATEGORY_FUNCTION = "function"
@@ -67,7 +67,7 @@ def encode_value(value: Any, tensors: list[torch.Tensor] | None = None, call: bo
     if isinstance(value, int):
         return int(value)
     if isinstance(value, float):
-        return float(value)
+        return encode_float(value)  # -inf (an attention mask's fill) as {"float": "-inf"}: JSON-safe
     if call and isinstance(value, tuple) and not isinstance(value, torch.Size):
         return {"tuple": [encode_value(v, tensors, call) for v in value]}
     if isinstance(value, (list, tuple, torch.Size)):
@@ -129,6 +129,8 @@ def decode_value(value: Any, tensors: list[torch.Tensor] | None = None) -> Any:
             return getattr(torch, value["memory_format"])
         if set(value) == {"device"}:
             return tensors[0].device if tensors else torch.device("meta")
+        if is_encoded_float(value):
+            return float(value[NONFINITE_TAG])
         if set(value) == {"opaque"}:
             raise OpcostError(f"a {value['opaque']} argument was not recorded: the call cannot be rebuilt")
         return {k: decode_value(v, tensors) for k, v in value.items()}
