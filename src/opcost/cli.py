@@ -88,6 +88,12 @@ def _netspec(model: str, input_shape: str | None, inputs: List[str], model_args:
     return NetSpec.make(model, specs, parse_model_args(model_args))
 
 
+def _check_top(top: int) -> None:
+    """A negative --top would drop rows from the end (`head(-3)`), 0 would show none: refuse both."""
+    if top < 1:
+        raise OpcostError(f"--top {top}: expected a positive number of rows, e.g. --top 10")
+
+
 def _gib(n: float) -> str:
     return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
@@ -297,6 +303,7 @@ def predict(
     from opcost.model.predict import Predictor
 
     def go() -> Any:
+        _check_top(top)
         net = _netspec(model, input_shape, inputs, model_args)
         return Predictor(registry=registry).predict(net, None, device, mode, clock, optimizer=optimizer)
 
@@ -370,6 +377,7 @@ def recommend(
     from opcost.model.predict import Predictor
 
     def go() -> Any:
+        _check_top(top)
         net = _netspec(model, input_shape, inputs, model_args)
         return net, Predictor().recommend(net, None, mode, max_slowdown, optimizer)
 

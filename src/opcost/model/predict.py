@@ -506,7 +506,7 @@ class Predictor:
         """
         import pandas as pd
 
-        if max_slowdown is not None and max_slowdown < 1:
+        if max_slowdown is not None and not max_slowdown >= 1:  # NaN too: it would keep no row
             raise OpcostError(
                 f"--max-slowdown {max_slowdown} must be >= 1 (1.2 = at most 20 % slower than the fastest)"
             )
