@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -48,3 +49,43 @@ def test_a_top_that_would_drop_rows_is_refused(verb, top):
     res = CliRunner().invoke(app, [*verb, "--model", "resnet18", "--input-shape", "1,3,32,32", "--top", top])
     assert res.exit_code == 2 and f"--top {top}: expected a positive number" in res.stderr
     assert "Traceback" not in res.output
+
+
+TINY = '''
+from torch import nn
+
+
+def tiny():
+    return nn.Sequential(nn.Linear(8, 4), nn.ReLU())
+'''
+
+
+@pytest.mark.parametrize("corrupt", ['{"key": [1', "[]", '{"records": 3}', "\x00\x01garbage"])
+def test_a_corrupt_network_cache_entry_is_discarded_and_rebuilt(tmp_path, corrupt):
+    (tmp_path / "tiny.py").write_text(TINY)
+    net = NetSpec.make(f"{tmp_path / 'tiny.py'}:tiny", ["float32:2,8"])
+    first = Predictor(paths=Paths(tmp_path)).network(net)
+    (cached,) = (tmp_path / ".opcost" / "cache" / "networks").glob("*.json")
+    cached.write_text(corrupt)
+    again = Predictor(paths=Paths(tmp_path)).network(net)  # a new Predictor: nothing held in memory
+    assert again.calls == first.calls and set(again.records) == set(first.records)
+    assert json.loads(cached.read_text())["calls"] == first.calls  # rebuilt in place
+
+
+def test_a_corrupt_parquet_is_one_line_naming_the_file(tmp_path):
+    from opcost.data.evaluate import read_campaigns
+    from opcost.schemas import TARGET_OPERATIONS
+    from opcost.tables import read_table
+
+    bad = tmp_path / "A30-inference" / "operations.parquet"
+    bad.parent.mkdir()
+    bad.write_bytes(b"PAR1 this is not parquet")
+    with pytest.raises(OpcostError, match=r"operations.parquet is not a readable Parquet file .*dvc repro evaluate"):
+        read_table(bad, TARGET_OPERATIONS, "evaluate")
+    # a campaign's raw tables, read by the evaluate stage
+    raw = tmp_path / "data" / "raw" / "cpu-smoke"
+    raw.mkdir(parents=True)
+    (raw / "campaign.json").write_text("{}")
+    (raw / "timings.parquet").write_bytes(b"")
+    with pytest.raises(OpcostError, match=r"timings.parquet is not a readable Parquet file .*profile@cpu-smoke"):
+        read_campaigns(Paths(tmp_path))

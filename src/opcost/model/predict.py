@@ -296,9 +296,8 @@ class Predictor:
         if key in self._networks:
             return self._networks[key]
         f = self._cache_file(key) if self.disk_cache else None
-        if f is not None and f.is_file():
-            net = Network.from_json(json.loads(f.read_text()))
-        else:
+        net = _read_cached(f) if f is not None and f.is_file() else None
+        if net is None:
             net = _extract_network(spec, mode)
             if f is not None:
                 write_json(net.to_json([spec.key(), mode]), f, digits=None)
@@ -607,6 +606,22 @@ def _device_memory(device_config: str) -> float | None:
 
     found = find_device(device_config)
     return None if found is None else found[0].memory_bytes
+
+
+def _read_cached(f: Path) -> Network | None:
+    """A cached extraction, or None (and the file discarded, to be rebuilt) where it cannot be read:
+    a write cut short, a disk error, a file edited by hand. A cache never fails a prediction."""
+    try:
+        d = json.loads(f.read_text())
+        if not isinstance(d, dict):
+            raise ValueError("not a JSON object")
+        net = Network.from_json(d)
+        if not set(net.calls) <= set(net.records):
+            raise KeyError("calls of ops without a record")
+        return net
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        f.unlink(missing_ok=True)
+        return None
 
 
 def _extract_network(spec: NetSpec, mode: str) -> Network:
