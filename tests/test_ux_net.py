@@ -89,3 +89,79 @@ def test_a_corrupt_parquet_is_one_line_naming_the_file(tmp_path):
     (raw / "timings.parquet").write_bytes(b"")
     with pytest.raises(OpcostError, match=r"timings.parquet is not a readable Parquet file .*profile@cpu-smoke"):
         read_campaigns(Paths(tmp_path))
+
+
+HANGS = '''
+import time
+from torch import nn
+
+
+def builder():
+    while True:
+        time.sleep(0.05)
+
+
+class Forward(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x):
+        while True:
+            try:
+                time.sleep(0.05)
+            except Exception:  # a user's catch-all does not swallow the deadline
+                pass
+'''
+
+
+@pytest.mark.parametrize("name", ["builder", "Forward"])
+def test_a_model_that_never_returns_stops_at_the_deadline(tmp_path, name):
+    import time
+
+    from opcost.deadline import deadline
+
+    (tmp_path / "hangs.py").write_text(HANGS)
+    net = NetSpec.make(f"{tmp_path / 'hangs.py'}:{name}", ["float32:2,8"])
+    start = time.monotonic()
+    with pytest.raises(OpcostError, match=r"did not finish within 1 s \(--timeout 1\)"):
+        with deadline(1, f"predicting {net.label}"):
+            Predictor(paths=Paths(tmp_path)).network(net)
+    assert time.monotonic() - start < 20
+    with pytest.raises(OpcostError, match="--timeout nan: expected seconds >= 0"):
+        with deadline(float("nan"), "x"):
+            pass
+
+
+def test_cli_predict_times_out_on_one_line_and_survives_a_minus_inf_mask(trained, tmp_path):
+    (tmp_path / "hangs.py").write_text(HANGS)
+    model = f"{tmp_path / 'hangs.py'}:builder"
+    args = ["--input", "float32:2,8", "--device", "RTX2080Ti", "--mode", "training"]
+    res = CliRunner().invoke(app, ["predict", "--model", model, *args, "--timeout", "1"])
+    assert res.exit_code == 2 and "did not finish within 1 s" in res.stderr and "Traceback" not in res.output
+    (tmp_path / "mask.py").write_text(MASKED)
+    res = CliRunner().invoke(app, ["predict", "--model", f"{tmp_path / 'mask.py'}:Attention", *args, "--json"])
+    assert res.exit_code == 0, res.output
+    assert "NaN" not in res.stdout and "Infinity" not in res.stdout
+    doc = json.loads(res.stdout)
+    assert "masked_fill" in {o["kind"] for o in doc["operations"]} and doc["time_s"] > 0
+
+
+MASKED = '''
+import torch
+from torch import nn
+
+
+class Attention(nn.Module):
+    """minGPT's causal self-attention scores."""
+
+    def __init__(self):
+        super().__init__()
+        self.qk = nn.Linear(8, 16)
+        self.register_buffer("bias", torch.tril(torch.ones(8, 8)).view(1, 8, 8))
+
+    def forward(self, x):
+        q, k = self.qk(x).split(8, dim=2)
+        att = (q @ k.transpose(-2, -1)).masked_fill(self.bias == 0, float("-inf"))
+        return torch.softmax(att, dim=-1)
+'''

@@ -18,6 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from opcost.config import MODES, ModelInputSet, Paths, find_root, load_params, parse_input_shape
+from opcost.deadline import DEFAULT_TIMEOUT_S
 from opcost.errors import OpcostError
 
 app = typer.Typer(
@@ -298,14 +299,19 @@ def predict(
     registry: bool = typer.Option(False, "--registry", help="Use the MLflow registry's champion instead of models/."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     top: int = typer.Option(10, "--top", help="Operations shown in the breakdown table."),
+    timeout: float = typer.Option(
+        DEFAULT_TIMEOUT_S, "--timeout", help="Give up after this many seconds (a builder that never returns); 0: none."
+    ),
 ) -> None:
     """Predict a whole network's time, energy, average power and peak memory from its operations."""
+    from opcost.deadline import deadline
     from opcost.model.predict import Predictor
 
     def go() -> Any:
         _check_top(top)
         net = _netspec(model, input_shape, inputs, model_args)
-        return Predictor(registry=registry).predict(net, None, device, mode, clock, optimizer=optimizer)
+        with deadline(timeout, f"predicting {net.label}"):
+            return Predictor(registry=registry).predict(net, None, device, mode, clock, optimizer=optimizer)
 
     p = _run(go)
     for w in p.warnings:
@@ -367,6 +373,9 @@ def recommend(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     top: int = typer.Option(15, "--top", help="Rows of the sweep table (best energy first)."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Write the U-curves (time, energy, EDP vs clock) here."),
+    timeout: float = typer.Option(
+        DEFAULT_TIMEOUT_S, "--timeout", help="Give up after this many seconds (a builder that never returns); 0: none."
+    ),
 ) -> None:
     """Rank device configs x core clocks by time, energy and energy-delay product.
 
@@ -377,9 +386,12 @@ def recommend(
     from opcost.model.predict import Predictor
 
     def go() -> Any:
+        from opcost.deadline import deadline
+
         _check_top(top)
         net = _netspec(model, input_shape, inputs, model_args)
-        return net, Predictor().recommend(net, None, mode, max_slowdown, optimizer)
+        with deadline(timeout, f"recommending for {net.label}"):
+            return net, Predictor().recommend(net, None, mode, max_slowdown, optimizer)
 
     net, df = _run(go)
     dropped = df.attrs.get("dropped", [])
