@@ -535,6 +535,12 @@ class TracedNetwork:
     notes: list[str] = field(default_factory=list)
 
 
+def notice(message: str) -> None:
+    """Say, before it starts, that something slow is about to happen (stderr: JSON on stdout stays clean)."""
+    sys.stderr.write(f"note: {message}\n")
+    sys.stderr.flush()
+
+
 def _meta_limitation(exc: BaseException) -> bool:
     """Whether a failure on meta tensors is meta's (data-dependent shapes: nonzero, nms, .item())."""
     seen = 0
@@ -576,6 +582,12 @@ def trace_network(net: NetSpec, mode: str = "inference", seed: int = 0) -> Trace
         if not _meta_limitation(exc.__cause__ or exc):
             raise
         reason = _one_line(exc.__cause__ or exc)[:160]
+    n_params = sum(p.numel() for p in loaded.module.parameters())
+    notice(
+        f"{net.label}: meta tensors cannot run it (data-dependent shapes), so it is traced on the CPU with seeded "
+        f"random weights ({n_params / 1e6:.1f} M parameters): this takes tens of seconds and can take 2 GB of memory "
+        "for a detection model, once: the result is cached for the next question"
+    )
     loaded = build_model(net, meta=False, seed=seed)
     args, kwargs = make_inputs(loaded, "cpu", seed)
     tr = trace_call(loaded.module, args, kwargs, training, what)
