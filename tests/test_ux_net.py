@@ -165,3 +165,68 @@ class Attention(nn.Module):
         att = (q @ k.transpose(-2, -1)).masked_fill(self.bias == 0, float("-inf"))
         return torch.softmax(att, dim=-1)
 '''
+
+
+DATA_DEPENDENT = '''
+import torch
+from torch import nn
+
+
+class Picks(nn.Module):
+    """Keeps the positive scores: an output whose shape depends on the values (as a detector's nms)."""
+
+    def __init__(self):
+        super().__init__()
+        self.score = nn.Linear(8, 1)
+
+    def forward(self, x):
+        s = self.score(x).squeeze(-1)
+        return x[torch.nonzero(s > 0, as_tuple=True)]
+'''
+
+
+def test_a_cpu_traced_network_says_so_up_front_and_is_cached(tmp_path, capsys, monkeypatch):
+    import opcost.ops.netspec as netspec
+
+    (tmp_path / "picks.py").write_text(DATA_DEPENDENT)
+    net = NetSpec.make(f"{tmp_path / 'picks.py'}:Picks", ["float32:16,8"])
+    order = []
+    real_build = netspec.build_model
+
+    def spy_build(n, meta=True, seed=0):
+        if not meta:  # the slow path starts: the user has been told already
+            order.append(("cpu build", "traced on the CPU" in capsys.readouterr().err))
+        return real_build(n, meta=meta, seed=seed)
+
+    monkeypatch.setattr(netspec, "build_model", spy_build)
+    first = Predictor(paths=Paths(tmp_path)).network(net)
+    assert order == [("cpu build", True)]
+    assert any("traced on the CPU" in n for n in first.notes)
+    # a new process (a new Predictor) reads the CPU trace from the cache: nothing is built or traced
+    import opcost.ops.catalog as catalog
+
+    monkeypatch.setattr(catalog, "trace_network", lambda *a, **k: pytest.fail("traced again"))
+    again = Predictor(paths=Paths(tmp_path)).network(net)
+    assert again.calls == first.calls and again.notes == first.notes
+
+
+def test_a_never_seen_network_is_predicted_without_dynamo_pandas_torchvision_or_mlflow(tmp_path):
+    """What a cold prediction of a user's file loads (issue 23's cold start): torch and the op tracer,
+    not TorchDynamo (1.2-1.5 s), pandas, torchvision's model zoo or MLflow."""
+    import subprocess
+    import sys
+
+    (tmp_path / "tiny.py").write_text(TINY)
+    code = (
+        "import sys\n"
+        "from pathlib import Path\nfrom opcost.config import Paths\n"
+        "from opcost.model.predict import Predictor\n"
+        "from opcost.ops.netspec import NetSpec\n"
+        f"net = NetSpec.make({str(tmp_path / 'tiny.py')!r} + ':tiny', ['float32:2,8'])\n"
+        f"n = Predictor(paths=Paths(Path({str(tmp_path)!r}))).network(net)\n"
+        "assert n.calls and 'torch' in sys.modules\n"
+        "print(sorted(m for m in ('torch._dynamo', 'pandas', 'torchvision', 'mlflow') if m in sys.modules))\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "[]"

@@ -629,6 +629,7 @@ def _extract_network(spec: NetSpec, mode: str) -> Network:
     from opcost.model.features import op_record
     from opcost.ops.catalog import extract_nets
     from opcost.ops.memory import network_memory
+    from opcost.ops.nodynamo import dynamo_stub
 
     if mode not in MODES:
         raise OpcostError(f"unknown mode {mode!r}; valid modes: {', '.join(MODES)}")
@@ -638,7 +639,8 @@ def _extract_network(spec: NetSpec, mode: str) -> Network:
         i: op_record(s, {**cat.metrics[i].as_dict(), "parts": cat.parts.get(i, [])}) for i, s in cat.built.items()
     }
     traced = res.traced
-    memory = network_memory(traced.loaded.module, traced.args, traced.kwargs, mode)
+    with dynamo_stub():
+        memory = network_memory(traced.loaded.module, traced.args, traced.kwargs, mode)
     missing = [{"kind": k, **v} for k, v in cat.missing(res).items()]
     calls = {i: n for i, n in res.calls.items() if i in records}
     return Network(records, calls, memory, traced.net.inputs, missing, traced.notes)
