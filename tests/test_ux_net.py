@@ -140,6 +140,7 @@ def test_cli_predict_times_out_on_one_line_and_survives_a_minus_inf_mask(trained
     res = CliRunner().invoke(app, ["predict", "--model", model, *args, "--timeout", "1"])
     assert res.exit_code == 2 and "did not finish within 1 s" in res.stderr and "Traceback" not in res.output
     (tmp_path / "mask.py").write_text(MASKED)
+    args[1] = "float32:2,8,8"  # batch, tokens, width
     res = CliRunner().invoke(app, ["predict", "--model", f"{tmp_path / 'mask.py'}:Attention", *args, "--json"])
     assert res.exit_code == 0, res.output
     assert "NaN" not in res.stdout and "Infinity" not in res.stdout
