@@ -18,6 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from opcost.config import MODES, ModelInputSet, Paths, find_root, load_params, parse_input_shape
+from opcost.deadline import DEFAULT_TIMEOUT_S
 from opcost.errors import OpcostError
 
 app = typer.Typer(
@@ -86,6 +87,12 @@ def _netspec(model: str, input_shape: str | None, inputs: List[str], model_args:
     specs = [image_input(parse_input_shape(input_shape, "--input-shape"))] if input_shape else []
     specs += [parse_input(i) for i in inputs]
     return NetSpec.make(model, specs, parse_model_args(model_args))
+
+
+def _check_top(top: int) -> None:
+    """A negative --top would drop rows from the end (`head(-3)`), 0 would show none: refuse both."""
+    if top < 1:
+        raise OpcostError(f"--top {top}: expected a positive number of rows, e.g. --top 10")
 
 
 def _gib(n: float) -> str:
@@ -314,19 +321,27 @@ def predict(
     registry: bool = typer.Option(False, "--registry", help="Use the MLflow registry's champion instead of models/."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     top: int = typer.Option(10, "--top", help="Operations shown in the breakdown table."),
+    timeout: float = typer.Option(
+        DEFAULT_TIMEOUT_S, "--timeout", help="Give up after this many seconds (a builder that never returns); 0: none."
+    ),
 ) -> None:
     """Predict a whole network's time, energy, average power and peak memory from its operations."""
+    from opcost.deadline import deadline
     from opcost.model.predict import Predictor
 
     def go() -> Any:
+        _check_top(top)
         net = _netspec(model, input_shape, inputs, model_args)
-        return Predictor(registry=registry).predict(net, None, device, mode, clock, optimizer=optimizer)
+        with deadline(timeout, f"predicting {net.label}"):
+            return Predictor(registry=registry).predict(net, None, device, mode, clock, optimizer=optimizer)
 
     p = _run(go)
     for w in p.warnings:
         err.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
     if as_json:
-        sys.stdout.write(json.dumps(p.to_json(), indent=2) + "\n")
+        from opcost.ops.keys import json_safe
+
+        sys.stdout.write(json.dumps(json_safe(p.to_json()), indent=2, allow_nan=False) + "\n")
         return
     lo, hi = p.time_interval_s
     e = "n/a"
@@ -384,6 +399,9 @@ def recommend(
         None, "--devices", help="GPUs to rank, e.g. H100,A100,L4,T4 (table keys or NVML names; transferred "
         "where a GPU has no own models). Default: every device config with its own models."
     ),
+    timeout: float = typer.Option(
+        DEFAULT_TIMEOUT_S, "--timeout", help="Give up after this many seconds (a builder that never returns); 0: none."
+    ),
 ) -> None:
     """Rank device configs x core clocks by time, energy and energy-delay product.
 
@@ -394,8 +412,12 @@ def recommend(
     from opcost.model.predict import Predictor
 
     def go() -> Any:
+        from opcost.deadline import deadline
+
+        _check_top(top)
         net = _netspec(model, input_shape, inputs, model_args)
-        return net, Predictor().recommend(net, None, mode, max_slowdown, optimizer, devices)
+        with deadline(timeout, f"recommending for {net.label}"):
+            return net, Predictor().recommend(net, None, mode, max_slowdown, optimizer, devices)
 
     net, df = _run(go)
     from opcost.model.recommend import summary_lines

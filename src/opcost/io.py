@@ -17,12 +17,14 @@ import tempfile
 import zipfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
-import pandas as pd
 
 from opcost.errors import OpcostError
+
+if TYPE_CHECKING:  # pandas is imported where a table is written: a prediction never needs it
+    import pandas as pd
 
 
 @contextmanager
@@ -78,7 +80,7 @@ def _replace(tmp: Path, target: Path) -> None:
                 os.unlink(near)
 
 
-def write_parquet(df: pd.DataFrame, target: Path) -> None:
+def write_parquet(df: "pd.DataFrame", target: Path) -> None:
     """Write a DataFrame as Parquet atomically (no index: our tables carry their keys as columns)."""
     with atomic_path(target) as tmp:
         df.to_parquet(tmp, index=False)

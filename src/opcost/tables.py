@@ -23,9 +23,23 @@ def require(path: Path, stage: str) -> Path:
     return Path(path)
 
 
+def read_parquet(path: Path, stage: str | None = None, **kwargs: object) -> pd.DataFrame:
+    """`pd.read_parquet`, but a file that is not readable Parquet (truncated, overwritten, a DVC
+    pointer left in place) is a one-line error naming the file and how to get it back, not
+    pyarrow's traceback."""
+    try:
+        return pd.read_parquet(path, **kwargs)  # type: ignore[arg-type]
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError, ArrowIOError an OSError
+        if isinstance(exc, FileNotFoundError):
+            raise
+        again = f"run `dvc repro {stage}` or `dvc checkout {path}`" if stage else f"run `dvc checkout {path}`"
+        why = " ".join(str(exc).split())[:160] or type(exc).__name__
+        raise OpcostError(f"{path} is not a readable Parquet file ({why}): {again} to restore it") from None
+
+
 def read_table(path: Path, table: Table, stage: str) -> pd.DataFrame:
-    """A Parquet table, checked against its schema; missing -> which stage makes it."""
-    return table.validate(pd.read_parquet(require(path, stage)))
+    """A Parquet table, checked against its schema; missing -> which stage makes it; corrupt -> which file."""
+    return table.validate(read_parquet(require(path, stage), stage))
 
 
 def known_operations(paths: Paths, params: Params) -> pd.DataFrame:

@@ -32,6 +32,7 @@ from opcost.schemas import (
     POWER_SAMPLES,
     TIMINGS,
 )
+from opcost.tables import read_parquet
 
 STATS = ("t_s", "sigma_t_s", "e_j", "sigma_e_j", "p_w", "sigma_p_w")
 OP_KEYS = ["device_config", "mode", "phase", "clock_mhz", "power_limit_w", "op_id"]
@@ -157,9 +158,10 @@ def read_campaigns(paths: Paths) -> list[tuple[str, dict[str, Any], pd.DataFrame
     for meta_path in sorted(root.glob("*/campaign.json")) if root.exists() else []:
         d = meta_path.parent
         meta = json.loads(meta_path.read_text())
-        t = TIMINGS.validate(pd.read_parquet(d / "timings.parquet"))
-        n = NETWORKS.validate(pd.read_parquet(d / "networks.parquet"))
-        s = POWER_SAMPLES.validate(pd.read_parquet(d / "power_samples.parquet"))
+        stage = f"profile@{d.name}"
+        t = TIMINGS.validate(read_parquet(d / "timings.parquet", stage))
+        n = NETWORKS.validate(read_parquet(d / "networks.parquet", stage))
+        s = POWER_SAMPLES.validate(read_parquet(d / "power_samples.parquet", stage))
         found.append((d.name, meta, t, n, s))
     return found
 

@@ -29,6 +29,7 @@ import numpy as np
 
 from opcost.model.features import OpRecord
 from opcost.model.physics import is_noop, proxy_kind, roofline_s
+from opcost.ops.recurrent import recurrent_steps
 
 SOURCES = ("measured", "estimated", "floor", "predicted", "decomposed", "proxy", "charged")
 GEMM_PARTS = frozenset({"mm", "addmm", "bmm", "baddbmm"})
@@ -129,16 +130,22 @@ class OpCoster:
         return Costs(t, p, source, proxy)
 
     def _sum_of_parts(self, records: Sequence[OpRecord], clock_mhz: float | None) -> tuple[np.ndarray, np.ndarray]:
-        """Time (floor + sum of (kernel - floor)+) and time-weighted power of composites from their kernels."""
+        """Time (floor + sum of (kernel - floor)+) and time-weighted power of composites from their kernels.
+
+        A part with a `count` (a recurrent layer's kernel, ops/parts.compact_steps) runs that many
+        times, in sequence: its excess is charged `count` times, and the composite keeps one launch
+        floor per sequential step (ops/recurrent.recurrent_steps), not one for the whole layer."""
         parts = [(j, part_record(r, k, p)) for j, r in enumerate(records) for k, p in enumerate(r.metrics["parts"])]
         costs = self.cost([pr for _, pr in parts], clock_mhz, use_lookup=False)
         owner = np.array([j for j, _ in parts])
-        excess = np.clip(costs.t_s - self.floor_s, 0.0, None)
-        t = self.floor_s + np.bincount(owner, weights=excess, minlength=len(records))
-        pt = np.nan_to_num(costs.p_w, nan=0.0) * costs.t_s
+        count = np.array([float(p.get("count", 1)) for r in records for p in r.metrics["parts"]])
+        steps = np.array([float(recurrent_steps(r.kind, r.hp, r.input_shape)) for r in records])
+        excess = np.clip(costs.t_s - self.floor_s, 0.0, None) * count
+        t = self.floor_s * steps + np.bincount(owner, weights=excess, minlength=len(records))
+        pt = np.nan_to_num(costs.p_w, nan=0.0) * costs.t_s * count
         with np.errstate(invalid="ignore", divide="ignore"):
             p = np.bincount(owner, weights=pt, minlength=len(records)) / np.bincount(
-                owner, weights=costs.t_s, minlength=len(records)
+                owner, weights=costs.t_s * count, minlength=len(records)
             )
         if not np.isfinite(costs.p_w).all():
             p = np.full(len(records), np.nan)

@@ -302,9 +302,8 @@ class Predictor:
         if key in self._networks:
             return self._networks[key]
         f = self._cache_file(key) if self.disk_cache else None
-        if f is not None and f.is_file():
-            net = Network.from_json(json.loads(f.read_text()))
-        else:
+        net = _read_cached(f) if f is not None and f.is_file() else None
+        if net is None:
             net = _extract_network(spec, mode)
             if f is not None:
                 write_json(net.to_json([spec.key(), mode]), f, digits=None)
@@ -534,7 +533,8 @@ class Predictor:
         lists them with what the step needs and what the device has. Configs the device table does
         not know (a CPU host) are kept with `fits_memory` empty. Intervals, ties and marks: model/recommend.py.
         """
-        if max_slowdown is not None and max_slowdown < 1:
+
+        if max_slowdown is not None and not max_slowdown >= 1:  # NaN too: it would keep no row
             raise OpcostError(
                 f"--max-slowdown {max_slowdown} must be >= 1 (1.2 = at most 20 % slower than the fastest)"
             )
@@ -623,11 +623,28 @@ def _device_memory(device_config: str) -> float | None:
     return None if found is None else found[0].memory_bytes
 
 
+def _read_cached(f: Path) -> Network | None:
+    """A cached extraction, or None (and the file discarded, to be rebuilt) where it cannot be read:
+    a write cut short, a disk error, a file edited by hand. A cache never fails a prediction."""
+    try:
+        d = json.loads(f.read_text())
+        if not isinstance(d, dict):
+            raise ValueError("not a JSON object")
+        net = Network.from_json(d)
+        if not set(net.calls) <= set(net.records):
+            raise KeyError("calls of ops without a record")
+        return net
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        f.unlink(missing_ok=True)
+        return None
+
+
 def _extract_network(spec: NetSpec, mode: str) -> Network:
     """Trace the network (imports torch) into records, call counts and memory footprints."""
     from opcost.model.features import op_record
     from opcost.ops.catalog import extract_nets
     from opcost.ops.memory import network_memory
+    from opcost.ops.nodynamo import dynamo_stub
 
     if mode not in MODES:
         raise OpcostError(f"unknown mode {mode!r}; valid modes: {', '.join(MODES)}")
@@ -637,7 +654,8 @@ def _extract_network(spec: NetSpec, mode: str) -> Network:
         i: op_record(s, {**cat.metrics[i].as_dict(), "parts": cat.parts.get(i, [])}) for i, s in cat.built.items()
     }
     traced = res.traced
-    memory = network_memory(traced.loaded.module, traced.args, traced.kwargs, mode)
+    with dynamo_stub():
+        memory = network_memory(traced.loaded.module, traced.args, traced.kwargs, mode)
     missing = [{"kind": k, **v} for k, v in cat.missing(res).items()]
     calls = {i: n for i, n in res.calls.items() if i in records}
     return Network(records, calls, memory, traced.net.inputs, missing, traced.notes)

@@ -17,9 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from opcost.config import ModelInputSet
 from opcost.errors import OpcostError
@@ -28,10 +26,13 @@ from opcost.ops.features import OpMetrics, op_metrics
 from opcost.ops.hparams import hyperparameters, typed_hp_columns
 from opcost.ops.models import check_model_name
 from opcost.ops.netspec import NetSpec, TracedNetwork, trace_network
+from opcost.ops.nodynamo import dynamo_stub
 from opcost.ops.parts import op_parts, parts_json
 from opcost.ops.spec import OpSpec, canonical_json
 from opcost.progress import progress_bar
-from opcost.schemas import OCCURRENCES, OPERATIONS
+
+if TYPE_CHECKING:  # the tables (pandas, schemas) only for the extract stage: a prediction never imports them
+    import pandas as pd
 
 COVERAGE_TOLERANCE = 0.01
 
@@ -145,7 +146,7 @@ def extract_nets(jobs: Sequence[tuple[ModelInputSet | NetSpec, str]], show_progr
     A NetSpec without inputs is traced on its family's default inputs; its row names them.
     """
     catalog = Catalog()
-    with progress_bar(show_progress) as progress:
+    with progress_bar(show_progress) as progress, dynamo_stub():
         task = progress.add_task("extracting", total=len(jobs))
         for net, mode in jobs:
             progress.update(task, description=f"{net.set_id} {mode}")
@@ -159,7 +160,7 @@ def extract_nets(jobs: Sequence[tuple[ModelInputSet | NetSpec, str]], show_progr
     return catalog
 
 
-def operations_frame(catalog: Catalog) -> pd.DataFrame:
+def operations_frame(catalog: Catalog) -> "pd.DataFrame":
     return operations_table(catalog.built, catalog.metrics, catalog.parts)
 
 
@@ -167,9 +168,13 @@ def operations_table(
     specs: dict[str, OpSpec],
     metrics: dict[str, OpMetrics] | None = None,
     parts: dict[str, list[dict[str, Any]]] | None = None,
-) -> pd.DataFrame:
+) -> "pd.DataFrame":
     """The operations table (schemas.OPERATIONS) of `specs` by op_id; paper costs and the kernels of
     composites computed where not given."""
+    import pandas as pd
+
+    from opcost.schemas import OPERATIONS
+
     metrics = metrics if metrics is not None else {i: op_metrics(s) for i, s in specs.items()}
     parts = parts if parts is not None else {i: op_parts(s) for i, s in specs.items()}
     ids = sorted(specs)
@@ -205,7 +210,11 @@ def operations_table(
     return OPERATIONS.validate(pd.concat([base, hp], axis=1))
 
 
-def occurrences_frame(catalog: Catalog) -> pd.DataFrame:
+def occurrences_frame(catalog: Catalog) -> "pd.DataFrame":
+    import pandas as pd
+
+    from opcost.schemas import OCCURRENCES
+
     rows = []
     for r in catalog.results:
         for op_id, n in sorted(r.calls.items(), key=lambda kv: r.first_call[kv[0]]):

@@ -9,11 +9,14 @@ non-tensor argument, named by the Python signature or, for builtins, by the ATen
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-import pandas as pd
 import torch
 
+from opcost.ops.keys import NONFINITE_TAG, is_encoded_float
+
+if TYPE_CHECKING:  # pandas only for the extract stage's tables: a prediction does not import it
+    import pandas as pd
 from opcost.ops.spec import CATEGORY_MODULE, OpSpec, canonical_json, resolve_target
 
 
@@ -74,7 +77,10 @@ def _arg_names(spec: OpSpec, n_args: int) -> list[str]:
 
 
 def _column_value(v: Any) -> Any:
-    """Plain scalars and integer lists stay typed; anything structured becomes canonical JSON text."""
+    """Plain scalars and integer lists stay typed; a non-finite float is its text ("-inf"); anything
+    structured becomes canonical JSON text."""
+    if is_encoded_float(v):
+        return v[NONFINITE_TAG]
     if v is None or isinstance(v, (bool, int, float, str)):
         return v
     if isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
@@ -95,13 +101,15 @@ def hyperparameters(spec: OpSpec) -> dict[str, Any]:
     return out
 
 
-def typed_hp_columns(rows: list[dict[str, Any]], prefix: str = "hp_") -> pd.DataFrame:
+def typed_hp_columns(rows: list[dict[str, Any]], prefix: str = "hp_") -> "pd.DataFrame":
     """One column per hyper-parameter name, with a dtype that fits every value it holds.
 
     bool -> boolean, int -> Int64, int/float -> Float64, str -> string, integer lists -> list;
     ints mixed with integer lists (`kernel_size=3` of MaxPool2d beside `[3, 3]` of Conv2d) -> list,
     the scalar as a one-element list; any other mix is stored as canonical JSON text.
     """
+    import pandas as pd
+
     names = sorted({k for r in rows for k in r})
     data: dict[str, pd.Series] = {}
     for name in names:

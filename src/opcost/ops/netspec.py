@@ -357,6 +357,7 @@ def _hf_builder(what: str, kwargs: dict[str, Any]) -> Any:
         ) from None
     cls = getattr(transformers, what, None)
     if isinstance(cls, type) and getattr(cls, "config_class", None) is not None:
+        _check_config_args(cls.config_class, kwargs, what)
         return lambda: cls(cls.config_class(**kwargs))
     from transformers import AutoConfig, AutoModel
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
@@ -367,7 +368,40 @@ def _hf_builder(what: str, kwargs: dict[str, Any]) -> Any:
             f"unknown Hugging Face model hf:{what}; give a model type (hf:gpt2, hf:bert, hf:vit"
             f"{', closest: ' + ', '.join(close) if close else ''}) or a transformers model class (hf:GPT2LMHeadModel)"
         )
+    _check_config_args(CONFIG_MAPPING[what], kwargs, what)
     return lambda: AutoModel.from_config(AutoConfig.for_model(what, **kwargs))
+
+
+# Keyword arguments every Hugging Face config takes without keeping an attribute of that name.
+_HF_GENERIC_ARGS = frozenset({"attn_implementation", "torch_dtype", "dtype", "output_attentions"})
+
+
+def _check_config_args(config_cls: Any, kwargs: dict[str, Any], what: str) -> None:
+    """Refuse a --model-arg the config does not know: a config takes any keyword and keeps it as an
+    attribute nothing reads, so `n_layerz=2` would silently give the default 12-layer GPT-2."""
+    import inspect
+
+    if not kwargs:
+        return
+    try:
+        default = config_cls()
+    except Exception:  # noqa: BLE001 - a config without defaults: nothing to check against
+        return
+    known = set(default.to_dict()) | set(getattr(config_cls, "attribute_map", {}) or {}) | _HF_GENERIC_ARGS
+    for klass in config_cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is not None:
+            known |= {p for p in inspect.signature(init).parameters if p != "self"}
+    unknown = sorted(k for k in kwargs if k not in known and not hasattr(default, k))
+    if unknown:
+        hints = []
+        for k in unknown:
+            close = difflib.get_close_matches(k, sorted(known), n=3, cutoff=0.6)
+            hints.append(f"{k!r}" + (f" (closest: {', '.join(close)})" if close else ""))
+        raise OpcostError(
+            f"hf:{what}: {config_cls.__name__} has no argument {', '.join(hints)}; "
+            "--model-arg takes the config's own fields, e.g. n_layer=2"
+        )
 
 
 def _one_line(exc: BaseException) -> str:
@@ -400,7 +434,28 @@ def build_model(net: NetSpec, meta: bool = True, seed: int = 0) -> LoadedModel:
         raise OpcostError(f"model {net.label} returned a {type(module).__name__}, not a torch.nn.Module")
     module = module.to(dtype=getattr(torch, net.dtype))
     inputs = net.inputs or default_inputs(net, module, family)
+    if family == "hf":
+        _check_positions(net, module, inputs)
     return LoadedModel(module, family, tuple(inputs))
+
+
+def _check_positions(net: NetSpec, module: Any, inputs: Any) -> None:
+    """Refuse token inputs longer than a learned position table (GPT-2's 1024 positions): on meta
+    tensors an index past the table is never checked, so 4096 tokens would get a prediction for a
+    network that cannot run. Models without a table of that size (rotary, relative) are not refused."""
+    from torch import nn
+
+    limit = getattr(getattr(module, "config", None), "max_position_embeddings", None)
+    if not isinstance(limit, int) or limit <= 0:
+        return
+    if not any(isinstance(m, nn.Embedding) and m.num_embeddings == limit for m in module.modules()):
+        return
+    for spec in inputs:
+        if not spec.is_float and spec.dtype != "bool" and len(spec.shape) >= 2 and spec.shape[-1] > limit:
+            raise OpcostError(
+                f"model {net.label} takes at most {limit} positions (max_position_embeddings), but input "
+                f"{spec.text()} has {spec.shape[-1]} tokens; give at most {limit} tokens per sequence"
+            )
 
 
 def default_inputs(net: NetSpec, module: Any, family: str) -> tuple[InputSpec, ...]:
@@ -480,6 +535,12 @@ class TracedNetwork:
     notes: list[str] = field(default_factory=list)
 
 
+def notice(message: str) -> None:
+    """Say, before it starts, that something slow is about to happen (stderr: JSON on stdout stays clean)."""
+    sys.stderr.write(f"note: {message}\n")
+    sys.stderr.flush()
+
+
 def _meta_limitation(exc: BaseException) -> bool:
     """Whether a failure on meta tensors is meta's (data-dependent shapes: nonzero, nms, .item())."""
     seen = 0
@@ -521,6 +582,12 @@ def trace_network(net: NetSpec, mode: str = "inference", seed: int = 0) -> Trace
         if not _meta_limitation(exc.__cause__ or exc):
             raise
         reason = _one_line(exc.__cause__ or exc)[:160]
+    n_params = sum(p.numel() for p in loaded.module.parameters())
+    notice(
+        f"{net.label}: meta tensors cannot run it (data-dependent shapes), so it is traced on the CPU with seeded "
+        f"random weights ({n_params / 1e6:.1f} M parameters): this takes tens of seconds and can take 2 GB of memory "
+        "for a detection model, once: the result is cached for the next question"
+    )
     loaded = build_model(net, meta=False, seed=seed)
     args, kwargs = make_inputs(loaded, "cpu", seed)
     tr = trace_call(loaded.module, args, kwargs, training, what)

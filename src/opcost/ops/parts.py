@@ -15,6 +15,11 @@ op), the bytes it reads and writes (every tensor argument read once, every outpu
 its shapes. Parts are plain JSON-able dicts, stored in the operations table (`parts_json`) and in the
 network cache, so costing them needs no torch (model/costing.py turns them into records).
 
+Recurrent layers (`nn.LSTM`, `nn.GRU`, `nn.RNN` and their cells) carry parts too: the meta path
+runs them step by step (per step, the input and hidden GEMMs and the gate kernels), which is how
+they cost on any device, as sequential steps, never as one fused op; their parts are listed once
+each with a `count` (`compact_steps`).
+
 The trace is the meta device's path: fused kernels a GPU may pick instead (fused attention for
 `need_weights=False`) are costed as their unfused math, a conservative bound.
 """
@@ -29,6 +34,7 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
 from opcost.model.physics import category_of
+from opcost.ops.recurrent import RECURRENT_KINDS
 from opcost.ops.spec import CATEGORY_MODULE, OpSpec, build, canonical_json
 
 COMPOSITE_KINDS = frozenset(
@@ -132,7 +138,29 @@ def op_parts(spec: OpSpec) -> list[dict[str, Any]]:
             runnable()
     except Exception:  # noqa: BLE001 - no parts is a valid answer; the op keeps its own costs
         return []
+    if spec.kind in RECURRENT_KINDS:
+        return compact_steps(recorder.parts)
     return recorder.parts
+
+
+def compact_steps(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A recurrent layer's kernels, each distinct kernel once with its `count` (first-seen order).
+
+    An LSTM over T steps and L layers launches the same dozen kernels T x L times, one step after
+    the other; listing them once with their count keeps a 6-layer, 512-step LSTM at a few dozen
+    parts instead of 37 000. Costing (model/costing.py) charges every repetition, and one launch
+    floor per sequential step: the largest count.
+    """
+    index: dict[str, int] = {}
+    out: list[dict[str, Any]] = []
+    for p in parts:
+        key = canonical_json(p)
+        if key in index:
+            out[index[key]]["count"] += 1
+        else:
+            index[key] = len(out)
+            out.append({**p, "count": 1})
+    return out
 
 
 def parts_json(parts: list[dict[str, Any]]) -> str:

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from opcost.errors import OpcostError
-from opcost.ops.keys import NON_KEY_ATTRS, canonical_json, short_hash
+from opcost.ops.keys import NON_KEY_ATTRS, NONFINITE_TAG, canonical_json, encode_float, is_encoded_float, short_hash
 
 CATEGORY_MODULE = "module"
 CATEGORY_FUNCTION = "function"
@@ -67,7 +67,7 @@ def encode_value(value: Any, tensors: list[torch.Tensor] | None = None, call: bo
     if isinstance(value, int):
         return int(value)
     if isinstance(value, float):
-        return float(value)
+        return encode_float(value)  # -inf (an attention mask's fill) as {"float": "-inf"}: JSON-safe
     if call and isinstance(value, tuple) and not isinstance(value, torch.Size):
         return {"tuple": [encode_value(v, tensors, call) for v in value]}
     if isinstance(value, (list, tuple, torch.Size)):
@@ -129,6 +129,8 @@ def decode_value(value: Any, tensors: list[torch.Tensor] | None = None) -> Any:
             return getattr(torch, value["memory_format"])
         if set(value) == {"device"}:
             return tensors[0].device if tensors else torch.device("meta")
+        if is_encoded_float(value):
+            return float(value[NONFINITE_TAG])
         if set(value) == {"opaque"}:
             raise OpcostError(f"a {value['opaque']} argument was not recorded: the call cannot be rebuilt")
         return {k: decode_value(v, tensors) for k, v in value.items()}
@@ -248,14 +250,24 @@ _ATTR_GETTERS: dict[str, dict[str, Callable[[nn.Module], Any]]] = {
 }
 
 
+def _recurrent_parameters(cls: type) -> list[inspect.Parameter] | None:
+    """`nn.LSTM`, `nn.GRU` and `nn.RNN` take `*args, **kwargs` and pass them on to `RNNBase` with the
+    mode filled in: their arguments are RNNBase's without `mode` (and without `proj_size`, which
+    only LSTM takes), plus `nn.RNN`'s `nonlinearity`, which it pops from its kwargs. None for any other class."""
+    if not (isinstance(cls, type) and issubclass(cls, nn.RNNBase)) or cls is nn.RNNBase:
+        return None
+    skip = {"mode"} if issubclass(cls, nn.LSTM) else {"mode", "proj_size"}  # GRU and RNN refuse proj_size
+    params = [p for p in inspect.signature(nn.RNNBase.__init__).parameters.values() if p.name not in skip]
+    if issubclass(cls, nn.RNN):
+        params.append(inspect.Parameter("nonlinearity", inspect.Parameter.KEYWORD_ONLY, default="tanh"))
+    return params
+
+
 def init_parameters(cls: type) -> list[inspect.Parameter]:
     """The constructor parameters of a module class that describe its computation."""
-    sig = inspect.signature(cls.__init__)
-    return [
-        p
-        for p in sig.parameters.values()
-        if p.name not in _SKIPPED_INIT_ARGS and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-    ]
+    recurrent = _recurrent_parameters(cls)
+    params = recurrent if recurrent is not None else list(inspect.signature(cls.__init__).parameters.values())
+    return [p for p in params if p.name not in _SKIPPED_INIT_ARGS and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
 
 
 def module_attrs(module: nn.Module, cls: type | None = None) -> dict[str, Any]:
