@@ -5,8 +5,11 @@ path a stage reads or writes is a property of `Paths`, so `dvc.yaml` and the cod
 apart silently (tests compare them).
 
 The repository root is found without relying on where the package is installed, because under
-`dvc exp run --temp` the stage runs in a copy of the repository: `OPCOST_ROOT`, then `DVC_ROOT`,
-then the nearest parent of the working directory that holds `dvc.yaml`, else the working directory.
+`dvc exp run --temp` and `--queue` the stage runs in a copy of the repository: inside a DVC stage
+(`DVC_ROOT` set) the nearest parent of the stage's working directory that holds `dvc.yaml`; else
+`OPCOST_ROOT`, then that same nearest parent, else the working directory. `DVC_ROOT` itself names
+the user's workspace in temp and queued executors, never the copy, so it only locates the shared
+MLflow store (model/tracking.py).
 
 params.yaml is validated strictly, because a typo there silently changes what a stage does: an
 unknown key at any level is an error naming the key, where it is and the closest valid key; a
@@ -145,10 +148,11 @@ def check_external_path(v: Any, where: str) -> str:
 
 
 def find_root(start: Path | None = None) -> Path:
-    """The repository root (see module docstring for the order of precedence)."""
-    for var in ("OPCOST_ROOT", "DVC_ROOT"):
-        if os.environ.get(var):
-            return Path(os.environ[var]).resolve()
+    """The repository root (see module docstring for the order of precedence). Inside a DVC stage
+    the working directory decides: `DVC_ROOT` (and an inherited `OPCOST_ROOT`) may name the user's
+    workspace while the stage runs in an experiment's copy."""
+    if os.environ.get("OPCOST_ROOT") and not os.environ.get("DVC_ROOT"):
+        return Path(os.environ["OPCOST_ROOT"]).resolve()
     here = (start or Path.cwd()).resolve()
     for candidate in (here, *here.parents):
         if (candidate / "dvc.yaml").is_file():

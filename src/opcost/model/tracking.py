@@ -1,9 +1,11 @@
 """MLflow: the only module that knows tracking URIs, experiment, run and registered-model names.
 
-Tracking URI: `MLFLOW_TRACKING_URI` if set, else `sqlite:///<repo root>/mlflow.db` (MLflow 3
-refuses the file store unless forced). The root comes from `config.find_root`, which honours
-`DVC_ROOT`, so `dvc exp run --temp` logs into the repository's database, not the temporary copy's;
-for the same reason experiments get an explicit artifact location under the root (`mlruns/`).
+Tracking URI: `MLFLOW_TRACKING_URI` if set, else `sqlite:///<store root>/mlflow.db` (MLflow 3
+refuses the file store unless forced). The store root is `DVC_ROOT` when a DVC stage runs (DVC 3
+sets it to the user's workspace also for `dvc exp run --temp`/`--queue`, whose stages run in a
+throwaway copy), so experiments log into the workspace's database, not the copy's; everything else
+a stage reads or writes resolves from its own working directory (`config.find_root`). For the same
+reason experiments get an explicit artifact location under the store root (`mlruns/`).
 Numbers that decide things live in DVC metrics files; MLflow mirrors them for browsing.
 
 Concurrency and interrupts:
@@ -37,8 +39,17 @@ HOST_TAG = "opcost.host"
 PID_TAG = "opcost.pid"
 
 
+def store_root(root: Path) -> Path:
+    """Where the shared local MLflow store lives: the workspace DVC names in `DVC_ROOT` (a temp or
+    queued experiment's copy is deleted afterwards), else the project root."""
+    dvc_root = os.environ.get("DVC_ROOT")
+    if dvc_root and (Path(dvc_root) / "dvc.yaml").is_file():
+        return Path(dvc_root).resolve()
+    return Path(root).resolve()
+
+
 def tracking_uri(root: Path) -> str:
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path(root).resolve() / 'mlflow.db'}"
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{store_root(root) / 'mlflow.db'}"
 
 
 def _sqlite_file(uri: str) -> Path | None:
@@ -86,7 +97,7 @@ def setup(root: Path, experiment: str = EXPERIMENT) -> Any:
         client = MlflowClient()
         exp = client.get_experiment_by_name(experiment)
         if exp is None:
-            location = (Path(root).resolve() / "mlruns").as_uri() if _sqlite_file(uri) else None
+            location = (store_root(root) / "mlruns").as_uri() if _sqlite_file(uri) else None
             client.create_experiment(experiment, artifact_location=location)
         mlflow.set_experiment(experiment)
         reap_dead_runs(client, experiment)
