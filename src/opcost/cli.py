@@ -622,18 +622,19 @@ def restore_device(
 ) -> None:
     """Put back the clocks and power limit that a killed campaign left changed on a GPU.
 
-    Campaigns save a GPU's original state in .opcost/device-state/ before changing it and restore
+    Campaigns save a GPU's original state machine-wide (beside the device locks) before changing it and restore
     it themselves, even on SIGINT/SIGTERM; only SIGKILL (or a crash) leaves it changed. The next
     campaign on that GPU restores it first; this verb does it now. Takes the GPU's lock, so it never
     runs under a campaign that is measuring.
     """
+    from opcost.locks import device_state_dir
     from opcost.measure.clocks import restore_device as restore
 
     def go() -> str:
         m = re.fullmatch(r"cuda(?::(\d+))?", device)
         if not m:
             raise OpcostError(f"--device {device!r}: expected cuda:N, e.g. cuda:0 (only GPUs have clocks to restore)")
-        return restore(Paths(find_root()).device_state_dir, int(m.group(1) or 0))
+        return restore(device_state_dir(), int(m.group(1) or 0))
 
     out.print(_run(go), highlight=False, soft_wrap=True)
 

@@ -336,11 +336,6 @@ class Paths:
         """Per-unit results of a running campaign (git- and DVC-ignored), what a restart resumes from."""
         return self.root / ".opcost" / "parts" / campaign
 
-    @property
-    def device_state_dir(self) -> Path:
-        """Original clocks and power limits of GPUs a campaign changed, kept until restored (git-ignored)."""
-        return self.root / ".opcost" / "device-state"
-
     def slurm_record(self, campaign: str) -> Path:
         """What `opcost submit` sent to SLURM for a campaign (job ids, shards, times); read by `opcost status`."""
         return self.root / ".opcost" / "slurm" / f"{campaign}.json"
