@@ -72,13 +72,28 @@ def nested_run_name(algorithm: str, quantity: str, feature_set: str, split: str)
 @contextlib.contextmanager
 def write_lock(root: Path) -> Iterator[None]:
     """Exclusive access for store creation and registry writes on a SQLite store; a no-op for a
-    tracking server."""
+    tracking server. Re-entrant within a process (sync-registry holds it around a whole replay)."""
     db = _sqlite_file(tracking_uri(root))
     if db is None:
         yield
         return
-    with file_lock(db.with_name(db.name + ".lock"), f"the MLflow store {db}"):
-        yield
+    lock = db.with_name(db.name + ".lock")
+    if _held.get(lock):  # re-entrant: a second flock on a new descriptor would wait for ourselves
+        _held[lock] += 1
+        try:
+            yield
+        finally:
+            _held[lock] -= 1
+        return
+    with file_lock(lock, f"the MLflow store {db}"):
+        _held[lock] = 1
+        try:
+            yield
+        finally:
+            _held.pop(lock, None)
+
+
+_held: dict[Path, int] = {}  # write locks this process holds (write_lock is re-entrant)
 
 
 def setup(root: Path, experiment: str = EXPERIMENT) -> Any:
