@@ -232,7 +232,7 @@ def promote(
     """Move the registry's `champion` alias explicitly (automatic moves happen only from committed main)."""
     from opcost.model.registry import promote as do_promote
 
-    v = _stage(lambda paths, params: do_promote(paths, target, version))
+    v = _stage(lambda paths, params: do_promote(paths, target, version, params.train.targets))
     out.print(f"opcost-{target}: champion is version {v}")
 
 
@@ -368,6 +368,10 @@ def recommend(
     from opcost.model.predict import Predictor
 
     def go() -> Any:
+        if plot is not None:  # before the sweep: a bad path is one line, not a traceback afterwards
+            from opcost.outputs import check_output_file
+
+            check_output_file(plot, "--plot")
         net = _netspec(model, input_shape, inputs, model_args)
         return net, Predictor().recommend(net, None, mode, max_slowdown, optimizer)
 
@@ -568,6 +572,10 @@ def profile(
         sets = [_parse_model_arg(m) for m in models]
         if out_dir is None and not dry_run:
             raise OpcostError("an ad-hoc campaign needs --out DIR for its results")
+        if out_dir is not None:
+            from opcost.outputs import check_output_dir
+
+            check_output_dir(out_dir, "--out")
         c = CampaignParams(
             name=(out_dir.name if out_dir else "adhoc"),
             device=device,

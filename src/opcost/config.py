@@ -468,12 +468,17 @@ class CampaignParams:
             raise OpcostError(
                 f"{where}: energy_source {self.energy_source!r} is not one of {', '.join(ENERGY_SOURCES)}"
             )
-        if self.trials < 1 or self.chunks < 3:
-            raise OpcostError(f"{where}: trials must be >= 1 and chunks >= 3 (got {self.trials}, {self.chunks})")
+        if not 1 <= self.trials <= CAMPAIGN_LIMITS["trials"] or self.chunks < 3:
+            raise OpcostError(
+                f"{where}: trials must be 1..{CAMPAIGN_LIMITS['trials']:g} and chunks >= 3 (got {self.trials}, "
+                f"{self.chunks})"
+            )
         for key in ("min_time_s", "window_s", "sample_interval_s", "instance_budget_mb"):
             v = getattr(self, key)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
                 raise OpcostError(f"{where}: {key} must be a finite number > 0, got {v!r}")
+            if key in CAMPAIGN_LIMITS and v > CAMPAIGN_LIMITS[key]:
+                raise OpcostError(f"{where}: {key} = {v!r} is more than the {CAMPAIGN_LIMITS[key]:g} allowed")
         if self.max_instances < 1 or self.seed < 0:
             raise OpcostError(
                 f"{where}: max_instances must be >= 1 and seed >= 0 (got {self.max_instances}, {self.seed})"
@@ -630,6 +635,11 @@ INGEST_KINDS: tuple[str, ...] = (
     "nv-dvfs-kernels",
     "gpu-frequency-dvfs",
 )
+
+
+# Upper bounds of a campaign's knobs: beyond them a campaign measures for years (--trials 1e20) or
+# overflows (--window 1e308); a real campaign stays far below.
+CAMPAIGN_LIMITS: dict[str, float] = {"trials": 1000, "min_time_s": 600.0, "window_s": 3600.0, "sample_interval_s": 60.0}
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from opcost.config import Params, Paths
 from opcost.errors import OpcostError
@@ -88,9 +88,17 @@ def consider_champion(
     return f"champion {champ.version} scores better on the same split"
 
 
-def promote(paths: Paths, target: str, version: str | None = None) -> str:
-    """`opcost promote`: point `champion` at `version`, or at the version of the bundle in models/."""
+def promote(paths: Paths, target: str, version: str | None = None, targets: Sequence[str] | None = None) -> str:
+    """`opcost promote`: point `champion` at `version`, or at the version of the bundle in models/.
+    `target` must be one of `targets` (params.yaml train.targets) when given, and a safe name always
+    (it becomes a path under models/)."""
     from mlflow import MlflowClient
+
+    from opcost.config import check_name
+
+    check_name(target, "--target", "target")
+    if targets is not None and target not in targets:
+        raise OpcostError(f"--target {target!r} is not a train target; params.yaml train.targets: {', '.join(targets)}")
 
     tracking.setup(paths.root)
     client = MlflowClient()
