@@ -8,6 +8,12 @@ a stage reads or writes resolves from its own working directory (`config.find_ro
 reason experiments get an explicit artifact location under the store root (`mlruns/`).
 Numbers that decide things live in DVC metrics files; MLflow mirrors them for browsing.
 
+A team service that is down must not stall a client: `setup` first checks that the tracking
+server (or the PostgreSQL behind a database URI) answers within `REACH_TIMEOUT_S`, and bounds
+MLflow's own HTTP retries and request timeout (`MLFLOW_HTTP_REQUEST_MAX_RETRIES`,
+`MLFLOW_HTTP_REQUEST_TIMEOUT`, unless the user set them), so a dead server is one line naming it
+within seconds instead of 11-12 minutes of silent retries and a chain of tracebacks.
+
 Concurrency and interrupts:
 - On SQLite, creating a fresh store (MLflow migrates its schema) and every registry write happen
   under one file lock beside the database (`mlflow.db.lock`), so two processes never race. A
@@ -96,10 +102,52 @@ def write_lock(root: Path) -> Iterator[None]:
 _held: dict[Path, int] = {}  # write locks this process holds (write_lock is re-entrant)
 
 
+REACH_TIMEOUT_S = 10.0
+HTTP_LIMITS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
+
+
+def check_reachable(uri: str, timeout: float = REACH_TIMEOUT_S) -> None:
+    """One-line OpcostError unless the service behind `uri` answers within `timeout` seconds: an
+    HTTP tracking server must answer `GET /health` (any HTTP status counts as an answer), a database
+    URI's host must accept a TCP connection. Local stores (sqlite, file) are not checked."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    from opcost.errors import OpcostError
+
+    u = urllib.parse.urlsplit(uri)
+    scheme = u.scheme.split("+")[0]
+    hint = "start it (`make stack-up`) or unset MLFLOW_TRACKING_URI to use the local store"
+    if scheme in ("http", "https"):
+        try:
+            with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout):
+                return
+        except urllib.error.HTTPError:
+            return  # it answered
+        except (urllib.error.URLError, OSError) as exc:
+            why = getattr(exc, "reason", exc)
+            why = "no answer within %gs" % timeout if isinstance(why, (TimeoutError, socket.timeout)) else why
+            raise OpcostError(f"the MLflow tracking server {uri} is down ({why}): {hint}") from None
+    if scheme in ("postgresql", "postgres", "mysql", "mssql") and u.hostname:
+        port = u.port or {"postgresql": 5432, "postgres": 5432, "mysql": 3306, "mssql": 1433}[scheme]
+        try:
+            socket.create_connection((u.hostname, port), timeout=timeout).close()
+        except OSError as exc:
+            raise OpcostError(
+                f"the MLflow database {u.hostname}:{port} ({scheme}) is down ({exc.strerror or exc}): {hint}"
+            ) from None
+
+
 def setup(root: Path, experiment: str = EXPERIMENT) -> Any:
     """Point MLflow at the project's store and experiment (creating both under the lock); mark runs
-    of dead processes on this host KILLED. Returns the mlflow module."""
+    of dead processes on this host KILLED. Returns the mlflow module. A remote store that does not
+    answer is a one-line OpcostError (module docstring)."""
     import logging
+
+    for key, value in HTTP_LIMITS.items():
+        os.environ.setdefault(key, value)
+    check_reachable(tracking_uri(root))
 
     import mlflow
     from mlflow import MlflowClient
