@@ -197,7 +197,10 @@ def _register_once(
         raise RuntimeError(f"registering {name} needs an active MLflow run")
     with tracking.write_lock(root):
         repair(client, name)
-        if tracking.find_version(client, name, content_hash) is not None:
+        found = tracking.find_version(client, name, content_hash)
+        if found is not None:
+            # registered already, perhaps by a process killed before its champion decision: decide now
+            consider_champion(root, client, name, str(found.version), score, split, veto)
             return None
         source, model_id = log()
         try:

@@ -21,7 +21,8 @@ Concurrency and interrupts:
   versions after the fact (model/registry.py), which needs no lock.
 - `tracked_run` ends a run FINISHED, FAILED on an exception, or KILLED on SIGINT/SIGTERM/SIGHUP,
   never leaving it RUNNING; a run whose process died without a chance to say so (SIGKILL) is
-  marked KILLED by the next `setup` on the same host.
+  marked KILLED by the next `setup` on the same host, in any experiment of the project (a killed
+  `validate` is found by the next `train`), from the PID and host tags every run carries.
 """
 
 from __future__ import annotations
@@ -163,7 +164,8 @@ def setup(root: Path, experiment: str = EXPERIMENT) -> Any:
             location = (store_root(root) / "mlruns").as_uri() if _sqlite_file(uri) else None
             client.create_experiment(experiment, artifact_location=location)
         mlflow.set_experiment(experiment)
-        reap_dead_runs(client, experiment)
+        for name in project_experiments(client, experiment):  # a killed validate is found by the next train too
+            reap_dead_runs(client, name)
     return mlflow
 
 
@@ -175,6 +177,15 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def project_experiments(client: Any, current: str) -> list[str]:
+    """The experiments of this project in the store: `current` and every `opcost-*` one."""
+    try:
+        names = [e.name for e in client.search_experiments()]
+    except Exception:
+        names = []
+    return sorted({current, *(n for n in names if n.startswith("opcost-"))})
 
 
 def reap_dead_runs(client: Any, experiment: str) -> list[str]:
