@@ -152,3 +152,39 @@ def test_registry_load_checks_the_registered_md5(trained, tmp_path, monkeypatch)
     client.set_model_version_tag("opcost-RTX2080Ti-training", "1", BUNDLE_MD5_TAG, "0" * 32)
     with pytest.raises(OpcostError, match=f"{BUNDLE_MD5_TAG} of version 1 records 0{{32}}; refused"):
         champion_bundle(paths, "RTX2080Ti-training")
+
+
+def test_json_output_never_holds_nan():
+    """`--json` goes through outputs.finite_json: NaN and infinities (numpy's too) become null, and
+    the text parses under a strict JSON parser."""
+    from opcost.outputs import finite_json
+
+    doc = {"time_s": float("nan"), "rows": [np.float64("inf"), np.float32(1.5), -float("inf"), 2], "ok": "x"}
+    text = finite_json(doc)
+    assert "NaN" not in text and "Infinity" not in text
+
+    def strict(name):
+        raise ValueError(name)
+
+    assert json.loads(text, parse_constant=strict) == {"time_s": None, "rows": [None, 1.5, None, 2], "ok": "x"}
+
+
+def test_predict_json_prints_no_nan(monkeypatch):
+    """The CLI's predict --json path, with a prediction whose energy is not known (NaN)."""
+    from typer.testing import CliRunner
+
+    from opcost.cli import app
+    from opcost.model import predict
+
+    class Answer:  # the shape cli.predict prints with --json; the numbers are not under test here
+        warnings: list[str] = []
+
+        def to_json(self):
+            return {"time_s": 0.01, "energy_j": float("nan"), "power_w": np.float64("nan")}
+
+    monkeypatch.setattr(predict.Predictor, "predict", lambda self, *a, **k: Answer())
+    args = ["predict", "--model", "resnet18", "--input-shape", "1,3,32,32", "--device", "A30", "--json"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert "NaN" not in r.stdout
+    assert json.loads(r.stdout) == {"time_s": 0.01, "energy_j": None, "power_w": None}

@@ -19,6 +19,7 @@ from rich.table import Table
 
 from opcost.config import MODES, ModelInputSet, Paths, find_root, load_params, parse_input_shape
 from opcost.errors import OpcostError
+from opcost.outputs import finite_json
 
 app = typer.Typer(
     help="opcost: what a neural network costs in time and energy on a GPU, without running it there.",
@@ -124,7 +125,7 @@ def coverage(
 
     rows = _run(go)
     if as_json:
-        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        sys.stdout.write(finite_json(rows) + "\n")
     else:
         table = Table(title=f"FLOP coverage ({mode}), tolerance {COVERAGE_TOLERANCE:.2f}")
         cols = ("model", "input", "calls", "unique ops", "GFLOP ops", "GFLOP total", "coverage", "", "not rebuildable")
@@ -304,7 +305,7 @@ def predict(
     for w in p.warnings:
         err.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
     if as_json:
-        sys.stdout.write(json.dumps(p.to_json(), indent=2) + "\n")
+        sys.stdout.write(finite_json(p.to_json()) + "\n")
         return
     lo, hi = p.time_interval_s
     e = "n/a"
@@ -383,7 +384,7 @@ def recommend(
     if as_json:
         rows = json.loads(df.to_json(orient="records"))
         doc = {"configs": rows, "optima": optima, "dropped_for_memory": dropped}
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        sys.stdout.write(finite_json(doc) + "\n")
         return
     for objective, r in optima.items():
         clk = "default clock" if r["clock_mhz"] is None else f"{r['clock_mhz']:g} MHz ({r['clock_source']})"
@@ -681,7 +682,7 @@ def submit(
     }
     r = _stage(lambda paths, params: do_submit(paths, params, campaign, flags, python, dry_run))
     if as_json:
-        sys.stdout.write(json.dumps(r, indent=2) + "\n")
+        sys.stdout.write(finite_json(r) + "\n")
     elif r["complete"]:
         out.print(f"campaign {campaign} is complete in data/raw/{campaign}: nothing to submit")
     elif dry_run:
@@ -708,7 +709,7 @@ def status(
 
     s = _stage(lambda paths, params: get_status(paths, params, campaign))
     if as_json:
-        sys.stdout.write(json.dumps(s, indent=2) + "\n")
+        sys.stdout.write(finite_json(s) + "\n")
         return
     table = Table(title=f"campaign {campaign}: {s['shards']} shards, {s['submissions']} submission(s)")
     for col in ("shard", "state", "parts", "failed rows", "job", "error"):

@@ -1,9 +1,12 @@
-"""Output paths a user names on the command line (`--plot FILE`, `--out DIR`), checked before any
-work starts: a missing or unwritable folder, a file where a folder belongs or the reverse is one
-line naming the option, not a traceback after minutes of measuring or predicting."""
+"""What the command line writes: output paths a user names (`--plot FILE`, `--out DIR`), checked
+before any work starts (a missing or unwritable folder, a file where a folder belongs or the reverse
+is one line naming the option, not a traceback after minutes of measuring or predicting), and
+`--json` text that a strict JSON parser accepts. Light imports only: the CLI loads it at start."""
 
 from __future__ import annotations
 
+import json
+import math
 import os
 from pathlib import Path
 
@@ -50,3 +53,21 @@ def _nearest_file(folder: Path) -> Path:
     while not p.exists() and p != p.parent:
         p = p.parent
     return p
+
+
+def finite_json(obj: object, indent: int | None = 2) -> str:
+    """JSON text without NaN or infinities (JSON has no such numbers; Python's json would print
+    `NaN`): they become null; numpy scalars become plain numbers."""
+
+    def clean(o: object) -> object:
+        if isinstance(o, dict):
+            return {k: clean(v) for k, v in o.items()}
+        if isinstance(o, (list, tuple)):
+            return [clean(v) for v in o]
+        if type(o).__module__ == "numpy" and hasattr(o, "item"):
+            o = o.item()  # type: ignore[union-attr]
+        if isinstance(o, float) and not math.isfinite(o):
+            return None
+        return o
+
+    return json.dumps(clean(obj), indent=indent, allow_nan=False)
