@@ -111,3 +111,17 @@ def test_a_symlink_inside_data_external_is_refused(tmp_path, monkeypatch):
     with pytest.raises(OpcostError, match=r"RTX2080Ti.log is a symbolic link; .* refused"):
         run_ingest_stage(paths, params, "thesis")
     assert not paths.ingested_dir("thesis").exists()
+
+
+@pytest.mark.parametrize("col, value", [("mean_s", 1e300), ("median_s", 1e-300), ("window_energy_j", 1e300)])
+def test_campaign_tables_refuse_impossible_values(col, value):
+    """A campaign's raw tables (read by evaluate through TIMINGS.validate) hold the same bounds: a
+    1e300 s time or a 1e300 J energy is a corrupted number, refused before it reaches train."""
+    import pandas as pd
+
+    from opcost.schemas import TIMINGS, SchemaError, _check_column
+
+    assert TIMINGS.row_problem({col: value})[0] == "out_of_range"
+    column = next(c for c in TIMINGS.columns if c.name == col)
+    with pytest.raises(SchemaError, match=col):
+        _check_column("timings", column, pd.Series([value]))
