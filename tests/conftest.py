@@ -134,7 +134,10 @@ def clone_of(trained, tmp_path: Path) -> Path:
     paths, params, first = trained
     root = tmp_path / "clone"
     root.mkdir()
-    (root / "dvc.yaml").write_text("stages: {}\n")
+    # a DVC project whose dvc.lock records each model folder, as a clone's does (sync-registry checks
+    # the folders' content against it, and `dvc status` for changes)
+    stages = {f"train-{t}": {"cmd": "true", "outs": [f"models/{t}"]} for t in sorted(first)}
+    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}))
     raw = yaml.safe_load(paths.params.read_text())
     raw["train"]["targets"] = sorted(first)
     (root / "params.yaml").write_text(yaml.safe_dump(raw))
@@ -143,6 +146,9 @@ def clone_of(trained, tmp_path: Path) -> Path:
     # a fresh clone is committed work on main: the registry moves `champion` only there
     git = ["git", "-c", "user.name=opcost-tests", "-c", "user.email=tests@opcost.invalid"]
     subprocess.run([*git, "init", "-q", "-b", "main"], cwd=root, check=True)
+    dvc = [str(Path(sys.executable).with_name("dvc")), "--quiet"]
+    subprocess.run([*dvc, "init"], cwd=root, check=True)
+    subprocess.run([*dvc, "commit", "--force"], cwd=root, check=True)
     subprocess.run([*git, "add", "-A"], cwd=root, check=True)
     subprocess.run([*git, "commit", "-q", "-m", "clone"], cwd=root, check=True)
     return root

@@ -72,8 +72,15 @@ def test_find_root_prefers_env_then_dvc_yaml(tmp_path, monkeypatch):
     monkeypatch.delenv("OPCOST_ROOT", raising=False)
     monkeypatch.delenv("DVC_ROOT", raising=False)
     assert find_root(sub) == tmp_path.resolve()
-    monkeypatch.setenv("DVC_ROOT", str(sub))
+    monkeypatch.setenv("OPCOST_ROOT", str(sub))
     assert find_root(tmp_path) == sub.resolve()
+    # inside a DVC stage the working directory decides: DVC_ROOT names the user's workspace even when
+    # the stage runs in a temp/queued experiment's copy (tests/test_trust_exp.py runs the real thing)
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "dvc.yaml").write_text("stages: {}\n")
+    monkeypatch.setenv("DVC_ROOT", str(tmp_path))
+    assert find_root(copy) == copy.resolve()
 
 
 def _declared(entry) -> str:

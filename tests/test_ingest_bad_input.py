@@ -284,7 +284,7 @@ def test_bad_sweep_rows_are_rejected_with_file_and_line(tmp_path):
         r2.replace("adadelta", "ada/delta"),  # 10: a slash would split the workload name
         r2,  # 11: taken
         r1,  # 12: the same setting of the same sweep again
-        r2.replace(",16.85,", ",1e308,").replace(",118.98703190840182", ",1000"),  # 13: energy overflows to inf
+        r2.replace(",16.85,", ",1e308,").replace(",118.98703190840182", ",1000"),  # 13: an impossible time
     ]
     out = sweeps.zeus(zeus_dir(tmp_path, lines), "zeus")
     assert [(r["line"], r["reason"]) for r in out.rejects] == [
@@ -296,14 +296,14 @@ def test_bad_sweep_rows_are_rejected_with_file_and_line(tmp_path):
         (8, "bad_number"),
         (10, "bad_value"),
         (12, "duplicate"),
-        (13, "bad_number"),
+        (13, "out_of_range"),  # 1e308 s is beyond schemas.TIME_RANGE_S (its energy would overflow to inf)
     ]
     assert out.rejects[0]["message"] == "time_s = 0.0, must be > 0 s"
     assert out.rejects[3]["message"] == "6 fields; the header has 7"
     assert out.rejects[7]["message"] == (
         "cifar100/shufflenetv2/bs1024/adadelta at power_limit_w = 100.0 already given by summary_power_a40.csv line 2"
     )
-    assert out.rejects[8]["message"] == "energy_j = inf, not a finite number"
+    assert out.rejects[8]["message"] == "time_s = 1e+308, above its maximum 10000000.0 s"
     assert {r["source_file"] for r in out.rejects} == {"summary_power_a40.csv"}
     assert [r["value"] for r in out.rows] == [100.0, 125.0] and out.skipped == {"blank": 1}
     assert out.rows_per_file == {"summary_power_a40.csv": 2}

@@ -18,7 +18,7 @@ from torch import nn
 from fake_nvml import FakeNvml
 from opcost.config import CampaignParams, ModelInputSet
 from opcost.errors import OpcostError
-from opcost.locks import cpu_lock_key, device_lock, file_lock, machine_lock_dir
+from opcost.locks import cpu_lock_key, device_lock, device_state_dir, file_lock, machine_lock_dir
 from opcost.measure.campaign import TABLE_FILES, Campaign, Unit, all_failed_message, make_plan
 from opcost.measure.clocks import PERMISSION_HELP, DeviceControl, RestoreError, Setting, settings_grid
 from opcost.measure.interrupts import Interrupted
@@ -457,7 +457,7 @@ def test_sigkill_leaves_state_that_restore_device_puts_back(tmp_root, monkeypatc
     from opcost.cli import app
 
     device_file = tmp_root / "gpu0.json"  # the fake GPU's own state: it outlives the process
-    state_dir = tmp_root / ".opcost" / "device-state"
+    state_dir = device_state_dir()  # machine-wide (tests/test_trust_device_state.py)
     proc = subprocess.Popen(
         [sys.executable, "-c", HOLD_SCRIPT, str(device_file), str(state_dir)],
         env=_env_with_tests(),

@@ -143,6 +143,10 @@ def test_two_sync_registry_processes_on_a_fresh_store_leave_one_version_each(tra
             == json.loads((root / "models" / t / "bundle.json").read_text())["bundle_hash"]
         )
         assert str(client.get_model_version_by_alias(f"opcost-{t}", "champion").version) == str(versions[0].version)
+        # each run record replayed once (the write lock is held around the replay), not once per process
+        exp = client.get_experiment_by_name("opcost-train")
+        parents = client.search_runs([exp.experiment_id], filter_string=f"tags.mlflow.runName = 'train@{t}'")
+        assert len(parents) == 1, [r.info.run_id for r in parents]
 
 
 def test_sync_replays_the_training_runs_into_a_fresh_store(trained, tmp_path, monkeypatch):
@@ -235,7 +239,10 @@ def test_an_interrupted_run_never_stays_running(tmp_path, sig, status):
         try:
             tracking.setup(tmp_path, experiment="interrupts")
         finally:
-            os.environ["MLFLOW_TRACKING_URI"] = old
+            if old is None:
+                os.environ.pop("MLFLOW_TRACKING_URI", None)
+            else:
+                os.environ["MLFLOW_TRACKING_URI"] = old
     assert client.get_run(run_id).info.status == status
 
 

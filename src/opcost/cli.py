@@ -20,6 +20,7 @@ from rich.table import Table
 from opcost.config import MODES, ModelInputSet, Paths, find_root, load_params, parse_input_shape
 from opcost.deadline import DEFAULT_TIMEOUT_S
 from opcost.errors import OpcostError
+from opcost.outputs import finite_json
 
 app = typer.Typer(
     help="opcost: what a neural network costs in time and energy on a GPU, without running it there.",
@@ -131,7 +132,7 @@ def coverage(
 
     rows = _run(go)
     if as_json:
-        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        sys.stdout.write(finite_json(rows) + "\n")
     else:
         table = Table(title=f"FLOP coverage ({mode}), tolerance {COVERAGE_TOLERANCE:.2f}")
         cols = ("model", "input", "calls", "unique ops", "GFLOP ops", "GFLOP total", "coverage", "", "not rebuildable")
@@ -258,7 +259,7 @@ def promote(
     """Move the registry's `champion` alias explicitly (automatic moves happen only from committed main)."""
     from opcost.model.registry import promote as do_promote
 
-    v = _stage(lambda paths, params: do_promote(paths, target, version))
+    v = _stage(lambda paths, params: do_promote(paths, target, version, params.train.targets))
     out.print(f"opcost-{target}: champion is version {v}")
 
 
@@ -341,7 +342,7 @@ def predict(
     if as_json:
         from opcost.ops.keys import json_safe
 
-        sys.stdout.write(json.dumps(json_safe(p.to_json()), indent=2, allow_nan=False) + "\n")
+        sys.stdout.write(finite_json(json_safe(p.to_json())) + "\n")
         return
     lo, hi = p.time_interval_s
     e = "n/a"
@@ -415,6 +416,10 @@ def recommend(
         from opcost.deadline import deadline
 
         _check_top(top)
+        if plot is not None:  # before the sweep: a bad path is one line, not a traceback afterwards
+            from opcost.outputs import check_output_file
+
+            check_output_file(plot, "--plot")
         net = _netspec(model, input_shape, inputs, model_args)
         with deadline(timeout, f"recommending for {net.label}"):
             return net, Predictor().recommend(net, None, mode, max_slowdown, optimizer, devices)
@@ -436,7 +441,7 @@ def recommend(
             "removed_by_max_slowdown": df.attrs.get("removed_by_max_slowdown", 0),
             "dropped_for_memory": dropped,
         }
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        sys.stdout.write(finite_json(doc) + "\n")
         return
     for objective, r in optima.items():
         clk = "default clock" if r["clock_mhz"] is None else f"{r['clock_mhz']:g} MHz ({r['clock_source']})"
@@ -631,6 +636,10 @@ def profile(
         sets = [_parse_model_arg(m) for m in models]
         if out_dir is None and not dry_run:
             raise OpcostError("an ad-hoc campaign needs --out DIR for its results")
+        if out_dir is not None:
+            from opcost.outputs import check_output_dir
+
+            check_output_dir(out_dir, "--out")
         c = CampaignParams(
             name=(out_dir.name if out_dir else "adhoc"),
             device=device,
@@ -714,18 +723,19 @@ def restore_device(
 ) -> None:
     """Put back the clocks and power limit that a killed campaign left changed on a GPU.
 
-    Campaigns save a GPU's original state in .opcost/device-state/ before changing it and restore
+    Campaigns save a GPU's original state machine-wide (beside the device locks) before changing it and restore
     it themselves, even on SIGINT/SIGTERM; only SIGKILL (or a crash) leaves it changed. The next
     campaign on that GPU restores it first; this verb does it now. Takes the GPU's lock, so it never
     runs under a campaign that is measuring.
     """
+    from opcost.locks import device_state_dir
     from opcost.measure.clocks import restore_device as restore
 
     def go() -> str:
         m = re.fullmatch(r"cuda(?::(\d+))?", device)
         if not m:
             raise OpcostError(f"--device {device!r}: expected cuda:N, e.g. cuda:0 (only GPUs have clocks to restore)")
-        return restore(Paths(find_root()).device_state_dir, int(m.group(1) or 0))
+        return restore(device_state_dir(), int(m.group(1) or 0))
 
     out.print(_run(go), highlight=False, soft_wrap=True)
 
@@ -764,7 +774,7 @@ def submit(
     }
     r = _stage(lambda paths, params: do_submit(paths, params, campaign, flags, python, dry_run))
     if as_json:
-        sys.stdout.write(json.dumps(r, indent=2) + "\n")
+        sys.stdout.write(finite_json(r) + "\n")
     elif r["complete"]:
         out.print(f"campaign {campaign} is complete in data/raw/{campaign}: nothing to submit")
     elif dry_run:
@@ -791,7 +801,7 @@ def status(
 
     s = _stage(lambda paths, params: get_status(paths, params, campaign))
     if as_json:
-        sys.stdout.write(json.dumps(s, indent=2) + "\n")
+        sys.stdout.write(finite_json(s) + "\n")
         return
     table = Table(title=f"campaign {campaign}: {s['shards']} shards, {s['submissions']} submission(s)")
     for col in ("shard", "state", "parts", "failed rows", "job", "error"):

@@ -5,8 +5,11 @@ path a stage reads or writes is a property of `Paths`, so `dvc.yaml` and the cod
 apart silently (tests compare them).
 
 The repository root is found without relying on where the package is installed, because under
-`dvc exp run --temp` the stage runs in a copy of the repository: `OPCOST_ROOT`, then `DVC_ROOT`,
-then the nearest parent of the working directory that holds `dvc.yaml`, else the working directory.
+`dvc exp run --temp` and `--queue` the stage runs in a copy of the repository: inside a DVC stage
+(`DVC_ROOT` set) the nearest parent of the stage's working directory that holds `dvc.yaml`; else
+`OPCOST_ROOT`, then that same nearest parent, else the working directory. `DVC_ROOT` itself names
+the user's workspace in temp and queued executors, never the copy, so it only locates the shared
+MLflow store (model/tracking.py).
 
 params.yaml is validated strictly, because a typo there silently changes what a stage does: an
 unknown key at any level is an error naming the key, where it is and the closest valid key; a
@@ -145,10 +148,11 @@ def check_external_path(v: Any, where: str) -> str:
 
 
 def find_root(start: Path | None = None) -> Path:
-    """The repository root (see module docstring for the order of precedence)."""
-    for var in ("OPCOST_ROOT", "DVC_ROOT"):
-        if os.environ.get(var):
-            return Path(os.environ[var]).resolve()
+    """The repository root (see module docstring for the order of precedence). Inside a DVC stage
+    the working directory decides: `DVC_ROOT` (and an inherited `OPCOST_ROOT`) may name the user's
+    workspace while the stage runs in an experiment's copy."""
+    if os.environ.get("OPCOST_ROOT") and not os.environ.get("DVC_ROOT"):
+        return Path(os.environ["OPCOST_ROOT"]).resolve()
     here = (start or Path.cwd()).resolve()
     for candidate in (here, *here.parents):
         if (candidate / "dvc.yaml").is_file():
@@ -371,11 +375,6 @@ class Paths:
         """Per-unit results of a running campaign (git- and DVC-ignored), what a restart resumes from."""
         return self.root / ".opcost" / "parts" / campaign
 
-    @property
-    def device_state_dir(self) -> Path:
-        """Original clocks and power limits of GPUs a campaign changed, kept until restored (git-ignored)."""
-        return self.root / ".opcost" / "device-state"
-
     def slurm_record(self, campaign: str) -> Path:
         """What `opcost submit` sent to SLURM for a campaign (job ids, shards, times); read by `opcost status`."""
         return self.root / ".opcost" / "slurm" / f"{campaign}.json"
@@ -508,12 +507,17 @@ class CampaignParams:
             raise OpcostError(
                 f"{where}: energy_source {self.energy_source!r} is not one of {', '.join(ENERGY_SOURCES)}"
             )
-        if self.trials < 1 or self.chunks < 3:
-            raise OpcostError(f"{where}: trials must be >= 1 and chunks >= 3 (got {self.trials}, {self.chunks})")
+        if not 1 <= self.trials <= CAMPAIGN_LIMITS["trials"] or self.chunks < 3:
+            raise OpcostError(
+                f"{where}: trials must be 1..{CAMPAIGN_LIMITS['trials']:g} and chunks >= 3 (got {self.trials}, "
+                f"{self.chunks})"
+            )
         for key in ("min_time_s", "window_s", "sample_interval_s", "instance_budget_mb"):
             v = getattr(self, key)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
                 raise OpcostError(f"{where}: {key} must be a finite number > 0, got {v!r}")
+            if key in CAMPAIGN_LIMITS and v > CAMPAIGN_LIMITS[key]:
+                raise OpcostError(f"{where}: {key} = {v!r} is more than the {CAMPAIGN_LIMITS[key]:g} allowed")
         if self.max_instances < 1 or self.seed < 0:
             raise OpcostError(
                 f"{where}: max_instances must be >= 1 and seed >= 0 (got {self.max_instances}, {self.seed})"
@@ -674,6 +678,11 @@ INGEST_KINDS: tuple[str, ...] = (
 )
 # Kinds whose ingest writes op_measurements, networks and operations tables (the rest write sweeps).
 OP_SOURCE_KINDS: tuple[str, ...] = ("thesis-logs", "neusight")
+
+
+# Upper bounds of a campaign's knobs: beyond them a campaign measures for years (--trials 1e20) or
+# overflows (--window 1e308); a real campaign stays far below.
+CAMPAIGN_LIMITS: dict[str, float] = {"trials": 1000, "min_time_s": 600.0, "window_s": 3600.0, "sample_interval_s": 60.0}
 
 
 @dataclass(frozen=True)

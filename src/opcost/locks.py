@@ -6,7 +6,9 @@ run never leaves a stale lock behind; the lock file itself may stay and is harml
 
 Device locks are machine-wide, not per project: two checkouts must not measure on one GPU (or the
 CPU) at once. They live in `OPCOST_LOCK_DIR`, else `<system temp>/opcost-locks` (made sticky and
-world-writable like /tmp, so several users share it).
+world-writable like /tmp, so several users share it). The original state of a GPU a campaign
+changed is kept beside them (`device-state/`), so whichever checkout runs next on the machine, or
+`opcost restore-device` from any directory, finds what a killed campaign left changed.
 """
 
 from __future__ import annotations
@@ -66,6 +68,17 @@ def machine_lock_dir() -> Path:
     if not d.is_dir():
         d.mkdir(parents=True, exist_ok=True)
         if not env:
+            os.chmod(d, 0o1777)
+    return d
+
+
+def device_state_dir() -> Path:
+    """Where GPUs' saved original states live: beside the machine-wide device locks, because a GPU
+    is shared by every checkout on the machine (two clones on one SLURM node)."""
+    d = machine_lock_dir() / "device-state"
+    if not d.is_dir():
+        d.mkdir(parents=True, exist_ok=True)
+        if not os.environ.get("OPCOST_LOCK_DIR"):
             os.chmod(d, 0o1777)
     return d
 

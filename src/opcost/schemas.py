@@ -38,14 +38,23 @@ class Col:
     positive: bool = False  # numbers: finite and > 0; lists (shapes): every element an int > 0
 
 
+# Physically possible bounds (refused where data enters; beyond them a value is a corrupted number,
+# and e.g. 1e300 s overflows float32 in XGBoost far from the source): no measured duration is below
+# a nanosecond or above ~4 months; no measured energy is below a picojoule or above 10 GJ.
+TIME_RANGE_S = (1e-9, 1e7)
+ENERGY_RANGE_J = (1e-12, 1e10)
+
+
 def time_col(name: str, doc: str = "", nullable: bool = False, unit: str = "s") -> Col:
-    """A duration: finite and > 0."""
-    return Col(name, "float", unit=unit, doc=doc, nullable=nullable, positive=True)
+    """A duration: finite, > 0 and within TIME_RANGE_S."""
+    lo, hi = TIME_RANGE_S
+    return Col(name, "float", unit=unit, doc=doc, nullable=nullable, positive=True, min=lo, max=hi)
 
 
 def energy_col(name: str, doc: str = "", nullable: bool = False) -> Col:
-    """An energy in J: finite and > 0."""
-    return Col(name, "float", unit="J", doc=doc, nullable=nullable, positive=True)
+    """An energy in J: finite, > 0 and within ENERGY_RANGE_J."""
+    lo, hi = ENERGY_RANGE_J
+    return Col(name, "float", unit="J", doc=doc, nullable=nullable, positive=True, min=lo, max=hi)
 
 
 def power_col(name: str, doc: str = "", nullable: bool = False) -> Col:
@@ -433,6 +442,7 @@ REJECT_REASONS = (
     "unpaired",  # a network measurement without its model-name line, or with another shape
     "bad_value",  # a field outside its allowed set (an unknown instruction, a name with a slash, ...)
     "duplicate",  # a row whose key an earlier row already holds
+    "inconsistent",  # values of one line that disagree with its own arithmetic (total runtime != N x t, ...)
 )
 
 REJECTS = Table(

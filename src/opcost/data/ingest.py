@@ -162,6 +162,22 @@ def ingest_sweep(src: IngestSource, paths: Paths) -> tuple[dict[str, Any], dict[
     return summary, {"sweeps.parquet": table, "rejects.parquet": rejects_table(read.rejects, src.name)}
 
 
+def refuse_empty(src: IngestSource, summary: dict[str, Any], rejects: pd.DataFrame) -> None:
+    """A source that yields no row at all is an error, not an empty table: every line rejected (say
+    why, with the first), or no data line found (line endings, wrong files)."""
+    rows = summary.get("sweep_rows", summary.get("op_rows", 0) + summary.get("network_rows", 0))
+    if rows:
+        return
+    if len(rejects):
+        first = rejects.iloc[0]
+        by = ", ".join(f"{k} {v}" for k, v in summary["rejected_by_reason"].items() if v)
+        raise OpcostError(
+            f"{src.path}: every one of its {len(rejects)} data lines was rejected ({by}; first: "
+            f"{first['source_file']}:{first['line']} {first['message']}); nothing written"
+        )
+    raise OpcostError(f"{src.path}: no data line found in {len(summary.get('files', {}))} file(s); nothing written")
+
+
 def run_ingest_stage(paths: Paths, params: Params, name: str) -> dict[str, Any]:
     sources = params.ingest.sources
     if name not in sources:
@@ -173,6 +189,7 @@ def run_ingest_stage(paths: Paths, params: Params, name: str) -> dict[str, Any]:
         raise OpcostError(f"{src.path} not found: run `dvc pull` to fetch the external data")
     ingest = {"thesis-logs": ingest_thesis, "neusight": ingest_neusight}.get(src.kind, ingest_sweep)
     summary, tables = ingest(src, paths)
+    refuse_empty(src, summary, tables["rejects.parquet"])
     # everything is parsed and validated before the first file is written
     out = paths.ingested_dir(name)
     for fname, df in tables.items():

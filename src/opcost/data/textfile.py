@@ -1,12 +1,14 @@
 """External text files read line by line, so that one bad line is a reject and not a crash.
 
-A file is split on `\\n` only (a trailing `\\r` is dropped, for CRLF files), each line decoded on its
-own: a line that is not UTF-8 or holds a NUL character is returned with its problem named, and the
+A file is split on `\\n` (a trailing `\\r` is dropped, for CRLF files), or on `\\r` when it holds no
+`\\n` at all (classic Mac line endings: read as one line, such a file silently gave 0 rows), each line
+decoded on its own: a line that is not UTF-8 or holds a NUL character is returned with its problem named, and the
 parser counts it as a rejected line with its number. Physical line numbers stay exact, which
 `str.splitlines` (it also splits on form feeds, U+2028 and friends) would not guarantee.
 
 Whole-file problems are one-line `OpcostError`s naming the file: missing, a directory or other
-non-file where a file is expected, unreadable, empty (or only whitespace), or not text at all
+non-file where a file is expected, a symbolic link (inside data/external/ a link could point
+anywhere on the machine; it is refused, never followed), unreadable, empty (or only whitespace), or not text at all
 (more than half of its lines undecodable or holding NUL bytes: a binary or UTF-16 file). A text
 file with a few bad lines is read, and those lines become rejects.
 """
@@ -70,8 +72,23 @@ def clip(text: str, n: int = MAX_TEXT) -> str:
     return text if len(text) <= n else text[: n - 3] + "..."
 
 
+def refuse_links(path: Path) -> None:
+    """A one-line error if `path`, or a folder between it and the `data/external` folder it lies in,
+    is a symbolic link (`data/external` itself may be one: a shared datasets folder)."""
+    p = Path(path)
+    for q in (p, *p.parents):
+        if q.name == "external" and q.parent.name == "data":
+            break
+        if q.is_symlink():
+            raise OpcostError(
+                f"{q} is a symbolic link; files inside data/external/ must be plain files and folders "
+                "(a link could point anywhere): copy the data in instead; refused"
+            )
+
+
 def read_lines(path: Path, what: str) -> list[Line]:
     """The lines of `path`, a `what` file (e.g. "thesis log", "CSV"), or a one-line error naming it."""
+    refuse_links(path)
     if not path.exists():
         raise OpcostError(f"{path} not found: expected a {what} file (run `dvc pull`)")
     if path.is_dir():
@@ -89,7 +106,7 @@ def read_lines(path: Path, what: str) -> list[Line]:
             raise OpcostError(f"{path} is not a gzip file ({exc}); expected a gzip-compressed {what} file") from None
     if not data.strip():
         raise OpcostError(f"{path} is empty; expected a {what} file")
-    raw = data.split(b"\n")
+    raw = data.split(b"\n") if b"\n" in data else data.split(b"\r")
     if raw and raw[-1] == b"":
         raw.pop()  # the newline that ends the last line
     lines: list[Line] = []

@@ -17,6 +17,11 @@ v6 total runtime [s], v7 mean power after the 3-sigma filter [W], v8 sigma_P [W]
 energy and its sigma as logged [J], v11 a second time per iteration [s], v12/v13 start and stop
 (`YYYY-MM-DD_HH-MM-SS`), v14 sigma_t [s]. Training v15..v23: t, sigma_t, e [mJ], sigma_e [mJ],
 total runtime, P, sigma_P, total energy [J], its sigma. Energies are stored in J.
+
+A data line must also agree with its own arithmetic (`check_arithmetic`), which every line of the
+real logs does to within 0.1 %: total runtime = iterations x t, e = P x t, and sigma_t at most
+t x sqrt(iterations) (the largest spread n non-negative times with mean t can have). A line cut
+short, or with a digit lost, breaks one of these and is rejected as `inconsistent`.
 """
 
 from __future__ import annotations
@@ -120,6 +125,31 @@ def forward_values(tokens: list[str]) -> dict[str, Any]:
     }
 
 
+ARITHMETIC_TOLERANCE = 0.01  # relative; the real logs agree to within 1e-3
+
+
+def check_arithmetic(v: dict[str, Any], phase: str) -> None:
+    """LineError("inconsistent") unless the values of one measurement agree with each other (module
+    docstring). Forward+backward values log no iteration count: it is total runtime / t there."""
+    t, total = v["t_s"], v["total_time_s"]
+    if not (t > 0 and total > 0):
+        return  # a zero or negative value is out_of_range, found by the table's rules
+    n = v.get("iterations") or total / t
+    checks = [("total runtime", total, n * t, f"iterations x t = {n:g} x {t:g} s")] if v.get("iterations") else []
+    if v.get("p_w") and v.get("e_j") is not None:
+        checks.append(("e", v["e_j"], v["p_w"] * t, f"P x t = {v['p_w']:g} W x {t:g} s"))
+    for what, logged, expected, how in checks:
+        if abs(logged - expected) > ARITHMETIC_TOLERANCE * abs(expected):
+            raise LineError("inconsistent", f"{phase}: {what} = {logged:g} disagrees with {how} = {expected:g}")
+    sigma = v.get("sigma_t_s")
+    if sigma is not None and sigma > t * math.sqrt(n):
+        raise LineError(
+            "inconsistent",
+            f"{phase}: sigma_t = {sigma:g} s exceeds t x sqrt(iterations) = {t * math.sqrt(n):g} s, the largest "
+            f"spread {n:.0f} times of mean {t:g} s can have (a value cut short?)",
+        )
+
+
 def backward_values(tokens: list[str]) -> dict[str, Any]:
     """v15..v23 of a training op line: the forward+backward measurement."""
 
@@ -196,6 +226,19 @@ def spec_entry(text: str, shape: tuple[int, ...]) -> SpecEntry:
 
 
 def _take(res: LogResult, rel: str, line: Line, rows: list[dict[str, Any]], table: Any) -> None:
+    """Keep the rows of one line if they meet the table's rules and then their own arithmetic
+    (`check_arithmetic`: after the rules, so a zero or negative value is named out_of_range)."""
+    for r in rows:
+        problem = table.row_problem(r)
+        if problem:
+            res.reject(rel, line, *problem)
+            return
+    try:
+        for r in rows:
+            check_arithmetic(r, {"forward_backward": "forward+backward"}.get(r.get("phase", ""), r.get("phase", "")))
+    except LineError as exc:
+        res.reject(rel, line, exc.reason, exc.message)
+        return
     if res.take(rel, line, rows, table):
         res.parsed += 1
 

@@ -41,10 +41,10 @@ import pandas as pd
 import pyarrow.parquet as pq
 import torch
 
-from opcost.config import CampaignParams, ModelInputSet, Paths, find_root
+from opcost.config import CampaignParams, ModelInputSet
 from opcost.errors import OpcostError
 from opcost.io import write_json, write_parquet
-from opcost.locks import cpu_lock_key, device_lock, file_lock
+from opcost.locks import cpu_lock_key, device_lock, device_state_dir, file_lock
 from opcost.measure.clocks import DeviceControl, Setting, settings_grid
 from opcost.measure.interrupts import Interrupted, stop_on_signals
 from opcost.measure.interrupts import say as _say
@@ -399,8 +399,8 @@ def all_failed_message(result: dict[str, Any]) -> str | None:
 class Campaign:
     """Runs a plan into `out_dir`, keeping resumable parts in `parts_root`.
 
-    `state_dir` holds the original GPU state while clocks are changed (default: the project's
-    `.opcost/device-state/`); `say` prints notices (warnings about bad parts, a restored device).
+    `state_dir` holds the original GPU state while clocks are changed (default: machine-wide,
+    beside the device locks); `say` prints notices (warnings about bad parts, a restored device).
     """
 
     def __init__(
@@ -420,7 +420,7 @@ class Campaign:
         self.parts_dir = self.parts_root / fingerprint(self.c)
         self.nvml_lib = nvml_lib
         self.rapl_root = rapl_root
-        self.state_dir = Path(state_dir) if state_dir is not None else Paths(find_root()).device_state_dir
+        self.state_dir = Path(state_dir) if state_dir is not None else device_state_dir()
         self.say = say
 
     # -- where things are -------------------------------------------------------------------

@@ -6,14 +6,16 @@ campaign without the right to change clocks stops at once with a message saying 
 
 Restoring must survive everything short of a power cut:
 - `DeviceControl.session()` restores on normal exit, on exceptions and, from inside the signal
-  handler, on SIGINT/SIGTERM/SIGHUP/SIGQUIT; the handlers are in place before the permission
-  probe, the first change of all.
+  handler, on SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2/SIGALRM; the handlers are in place
+  before the permission probe, the first change of all.
 - A knob is marked changed before its NVML call, so a signal landing during the call restores it.
 - Each restore step stands alone: a clock reset the driver refuses still lets the power limit come
   back; every failure is reported together afterwards.
 - Before the first change the original state is written to a state file per GPU
-  (`.opcost/device-state/<uuid>.json`). SIGKILL cannot be handled, so the next run on that GPU
-  (or `opcost restore-device`) restores from the file first; it is removed after a clean restore.
+  (`<machine lock dir>/device-state/<uuid>.json`, beside the machine-wide device lock, so any
+  checkout finds it). SIGKILL cannot be handled, so the next run on that GPU from whichever
+  checkout, or `opcost restore-device` from any directory, restores from the file first; it is
+  removed after a clean restore.
   NVML cannot read back whether clocks were locked before, so the found state is taken to be the
   driver default (unlocked) and restored by resetting the lock, as `nvidia-smi -rgc` does.
 
@@ -271,7 +273,7 @@ class DeviceControl:
 
     @contextlib.contextmanager
     def session(self) -> Iterator["DeviceControl"]:
-        """Restore on normal exit, on exceptions, and on SIGINT/SIGTERM/SIGHUP/SIGQUIT (restored in
+        """Restore on normal exit, on exceptions, and on the signals of interrupts.HANDLED (restored in
         the handler, then `Interrupted` is raised). Enter it before the first change."""
         with stop_on_signals(self.restore):
             try:

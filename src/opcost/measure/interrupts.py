@@ -1,7 +1,9 @@
 """Signals that stop a campaign: turned into one exception, after a clean-up that always runs.
 
 A campaign may be stopped by Ctrl-C (SIGINT), by a scheduler (SLURM sends SIGTERM, then SIGKILL
-after a grace period), by a closed terminal (SIGHUP) or by SIGQUIT. Each becomes `Interrupted`,
+after a grace period), by a closed terminal (SIGHUP), by SIGQUIT, or by a signal whose default
+action ends the process: SIGUSR1/SIGUSR2 (SLURM's `--signal`, `scancel -s USR1`) and SIGALRM
+(`timeout -s ALRM`, an alarm). Each becomes `Interrupted`,
 raised where the main thread is, after `cleanup` ran inside the handler itself: restoring a GPU's
 clocks there, not only in a `finally`, means a signal that lands inside a `finally` (or inside
 another clean-up) cannot skip the restore. Parts already written stay; the CLI says how to resume
@@ -15,7 +17,9 @@ import signal
 import sys
 from typing import Any, Callable, Iterator
 
-HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+HANDLED = (
+    signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM
+)
 RESUME_HINT = "interrupted; run the same command again to resume"
 
 
@@ -39,7 +43,7 @@ def say(text: str) -> None:
 
 @contextlib.contextmanager
 def stop_on_signals(cleanup: Callable[[], None] | None = None) -> Iterator[None]:
-    """Within the block, SIGINT/SIGTERM/SIGHUP/SIGQUIT run `cleanup` and raise `Interrupted`.
+    """Within the block, every signal of HANDLED runs `cleanup` and raises `Interrupted`.
 
     The previous handlers come back when the block ends. Outside the main thread Python cannot
     install handlers; there the block relies on its callers' `finally`.

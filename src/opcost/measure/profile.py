@@ -11,8 +11,9 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from opcost.config import CampaignParams, ModelInputSet, Params, Paths, find_root
+from opcost.config import CampaignParams, ModelInputSet, Params, Paths
 from opcost.errors import OpcostError
+from opcost.locks import device_state_dir
 from opcost.measure.campaign import Campaign, Plan, make_plan, units_from_op_ids, units_from_sets
 from opcost.schemas import OCCURRENCES, OPERATIONS
 
@@ -47,7 +48,7 @@ def stage_plan(paths: Paths, params: Params, name: str) -> Plan:
 def stage_campaign(paths: Paths, params: Params, name: str) -> Campaign:
     """The params.yaml campaign `name`: its plan, output folder, parts and device-state folders."""
     plan = stage_plan(paths, params, name)
-    return Campaign(plan, paths.raw_dir(name), paths.parts_dir(name), state_dir=paths.device_state_dir)
+    return Campaign(plan, paths.raw_dir(name), paths.parts_dir(name), state_dir=device_state_dir())
 
 
 def run_stage(
@@ -109,7 +110,7 @@ def run_adhoc(
     if dry_run:
         return plan.summary()
     out = Path(out)
-    state_dir = Paths(find_root()).device_state_dir
+    state_dir = device_state_dir()
     return Campaign(plan, out, out / ".parts", state_dir=state_dir).run(show_progress, remeasure=remeasure)
 
 

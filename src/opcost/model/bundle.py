@@ -9,11 +9,19 @@ and `trees.npz` the compiled tree arrays (model/trees.py). A bundle arrives by `
 the registry, so it is untrusted input: it is read as data only (JSON, and npz with
 allow_pickle=False), checked for consistency, and any other file in the folder (an old
 `bundle.joblib`, a planted pickle) is never opened. Loading a bundle runs no code from it.
+
+Values are checked as well as shapes: `bundle.json` may hold no NaN or infinity (JSON has none; a
+hand-edited file may), and times, powers, clocks and ratios must lie in physically possible ranges
+(`LIMITS`), so a tampered bundle fails at load with one line instead of answering NaN or 1000 x.
+`content_md5` is computed from the folder's files at load (model/integrity.py), never read from the
+bundle; `Bundle.load(folder, expect_md5=...)` refuses a folder whose content differs from a record
+it cannot forge (the md5 `dvc.lock` records, or the one a registered version was tagged with).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -31,6 +39,8 @@ FORMAT = "opcost-bundle/1"
 BUNDLE_FILE = "bundle.json"
 TREES_FILE = "trees.npz"
 QUANTITIES = ("time", "power")  # predicted t_s [s] and p_w [W]
+# Physically possible values (checked at load): one op never takes an hour, a GPU never draws 5 kW.
+LIMITS = {"op_time_s": 3600.0, "floor_s": 1.0, "power_w": 5000.0, "clock_mhz": 10000.0, "charge_ratio": 100.0}
 _ARRAYS = {"feature": np.int32, "threshold": np.float64, "left": np.int32, "right": np.int32, "value": np.float64}
 
 
@@ -83,6 +93,7 @@ class Bundle:
     median_power_w: float = float("nan")
     lookup: dict[str, tuple[float, float, bool]] = field(default_factory=dict)  # op_id -> measured (t, p, estimated)
     composition: Composition | None = None
+    content_md5: str = ""  # md5 of the folder's files, computed at load (model/integrity.py); "" if not loaded
 
     def coster(self) -> OpCoster:
         return OpCoster(
@@ -160,22 +171,31 @@ class Bundle:
         write_report(self.summary(), folder / BUNDLE_FILE)  # derived figures: rounded, reproducible
 
     @staticmethod
-    def load(folder: Path) -> "Bundle":
+    def load(folder: Path, expect_md5: str | None = None, expected_from: str = "dvc.lock") -> "Bundle":
+        """Load `folder` as data, checked (module docstring); with `expect_md5`, refuse a folder whose
+        content md5 differs (`expected_from` names where the expected value comes from)."""
+        from opcost.model.integrity import dir_md5
+
         folder = Path(folder)
         meta_path = folder / BUNDLE_FILE
         if not meta_path.is_file():
             others = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
             hint = f" (found {', '.join(others)}; other files are never loaded)" if others else ""
             raise OpcostError(f"{folder} holds no {BUNDLE_FILE}{hint}: run `dvc pull` or `dvc repro train@<target>`")
+        content = dir_md5(folder)
+        if expect_md5 is not None and content != expect_md5:
+            raise OpcostError(
+                f"{folder} was modified: its content md5 is {content}, {expected_from} records {expect_md5}; refused"
+            )
         try:
-            meta = json.loads(meta_path.read_text())
+            meta = json.loads(meta_path.read_text(), parse_constant=_no_constant)
             if meta.get("format") != FORMAT:
                 raise ValueError(f"format {meta.get('format')!r}, expected {FORMAT!r}")
             arrays = read_npz(folder / TREES_FILE)
             models = {q: _quantity_model(q, m, arrays) for q, m in meta["models"].items()}
             if "time" not in models:
                 raise ValueError("no time model")
-            return Bundle(
+            bundle = Bundle(
                 target=str(meta["target"]),
                 device_config=str(meta["device_config"]),
                 mode=str(meta["mode"]),
@@ -194,12 +214,54 @@ class Bundle:
                 median_power_w=_nan(meta["costing"]["median_power_w"]),
                 lookup=_lookup(arrays),
                 composition=None if meta["composition"] is None else Composition.from_json(meta["composition"]),
+                content_md5=content,
             )
+            _check_values(bundle)
+            return bundle
         except OpcostError:
             raise
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise OpcostError(f"{folder} is not a valid opcost bundle ({text}); refused") from None
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"bundle.json holds {name}, which is not a number JSON allows")
+
+
+def _in(value: float | None, lo: float, hi: float, what: str, lo_open: bool = False) -> None:
+    """`value` finite and within [lo, hi] ((lo, hi] with `lo_open`); None passes."""
+    if value is None:
+        return
+    if not math.isfinite(value) or value > hi or value < lo or (lo_open and value == lo):
+        bound = f"({lo:g}, {hi:g}]" if lo_open else f"[{lo:g}, {hi:g}]"
+        raise ValueError(f"{what} = {value!r} is outside the possible range {bound}")
+
+
+def _check_values(b: "Bundle") -> None:
+    """Refuse values no trained bundle can hold (LIMITS): non-finite, negative or absurdly large."""
+    _in(b.floor_s, 0.0, LIMITS["floor_s"], "costing.floor_s")
+    _in(b.noop_s, 0.0, LIMITS["floor_s"], "costing.noop_s", lo_open=True)
+    _in(b.charge_ratio, 0.0, LIMITS["charge_ratio"], "costing.charge_ratio", lo_open=True)
+    for what, v in (("noop_power_w", b.noop_power_w), ("median_power_w", b.median_power_w)):
+        _in(None if v != v else v, 0.0, LIMITS["power_w"], f"costing.{what}")  # NaN: JSON null, not measured
+    for c in b.clocks_mhz:
+        _in(c, 0.0, LIMITS["clock_mhz"], "clocks_mhz", lo_open=True)
+    for q, m in b.models.items():
+        _in(m.encoding.floor_s, 0.0, LIMITS["floor_s"], f"models.{q}.encoding.floor_s")
+        _in(m.ensemble.base, -1e6, 1e6, f"models.{q}.ensemble.base")
+        if np.isnan(m.ensemble.threshold).any():
+            raise ValueError(f"{q} tree thresholds hold NaN")
+    for k, (lo, hi) in b.ranges.items():
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
+            raise ValueError(f"ranges.{k} = [{lo!r}, {hi!r}] is not a finite interval")
+    for op, (t, p, _) in b.lookup.items():
+        _in(t, 0.0, LIMITS["op_time_s"], f"measured time of op {op}", lo_open=True)
+        _in(None if p != p else p, 0.0, LIMITS["power_w"], f"measured power of op {op}")
+    for q, s in b.scores.items():
+        for k, v in (s.items() if isinstance(s, dict) else ()):
+            if isinstance(v, (int, float)) and not math.isfinite(v):
+                raise ValueError(f"scores.{q}.{k} is not finite")
 
 
 def _num(x: float) -> float | None:

@@ -254,7 +254,10 @@ class Predictor:
                 f"no model for device {device!r} in mode {mode}; trained: {', '.join(devices) or 'none in this mode'} "
                 f"(all: {', '.join(available)})"
             )
-        self._bundles[target] = Bundle.load(self.paths.model_dir(target))
+        from opcost.model.integrity import locked_md5  # content checked against dvc.lock (issue 24.3)
+
+        folder = self.paths.model_dir(target)
+        self._bundles[target] = Bundle.load(folder, expect_md5=locked_md5(self.paths.root, folder))
         return self._bundles[target]
 
     def clock_model(self) -> "ClockModel":

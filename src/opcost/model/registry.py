@@ -17,13 +17,20 @@ Registration is idempotent and safe with several processes at once:
   (where no file lock reaches) still end with one version;
 - a version without a hash tag (left by an interrupted older run) is removed on the next
   registration, and so is a version whose model artifact cannot be found.
+
+What `sync-registry` registers is checked first (model/integrity.py): a bundle's own `bundle_hash`
+is only a field it declares, so each folder's content md5 must equal the md5 `dvc.lock` records for
+it, or it is refused; a folder whose stage `dvc status` reports changed is registered but never
+made champion. Each replay (parent and nested runs, registration, the champion decision) happens
+under the write lock, and a run record another sync is replaying now (tag `RECORD_TAG`, the md5 of
+run.json) is left to it, so concurrent syncs leave one set of runs.
 """
 
 from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from opcost.config import Params, Paths
 from opcost.errors import OpcostError
@@ -34,6 +41,7 @@ from opcost.model.pyfunc import LOADER_MODULE
 
 SCORE_TAG = "score"
 SPLIT_TAG = "split"
+RECORD_TAG = "opcost.run_record"  # md5 of the run.json a replayed run was logged from
 
 
 def bundle_score(bundle: Bundle) -> float:
@@ -61,8 +69,13 @@ def version_tags(bundle: Bundle, split: str, source: dict[str, str]) -> dict[str
     return tags
 
 
-def consider_champion(root: Path, client: Any, name: str, version: str, score: float, split: str) -> str:
-    """Move `champion` to `version` if the rules allow (module docstring); returns what happened."""
+def consider_champion(
+    root: Path, client: Any, name: str, version: str, score: float, split: str, veto: str = ""
+) -> str:
+    """Move `champion` to `version` if the rules allow (module docstring); returns what happened.
+    `veto` (why the content cannot be vouched for) keeps the alias where it is."""
+    if veto:
+        return f"champion left in place: {veto}"
     ok, why = tracking.committed_main(root)
     if not ok:
         return f"champion left in place: {why}; `opcost promote` moves it explicitly"
@@ -75,9 +88,17 @@ def consider_champion(root: Path, client: Any, name: str, version: str, score: f
     return f"champion {champ.version} scores better on the same split"
 
 
-def promote(paths: Paths, target: str, version: str | None = None) -> str:
-    """`opcost promote`: point `champion` at `version`, or at the version of the bundle in models/."""
+def promote(paths: Paths, target: str, version: str | None = None, targets: Sequence[str] | None = None) -> str:
+    """`opcost promote`: point `champion` at `version`, or at the version of the bundle in models/.
+    `target` must be one of `targets` (params.yaml train.targets) when given, and a safe name always
+    (it becomes a path under models/)."""
     from mlflow import MlflowClient
+
+    from opcost.config import check_name
+
+    check_name(target, "--target", "target")
+    if targets is not None and target not in targets:
+        raise OpcostError(f"--target {target!r} is not a train target; params.yaml train.targets: {', '.join(targets)}")
 
     tracking.setup(paths.root)
     client = MlflowClient()
@@ -136,9 +157,10 @@ def _version_source(root: Path, mlflow: Any) -> dict[str, str]:
     return out
 
 
-def register_bundle(root: Path, mlflow: Any, bundle: Bundle, split: str) -> str | None:
+def register_bundle(root: Path, mlflow: Any, bundle: Bundle, split: str, veto: str = "") -> str | None:
     """Register `bundle` from the active run unless a version with its hash exists, then consider it
-    for `champion` (module docstring). Returns the new version, or None."""
+    for `champion` (module docstring; `veto` keeps the alias where it is). Returns the new version, or None."""
+    from opcost.model.integrity import BUNDLE_MD5_TAG, dir_md5
 
     from opcost.config import Paths as _Paths
     from opcost.model import pyfunc
@@ -162,8 +184,11 @@ def register_bundle(root: Path, mlflow: Any, bundle: Bundle, split: str) -> str 
     name = tracking.registered_name(bundle.target)
     tags = version_tags(bundle, split, _version_source(root, mlflow))
     description = pyfunc.describe(bundle, split)
+    with tempfile.TemporaryDirectory() as tmp:  # the md5 of what is logged (save is deterministic)
+        bundle.save(Path(tmp) / "b")
+        tags[BUNDLE_MD5_TAG] = dir_md5(Path(tmp) / "b")
     version = _register_once(
-        root, mlflow, name, bundle.bundle_hash, bundle_score(bundle), split, tags, log, description
+        root, mlflow, name, bundle.bundle_hash, bundle_score(bundle), split, tags, log, description, veto
     )
     if version is not None:
         mlflow.log_metric("bundle_score", bundle_score(bundle))
@@ -197,6 +222,7 @@ def _register_once(
     tags: dict[str, str],
     log: Callable[[], tuple[str, str | None]],
     description: str | None = None,
+    veto: str = "",
 ) -> str | None:
     """The registration rules every registered model follows (module docstring): under the write lock,
     repair leftovers; nothing if a version with `content_hash` exists; else `log()` the artifact
@@ -211,7 +237,10 @@ def _register_once(
         raise RuntimeError(f"registering {name} needs an active MLflow run")
     with tracking.write_lock(root):
         repair(client, name)
-        if tracking.find_version(client, name, content_hash) is not None:
+        found = tracking.find_version(client, name, content_hash)
+        if found is not None:
+            # registered already, perhaps by a process killed before its champion decision: decide now
+            consider_champion(root, client, name, str(found.version), score, split, veto)
             return None
         source, model_id = log()
         try:
@@ -231,38 +260,53 @@ def _register_once(
         if winner is not None and str(winner.version) != version:
             client.delete_model_version(name, version)  # another process registered the same model first
             return None
-        consider_champion(root, client, name, version, score, split)
+        consider_champion(root, client, name, version, score, split, veto)
     return version
 
 
 def sync_registry(paths: Paths, params: Params) -> dict[str, str | None]:
     """Register the bundles under models/ that this tracking store lacks. A fresh clone's `dvc pull`
     brings models without their MLflow runs: each bundle's run record (run.json) is replayed, so the
-    store gets the same parent and nested runs, fold scores and figures the training machine logged."""
+    store gets the same parent and nested runs, fold scores and figures the training machine logged.
+
+    Every folder is checked before anything is written: its content md5 against `dvc.lock` (refused
+    if it differs), and its stage against `dvc status` (a changed stage is registered, never champion)."""
     from mlflow import MlflowClient
 
-    from opcost.model import runlog
+    from opcost.model import integrity, runlog
 
-    mlflow = tracking.setup(paths.root)
-    client = MlflowClient()
-    done: dict[str, str | None] = {}
+    checked = []
     for target in params.train.targets:
         folder = paths.model_dir(target)
         if not (folder / BUNDLE_FILE).is_file():
             raise OpcostError(f"{folder} has no {BUNDLE_FILE}: run `dvc pull` or `dvc repro train@{target}`")
         bundle = Bundle.load(folder)
+        stage = integrity.check_locked(paths.root, folder, bundle.content_md5)
+        checked.append((target, folder, bundle, stage))
+    changed = integrity.dvc_changed(paths.root, [stage for *_, stage in checked])
+    mlflow = tracking.setup(paths.root)
+    client = MlflowClient()
+    done: dict[str, str | None] = {}
+    for target, folder, bundle, stage in checked:
+        veto = f"`dvc status` reports {stage} changed ({changed[stage]})" if stage in changed else ""
         record = runlog.load(folder)
+        record_id = integrity.file_md5(folder / runlog.RUN_FILE)
         split = record["tags"].get("split", "")
         name = tracking.registered_name(target)
-        found = tracking.find_version(client, name, bundle.bundle_hash)
-        if found is not None:
-            done[target] = None
-            with tracking.write_lock(paths.root):  # committed main: the bundle in models/ may now be champion
-                consider_champion(paths.root, client, name, str(found.version), bundle_score(bundle), split)
-            continue
-        extra = runlog.replay_tags(paths.root, f"models/{target}/{runlog.RUN_FILE}")
-        with runlog.replayed(mlflow, record, extra):
-            done[target] = register_bundle(paths.root, mlflow, bundle, split)
+        with tracking.write_lock(paths.root):  # one replay at a time: a second sync finds it done
+            found = tracking.find_version(client, name, bundle.bundle_hash)
+            if found is not None:
+                done[target] = None
+                # committed main: the bundle in models/ may now be champion (re-checked on every sync, so
+                # a kill between a version's creation and this decision is repaired by the next one)
+                consider_champion(paths.root, client, name, str(found.version), bundle_score(bundle), split, veto)
+                continue
+            if _being_replayed(client, record_id):
+                done[target] = None  # another sync is replaying it now (a tracking server: no lock)
+                continue
+            extra = {**runlog.replay_tags(paths.root, f"models/{target}/{runlog.RUN_FILE}"), RECORD_TAG: record_id}
+            with runlog.replayed(mlflow, record, extra):
+                done[target] = register_bundle(paths.root, mlflow, bundle, split, veto)
     clock_file = paths.clock_model_dir / CLOCK_MODEL_FILE
     if clock_file.is_file():
         done[tracking.CLOCK_MODEL] = sync_clock_model(paths, mlflow, client)
@@ -306,9 +350,23 @@ def sync_xdevice_model(paths: Paths, mlflow: Any, client: Any) -> str | None:
         with tracking.write_lock(paths.root):
             consider_champion(paths.root, client, tracking.XDEVICE_MODEL, str(found.version), score, split)
         return None
-    extra = {**tracking.source_tags(paths.root), "replayed_from": f"models/xdevice/{runlog.RUN_FILE}"}
+    extra = runlog.replay_tags(paths.root, f"models/xdevice/{runlog.RUN_FILE}")
     with runlog.replayed(mlflow, record, extra):
         return register_folder(paths.root, mlflow, tracking.XDEVICE_MODEL, folder, chash, score, split, {})
+
+
+def _being_replayed(client: Any, record_id: str) -> bool:
+    """Whether a run replayed from the run record `record_id` is running now (on SQLite the write
+    lock already serialises syncs; a finished replay whose registration died is replayed again)."""
+    exp = client.get_experiment_by_name(tracking.EXPERIMENT)
+    if exp is None:
+        return False
+    runs = client.search_runs(
+        [exp.experiment_id],
+        filter_string=f"tags.`{RECORD_TAG}` = '{record_id}' and attributes.status = 'RUNNING'",
+        max_results=1,
+    )
+    return bool(runs)
 
 
 CLOCK_MODEL_FILE = "clock_model.json"  # model/clock.py's file (not imported: the train stages do not load it)
@@ -400,4 +458,11 @@ def champion_bundle(paths: Paths, target: str) -> Bundle:
             f"cannot load {uri} from {uri_store}: run `dvc repro train@{target}` "
             f"or `opcost sync-registry` ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
         ) from None
-    return Bundle.load(local / "data" / "bundle")
+    from mlflow import MlflowClient
+
+    from opcost.model.integrity import BUNDLE_MD5_TAG
+
+    champ = tracking.champion_version(MlflowClient(), tracking.registered_name(target))
+    expect = champ.tags.get(BUNDLE_MD5_TAG) if champ is not None else None
+    where = f"the registry's tag {BUNDLE_MD5_TAG} of version {champ.version}" if champ is not None else ""
+    return Bundle.load(local / "data" / "bundle", expect_md5=expect, expected_from=where)

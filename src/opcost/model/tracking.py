@@ -1,10 +1,18 @@
 """MLflow: the only module that knows tracking URIs, experiment, run and registered-model names.
 
-Tracking URI: `MLFLOW_TRACKING_URI` if set, else `sqlite:///<repo root>/mlflow.db` (MLflow 3
-refuses the file store unless forced). The root comes from `config.find_root`, which honours
-`DVC_ROOT`, so `dvc exp run --temp` logs into the repository's database, not the temporary copy's;
-for the same reason experiments get an explicit artifact location under the root (`mlruns/`).
+Tracking URI: `MLFLOW_TRACKING_URI` if set, else `sqlite:///<store root>/mlflow.db` (MLflow 3
+refuses the file store unless forced). The store root is `DVC_ROOT` when a DVC stage runs (DVC 3
+sets it to the user's workspace also for `dvc exp run --temp`/`--queue`, whose stages run in a
+throwaway copy), so experiments log into the workspace's database, not the copy's; everything else
+a stage reads or writes resolves from its own working directory (`config.find_root`). For the same
+reason experiments get an explicit artifact location under the store root (`mlruns/`).
 Numbers that decide things live in DVC metrics files; MLflow mirrors them for browsing.
+
+A team service that is down must not stall a client: `setup` first checks that the tracking
+server (or the PostgreSQL behind a database URI) answers within `REACH_TIMEOUT_S`, and bounds
+MLflow's own HTTP retries and request timeout (`MLFLOW_HTTP_REQUEST_MAX_RETRIES`,
+`MLFLOW_HTTP_REQUEST_TIMEOUT`, unless the user set them), so a dead server is one line naming it
+within seconds instead of 11-12 minutes of silent retries and a chain of tracebacks.
 
 Concurrency and interrupts:
 - On SQLite, creating a fresh store (MLflow migrates its schema) and every registry write happen
@@ -13,7 +21,8 @@ Concurrency and interrupts:
   versions after the fact (model/registry.py), which needs no lock.
 - `tracked_run` ends a run FINISHED, FAILED on an exception, or KILLED on SIGINT/SIGTERM/SIGHUP,
   never leaving it RUNNING; a run whose process died without a chance to say so (SIGKILL) is
-  marked KILLED by the next `setup` on the same host.
+  marked KILLED by the next `setup` on the same host, in any experiment of the project (a killed
+  `validate` is found by the next `train`), from the PID and host tags every run carries.
 """
 
 from __future__ import annotations
@@ -75,8 +84,17 @@ HOST_TAG = "opcost.host"
 PID_TAG = "opcost.pid"
 
 
+def store_root(root: Path) -> Path:
+    """Where the shared local MLflow store lives: the workspace DVC names in `DVC_ROOT` (a temp or
+    queued experiment's copy is deleted afterwards), else the project root."""
+    dvc_root = os.environ.get("DVC_ROOT")
+    if dvc_root and (Path(dvc_root) / "dvc.yaml").is_file():
+        return Path(dvc_root).resolve()
+    return Path(root).resolve()
+
+
 def tracking_uri(root: Path) -> str:
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path(root).resolve() / 'mlflow.db'}"
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{store_root(root) / 'mlflow.db'}"
 
 
 def _sqlite_file(uri: str) -> Path | None:
@@ -99,19 +117,76 @@ def nested_run_name(algorithm: str, quantity: str, feature_set: str, split: str)
 @contextlib.contextmanager
 def write_lock(root: Path) -> Iterator[None]:
     """Exclusive access for store creation and registry writes on a SQLite store; a no-op for a
-    tracking server."""
+    tracking server. Re-entrant within a process (sync-registry holds it around a whole replay)."""
     db = _sqlite_file(tracking_uri(root))
     if db is None:
         yield
         return
-    with file_lock(db.with_name(db.name + ".lock"), f"the MLflow store {db}"):
-        yield
+    lock = db.with_name(db.name + ".lock")
+    if _held.get(lock):  # re-entrant: a second flock on a new descriptor would wait for ourselves
+        _held[lock] += 1
+        try:
+            yield
+        finally:
+            _held[lock] -= 1
+        return
+    with file_lock(lock, f"the MLflow store {db}"):
+        _held[lock] = 1
+        try:
+            yield
+        finally:
+            _held.pop(lock, None)
+
+
+_held: dict[Path, int] = {}  # write locks this process holds (write_lock is re-entrant)
+
+
+REACH_TIMEOUT_S = 10.0
+HTTP_LIMITS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
+
+
+def check_reachable(uri: str, timeout: float = REACH_TIMEOUT_S) -> None:
+    """One-line OpcostError unless the service behind `uri` answers within `timeout` seconds: an
+    HTTP tracking server must answer `GET /health` (any HTTP status counts as an answer), a database
+    URI's host must accept a TCP connection. Local stores (sqlite, file) are not checked."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    from opcost.errors import OpcostError
+
+    u = urllib.parse.urlsplit(uri)
+    scheme = u.scheme.split("+")[0]
+    hint = "start it (`make stack-up`) or unset MLFLOW_TRACKING_URI to use the local store"
+    if scheme in ("http", "https"):
+        try:
+            with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout):
+                return
+        except urllib.error.HTTPError:
+            return  # it answered
+        except (urllib.error.URLError, OSError) as exc:
+            why = getattr(exc, "reason", exc)
+            why = "no answer within %gs" % timeout if isinstance(why, (TimeoutError, socket.timeout)) else why
+            raise OpcostError(f"the MLflow tracking server {uri} is down ({why}): {hint}") from None
+    if scheme in ("postgresql", "postgres", "mysql", "mssql") and u.hostname:
+        port = u.port or {"postgresql": 5432, "postgres": 5432, "mysql": 3306, "mssql": 1433}[scheme]
+        try:
+            socket.create_connection((u.hostname, port), timeout=timeout).close()
+        except OSError as exc:
+            raise OpcostError(
+                f"the MLflow database {u.hostname}:{port} ({scheme}) is down ({exc.strerror or exc}): {hint}"
+            ) from None
 
 
 def setup(root: Path, experiment: str = EXPERIMENT) -> Any:
     """Point MLflow at the project's store and experiment (creating both under the lock); mark runs
-    of dead processes on this host KILLED. Returns the mlflow module."""
+    of dead processes on this host KILLED. Returns the mlflow module. A remote store that does not
+    answer is a one-line OpcostError (module docstring)."""
     import logging
+
+    for key, value in HTTP_LIMITS.items():
+        os.environ.setdefault(key, value)
+    check_reachable(tracking_uri(root))
 
     import mlflow
     from mlflow import MlflowClient
@@ -124,13 +199,14 @@ def setup(root: Path, experiment: str = EXPERIMENT) -> Any:
         client = MlflowClient()
         exp = client.get_experiment_by_name(experiment)
         if exp is None:
-            location = (Path(root).resolve() / "mlruns").as_uri() if _sqlite_file(uri) else None
+            location = (store_root(root) / "mlruns").as_uri() if _sqlite_file(uri) else None
             client.create_experiment(experiment, artifact_location=location)
             exp = client.get_experiment_by_name(experiment)
         if experiment in EXPERIMENT_DESCRIPTIONS and exp.tags.get("mlflow.note.content") is None:
             client.set_experiment_tag(exp.experiment_id, "mlflow.note.content", EXPERIMENT_DESCRIPTIONS[experiment])
         mlflow.set_experiment(experiment)
-        reap_dead_runs(client, experiment)
+        for name in project_experiments(client, experiment):  # a killed validate is found by the next train too
+            reap_dead_runs(client, name)
     return mlflow
 
 
@@ -142,6 +218,15 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def project_experiments(client: Any, current: str) -> list[str]:
+    """The experiments of this project in the store: `current` and every `opcost-*` one."""
+    try:
+        names = [e.name for e in client.search_experiments()]
+    except Exception:
+        names = []
+    return sorted({current, *(n for n in names if n.startswith("opcost-"))})
 
 
 def reap_dead_runs(client: Any, experiment: str) -> list[str]:

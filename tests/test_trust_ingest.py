@@ -1,0 +1,127 @@
+"""Issue 24.4 and 23's thesis-line arithmetic: impossible measurements are refused where they enter.
+
+The lines are the real first lines of data/external/nicolai-thesis/ops/inference/A30.log (thesis
+logs, see data/external/README.md), then damaged the ways the break-it test found: cut short, a
+time of 1e300 s, CR-only line endings, a whole source of bad lines, a symbolic link.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from opcost.config import IngestParams, IngestSource
+from opcost.data.ingest import run_ingest_stage
+from opcost.data.textfile import read_lines
+from opcost.data.thesis import parse_op_log
+from opcost.errors import OpcostError
+
+CONV = (
+    "Conv2d(3, 64, kernel_size=(7, 7), stride=(2, 2), padding=(3, 3), bias=False) (32, 3, 56, 56) "
+    "0.0003358443377730762 55.32621974426894 0.014987827531664388 1.1739236603653267 57950 19.462179373949766 "
+    "164.7376880346628 3.4854224102891465 641.230886836077 13.605775223634136 0.0004030025884383089 "
+    "2024-11-17_14-45-42 2024-11-17_14-46-06 5.391090115417475e-07"
+)
+RELU = (
+    "ReLU(inplace=True) (32, 64, 28, 28) 1.0489756986790424e-05 1.2565083247413844 0.0005150506464108457 "
+    "0.004384556351824504 1558640 16.349754829891026 119.78431209833406 0.4178635268228188 489.61103381872783 "
+    "1.7084862280519362 1.3100523533336756e-05 2024-11-17_14-46-31 2024-11-17_14-46-51 8.807712019982645e-10"
+)
+
+
+def _log(tmp_path: Path, lines: list[str], sep: str = "\n") -> Path:
+    f = tmp_path / "A30.log"
+    f.write_bytes((sep.join(lines) + sep).encode())
+    return f
+
+
+def test_a_line_cut_7_characters_short_is_rejected_as_inconsistent(tmp_path):
+    cut = CONV[:-7]
+    assert cut.endswith(" 5.391090115417")  # sigma_t now reads 5.39 s for t = 0.336 ms
+    res = parse_op_log(_log(tmp_path, [CONV, cut, RELU]), "A30.log", "A30", "inference", {})
+    assert [r["line"] for r in res.rows] == [1, 3]
+    assert [(r["line"], r["reason"]) for r in res.rejects] == [(2, "inconsistent")]
+    assert "sigma_t = 5.39109 s exceeds t x sqrt(iterations)" in res.rejects[0]["message"]
+
+
+@pytest.mark.parametrize(
+    "old, new, what",
+    [
+        (" 57950 ", " 5795 ", "total runtime = 19.4622 disagrees with iterations x t"),  # a digit lost
+        (" 55.32621974426894 ", " 5.532621974426894 ", "e = 0.00553262 disagrees with P x t"),
+    ],
+)
+def test_a_line_that_disagrees_with_its_own_arithmetic_is_rejected(tmp_path, old, new, what):
+    res = parse_op_log(_log(tmp_path, [CONV.replace(old, new)]), "A30.log", "A30", "inference", {})
+    assert not res.rows and res.rejects[0]["reason"] == "inconsistent"
+    assert what in res.rejects[0]["message"]
+
+
+def test_an_impossible_time_is_refused_at_ingest(tmp_path):
+    """1e300 s per iteration is finite and positive; it used to pass ingest and evaluate and crash
+    XGBoost in train."""
+    huge = CONV.replace("0.0003358443377730762", "1e300").replace("19.462179373949766", "5.795e304")
+    res = parse_op_log(_log(tmp_path, [huge, RELU]), "A30.log", "A30", "inference", {})
+    assert [r["line"] for r in res.rows] == [2]
+    assert res.rejects[0]["reason"] == "out_of_range" and "t_s = 1e+300, above its maximum" in res.rejects[0]["message"]
+
+
+def test_cr_only_line_endings_are_lines(tmp_path):
+    f = _log(tmp_path, [CONV, RELU], sep="\r")
+    assert [ln.number for ln in read_lines(f, "thesis log")] == [1, 2]
+    res = parse_op_log(f, "A30.log", "A30", "inference", {})
+    assert len(res.rows) == 2 and not res.rejects
+
+
+def _project(tmp_path: Path, lines: list[str]) -> tuple:
+    from opcost.config import Paths
+
+    d = tmp_path / "data" / "external" / "thesis" / "ops" / "inference"
+    d.mkdir(parents=True)
+    (d / "A30.log").write_text("\n".join(lines) + "\n")
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
+
+    class P:  # the one part of Params the ingest stage reads
+        ingest = IngestParams({"thesis": IngestSource("thesis", "data/external/thesis", "thesis-logs")})
+
+    return Paths(tmp_path), P()
+
+
+def test_a_source_whose_every_line_is_rejected_fails_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPCOST_ROOT", str(tmp_path))
+    paths, params = _project(tmp_path, [CONV[:-7], RELU.replace(" 1558640 ", " 155864 ")])
+    with pytest.raises(OpcostError) as e:
+        run_ingest_stage(paths, params, "thesis")
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert msg.startswith("data/external/thesis: every one of its 2 data lines was rejected (inconsistent 2;")
+    assert msg.endswith("nothing written")
+    assert not paths.ingested_dir("thesis").exists()
+
+
+def test_a_symlink_inside_data_external_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPCOST_ROOT", str(tmp_path))
+    paths, params = _project(tmp_path, [CONV])
+    secret = tmp_path / "elsewhere.log"
+    secret.write_text(RELU + "\n")
+    log = tmp_path / "data" / "external" / "thesis" / "ops" / "inference" / "RTX2080Ti.log"
+    os.symlink(secret, log)
+    with pytest.raises(OpcostError, match=r"RTX2080Ti.log is a symbolic link; .* refused"):
+        run_ingest_stage(paths, params, "thesis")
+    assert not paths.ingested_dir("thesis").exists()
+
+
+@pytest.mark.parametrize("col, value", [("mean_s", 1e300), ("median_s", 1e-300), ("window_energy_j", 1e300)])
+def test_campaign_tables_refuse_impossible_values(col, value):
+    """A campaign's raw tables (read by evaluate through TIMINGS.validate) hold the same bounds: a
+    1e300 s time or a 1e300 J energy is a corrupted number, refused before it reaches train."""
+    import pandas as pd
+
+    from opcost.schemas import TIMINGS, SchemaError, _check_column
+
+    assert TIMINGS.row_problem({col: value})[0] == "out_of_range"
+    column = next(c for c in TIMINGS.columns if c.name == col)
+    with pytest.raises(SchemaError, match=col):
+        _check_column("timings", column, pd.Series([value]))
