@@ -340,9 +340,8 @@ def predict(
     for w in p.warnings:
         err.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
     if as_json:
-        from opcost.ops.keys import json_safe
-
-        sys.stdout.write(finite_json(json_safe(p.to_json())) + "\n")
+        # non-finite hyper-parameters are encoded in the specs ({"float": "-inf"}); a non-finite result is null
+        sys.stdout.write(finite_json(p.to_json()) + "\n")
         return
     lo, hi = p.time_interval_s
     e = "n/a"

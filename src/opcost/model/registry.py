@@ -160,10 +160,9 @@ def _version_source(root: Path, mlflow: Any) -> dict[str, str]:
 def register_bundle(root: Path, mlflow: Any, bundle: Bundle, split: str, veto: str = "") -> str | None:
     """Register `bundle` from the active run unless a version with its hash exists, then consider it
     for `champion` (module docstring; `veto` keeps the alias where it is). Returns the new version, or None."""
-    from opcost.model.integrity import BUNDLE_MD5_TAG, dir_md5
-
     from opcost.config import Paths as _Paths
     from opcost.model import pyfunc
+    from opcost.model.integrity import BUNDLE_MD5_TAG, dir_md5
 
     example = pyfunc.input_example(_Paths(root).operations, bundle.kinds)
 
