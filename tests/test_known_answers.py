@@ -373,3 +373,17 @@ def test_a_noop_costs_what_the_devices_measured_noops_cost():
     floor_only = OpCoster("inference", "A30", {}, ("Linear",), 1e-5, 60.0, 1.0, 100.0, noop_s=None)
     assert floor_only.cost([unseen]).t_s[0] == 1e-5
     assert costing.SOURCES[2] == "floor"
+
+
+def test_scores_are_the_textbook_figures():
+    """R^2, MAPE, median APE and the weighted error of four predictions, worked by hand."""
+    y = np.array([1.0, 2.0, 4.0, 8.0])
+    p = np.array([1.5, 2.0, 3.0, 8.0])
+    s = fit.scores(y, p)
+    assert s["mape"] == pytest.approx((0.5 + 0 + 0.25 + 0) / 4, rel=1e-12)
+    assert s["mdape"] == pytest.approx(0.125, rel=1e-12)
+    assert s["twe"] == pytest.approx(1.5 / 15, rel=1e-12)
+    assert s["r2"] == pytest.approx(1 - 1.25 / 28.75, rel=1e-12) and s["n"] == 4
+    # power's weighted error weighs each op's |error| by its time (how far energy would be off)
+    w = np.array([10.0, 1.0, 1.0, 1.0])
+    assert fit.scores(y, p, w)["twe"] == pytest.approx((10 * 0.5 + 1 * 1.0) / (10 + 2 + 4 + 8), rel=1e-12)
