@@ -200,13 +200,14 @@ def _version(pkg: str) -> str:
         return "unknown"
 
 
-def _extraction_code_hash() -> str:
-    import opcost.ops
+# What `_extract_network` imports: the cache key hashes their import closure (opcost.closure).
+EXTRACTION_ENTRIES = ("opcost.ops.catalog", "opcost.ops.memory", "opcost.model.features")
 
-    h = hashlib.sha256()
-    for f in sorted(Path(opcost.ops.__file__).parent.glob("*.py")):
-        h.update(f.read_bytes())
-    return h.hexdigest()[:12]
+
+def _extraction_code_hash() -> str:
+    from opcost.closure import code_hash
+
+    return code_hash(EXTRACTION_ENTRIES)[:12]
 
 
 @dataclass
