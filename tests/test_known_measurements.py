@@ -12,6 +12,7 @@ from fake_nvml import FakeNvml
 from opcost.config import CampaignParams
 from opcost.data.evaluate import OP_KEYS, evaluate_campaign_rows
 from opcost.measure.campaign import Campaign, Unit, make_plan
+from opcost.measure.timing import FLAG_COUNTER_STUCK, FLAG_COUNTER_STUCK_NO_SAMPLES, FLAG_IMPLAUSIBLE, window_energy
 from opcost.ops.spec import CATEGORY_MODULE, OpSpec, TensorInput, module_attrs, target_of_class
 
 CONV = OpSpec("Conv2d", CATEGORY_MODULE, target_of_class(nn.Conv2d), module_attrs(nn.Conv2d(8, 8, 3, padding=1)),
@@ -58,3 +59,30 @@ def test_evaluated_energy_and_power_are_the_cards(tmp_path):
     assert row["thesis_p_w"] == pytest.approx(WATTS, rel=1e-9)  # every sample reads 180 W
     assert row["thesis_e_j"] == pytest.approx(WATTS * row["t_s"], rel=1e-9)
     assert row["sigma_p_w"] == pytest.approx(0.0, abs=WATTS * 0.03)
+
+
+def test_a_counter_that_does_not_move_is_flagged_and_integrated_power_stands_in(tmp_path):
+    """The card draws 180 W but its energy counter never moves: no SchemaError from write_part; each
+    window is flagged, its energy the integral of the 180 W samples, and the campaign finishes."""
+    t, samples = run_campaign(tmp_path, FakeNvml(trace=steady_trace(WATTS, counter_w=0.0)))
+    assert (t["status"] == "ok").all() and len(t) == 2
+    assert (t["energy_flag"] == FLAG_COUNTER_STUCK).all()
+    assert t["power_w"].to_numpy() == pytest.approx([WATTS, WATTS], rel=0.1)
+    assert t["energy_per_iter_j"].to_numpy() == pytest.approx(
+        (WATTS * t["window_time_s"] / t["window_iterations"]).to_numpy(), rel=0.1
+    )
+    # the benchmark library's own warning flag and the interquartile range of the block means are kept
+    assert t["timing_warnings"].notna().all() and (t["iqr_s"].notna() == (t["runs"] > 1)).all()
+    healthy, _ = run_campaign(tmp_path / "ok", FakeNvml(trace=steady_trace(WATTS)))
+    assert healthy["energy_flag"].isna().all()
+
+
+def test_window_energy_rules():
+    assert window_energy(5.0, True, 4.0, 1.0) == (5.0, None)  # the counter, when it moved
+    assert window_energy(0.0, True, 4.0, 1.0) == (4.0, FLAG_COUNTER_STUCK)
+    assert window_energy(-3.0, True, 4.0, 1.0) == (4.0, FLAG_COUNTER_STUCK)  # went backwards
+    assert window_energy(None, True, 4.0, 1.0) == (4.0, FLAG_COUNTER_STUCK)
+    assert window_energy(0.0, True, None, 1.0) == (None, FLAG_COUNTER_STUCK_NO_SAMPLES)
+    assert window_energy(None, False, 4.0, 1.0) == (4.0, None)  # no counter: integrating is the method
+    assert window_energy(None, False, None, 1.0) == (None, None)  # no energy source at all
+    assert window_energy(5000.0, True, 4.0, 1.0) == (None, FLAG_IMPLAUSIBLE)  # 5 kW from one device

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,8 @@ from opcost.schemas import (
     NETWORKS,
     POWER_SAMPLES,
     TIMINGS,
+    Table,
+    conform,
 )
 
 STATS = ("t_s", "sigma_t_s", "e_j", "sigma_e_j", "p_w", "sigma_p_w")
@@ -145,6 +148,15 @@ def evaluate_campaign_rows(rows: pd.DataFrame, samples: pd.DataFrame, item_col: 
     return out
 
 
+def _read_measurements(path: Path, table: Table) -> pd.DataFrame:
+    """A campaign table, validated; one written before a nullable column existed (energy_flag,
+    timing_warnings) gets that column as null (not recorded then), and nothing else is changed."""
+    df = pd.read_parquet(path)
+    if any(c.nullable and c.name not in df.columns for c in table.columns):
+        return conform(df, table)
+    return table.validate(df)
+
+
 def read_campaigns(paths: Paths) -> list[tuple[str, dict[str, Any], pd.DataFrame, pd.DataFrame, pd.DataFrame]]:
     """(name, campaign.json, timings, networks, samples) of every finished campaign under data/raw/."""
     found = []
@@ -152,8 +164,8 @@ def read_campaigns(paths: Paths) -> list[tuple[str, dict[str, Any], pd.DataFrame
     for meta_path in sorted(root.glob("*/campaign.json")) if root.exists() else []:
         d = meta_path.parent
         meta = json.loads(meta_path.read_text())
-        t = TIMINGS.validate(pd.read_parquet(d / "timings.parquet"))
-        n = NETWORKS.validate(pd.read_parquet(d / "networks.parquet"))
+        t = _read_measurements(d / "timings.parquet", TIMINGS)
+        n = _read_measurements(d / "networks.parquet", NETWORKS)
         s = POWER_SAMPLES.validate(pd.read_parquet(d / "power_samples.parquet"))
         found.append((d.name, meta, t, n, s))
     return found
