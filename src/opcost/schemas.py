@@ -188,7 +188,7 @@ def _check_column(table: str, col: Col, s: pd.Series) -> None:
 
 
 def _positive_int(x: object) -> bool:
-    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) and x > 0
+    return bool(isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) and x > 0)
 
 
 def cols(*columns: Col) -> tuple[Col, ...]:

@@ -529,7 +529,7 @@ class Campaign:
     def _missing_message(self, missing: list[tuple[Setting, Unit]], count: int | None) -> str:
         n = f"campaign {self.c.name}: {len(missing)} of {self.plan.parts} parts missing"
         if count is None:
-            counts = {r.get("shards") for r in self.records() if r.get("shards")}
+            counts: set[int] = {int(r["shards"]) for r in self.records() if r.get("shards")}
             if len(counts) > 1:
                 return f"{n}; the shard records disagree on the shard count ({sorted(counts)}): pass --shards N"
             count = counts.pop() if counts else None
@@ -786,7 +786,7 @@ def units_from_op_ids(op_ids: Sequence[str], modes: Sequence[str], operations: p
         raise OpcostError(
             f"op id(s) {', '.join(unknown)} not in operations.parquet; run `opcost extract` for their networks"
         )
-    out = []
+    out: list[Unit] = []
     for o in op_ids:
         spec = OpSpec.from_json(json.loads(specs[o]))
         out.extend(Unit("op", o, m, spec.kind, spec=spec) for m in modes)

@@ -29,7 +29,7 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
 from opcost.model.physics import category_of
-from opcost.ops.spec import CATEGORY_MODULE, OpSpec, build, canonical_json
+from opcost.ops.spec import OpSpec, build, canonical_json
 
 COMPOSITE_KINDS = frozenset(
     {"MultiheadAttention", "ShiftedWindowAttention", "ShiftedWindowAttentionV2", "scaled_dot_product_attention"}
@@ -124,7 +124,7 @@ def op_parts(spec: OpSpec) -> list[dict[str, Any]]:
     recorder = _PartRecorder()
     try:
         runnable = build(spec, "meta")
-        if spec.category == CATEGORY_MODULE:
+        if isinstance(runnable.fn, torch.nn.Module):  # a module spec builds a module
             runnable.fn.eval()
         # no_grad, not inference_mode: under inference_mode composite ATen ops (linear, matmul, dropout)
         # reach the mode whole, without the kernels they decompose into and without FLOP formulas

@@ -250,7 +250,7 @@ _ATTR_GETTERS: dict[str, dict[str, Callable[[nn.Module], Any]]] = {
 
 def init_parameters(cls: type) -> list[inspect.Parameter]:
     """The constructor parameters of a module class that describe its computation."""
-    sig = inspect.signature(cls.__init__)
+    sig = inspect.signature(cls.__init__)  # type: ignore[misc]  # the class's own constructor, self included
     return [
         p
         for p in sig.parameters.values()
