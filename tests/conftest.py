@@ -146,3 +146,15 @@ def clone_of(trained, tmp_path: Path) -> Path:
     subprocess.run([*git, "add", "-A"], cwd=root, check=True)
     subprocess.run([*git, "commit", "-q", "-m", "clone"], cwd=root, check=True)
     return root
+
+
+# Tests that build the small project end to end (extract, a CPU campaign, ingest, evaluate, train) take
+# minutes: every test using one of these fixtures is `slow`, so `pytest -m "not slow"` (make test-fast)
+# leaves them out without a mark on each. Other slow tests carry @pytest.mark.slow themselves.
+SLOW_FIXTURES = frozenset({"pipeline_root", "trained", "external_data"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from opcost.config import MODES, Paths, find_root, parse_input_shape
+from opcost.config import Paths, check_mode, find_root, parse_input_shape
 from opcost.errors import OpcostError
 from opcost.io import write_json
 from opcost.model.bundle import BUNDLE_FILE, Bundle
@@ -228,8 +228,7 @@ class Predictor:
         return sorted(p.parent.name for p in root.glob(f"*/{BUNDLE_FILE}")) if root.is_dir() else []
 
     def bundle(self, device: str, mode: str) -> Bundle:
-        if mode not in MODES:
-            raise OpcostError(f"unknown mode {mode!r}; valid modes: {', '.join(MODES)}")
+        check_mode(mode)
         target = f"{device}-{mode}"
         if target in self._bundles:
             return self._bundles[target]
@@ -511,8 +510,7 @@ class Predictor:
             raise OpcostError(
                 f"--max-slowdown {max_slowdown} must be >= 1 (1.2 = at most 20 % slower than the fastest)"
             )
-        if mode not in MODES:
-            raise OpcostError(f"unknown mode {mode!r}; valid modes: {', '.join(MODES)}")
+        check_mode(mode)
         devices = [t.rpartition("-")[0] for t in self.targets() if t.endswith(f"-{mode}")]
         if not devices:
             raise OpcostError(f"no trained model in mode {mode}; trained: {', '.join(self.targets()) or 'none'}")
@@ -616,8 +614,7 @@ def _extract_network(spec: NetSpec, mode: str) -> Network:
     from opcost.ops.catalog import extract_nets
     from opcost.ops.memory import network_memory
 
-    if mode not in MODES:
-        raise OpcostError(f"unknown mode {mode!r}; valid modes: {', '.join(MODES)}")
+    check_mode(mode)
     cat = extract_nets([(spec, mode)], show_progress=False)
     res = cat.results[0]
     records = {

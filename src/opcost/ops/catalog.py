@@ -21,8 +21,7 @@ from typing import Any, Iterable, Sequence
 
 import pandas as pd
 
-from opcost.config import ModelInputSet
-from opcost.errors import OpcostError
+from opcost.config import ModelInputSet, check_mode
 from opcost.ops.extract import Trace, one_line
 from opcost.ops.features import OpMetrics, op_metrics
 from opcost.ops.hparams import hyperparameters, typed_hp_columns
@@ -150,8 +149,7 @@ def extract_nets(jobs: Sequence[tuple[ModelInputSet | NetSpec, str]], show_progr
         for net, mode in jobs:
             progress.update(task, description=f"{net.set_id} {mode}")
             spec = NetSpec.from_set(net) if isinstance(net, ModelInputSet) else net
-            if mode not in ("inference", "training"):
-                raise OpcostError(f"unknown mode {mode!r}; valid modes: inference, training")
+            check_mode(mode)
             traced = trace_network(spec, mode)
             res = catalog.add(net if isinstance(net, ModelInputSet) else traced.net, mode, traced.trace)
             res.traced = traced
