@@ -235,7 +235,10 @@ def test_an_interrupted_run_never_stays_running(tmp_path, sig, status):
         try:
             tracking.setup(tmp_path, experiment="interrupts")
         finally:
-            os.environ["MLFLOW_TRACKING_URI"] = old
+            if old is None:
+                del os.environ["MLFLOW_TRACKING_URI"]
+            else:
+                os.environ["MLFLOW_TRACKING_URI"] = old
     assert client.get_run(run_id).info.status == status
 
 

@@ -12,6 +12,7 @@ list that forgets a module:
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 from pathlib import Path
 from typing import Iterable
@@ -31,6 +32,13 @@ def module_file(name: str, src: Path | None = None) -> Path | None:
 
 def imported_modules(path: Path, src: Path | None = None) -> set[str]:
     """opcost modules a file imports anywhere (functions included)."""
+    st = path.stat()  # the parse is cached per file version: a closure walk reads each file once
+    return set(_imported_modules(str(path), st.st_mtime_ns, st.st_size, str(src or SRC)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _imported_modules(path_name: str, _mtime_ns: int, _size: int, src_name: str) -> frozenset[str]:
+    path, src = Path(path_name), Path(src_name)
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
@@ -38,7 +46,7 @@ def imported_modules(path: Path, src: Path | None = None) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "opcost":
             found.add(node.module)
             found |= {f"{node.module}.{a.name}" for a in node.names if module_file(f"{node.module}.{a.name}", src)}
-    return found
+    return frozenset(found)
 
 
 def closure(*entries: str, src: Path | None = None) -> set[Path]:
