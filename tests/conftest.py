@@ -157,6 +157,13 @@ SLOW_FIXTURES = frozenset({"pipeline_root", "trained", "external_data"})
 SLOW_TESTS = frozenset(
     {
         "tests/test_extract.py::test_densenet121_call_counts",
+        "tests/test_registry.py::test_a_fold_without_a_score_is_left_out_of_the_replayed_run",
+        "tests/test_extract.py::test_resnet18_residual_add_is_inplace_with_two_inputs",
+        "tests/test_networks.py::test_hf_class_form_and_default_inputs",
+        "tests/test_parts.py::test_shifted_window_attention_parts_roll_pad_and_partition",
+        "tests/test_extract.py::test_vit_b_16_call_counts",
+        "tests/test_extract.py::test_vit_attention_is_one_self_attention_op",
+        "tests/test_extract.py::test_coverage_catches_a_lost_hyper_parameter",
         "tests/test_extract.py::test_flop_coverage_of_representative_models",
         "tests/test_extract.py::test_resnet18_call_counts",
         "tests/test_extract.py::test_training_forward_flops_equal_inference",
