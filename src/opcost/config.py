@@ -39,6 +39,7 @@ def check_mode(mode: str) -> str:
         raise OpcostError(f"unknown mode {mode!r}; valid modes: {', '.join(MODES)}")
     return mode
 
+
 # The measured phase an op model of each mode predicts: a training step runs forward and backward.
 OP_PHASE: dict[str, str] = {"inference": "forward", "training": "forward_backward"}
 DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16", "float64")
