@@ -218,5 +218,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slow)
     collected_files = {i.nodeid.split("::")[0] for i in items}
     stale = sorted(n for n in SLOW_TESTS if n.split("::")[0] in collected_files and n not in seen)
-    if stale and not config.getoption("keyword") and not config.getoption("markexpr"):
+    picked = config.getoption("keyword") or config.getoption("markexpr") or any("::" in a for a in config.args)
+    if stale and not picked:
         raise pytest.UsageError(f"tests/conftest.py SLOW_TESTS names tests that do not exist: {stale}")
