@@ -20,14 +20,20 @@ PY ?= $(BIN)/python
 VENV_FOR_PY := $(if $(filter $(BIN)/python,$(PY)),$(STAMP))
 STACK_DIR ?= $(CURDIR)/.stack
 
-.PHONY: repro test lint venv clean-venv stack-up stack-down test-integration
+.PHONY: repro test test-fast lint typecheck lock venv clean-venv stack-up stack-down test-integration
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# requirements.lock pins every transitive dependency to what CI tested (tests/test_lock.py keeps it in step
+# with pyproject.toml); `make lock` rewrites it from the current venv.
+$(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,team]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c requirements.lock -e '.[dev,team]'
 	touch $(STAMP)
+
+lock: $(STAMP)
+	{ sed -n '/^#/p' requirements.lock; $(BIN)/python -m pip freeze --exclude-editable --disable-pip-version-check; } > requirements.lock.new
+	mv requirements.lock.new requirements.lock
 
 ## make repro: install, check params.yaml (before DVC deletes any output: a typo must not cost models
 ## and reports), pull versioned data from the DVC remote, run the pipeline, and register in the local
@@ -38,12 +44,20 @@ repro: $(STAMP)
 	$(BIN)/dvc repro
 	$(BIN)/opcost sync-registry
 
-## make test: install, lint (ruff, line length 120) and run the test suite.
-test: $(STAMP) lint
+## make test: install, lint (ruff check and format check, line length 120), type-check (mypy; settings in
+## pyproject.toml) and run the test suite. make test-fast: the same checks and the tests not marked slow.
+test: $(STAMP) lint typecheck
 	$(BIN)/python -m pytest
+
+test-fast: $(STAMP) lint
+	$(BIN)/python -m pytest -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
 
 clean-venv:
 	rm -rf $(VENV)

@@ -15,6 +15,8 @@ made to misbehave the way hardware does:
 - `hooks`: {knob: callable}: called inside the knob's call after the device changed, e.g. to
   send the process a signal "during" the call; `early_hooks` alike, before the device changes
   (pynvml's wrappers are Python code around the C call: a signal can be handled there);
+- `sag_mhz`: a locked clock reads that much below its lock, as a card held back by its power limit or
+  temperature does (what a campaign records must be the clock read, not the one asked for);
 - `state_file`: the device state (locked clocks, power limit) is kept in a JSON file, so it
   outlives the process that changed it, as a GPU's does (a run killed with SIGKILL).
 
@@ -82,6 +84,7 @@ class FakeNvml:
         early_hooks: dict[str, Callable[[], None]] | None = None,
         state_file: Path | None = None,
         name: str = "Fake GPU (replayed trace)",
+        sag_mhz: int = 0,
     ) -> None:
         self.name = name  # what nvmlDeviceGetName reports (a real product name makes a table GPU)
         self.trace = trace if trace is not None else json.loads(TRACE.read_text())["readings"]
@@ -95,6 +98,7 @@ class FakeNvml:
         self.hooks = dict(hooks or {})
         self.early_hooks = dict(early_hooks or {})
         self.state_file = Path(state_file) if state_file else None
+        self.sag_mhz = sag_mhz
         self.power_limit_mw = int(power_limit_w * 1000)
         self.locked: tuple[int, int] | None = None
         if self.state_file is not None and self.state_file.is_file():
@@ -192,7 +196,7 @@ class FakeNvml:
     @_initialised
     def nvmlDeviceGetClockInfo(self, handle: str, type: int) -> int:
         if type == self.NVML_CLOCK_SM and self.locked is not None:
-            return self.locked[0]
+            return self.locked[0] - self.sag_mhz
         return int(self._at(3 if type == self.NVML_CLOCK_SM else 4))
 
     @_initialised

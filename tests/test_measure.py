@@ -89,9 +89,9 @@ def test_time_block_and_window_on_a_real_op():
     assert [c[0] for c in w.checkpoints] == [0, 12, 24, 36, 48, 60]
     times = [c[1] for c in w.checkpoints]
     assert times == sorted(times) and times[0] == 0.0 and times[-1] == w.time_s > 0
-    r2, share = w.fit("time")
-    assert r2 <= 1.0 and share >= 0.0  # a fit was made; its quality is a benchmark matter, not a test's
-    assert w.fit("energy") is None and w.energy_j is None and w.proportional() in (True, False)
+    # the linearity fit's arithmetic is checked on known checkpoints (test_window_fit_flags_non_proportional_runs);
+    # on a real op its quality is a benchmark matter (bench/window_linearity.py). No energy source: no energy.
+    assert w.fit("energy") is None and w.energy_j is None
 
 
 def test_window_fit_flags_non_proportional_runs():
@@ -287,10 +287,11 @@ def test_unsupported_clocks_and_limits_are_refused_before_anything():
 
 
 def test_apply_records_reached_clock_and_restore_returns_to_found_state(tmp_path):
-    fake = FakeNvml(power_limit_w=280)
+    fake = FakeNvml(power_limit_w=280, sag_mhz=45)  # the card runs 45 MHz below its lock
     ctl = DeviceControl(Nvml(0, lib=fake), "cuda:0", state_dir=tmp_path)
     reached = ctl.apply(Setting(900, 200))
-    assert reached == {"sm_clock_mhz": 900, "power_limit_w": 200.0}
+    assert reached == {"sm_clock_mhz": 855, "power_limit_w": 200.0}  # what the device reports, not the request
+    assert fake.locked == (900, 900)
     ctl.apply(Setting())  # back to default: clocks reset, limit restored
     assert fake.locked is None and fake.power_limit_mw == 280_000
     ctl.apply(Setting(1200, 150))
@@ -546,7 +547,7 @@ def test_window_energy_matches_the_trace_power_times_the_timed_window(tmp_path):
 
 def test_sweep_rows_are_measured_between_their_settings(tmp_path):
     """Each row was measured after its clock was locked and before the next change."""
-    fake = FakeNvml()
+    fake = FakeNvml(sag_mhz=30)  # a card that runs 30 MHz below its locked clock
     c = campaign(clocks_mhz=(900, 1200), energy_source="nvml", window_s=0.05, sample_interval_s=0.01)
     plan = make_plan(c, op_units([CONV, RELU]))
     new_campaign(plan, tmp_path, nvml_lib=fake).run(show_progress=False)
@@ -564,7 +565,7 @@ def test_sweep_rows_are_measured_between_their_settings(tmp_path):
         before = [call for ts, call in knobs if ts <= r.started_at]
         during = [call for ts, call in knobs if r.started_at < ts < r.ended_at]
         assert before[-1] == ("lock", r.clock_mhz, r.clock_mhz) and during == [], r
-    assert (t["sm_clock_mhz"] == t["clock_mhz"]).all()  # the clock read during the window
+    assert (t["sm_clock_mhz"] == t["clock_mhz"] - 30).all()  # the clock read during the window, not the lock
 
 
 def test_failed_op_is_recorded_and_campaign_goes_on(tmp_path):

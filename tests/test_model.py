@@ -125,26 +125,35 @@ def test_every_op_gets_a_cost_and_the_total_follows_the_composition(trained):
     paths, _, _ = trained
     p = Predictor(paths=paths).predict("resnet18", "32,3,32,32", "RTX2080Ti", "training")
     bd = p.breakdown.set_index("op_id")
-    # the same per-op costs by an independent path: the extract stage's tables and the MLflow pyfunc
-    # view of the bundle (what the registry serves) on the operations table rows
+    # every op of the network has a cost (no partial sums), each from where its source says:
     import pandas as pd
 
     from opcost.model.bundle import Bundle
-    from opcost.model.pyfunc import BundlePyfunc
+    from opcost.model.physics import _FALLBACK, category_of
 
     bundle = Bundle.load(paths.model_dir("RTX2080Ti-training"))
     occ = pd.read_parquet(paths.occurrences)
     occ = occ[(occ["set_id"] == "resnet18:32x3x32x32") & (occ["mode"] == "training")].set_index("op_id")
-    ops = pd.read_parquet(paths.operations).set_index("op_id").loc[occ.index].reset_index()
-    per_op = BundlePyfunc(bundle).predict(ops).set_index(ops["op_id"])
-    assert sorted(bd.index) == sorted(occ.index)  # every op of the network has a cost: no partial sums
+    assert sorted(bd.index) == sorted(occ.index)
     assert int(bd["calls"].sum()) == int(occ["calls"].sum()) == 69
-    assert bd["t_s"].to_numpy() == pytest.approx(per_op.loc[bd.index, "t_s"].to_numpy(), rel=1e-12)
-    assert list(bd["source"]) == list(per_op.loc[bd.index, "source"])
-    # kinds the RTX 2080 Ti training log never measured are stood in for, charged or at the floor
-    for kind in ("add", "flatten", "MaxPool2d"):
-        assert set(bd.loc[bd["kind"] == kind, "source"]) <= {"proxy", "charged", "floor"}, kind
-    assert "estimated" in set(bd["source"]) or "measured" in set(bd["source"])
+    # - `measured` / `estimated`: the very row the train stage read (default clock), not a model's guess
+    rows = pd.read_parquet(paths.target_operations("RTX2080Ti-training"))
+    rows = rows[rows["clock_mhz"].isna() & rows["power_limit_w"].isna()].set_index("op_id")
+    looked_up = bd[bd["source"].isin(["measured", "estimated"])]
+    assert len(looked_up) >= 3
+    assert looked_up["t_s"].to_numpy() == pytest.approx(rows.loc[looked_up.index, "t_s"].to_numpy(), rel=1e-12)
+    assert list(looked_up["source"] == "estimated") == list(rows.loc[looked_up.index, "estimated"].astype(bool))
+    assert not set(bd.index[~bd["source"].isin(["measured", "estimated"])]) & set(rows.index)
+    # - kinds the training log never measured (add, max pooling, flatten) are predicted as a measured
+    #   kind of their own category, else of its fallback category (model/physics.proxy_kind)
+    proxied = bd[bd["source"] == "proxy"]
+    assert {"add", "MaxPool2d"} <= set(proxied["kind"])
+    for kind, proxy in zip(proxied["kind"], proxied["proxy"]):
+        cat = category_of(kind)
+        assert kind not in bundle.kinds and proxy in bundle.kinds, kind
+        assert category_of(proxy) in (cat, _FALLBACK.get(cat or "")), (kind, proxy)
+    floor = bd[bd["source"] == "floor"]
+    assert (floor["t_s"] == (bundle.noop_s if bundle.noop_s is not None else bundle.floor_s)).all()
     # no measured network on this device config: the uncalibrated layer is the floor-corrected sum
     assert not p.calibrated and "uncalibrated" in p.note
     calls = occ.loc[bd.index, "calls"].to_numpy()

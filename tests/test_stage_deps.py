@@ -9,50 +9,21 @@ stale result up to date; an extra one means a change reruns a stage it cannot af
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 
 import pytest
 import yaml
 
+from opcost.closure import closure as _closure
+
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
 
 
-def module_file(name: str) -> Path | None:
-    base = SRC / Path(*name.split("."))
-    if base.with_suffix(".py").is_file():
-        return base.with_suffix(".py")
-    if (base / "__init__.py").is_file():
-        return base / "__init__.py"
-    return None
-
-
-def imported_modules(path: Path) -> set[str]:
-    """opcost modules a file imports anywhere (functions included)."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names if a.name.split(".")[0] == "opcost"}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "opcost":
-            found.add(node.module)
-            found |= {f"{node.module}.{a.name}" for a in node.names if module_file(f"{node.module}.{a.name}")}
-    return found
-
-
 def closure(entry: str) -> set[Path]:
-    """Files loaded when `entry` runs: its imports, transitively, with every package __init__."""
-    todo, files = [entry], set()
-    while todo:
-        name = todo.pop()
-        parts = name.split(".")
-        for i in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__, a/b/__init__ first
-            f = module_file(".".join(parts[:i]))
-            if f is not None and f not in files:
-                files.add(f)
-                todo.extend(imported_modules(f))
-    return files
+    """Files loaded when `entry` runs (opcost.closure, the same walk the bundle hash and cache key use)."""
+    return _closure(entry, src=SRC)
 
 
 def stage_entries() -> dict[str, tuple[str, list[str]]]:

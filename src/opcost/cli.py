@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from opcost.config import MODES, ModelInputSet, Paths, find_root, load_params, parse_input_shape
+from opcost.config import ModelInputSet, Paths, check_mode, find_root, load_params, parse_input_shape
 from opcost.deadline import DEFAULT_TIMEOUT_S
 from opcost.errors import OpcostError
 from opcost.outputs import finite_json
@@ -122,8 +122,7 @@ def coverage(
     from opcost.ops.models import classification_models
 
     def go() -> list[dict]:
-        if mode not in MODES:
-            raise OpcostError(f"unknown mode {mode!r}; valid modes: {', '.join(MODES)}")
+        check_mode(mode)
         names = list(classification_models()) if all_models else list(models or [])
         if not names:
             raise OpcostError("name at least one model (e.g. `opcost coverage resnet18`) or pass --all")

@@ -34,6 +34,15 @@ import yaml
 from opcost.errors import OpcostError
 
 MODES: tuple[str, ...] = ("inference", "training")
+
+
+def check_mode(mode: str) -> str:
+    """`mode` if it is one of MODES, else the one error every entry point gives."""
+    if mode not in MODES:
+        raise OpcostError(f"unknown mode {mode!r}; valid modes: {', '.join(MODES)}")
+    return mode
+
+
 # The measured phase an op model of each mode predicts: a training step runs forward and backward.
 OP_PHASE: dict[str, str] = {"inference": "forward", "training": "forward_backward"}
 DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16", "float64")
@@ -923,7 +932,7 @@ def load_params(path: Path) -> Params:
         raise OpcostError(f"{f}: train.targets lists a target more than once")
     train = TrainParams(
         targets=targets,
-        folds=as_int(tr.get("folds", 15), f"{f}: train.folds", lo=2),
+        folds=as_int(tr.get("folds", TrainParams.folds), f"{f}: train.folds", lo=2),
         seed=as_int(tr.get("seed", 0), f"{f}: train.seed", lo=0),
         random_forest=estimator_settings(tr.get("random_forest"), RANDOM_FOREST_KEYS, f"{f}: train.random_forest"),
         xgboost=estimator_settings(tr.get("xgboost"), XGBOOST_KEYS, f"{f}: train.xgboost"),
@@ -931,7 +940,7 @@ def load_params(path: Path) -> Params:
     ck = mapping(raw.get("clock"), f"{f}: clock")
     check_keys(ck, CLOCK_KEYS, f"{f}: clock")
     clock = ClockParams(
-        min_points=as_int(ck.get("min_points", 3), f"{f}: clock.min_points", lo=3),
+        min_points=as_int(ck.get("min_points", ClockParams.min_points), f"{f}: clock.min_points", lo=3),
         seed=as_int(ck.get("seed", 0), f"{f}: clock.seed", lo=0),
         tree_iterations=as_int(ck.get("tree_iterations", 100), f"{f}: clock.tree_iterations", lo=1),
         grid_points=as_int(ck.get("grid_points", 16), f"{f}: clock.grid_points", lo=2),

@@ -197,7 +197,7 @@ def _check_column(table: str, col: Col, s: pd.Series) -> None:
 
 
 def _positive_int(x: object) -> bool:
-    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) and x > 0
+    return bool(isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) and x > 0)
 
 
 def cols(*columns: Col) -> tuple[Col, ...]:
@@ -293,6 +293,13 @@ _MEASUREMENT = cols(
     ),
     Col("sm_clock_mhz", "float", unit="MHz", nullable=True, min=0, doc="mean core clock reached during the window"),
     Col("energy_source", "str"),
+    Col(
+        "energy_flag",
+        "str",
+        nullable=True,
+        doc="why the window's energy is not its counter's difference (measure/timing.window_energy); null: it is",
+    ),
+    Col("timing_warnings", "bool", nullable=True, doc="torch.utils.benchmark flagged the timed runs (has_warnings)"),
     Col("started_at", "float", unit="s since epoch", min=0),
     Col("ended_at", "float", unit="s since epoch", min=0),
 )

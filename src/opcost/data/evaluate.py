@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,8 @@ from opcost.schemas import (
     NETWORKS,
     POWER_SAMPLES,
     TIMINGS,
+    Table,
+    conform,
 )
 from opcost.tables import read_parquet
 
@@ -151,6 +154,15 @@ def evaluate_campaign_rows(rows: pd.DataFrame, samples: pd.DataFrame, item_col: 
     return out
 
 
+def _read_measurements(path: Path, table: Table, stage: str) -> pd.DataFrame:
+    """A campaign table, validated; one written before a nullable column existed (energy_flag,
+    timing_warnings) gets that column as null (not recorded then), and nothing else is changed."""
+    df = read_parquet(path, stage)  # a corrupt file: one line naming it
+    if any(c.nullable and c.name not in df.columns for c in table.columns):
+        return conform(df, table)
+    return table.validate(df)
+
+
 def read_campaigns(paths: Paths) -> list[tuple[str, dict[str, Any], pd.DataFrame, pd.DataFrame, pd.DataFrame]]:
     """(name, campaign.json, timings, networks, samples) of every finished campaign under data/raw/."""
     found = []
@@ -159,8 +171,8 @@ def read_campaigns(paths: Paths) -> list[tuple[str, dict[str, Any], pd.DataFrame
         d = meta_path.parent
         meta = json.loads(meta_path.read_text())
         stage = f"profile@{d.name}"
-        t = TIMINGS.validate(read_parquet(d / "timings.parquet", stage))
-        n = NETWORKS.validate(read_parquet(d / "networks.parquet", stage))
+        t = _read_measurements(d / "timings.parquet", TIMINGS, stage)
+        n = _read_measurements(d / "networks.parquet", NETWORKS, stage)
         s = POWER_SAMPLES.validate(read_parquet(d / "power_samples.parquet", stage))
         found.append((d.name, meta, t, n, s))
     return found

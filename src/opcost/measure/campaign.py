@@ -48,8 +48,8 @@ from opcost.locks import cpu_lock_key, device_lock, device_state_dir, file_lock
 from opcost.measure.clocks import DeviceControl, Setting, settings_grid
 from opcost.measure.interrupts import Interrupted, stop_on_signals
 from opcost.measure.interrupts import say as _say
-from opcost.measure.power import EnergySource, open_source
-from opcost.measure.timing import measure_window, time_block
+from opcost.measure.power import EnergySource, integrate_power_j, open_source
+from opcost.measure.timing import measure_window, time_block, window_energy
 from opcost.measure.workload import blocks_for, device_sync, network_workload, op_workload
 from opcost.ops.spec import OpSpec
 from opcost.progress import progress_bar
@@ -297,7 +297,8 @@ def measure_part(
                 window = measure_window(wl.block, wl.instances, per_chunk, campaign.chunks, sync, source.read_energy_j)
             finally:  # also on an interrupt: no sampler thread left reading a device being shut down
                 trial_samples = sampler.stop()
-            energy = window.energy_j if source.has_counter else source.window_energy_j(trial_samples, window.time_s)
+            integrated = source.window_energy_j(trial_samples, window.time_s) or integrate_power_j(trial_samples)
+            energy, energy_flag = window_energy(window.energy_j, source.has_counter, integrated, window.time_s)
             t_fit, e_fit = window.fit("time"), window.fit("energy")
             clocks = [s["sm_clock_mhz"] for s in trial_samples if s.get("sm_clock_mhz") is not None]
             row.update(
@@ -317,6 +318,8 @@ def measure_part(
                 time_r2=None if t_fit is None else t_fit[0],
                 energy_r2=None if e_fit is None else e_fit[0],
                 proportional=window.proportional(),
+                energy_flag=energy_flag,
+                timing_warnings=timing.has_warnings,
                 sm_clock_mhz=sum(clocks) / len(clocks) if clocks else None,
             )
             ctx = {
@@ -526,7 +529,7 @@ class Campaign:
     def _missing_message(self, missing: list[tuple[Setting, Unit]], count: int | None) -> str:
         n = f"campaign {self.c.name}: {len(missing)} of {self.plan.parts} parts missing"
         if count is None:
-            counts = {r.get("shards") for r in self.records() if r.get("shards")}
+            counts: set[int] = {int(r["shards"]) for r in self.records() if r.get("shards")}
             if len(counts) > 1:
                 return f"{n}; the shard records disagree on the shard count ({sorted(counts)}): pass --shards N"
             count = counts.pop() if counts else None
@@ -783,7 +786,7 @@ def units_from_op_ids(op_ids: Sequence[str], modes: Sequence[str], operations: p
         raise OpcostError(
             f"op id(s) {', '.join(unknown)} not in operations.parquet; run `opcost extract` for their networks"
         )
-    out = []
+    out: list[Unit] = []
     for o in op_ids:
         spec = OpSpec.from_json(json.loads(specs[o]))
         out.extend(Unit("op", o, m, spec.kind, spec=spec) for m in modes)

@@ -66,5 +66,5 @@ def stop_on_signals(cleanup: Callable[[], None] | None = None) -> Iterator[None]
                 break
         yield
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        for number, handler in previous.items():
+            signal.signal(number, handler)

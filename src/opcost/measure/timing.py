@@ -13,6 +13,7 @@ R^2 and the intercept, and runs that are not proportional are flagged.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -31,6 +32,7 @@ class TimingResult:
     number_per_run: int  # blocks per timed run
     block_means_s: tuple[float, ...]  # per-iteration time of each timed run
     total_time_s: float  # time spent in the timed runs
+    has_warnings: bool = False  # torch.utils.benchmark's own flag: runs too few or too spread to trust
 
     @property
     def iterations(self) -> int:
@@ -60,6 +62,7 @@ def time_block(block: Callable[[], None], instances: int, min_time_s: float) -> 
         number_per_run=int(m.number_per_run),
         block_means_s=per_iter,
         total_time_s=float(sum(m.times) * m.number_per_run),
+        has_warnings=bool(m.has_warnings),
     )
 
 
@@ -114,3 +117,34 @@ def measure_window(
         checkpoints.append((done, time.perf_counter() - t0, None if e is None or e0 is None else e - e0))
     total_t = checkpoints[-1][1]
     return WindowResult(iterations=done, time_s=total_t, energy_j=checkpoints[-1][2], checkpoints=checkpoints)
+
+
+# Why a window's energy is not its counter's difference (TIMINGS.energy_flag); null where it is.
+FLAG_COUNTER_STUCK = "counter did not move: integrated power samples"
+FLAG_COUNTER_STUCK_NO_SAMPLES = "counter did not move and too few power samples: no energy"
+FLAG_IMPLAUSIBLE = "energy gives an implausible power: no energy"
+MAX_POWER_W = 2000.0  # no single device draws more (schemas.power_col)
+
+
+def window_energy(
+    counter_j: float | None, has_counter: bool, integrated_j: float | None, seconds: float
+) -> tuple[float | None, str | None]:
+    """The energy of a window and a flag saying why it is not the counter's difference, if it is not.
+
+    A counter that did not move over a timed window (0 J, or a reading that went backwards) is a bad
+    reading, not a measurement: the window is flagged and its energy integrated from the power samples
+    where there are enough of them, else left null. Either way the campaign goes on (a tool that stops
+    a whole campaign for one bad window loses every measurement after it). Sources without a counter
+    integrate their samples (no flag: that is how they measure)."""
+    if not has_counter:
+        energy, flag = integrated_j, None
+    elif counter_j is not None and math.isfinite(counter_j) and counter_j > 0:
+        energy, flag = counter_j, None
+    else:
+        energy = integrated_j
+        flag = FLAG_COUNTER_STUCK if energy is not None and energy > 0 else FLAG_COUNTER_STUCK_NO_SAMPLES
+    if energy is None or not math.isfinite(energy) or energy <= 0:
+        return None, flag
+    if seconds <= 0 or energy / seconds > MAX_POWER_W:
+        return None, FLAG_IMPLAUSIBLE
+    return energy, flag

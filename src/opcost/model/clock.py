@@ -52,6 +52,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from opcost.config import ClockParams
 from opcost.devices import DEVICES, Device, find_device, lookup_device
 from opcost.errors import OpcostError
 from opcost.io import write_json
@@ -59,7 +60,7 @@ from opcost.io import write_json
 CLOCK_MODEL_FILE = "clock_model.json"
 FORMAT = 1
 CORE_KNOB = "core_clock_mhz"
-MIN_POINTS = 3  # a curve needs its reference and at least two other clocks
+MIN_POINTS = ClockParams.min_points  # a curve needs its reference and at least two other clocks (config)
 
 
 def table_device(name: str) -> Device | None:

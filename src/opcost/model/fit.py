@@ -29,7 +29,6 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -326,31 +325,18 @@ def training_ranges(data: TargetData) -> dict[str, list[float]]:
     return out
 
 
-def bundle_hash(version: str, params: TrainParams, target: str) -> str:
-    """The registry identity of a bundle: its data version, training parameters, target, and the code
-    that shapes a model (this module, encodings, physics, composition, bundle format, tree compiler)."""
-    import opcost.devices
-    import opcost.model.bundle
-    import opcost.model.compose
-    import opcost.model.costing
-    import opcost.model.features
-    import opcost.model.fit
-    import opcost.model.physics
-    import opcost.model.trees
+BUNDLE_CODE_ENTRY = "opcost.stages.train"  # a bundle is this stage's output: its code is the stage's closure
 
-    modules = (
-        opcost.devices,
-        opcost.model.features,
-        opcost.model.fit,
-        opcost.model.physics,
-        opcost.model.compose,
-        opcost.model.costing,
-        opcost.model.bundle,
-        opcost.model.trees,
-    )
-    code = b"".join(Path(m.__file__).read_bytes() for m in modules)
-    text = json.dumps({"data": version, "params": params.__dict__, "target": target}, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode() + code).hexdigest()[:16]
+
+def bundle_hash(version: str, params: TrainParams, target: str) -> str:
+    """The registry identity of a bundle: its data version, the training parameters that shape it (not the
+    list of all targets: adding a target leaves the others' bundles as they are), its target, and every
+    source file of the train stage's import closure (opcost.closure: the same files DVC reruns it on)."""
+    from opcost.closure import code_hash
+
+    shaping = {k: v for k, v in dataclasses.asdict(params).items() if k != "targets"}
+    text = json.dumps({"data": version, "params": shaping, "target": target}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode() + code_hash([BUNDLE_CODE_ENTRY]).encode()).hexdigest()[:16]
 
 
 def finite(x: float) -> float | None:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from opcost.config import MODES, Paths, find_root, parse_input_shape
+from opcost.config import MODES, Paths, check_mode, find_root, parse_input_shape
 from opcost.errors import OpcostError
 from opcost.io import write_json
 from opcost.model.bundle import BUNDLE_FILE, Bundle
@@ -201,13 +201,14 @@ def _version(pkg: str) -> str:
         return "unknown"
 
 
-def _extraction_code_hash() -> str:
-    import opcost.ops
+# What `_extract_network` imports: the cache key hashes their import closure (opcost.closure).
+EXTRACTION_ENTRIES = ("opcost.ops.catalog", "opcost.ops.memory", "opcost.model.features")
 
-    h = hashlib.sha256()
-    for f in sorted(Path(opcost.ops.__file__).parent.glob("*.py")):
-        h.update(f.read_bytes())
-    return h.hexdigest()[:12]
+
+def _extraction_code_hash() -> str:
+    from opcost.closure import code_hash
+
+    return code_hash(EXTRACTION_ENTRIES)[:12]
 
 
 @dataclass
@@ -228,8 +229,7 @@ class Predictor:
         return sorted(p.parent.name for p in root.glob(f"*/{BUNDLE_FILE}")) if root.is_dir() else []
 
     def bundle(self, device: str, mode: str) -> Bundle:
-        if mode not in MODES:
-            raise OpcostError(f"unknown mode {mode!r}; valid modes: {', '.join(MODES)}")
+        check_mode(mode)
         from opcost.devices import table_name
 
         device = table_name(device)  # `NVIDIA H100 80GB HBM3`, `h100` -> `H100`: targets are named by table keys
@@ -541,8 +541,7 @@ class Predictor:
             raise OpcostError(
                 f"--max-slowdown {max_slowdown} must be >= 1 (1.2 = at most 20 % slower than the fastest)"
             )
-        if mode not in MODES:
-            raise OpcostError(f"unknown mode {mode!r}; valid modes: {', '.join(MODES)}")
+        check_mode(mode)
         own = [t.rpartition("-")[0] for t in self.targets() if t.endswith(f"-{mode}")]
         if devices is not None:  # `--devices H100,A100,L4,T4`: own bundles where they exist, else transferred
             from opcost.model.xdevice_predict import table_configs
@@ -649,8 +648,7 @@ def _extract_network(spec: NetSpec, mode: str) -> Network:
     from opcost.ops.memory import network_memory
     from opcost.ops.nodynamo import dynamo_stub
 
-    if mode not in MODES:
-        raise OpcostError(f"unknown mode {mode!r}; valid modes: {', '.join(MODES)}")
+    check_mode(mode)
     cat = extract_nets([(spec, mode)], show_progress=False)
     res = cat.results[0]
     records = {

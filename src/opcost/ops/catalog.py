@@ -19,8 +19,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from opcost.config import ModelInputSet
-from opcost.errors import OpcostError
+from opcost.config import ModelInputSet, check_mode
 from opcost.ops.extract import Trace, one_line
 from opcost.ops.features import OpMetrics, op_metrics
 from opcost.ops.hparams import hyperparameters, typed_hp_columns
@@ -151,8 +150,7 @@ def extract_nets(jobs: Sequence[tuple[ModelInputSet | NetSpec, str]], show_progr
         for net, mode in jobs:
             progress.update(task, description=f"{net.set_id} {mode}")
             spec = NetSpec.from_set(net) if isinstance(net, ModelInputSet) else net
-            if mode not in ("inference", "training"):
-                raise OpcostError(f"unknown mode {mode!r}; valid modes: inference, training")
+            check_mode(mode)
             traced = trace_network(spec, mode)
             res = catalog.add(net if isinstance(net, ModelInputSet) else traced.net, mode, traced.trace)
             res.traced = traced

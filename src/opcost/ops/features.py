@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from opcost.ops.spec import CATEGORY_MODULE, OpSpec, build, flat_tensors
+from opcost.ops.spec import OpSpec, build, flat_tensors
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ def _nbytes(t: torch.Tensor) -> int:
 def op_metrics(spec: OpSpec) -> OpMetrics:
     """Rebuild `spec` on meta tensors, run it once, and measure it."""
     runnable = build(spec, "meta")
-    if spec.category == CATEGORY_MODULE:
+    if isinstance(runnable.fn, torch.nn.Module):  # a module spec (CATEGORY_MODULE) builds a module
         runnable.fn.eval()  # paper costs of the forward pass; train-mode BatchNorm refuses 1-value channels
     counter = FlopCounterMode(display=False)
     with torch.inference_mode(), counter:
@@ -56,7 +56,7 @@ def op_metrics(spec: OpSpec) -> OpMetrics:
     outputs = flat_tensors(out)
     params = 0
     param_bytes = 0
-    if spec.category == CATEGORY_MODULE:
+    if isinstance(runnable.fn, torch.nn.Module):
         for p in runnable.fn.parameters():
             params += p.numel()
             param_bytes += _nbytes(p)

@@ -249,6 +249,7 @@ def footprint(
                 del loss
                 grads = sum(round_block(p.grad.untyped_storage().nbytes()) for p in trainable if p.grad is not None)
                 tracker.phase = "optimizer"
+                assert opt is not None  # training always builds one
                 opt.step()
                 opt.zero_grad(set_to_none=True)
             else:

@@ -35,7 +35,7 @@ from torch.utils.flop_counter import flop_registry
 
 from opcost.model.physics import category_of
 from opcost.ops.recurrent import RECURRENT_KINDS
-from opcost.ops.spec import CATEGORY_MODULE, OpSpec, build, canonical_json
+from opcost.ops.spec import OpSpec, build, canonical_json
 
 COMPOSITE_KINDS = frozenset(
     {"MultiheadAttention", "ShiftedWindowAttention", "ShiftedWindowAttentionV2", "scaled_dot_product_attention"}
@@ -130,7 +130,7 @@ def op_parts(spec: OpSpec) -> list[dict[str, Any]]:
     recorder = _PartRecorder()
     try:
         runnable = build(spec, "meta")
-        if spec.category == CATEGORY_MODULE:
+        if isinstance(runnable.fn, torch.nn.Module):  # a module spec builds a module
             runnable.fn.eval()
         # no_grad, not inference_mode: under inference_mode composite ATen ops (linear, matmul, dropout)
         # reach the mode whole, without the kernels they decompose into and without FLOP formulas

@@ -266,7 +266,8 @@ def _recurrent_parameters(cls: type) -> list[inspect.Parameter] | None:
 def init_parameters(cls: type) -> list[inspect.Parameter]:
     """The constructor parameters of a module class that describe its computation."""
     recurrent = _recurrent_parameters(cls)
-    params = recurrent if recurrent is not None else list(inspect.signature(cls.__init__).parameters.values())
+    # the class's own constructor, self included
+    params = recurrent if recurrent is not None else list(inspect.signature(cls.__init__).parameters.values())  # type: ignore[misc]
     return [p for p in params if p.name not in _SKIPPED_INIT_ARGS and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
 
 

@@ -13,7 +13,7 @@ from opcost.errors import OpcostError
 def execute(
     argv: list[str] | None,
     describe: str,
-    add_args: Callable[[argparse.ArgumentParser], None],
+    add_args: Callable[[argparse.ArgumentParser], object],
     run: Callable[[Paths, Params, argparse.Namespace], Any],
     summary: Callable[[Any], str],
 ) -> int:

@@ -1,0 +1,268 @@
+"""Mutation check: small, wrong changes to the core, one at a time; the tests must catch every one.
+
+    PYTHONPATH=src python bench/mutate.py              # every mutation, each against its own test files
+    PYTHONPATH=src python bench/mutate.py --full       # each against the whole fast suite (-m "not slow", -x)
+    PYTHONPATH=src python bench/mutate.py --only compose-absolute-error,netval-trains-on-held-out-ops
+
+Each mutation is applied to a temporary copy of src/ (the working tree is never edited, so an
+interrupted run leaves nothing behind); pytest runs from the repository with PYTHONPATH pointing at the
+copy, subprocesses included. A mutation is `killed` when a test fails, `survived` when all pass, and
+`not-applied` when its old text is no longer in the file: the code moved, and the entry below must be
+updated (the old text must occur exactly once). Exit status 1 if any mutation survived or could not be
+applied. Writes reports/bench/mutation.json.
+
+Entries are (id, file under src/opcost, [(exact old text, new text), ...], description, test files).
+The first eight are the changes issue 22 listed, which `make test` once let through.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+REPORT = ROOT / "reports" / "bench" / "mutation.json"
+KNOWN = "tests/test_known_answers.py"
+
+
+@dataclass(frozen=True)
+class Mutation:
+    id: str
+    file: str  # relative to src/opcost
+    edits: tuple[tuple[str, str], ...]  # (exact old text, new text), each old text exactly once in the file
+    description: str
+    tests: tuple[str, ...]  # test files that should catch it (the quick run); --full runs the fast suite
+
+
+MUTATIONS: tuple[Mutation, ...] = (
+    # -- the eight of issue 22 --------------------------------------------------------------------
+    Mutation(
+        "cv-leaks-held-out-row",
+        "model/fit.py",
+        (
+            (
+                "p = predict_rows(data, fit_model(data, alg, fs, quantity, tr, tp), te)",
+                "p = predict_rows(data, fit_model(data, alg, fs, quantity, np.append(tr, te[:1]), tp), te)",
+            ),
+        ),
+        "cross-validation leaks one held-out row per fold into training",
+        (KNOWN,),
+    ),
+    Mutation(
+        "netval-trains-on-held-out-ops",
+        "model/netval.py",
+        (('keep = ~data.df["op_id"].isin(held_ops).to_numpy()', "keep = np.ones(len(data.df), bool)"),),
+        "leave-one-network-out trains on the held-out network's own ops",
+        (KNOWN,),
+    ),
+    Mutation(
+        "compose-drops-optimizer-term",
+        "model/compose.py",
+        (('"params_bw": float(param_bytes / bw) if mode == "training" else 0.0,', '"params_bw": 0.0,'),),
+        "the composition layer drops the training optimizer term",
+        (KNOWN,),
+    ),
+    Mutation(
+        "compose-absolute-error",
+        "model/compose.py",
+        (("x, _ = nnls(A * w[:, None], np.ones_like(y))", "x, _ = nnls(A, y)"),),
+        "the composition is fitted on absolute instead of relative error",
+        (KNOWN,),
+    ),
+    Mutation(
+        "evaluate-swaps-energy-power",
+        "data/evaluate.py",
+        (
+            ('trials_e_j=("energy_per_iter_j", "mean"),', 'trials_e_j=("power_w", "mean"),'),
+            ('trials_p_w=("power_w", "mean"),', 'trials_p_w=("energy_per_iter_j", "mean"),'),
+        ),
+        "campaign evaluation swaps the energy and power columns",
+        ("tests/test_known_measurements.py",),
+    ),
+    Mutation(
+        "costing-ignores-noop-floor",
+        "model/costing.py",
+        (
+            (
+                "t[i], p[i], source[i] = self.floor_s if self.noop_s is None else self.noop_s, self.noop_power_w, "
+                '"floor"',
+                't[i], p[i], source[i] = self.floor_s, self.noop_power_w, "floor"',
+            ),
+        ),
+        "prediction ignores the no-op time the device measured (costs the launch floor instead)",
+        (KNOWN,),
+    ),
+    Mutation(
+        "interval-from-quartiles",
+        "model/compose.py",
+        (("np.percentile(res, [5, 95])", "np.percentile(res, [25, 75])"),),
+        'the "90 %" interval is built from the 25th and 75th percentiles',
+        (KNOWN,),
+    ),
+    Mutation(
+        "roofline-ignores-tf32",
+        "model/physics.py",
+        (
+            (
+                'return dev.peak_flops("float32", tf32), dev.fp32_flops, dev.bandwidth',
+                'return dev.peak_flops("float32", True), dev.fp32_flops, dev.bandwidth',
+            ),
+        ),
+        "the roofline ignores the config's TF32 switch, so A30_no_tf32 gets the TF32 peak",
+        (KNOWN,),
+    ),
+    # -- more on the core ---------------------------------------------------------------------------
+    Mutation(
+        "costing-noops-to-the-trees",
+        "model/costing.py",
+        (("elif is_noop(r.kind, r.hp, r.metrics, self.mode):", "elif False:"),),
+        "no-ops are never recognised: they go to the trees or get charged",
+        (KNOWN,),
+    ),
+    Mutation(
+        "noop-time-mean",
+        "model/fit.py",
+        (
+            (
+                "noop_t = float(np.median(t)) if len(t) >= MIN_MEASURED_NOOPS else floor",
+                "noop_t = float(np.mean(t)) if len(t) >= MIN_MEASURED_NOOPS else floor",
+            ),
+        ),
+        "a no-op's time is the mean, not the median, of the measured no-ops",
+        (KNOWN,),
+    ),
+    Mutation(
+        "grouped-folds-by-row",
+        "model/fit.py",
+        (("split(idx, groups=layers))", "split(idx, groups=idx))"),),
+        "grouped cross-validation splits rows, not layers: a layer's other shapes train its test rows",
+        ("tests/test_model.py::test_grouped_folds_keep_every_shape_of_a_layer_on_one_side",),
+    ),
+    Mutation(
+        "weighted-error-unweighted-denominator",
+        "model/fit.py",
+        (
+            (
+                '"twe": float((w * np.abs(p - y)).sum() / (w * y).sum()),',
+                '"twe": float((w * np.abs(p - y)).sum() / y.sum()),',
+            ),
+        ),
+        "the time-weighted error divides by the unweighted sum",
+        (KNOWN,),
+    ),
+    Mutation(
+        "netval-error-inverted",
+        "model/netval.py",
+        (('"t_error": t_pred / n["t_s"] - 1,', '"t_error": n["t_s"] / t_pred - 1,'),),
+        "leave-one-network-out errors are measured / predicted - 1 (the intervals' residuals flip)",
+        (KNOWN,),
+    ),
+    Mutation(
+        "extrapolation-narrows",
+        "model/compose.py",
+        (("EXTRAPOLATION_WIDENING = 2.0", "EXTRAPOLATION_WIDENING = 0.5"),),
+        "an extrapolating question gets a narrower interval",
+        (KNOWN,),
+    ),
+    Mutation(
+        "compose-terms-floor-not-subtracted",
+        "model/compose.py",
+        (("excess = np.clip(costs.t_s - floor_s, 0.0, None)", "excess = np.asarray(costs.t_s, float)"),),
+        "the summed term keeps every op's launch floor (counted twice with calls x floor)",
+        (KNOWN,),
+    ),
+)
+
+
+def _failed(output: str) -> list[str]:
+    return re.findall(r"^(?:FAILED|ERROR) (\S+)", output, re.M)
+
+
+def apply(m: Mutation, src: Path) -> str | None:
+    """Apply `m` to the copy under `src`; the reason it cannot be applied, else None."""
+    path = src / "opcost" / m.file
+    if not path.exists():
+        return f"{m.file} does not exist"
+    text = path.read_text()
+    for old, new in m.edits:
+        n = text.count(old)
+        if n != 1:
+            return f"old text found {n} times in {m.file} (expected exactly once): {old!r}"
+        text = text.replace(old, new)
+    path.write_text(text)
+    return None
+
+
+def run_one(m: Mutation, full: bool, timeout_s: float) -> dict:
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="opcost-mutant-") as tmp:
+        src = Path(tmp) / "src"
+        shutil.copytree(ROOT / "src", src, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        reason = apply(m, src)
+        if reason:
+            return {"status": "not-applied", "reason": reason, "seconds": 0.0}
+        env = {**os.environ, "PYTHONPATH": str(src), "PYTHONDONTWRITEBYTECODE": "1"}
+        tests = ["-m", "not slow"] if full else list(m.tests)
+        cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-rfE", *tests]
+        try:
+            proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return {"status": "timeout", "seconds": round(time.monotonic() - start, 1), "tests": tests}
+    out = proc.stdout + proc.stderr
+    failed = _failed(out)
+    status = "killed" if proc.returncode != 0 else "survived"
+    if proc.returncode not in (0, 1):  # collection errors, interrupted runs: killed, but say how
+        status = "killed" if failed else f"error (pytest exit {proc.returncode})"
+    result = {"status": status, "killed_by": failed[:3], "seconds": round(time.monotonic() - start, 1),
+              "tests": tests}  # fmt: skip
+    if status.startswith("error"):
+        result["output_tail"] = out[-2000:]
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--full", action="store_true", help='run the fast suite (-m "not slow") on every mutant')
+    ap.add_argument("--only", default="", help="comma-separated mutation ids")
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per mutant")
+    ap.add_argument("--list", action="store_true", help="list the mutations and exit")
+    args = ap.parse_args(argv)
+    chosen = [m for m in MUTATIONS if not args.only or m.id in args.only.split(",")]
+    if args.list:
+        for m in chosen:
+            print(f"{m.id:40s} {m.file:22s} {m.description}")
+        return 0
+    unknown = set(filter(None, args.only.split(","))) - {m.id for m in MUTATIONS}
+    if unknown:
+        print(f"unknown mutation id(s): {', '.join(sorted(unknown))}; see --list", file=sys.stderr)
+        return 2
+    rows = []
+    for m in chosen:
+        r = run_one(m, args.full, args.timeout)
+        rows.append({"id": m.id, "file": f"src/opcost/{m.file}", "description": m.description, **r})
+        line = f"{r['status']:12s} {m.id:40s} {r['seconds']:7.1f} s  " + " ".join(r.get("killed_by", []))
+        if r["status"] == "not-applied":
+            line += f"\n    !!! NOT APPLIED: {r['reason']}  -> update the entry in bench/mutate.py"
+        print(line, flush=True)
+    survived = [r["id"] for r in rows if r["status"] != "killed"]
+    report = {"mode": "full" if args.full else "per-mutation test files", "mutations": rows,
+              "killed": len(rows) - len(survived), "total": len(rows), "not_killed": survived}  # fmt: skip
+    if not args.only:
+        REPORT.parent.mkdir(parents=True, exist_ok=True)
+        REPORT.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"wrote {REPORT.relative_to(ROOT)}")
+    print(f"{report['killed']}/{report['total']} killed" + (f"; NOT killed: {', '.join(survived)}" if survived else ""))
+    return 1 if survived else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
