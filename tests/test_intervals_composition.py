@@ -53,9 +53,14 @@ def test_held_out_coverage_is_about_the_level(sigma: float) -> None:
 def test_coverage_never_uses_the_scores_of_a_networks_own_group() -> None:
     """Group A's errors are huge, the others' small: A's own scores would cover A, the others' cannot."""
     df = pd.DataFrame(
-        {"held_out": ["A"] * 2 + [f"g{i}" for i in range(19)], "model": ["A"] * 2 + [f"g{i}" for i in range(19)],
-         "family": "f", "split": "model",
-         "t_error": [3.0, 3.0] + [0.01 * (i + 1) for i in range(19)], "e_error": np.nan}  # fmt: skip
+        {
+            "held_out": ["A"] * 2 + [f"g{i}" for i in range(19)],
+            "model": ["A"] * 2 + [f"g{i}" for i in range(19)],
+            "family": "f",
+            "split": "model",
+            "t_error": [3.0, 3.0] + [0.01 * (i + 1) for i in range(19)],
+            "e_error": np.nan,
+        }  # fmt: skip
     )
     cov = netval.coverage(df)["time"]
     # A's two networks are not covered (the other groups' q is 0.19 in relative terms); the 19 others

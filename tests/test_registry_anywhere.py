@@ -45,8 +45,12 @@ def synced(trained, tmp_path, monkeypatch):
     # the validate report as `dvc pull` brings it
     (root / "reports" / "validate" / "figures").mkdir(parents=True)
     (root / "reports" / "validate" / "detail.json").write_text(
-        json.dumps({"summed_vs_measured": {"A30-inference": {"time_mape_pct": 12.0, "energy_mape_pct": None}},
-                    "predicted_in_sample": {}})  # fmt: skip
+        json.dumps(
+            {
+                "summed_vs_measured": {"A30-inference": {"time_mape_pct": 12.0, "energy_mape_pct": None}},
+                "predicted_in_sample": {},
+            }
+        )  # fmt: skip
     )
     (root / "reports" / "validate" / "figures" / "scatter.png").write_bytes(b"\x89PNG\r\n\x1a\n")
     (root / "README.txt").write_text("a later commit replays")

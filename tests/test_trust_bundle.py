@@ -84,6 +84,7 @@ def _forge(folder: Path) -> None:
     def edit(m):
         m["bundle_hash"] = "f" * 16
         m["scores"]["time"]["twe"] = 0.0001
+
     _edit_json(folder, edit)
 
 
@@ -100,9 +101,18 @@ def test_sync_registry_refuses_a_forged_bundle_and_keeps_the_champion(trained, t
     assert sync_registry(paths, params)["RTX2080Ti-training"] == "1"
     folder = root / "models" / "RTX2080Ti-training"
     _forge(folder)
-    subprocess.run(["git", "commit", "-qam", "x", "--allow-empty"], cwd=root, check=True,
-                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-                        "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"})
+    subprocess.run(
+        ["git", "commit", "-qam", "x", "--allow-empty"],
+        cwd=root,
+        check=True,
+        env={
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@t",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@t",
+            "PATH": "/usr/bin:/bin",
+        },
+    )
     with pytest.raises(OpcostError, match=r"models/RTX2080Ti-training was modified after `train-RTX2080Ti-training`"):
         sync_registry(paths, params)
     client = MlflowClient()

@@ -54,8 +54,12 @@ def _hold(clone: Path, device_file: Path) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k not in ("OPCOST_ROOT", "DVC_ROOT")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))
     proc = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(device_file)], cwd=clone, env=env, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-c", HOLD, str(device_file)],
+        cwd=clone,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout.readline().strip() == "changed", proc.stderr.read()
     return proc
@@ -124,4 +128,3 @@ def test_scheduler_signals_restore_the_device(two_clones, tmp_path, sig):
     from opcost.locks import device_state_dir
 
     assert not list(device_state_dir().iterdir())  # a clean restore removes the saved state
-

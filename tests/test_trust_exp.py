@@ -41,8 +41,13 @@ out.write_text(json.dumps({"seed": seed, "root": str(root), "store": tracking.tr
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("OPCOST_ROOT", "DVC_ROOT", "MLFLOW_TRACKING_URI")}
     env["PYTHONPATH"] = os.pathsep.join([str(SRC), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env.update(DVC_NO_ANALYTICS="1", GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
-               GIT_COMMITTER_EMAIL="t@t")
+    env.update(
+        DVC_NO_ANALYTICS="1",
+        GIT_AUTHOR_NAME="t",
+        GIT_AUTHOR_EMAIL="t@t",
+        GIT_COMMITTER_NAME="t",
+        GIT_COMMITTER_EMAIL="t@t",
+    )
     return env
 
 

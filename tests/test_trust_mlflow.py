@@ -52,8 +52,9 @@ def test_a_sigkilled_validate_run_is_marked_killed_by_the_next_train_start(tmp_p
     from mlflow import MlflowClient
 
     uri = f"sqlite:///{tmp_path / 'runs.db'}"
-    p = subprocess.Popen([sys.executable, "-c", VALIDATE_RUN, str(tmp_path)], env=_env(uri), stdout=subprocess.PIPE,
-                         text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-c", VALIDATE_RUN, str(tmp_path)], env=_env(uri), stdout=subprocess.PIPE, text=True
+    )
     run_id = p.stdout.readline().strip()
     p.send_signal(signal.SIGKILL)
     p.wait(timeout=60)

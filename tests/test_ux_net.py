@@ -51,13 +51,13 @@ def test_a_top_that_would_drop_rows_is_refused(verb, top):
     assert "Traceback" not in res.output
 
 
-TINY = '''
+TINY = """
 from torch import nn
 
 
 def tiny():
     return nn.Sequential(nn.Linear(8, 4), nn.ReLU())
-'''
+"""
 
 
 @pytest.mark.parametrize("corrupt", ['{"key": [1', "[]", '{"records": 3}', "\x00\x01garbage"])
@@ -91,7 +91,7 @@ def test_a_corrupt_parquet_is_one_line_naming_the_file(tmp_path):
         read_campaigns(Paths(tmp_path))
 
 
-HANGS = '''
+HANGS = """
 import time
 from torch import nn
 
@@ -112,7 +112,7 @@ class Forward(nn.Module):
                 time.sleep(0.05)
             except Exception:  # a user's catch-all does not swallow the deadline
                 pass
-'''
+"""
 
 
 @pytest.mark.parametrize("name", ["builder", "Forward"])

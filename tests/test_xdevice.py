@@ -216,10 +216,22 @@ def test_neusight_fx_nodes_map_to_op_rows():
     lin = xdevice_net.fx_node_row("call_module", "bert.encoder.layer.0.attention.self.query", "Linear",
                                   [[8, 512, 1024]], [8, 512, 1024], "torch.float32", False)  # fmt: skip
     assert lin is not None and (lin["xkind"], lin["m"], lin["n"], lin["k"]) == ("linear", 4096.0, 1024.0, 1024.0)
-    bmm = xdevice_net.fx_node_row("call_function", "<built-in method matmul of type object at 0x1>", "",
-                                  [[8, 16, 512, 64], [8, 16, 64, 512]], [8, 16, 512, 512], "torch.float32", False)
-    assert bmm is not None and (bmm["xkind"], bmm["batch"], bmm["m"], bmm["n"], bmm["k"]) == ("bmm", 128.0, 512.0,
-                                                                                            512.0, 64.0)
+    bmm = xdevice_net.fx_node_row(
+        "call_function",
+        "<built-in method matmul of type object at 0x1>",
+        "",
+        [[8, 16, 512, 64], [8, 16, 64, 512]],
+        [8, 16, 512, 512],
+        "torch.float32",
+        False,
+    )
+    assert bmm is not None and (bmm["xkind"], bmm["batch"], bmm["m"], bmm["n"], bmm["k"]) == (
+        "bmm",
+        128.0,
+        512.0,
+        512.0,
+        64.0,
+    )
     assert xdevice_net.fx_node_row("call_method", "view", "", [[8, 512, 1024]], [8, 512, 16, 64],
                                    "torch.float32", False) is None  # fmt: skip
     assert xdevice_net.fx_node_row("call_module", "x.dropout", "Dropout", [[8, 4]], [8, 4], "torch.float32",

@@ -307,8 +307,10 @@ def predict(
     inputs: List[str] = typer.Option([], "--input", help=INPUT_OPTION_HELP),
     model_args: List[str] = typer.Option([], "--model-arg", help=MODEL_ARG_HELP),
     device: str = typer.Option(
-        ..., "--device", help="Device config with a trained model (e.g. A30), or any table GPU or NVML name "
-        "(answered by the cross-device model: transferred)."
+        ...,
+        "--device",
+        help="Device config with a trained model (e.g. A30), or any table GPU or NVML name "
+        "(answered by the cross-device model: transferred).",
     ),
     mode: str = typer.Option("inference", "--mode", help="inference or training."),
     optimizer: str = typer.Option("sgd", "--optimizer", help="Training memory: sgd (with momentum) or adam."),
@@ -395,8 +397,10 @@ def recommend(
     top: int = typer.Option(15, "--top", help="Rows of the sweep table (best energy first)."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Write the U-curves (time, energy, EDP vs clock) here."),
     devices: Optional[str] = typer.Option(
-        None, "--devices", help="GPUs to rank, e.g. H100,A100,L4,T4 (table keys or NVML names; transferred "
-        "where a GPU has no own models). Default: every device config with its own models."
+        None,
+        "--devices",
+        help="GPUs to rank, e.g. H100,A100,L4,T4 (table keys or NVML names; transferred "
+        "where a GPU has no own models). Default: every device config with its own models.",
     ),
     timeout: float = typer.Option(
         DEFAULT_TIMEOUT_S, "--timeout", help="Give up after this many seconds (a builder that never returns); 0: none."

@@ -134,9 +134,26 @@ class Device:
         return self.tf32_flops is not None
 
 
-def _d(name: str, product: str, arch: str, fp32: float, tf32: float | None, fp16: float, bw_gbs: float, mem_gib: float,
-       sms: int, l2_mib: float, base: float, boost: float, clocks: tuple[float, float], tdp: float, cc: tuple[int, int],
-       mem_type: str, form: str, *more_names: str) -> Device:
+def _d(
+    name: str,
+    product: str,
+    arch: str,
+    fp32: float,
+    tf32: float | None,
+    fp16: float,
+    bw_gbs: float,
+    mem_gib: float,
+    sms: int,
+    l2_mib: float,
+    base: float,
+    boost: float,
+    clocks: tuple[float, float],
+    tdp: float,
+    cc: tuple[int, int],
+    mem_type: str,
+    form: str,
+    *more_names: str,
+) -> Device:
     """One row: peaks in TFLOP/s, bandwidth in GB/s, memory in GiB, L2 in MiB."""
     return Device(name, product, arch, fp32 * TERA, None if tf32 is None else tf32 * TERA, fp16 * TERA, bw_gbs * GB,
                   mem_gib * GIB, sms, l2_mib * MIB, base, boost, clocks, tdp, (product, *more_names), cc,

@@ -65,7 +65,7 @@ def finite_json(obj: object, indent: int | None = 2) -> str:
         if isinstance(o, (list, tuple)):
             return [clean(v) for v in o]
         if type(o).__module__ == "numpy" and hasattr(o, "item"):
-            o = o.item()  # type: ignore[union-attr]
+            o = o.item()
         if isinstance(o, float) and not math.isfinite(o):
             return None
         return o

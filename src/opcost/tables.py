@@ -28,7 +28,7 @@ def read_parquet(path: Path, stage: str | None = None, **kwargs: object) -> pd.D
     pointer left in place) is a one-line error naming the file and how to get it back, not
     pyarrow's traceback."""
     try:
-        return pd.read_parquet(path, **kwargs)  # type: ignore[arg-type]
+        return pd.read_parquet(path, **kwargs)
     except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError, ArrowIOError an OSError
         if isinstance(exc, FileNotFoundError):
             raise

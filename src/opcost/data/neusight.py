@@ -112,6 +112,7 @@ def _inputs(*shapes: tuple[int, ...]) -> tuple[TensorInput, ...]:
 
 def op_spec(kind: str, d: tuple[int, ...]) -> OpSpec:
     """The project's spec of one NeuSight op (the same spec `opcost extract` records for that call)."""
+    shape: tuple[int, ...]
     if kind in ("bmm", "add", "mul"):
         if kind == "bmm":
             b, m, n, k = d
@@ -152,6 +153,7 @@ def op_metrics_of(kind: str, d: tuple[int, ...]) -> OpMetrics:
     the bias add, normalisation or element-wise ops), bytes (inputs and parameters read once, outputs
     written once), parameters and output shape of `op_spec(kind, d)`."""
     flops = params = 0
+    out: tuple[int, ...]
     if kind in ("bmm", "Linear"):
         b, m, n, k = d
         flops, out = 2 * b * m * n * k, (b, m, k)
@@ -407,4 +409,3 @@ def summary_counts(res: Read) -> dict[str, Any]:
         "network_rows": len(res.nets),
         "node_rows": len(res.nodes),
     }
-

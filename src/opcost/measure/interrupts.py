@@ -17,9 +17,7 @@ import signal
 import sys
 from typing import Any, Callable, Iterator
 
-HANDLED = (
-    signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM
-)
+HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM)
 RESUME_HINT = "interrupted; run the same command again to resume"
 
 

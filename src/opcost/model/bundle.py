@@ -259,7 +259,7 @@ def _check_values(b: "Bundle") -> None:
         _in(t, 0.0, LIMITS["op_time_s"], f"measured time of op {op}", lo_open=True)
         _in(None if p != p else p, 0.0, LIMITS["power_w"], f"measured power of op {op}")
     for q, s in b.scores.items():
-        for k, v in (s.items() if isinstance(s, dict) else ()):
+        for k, v in s.items() if isinstance(s, dict) else ():
             if isinstance(v, (int, float)) and not math.isfinite(v):
                 raise ValueError(f"scores.{q}.{k} is not finite")
 

@@ -68,7 +68,7 @@ NEW_FAMILY_RULE = (
 SOURCES = ("calibrated", "transferred", "uncalibrated")
 
 
-def conformal_q(scores: Sequence[float], level: float = INTERVAL_LEVEL) -> float | None:
+def conformal_q(scores: "Sequence[float] | np.ndarray", level: float = INTERVAL_LEVEL) -> float | None:
     """The split-conformal quantile of absolute scores: the ceil((n + 1) level)-th smallest; None when
     there are too few scores for that level (ceil((n + 1) level) > n)."""
     s = np.sort(np.abs(np.asarray(scores, float)))

@@ -62,8 +62,8 @@ def setting_row(p: "NetworkPrediction") -> dict[str, Any]:
         # EDP's interval: the product of the bounds (time and energy errors are not independent, so the
         # product is the honest envelope rather than a narrower combination)
         "edp_js": p.time_s * e if e is not None else None,
-        "edp_lo_js": t_lo * e_lo if has_e else None,
-        "edp_hi_js": t_hi * e_hi if has_e else None,
+        "edp_lo_js": t_lo * e_lo if has_e and e_lo is not None else None,
+        "edp_hi_js": t_hi * e_hi if has_e and e_hi is not None else None,
         "calibrated": p.calibrated,
         "source": "transferred" if set(p.sources) == {"transferred"} else "own models",
         "marks": ", ".join(marks(p)),

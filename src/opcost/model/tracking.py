@@ -202,6 +202,7 @@ def setup(root: Path, experiment: str = EXPERIMENT) -> Any:
             location = (store_root(root) / "mlruns").as_uri() if _sqlite_file(uri) else None
             client.create_experiment(experiment, artifact_location=location)
             exp = client.get_experiment_by_name(experiment)
+            assert exp is not None, f"MLflow did not create experiment {experiment!r}"
         if experiment in EXPERIMENT_DESCRIPTIONS and exp.tags.get("mlflow.note.content") is None:
             client.set_experiment_tag(exp.experiment_id, "mlflow.note.content", EXPERIMENT_DESCRIPTIONS[experiment])
         mlflow.set_experiment(experiment)

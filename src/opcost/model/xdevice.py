@@ -202,8 +202,15 @@ def neusight_ops(folder: Path) -> pd.DataFrame:
             )
             out = np.floor((size + 2 * pad - ks) / st) + 1
             m, n, k = B * out * out, cout, cin * ks * ks
-            d = _gemm_frame("conv", np.ones_like(B), m, n, k, 2 * m * n * k,
-                            FLOAT_BYTES * (B * cin * size * size + cout * cin * ks * ks + B * cout * out * out))
+            d = _gemm_frame(
+                "conv",
+                np.ones_like(B),
+                m,
+                n,
+                k,
+                2 * m * n * k,
+                FLOAT_BYTES * (B * cin * size * size + cout * cin * ks * ks + B * cout * out * out),
+            )
         else:
             B, H = raw["B"].to_numpy(float), raw["H"].to_numpy(float)
             numel = B * H
@@ -452,8 +459,12 @@ class XdeviceModel:
             "columns": list(COLUMNS),
             "floor_s": self.op.floor_s,
             "trained_on": list(self.op.trained_on),
-            "ensemble": {"depth": self.op.ensemble.depth, "strict_less": self.op.ensemble.strict_less,
-                         "base": self.op.ensemble.base, "average": self.op.ensemble.average},  # fmt: skip
+            "ensemble": {
+                "depth": self.op.ensemble.depth,
+                "strict_less": self.op.ensemble.strict_less,
+                "base": self.op.ensemble.base,
+                "average": self.op.ensemble.average,
+            },  # fmt: skip
             "composition": self.composition,
             "interval": self.interval,
             "scores": self.scores,
@@ -483,7 +494,7 @@ class XdeviceModel:
         if d.get("format") != FORMAT or d.get("columns") != list(COLUMNS):
             raise OpcostError(f"{f}: format {d.get('format')!r} or feature columns differ from this opcost's {FORMAT}")
         arr = read_npz(folder / TREES_FILE)
-        ens = TreeEnsemble(**{k: np.asarray(arr[k], t) for k, t in _ARRAYS.items()}, **d["ensemble"])
+        ens = TreeEnsemble(**{k: np.asarray(arr[k], t) for k, t in _ARRAYS.items()}, **d["ensemble"])  # type: ignore[arg-type]
         op = OpModel(ens, float(d["floor_s"]), tuple(d["trained_on"]))
         return cls(op, d["composition"], d["interval"], d["scores"], d.get("content_hash", ""))
 

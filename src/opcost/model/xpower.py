@@ -97,9 +97,7 @@ class PowerModel:
         p = tdp * (self.idle + (1 - self.idle) * np.asarray(d, float) * np.asarray(x, float) ** self.gamma)
         return np.minimum(p, cap)
 
-    def level_from_power(
-        self, p: np.ndarray | float, x: np.ndarray | float, tdp: np.ndarray | float
-    ) -> np.ndarray:
+    def level_from_power(self, p: np.ndarray | float, x: np.ndarray | float, tdp: np.ndarray | float) -> np.ndarray:
         """The level d a measured power implies at clock ratio x (the inverse of the uncapped form)."""
         p, tdp = np.asarray(p, float), np.asarray(tdp, float)
         return np.maximum(p / tdp - self.idle, 0.0) / ((1 - self.idle) * np.asarray(x, float) ** self.gamma)

@@ -37,7 +37,7 @@ def _make_stub(torch: Any) -> types.ModuleType:
         return getattr(importlib.import_module(_NAME), name)
 
     stub.disable = _disable  # type: ignore[attr-defined]
-    stub.__getattr__ = real  # type: ignore[attr-defined]  # PEP 562: only for names the stub lacks
+    stub.__getattr__ = real  # PEP 562: only for names the stub lacks
     return stub
 
 
@@ -58,7 +58,7 @@ def dynamo_stub() -> Iterator[None]:
         return
     stub = _make_stub(torch)
     sys.modules[_NAME] = stub
-    torch._dynamo = stub  # type: ignore[attr-defined]  # torch.__getattr__ would import the real one
+    torch._dynamo = stub  # torch.__getattr__ would import the real one
     try:
         yield
     finally:

@@ -273,9 +273,7 @@ def run(paths: Paths, params: Params, target: str, log_to_mlflow: bool = True) -
             else {"networks": 0}
             for s in netval.SPLITS
         },
-        "interval_half_width_pct": {
-            q: 100 * float(np.expm1(comp.half_width(q))) for q in ("time", "energy")
-        },
+        "interval_half_width_pct": {q: 100 * float(np.expm1(comp.half_width(q))) for q in ("time", "energy")},
     }
     scores = {}
     for q, (a, f) in chosen.items():

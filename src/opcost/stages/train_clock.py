@@ -144,8 +144,12 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
         "logo_pooled_pct": {k: 100 * v for k, v in model.logo_error.items()},
         "loko_pooled_time_mape": float(np.average(loko["time_mape"], weights=loko["points"])),
         "loko_pooled_energy_mape": float(np.average(loko["energy_mape"], weights=loko["points"])),
-        "params": {"share_a": model.share_a, "share_b": model.share_b, "static_frac": model.static_frac,
-               "cap_k": model.cap_k},
+        "params": {
+            "share_a": model.share_a,
+            "share_b": model.share_b,
+            "static_frac": model.static_frac,
+            "cap_k": model.cap_k,
+        },
         "gamma": model.gamma,
     }
     guesses = clockval.guess_scores(pts)
@@ -219,7 +223,7 @@ def run_xpower(paths: Paths, sweeps: pd.DataFrame) -> dict[str, Any]:
                 "energy_time_weighted": float(100 * (e_hat - e).abs().sum() / e.sum())}  # fmt: skip
 
     per_gpu = {str(d): {str(k): pooled(gk) for k, gk in g.groupby("kind")} for d, g in off.groupby("device")}
-    metrics = {
+    metrics: dict[str, Any] = {
         "pooled": pooled(off),
         "pooled_absolute": pooled(off[off["kind"] == "absolute"]),
         "pooled_sweep": pooled(off[off["kind"] == "sweep"]),

@@ -92,23 +92,25 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
     metrics: dict[str, Any] = {
         "ops": {
             g: {k: float(r[k]) for k in ("mape", "mape_gpu_mean", "mdape", "twe", "r2_log", "goal_mape")}
-            | {"n": int(r["n"]), "neusight_ood_mape": None if pd.isna(r["neusight_ood_mape"])
-               else float(r["neusight_ood_mape"])}  # fmt: skip
+            | {
+                "n": int(r["n"]),
+                "neusight_ood_mape": None if pd.isna(r["neusight_ood_mape"]) else float(r["neusight_ood_mape"]),
+            }  # fmt: skip
             for g, r in pooled.iterrows()
         },
-        "networks": {
-            s: net_scores(net_pred[net_pred["set"] == s]) for s in sorted(net_pred["set"].unique())
-        } | {"all": net_scores(net_pred)},
-        "networks_by_gpu": {
-            f"{g}/{s}": net_scores(d) for (g, s), d in net_pred.groupby(["gpu", "set"])
-        },
+        "networks": {s: net_scores(net_pred[net_pred["set"] == s]) for s in sorted(net_pred["set"].unique())}
+        | {"all": net_scores(net_pred)},
+        "networks_by_gpu": {f"{g}/{s}": net_scores(d) for (g, s), d in net_pred.groupby(["gpu", "set"])},
         "interval": {**law, "coverage_90": float(inside.mean()), "n": int(len(inside))},
         "composition": {k: v for k, v in comp.items() if k != "bw_ratio"},
         "bw_ratio": comp["bw_ratio"],
         "trained_on": list(final.trained_on),
         "rows": int(len(rows)),
-        "anchors": {"neusight_network_pct": "0.1-27.9 per config", "habitat_network_pct": 11.8,
-                    "goal_network_mape": 10.0},  # fmt: skip
+        "anchors": {
+            "neusight_network_pct": "0.1-27.9 per config",
+            "habitat_network_pct": 11.8,
+            "goal_network_mape": 10.0,
+        },  # fmt: skip
     }
     model = xdevice.XdeviceModel(final, comp, law, {"ops": metrics["ops"], "networks": metrics["networks"]})
     folder = paths.xdevice_model_dir
@@ -156,8 +158,12 @@ def run_record(model: xdevice.XdeviceModel, metrics: dict, ops: pd.DataFrame, ne
     return {
         "name": XDEVICE_RUN,
         "tags": {"dvc_stage": XDEVICE_RUN, "bundle_hash": model.content_hash, "split": split},
-        "params": {"trained_on": ",".join(model.op.trained_on), "floor_s": model.op.floor_s,
-                   "host_floor_s": model.composition["host_floor_s"], "scale": model.composition["scale"]},
+        "params": {
+            "trained_on": ",".join(model.op.trained_on),
+            "floor_s": model.op.floor_s,
+            "host_floor_s": model.composition["host_floor_s"],
+            "scale": model.composition["scale"],
+        },
         "metrics": flat,
         "steps": {},
         "figures": [],

@@ -36,5 +36,7 @@ def sync_validate(paths: Paths) -> str | None:
     figures = sorted(p for p in fig_dir.glob("*") if p.is_file()) if fig_dir.is_dir() else []
     log_mlflow(paths, detail, figures, runlog.replay_tags(paths.root, "reports/validate/detail.json"))
     exp = client.get_experiment_by_name(tracking.VALIDATE_EXPERIMENT)
+    if exp is None:
+        return None
     runs = client.search_runs([exp.experiment_id], filter_string=f"tags.{DETAIL_HASH_TAG} = '{dhash}'", max_results=1)
     return runs[0].info.run_id if runs else None
