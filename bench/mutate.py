@@ -104,9 +104,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "interval-from-quartiles",
         "model/compose.py",
-        (("np.percentile(res, [5, 95])", "np.percentile(res, [25, 75])"),),
-        'the "90 %" interval is built from the 25th and 75th percentiles',
-        (KNOWN,),
+        (("k = int(np.ceil((len(s) + 1) * level))", "k = int(np.ceil((len(s) + 1) * 0.5))"),),
+        'the "90 %" interval is built from the middle half of the scores (25th to 75th percentile)',
+        (KNOWN, "tests/test_intervals_composition.py"),
     ),
     Mutation(
         "roofline-ignores-tf32",
