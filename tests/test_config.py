@@ -124,6 +124,8 @@ def test_dvc_yaml_paths_are_the_config_paths(repo_root):
             *(paths.clock_table(t) for t in ("logo", "loko", "curves", "logo_points", "guesses", "vs_guesses", "path")),
             paths.xpower_model_dir,
             paths.xpower_report_dir / "logo.csv",
+            paths.xpower_logo,
+            paths.validate_xdevice_energy,
             paths.xpower_report_dir / "metrics.json",
             paths.xdevice_model_dir,
             paths.xdevice_metrics,

@@ -32,6 +32,12 @@ def synthetic_reports(root: Path) -> Paths:
     paths.train_metrics().write_text(json.dumps(train))
     paths.clock_metrics.parent.mkdir(parents=True)
     paths.clock_metrics.write_text(json.dumps({"logo_pooled_pct": {"time": 35.5, "energy": 26.5}, "gamma": 2.0}))
+    paths.xdevice_metrics.parent.mkdir(parents=True)
+    paths.xdevice_metrics.write_text(json.dumps({
+        "networks": {"all": {"mape": 22.896224, "n": 96}, "thesis": {"mape": 30.1}},
+        "ops": {"linear": {"mape": 10.0, "n": 300}, "bmm": {"mape": 30.0, "n": 100}, "conv": {"mape": 20.0, "n": 100},
+                "softmax": {"mape": 90.0, "n": 1000}},
+    }))  # fmt: skip
     paths.validate_dir.mkdir(parents=True)
     pd.DataFrame({
         "model": ["resnet18", "resnet50", "vgg16", "alexnet"], "family": ["resnet", "resnet", "vgg", "alexnet"],
@@ -44,7 +50,7 @@ def synthetic_reports(root: Path) -> Paths:
     return paths
 
 
-def test_headline_is_six_out_of_sample_medians(tmp_path):
+def test_headline_is_eight_out_of_sample_figures(tmp_path):
     paths = synthetic_reports(tmp_path)
     assert views.headline(paths) == {
         "net_t_mape": 14.0,  # median of 10, 30, 14
@@ -53,7 +59,15 @@ def test_headline_is_six_out_of_sample_medians(tmp_path):
         "op_t_twe": 12.0,
         "clk_t_mape": 35.5,
         "clk_e_mape": 26.5,
+        "xd_net": 22.9,  # every network, leave-one-GPU-out (rounded to 0.1)
+        "xd_mm": 16.0,  # (10 * 300 + 30 * 100 + 20 * 100) / 500: GEMM-like kinds only, row-weighted
     }
+
+
+def test_gemm_kinds_are_the_cross_device_models():
+    from opcost.model.xdevice import GEMM_XKINDS
+
+    assert set(views.GEMM_KINDS) == set(GEMM_XKINDS)
 
 
 def test_scatter_draws_y_equals_x_and_one_colour_per_family(tmp_path, monkeypatch):

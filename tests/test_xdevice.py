@@ -251,3 +251,65 @@ def test_neusight_ops_parse_shapes(tmp_path):
     assert (r["xkind"], r["batch"], r["m"], r["n"], r["k"]) == ("bmm", 2.0, 3.0, 7.0, 5.0)
     assert r["flops"] == 2 * 2 * 3 * 5 * 7 and r["t_s"] == pytest.approx(0.5e-3)
     assert r["device_config"] == "T4_no_tf32" and r["wall_clock"] == 0.0
+
+
+@pytest.fixture
+def xdevice_power_root(xdevice_root):
+    """`xdevice_root` plus a power model drawing exactly the TDP (idle + (1 - idle) * 1 = 1) and a clock
+    model: transferred answers then have a known energy, time x TDP."""
+    from opcost.model.clock import ClockModel
+    from opcost.model.xpower import PowerModel
+
+    PowerModel(idle=0.5, a=1.0, b=0.0, c=1.0, rel_err90=0.1).save(Paths(xdevice_root).xpower_model_dir)
+    ClockModel(static_frac=0.3, gamma=2.0, logo_error={"time": 0.05, "energy": 0.07}).save(
+        Paths(xdevice_root).clock_model_dir
+    )
+    return xdevice_root
+
+
+@pytest.mark.parametrize("mode", ["inference", "training"])
+def test_transferred_energy_is_time_times_transferred_power(xdevice_power_root, mode):
+    from opcost.model.predict import Predictor
+
+    p = Predictor(paths=Paths(xdevice_power_root), disk_cache=False).predict("resnet18", "8,3,32,32", "T4", mode)
+    assert set(p.sources) == {"transferred"} and "models/xpower" in p.note
+    assert p.energy_j == pytest.approx(p.time_s * DEVICES["T4"].tdp_w, rel=1e-9)
+    assert p.avg_power_w == pytest.approx(DEVICES["T4"].tdp_w)
+    lo, hi = p.energy_interval_j
+    assert lo == pytest.approx(p.time_interval_s[0] * 70 * 0.9) and hi == pytest.approx(p.time_interval_s[1] * 70 * 1.1)
+    assert 0 < lo < p.energy_j < hi
+
+
+@pytest.mark.parametrize("mode", ["inference", "training"])
+def test_clock_applies_to_transferred_gpus(xdevice_power_root, mode):
+    from opcost.model.predict import Predictor
+
+    pr = Predictor(paths=Paths(xdevice_power_root), disk_cache=False)
+    h100 = DEVICES["H100"]
+    base = pr.predict("resnet18", "8,3,32,32", "H100", mode)
+    at_boost = pr.predict("resnet18", "8,3,32,32", "H100", mode, clock_mhz=h100.boost_clock_mhz)
+    assert at_boost.clock_source == "transferred" and at_boost.time_s == pytest.approx(base.time_s, rel=1e-9)
+    assert at_boost.energy_j == pytest.approx(base.energy_j, rel=1e-9)
+    f = 1200.0
+    slow = pr.predict("resnet18", "8,3,32,32", "NVIDIA H100 80GB HBM3", mode, clock_mhz=f)
+    assert slow.clock_source == "transferred" and slow.clock_mhz == f and set(slow.sources) == {"transferred"}
+    # t(f) = t_ref (1 + s (f_ref / f - 1)), s in [0, 1]: between the reference time and fully compute-bound
+    assert base.time_s < slow.time_s <= base.time_s * h100.boost_clock_mhz / f
+    assert slow.avg_power_w < base.avg_power_w  # P = static + dynamic (f / f_ref)^2, static 30 % of P_ref
+    assert slow.avg_power_w >= 0.3 * base.avg_power_w
+    assert slow.time_interval_s[0] < slow.time_s < slow.time_interval_s[1]
+    assert "cross-clock model" in slow.note
+    lo, hi = h100.clock_range_mhz
+    with pytest.raises(OpcostError, match=f"outside the H100's supported range {lo:g}-{hi:g} MHz"):
+        pr.predict("resnet18", "8,3,32,32", "H100", mode, clock_mhz=hi + 100)
+
+
+def test_recommend_sweeps_clocks_of_transferred_gpus(xdevice_power_root):
+    from opcost.model.predict import Predictor
+
+    pr = Predictor(paths=Paths(xdevice_power_root), disk_cache=False)
+    df = pr.recommend("resnet18", "8,3,32,32", "inference", devices="H100,T4")
+    for gpu in ("H100", "T4"):
+        clocks = sorted(df.loc[df["device_config"] == gpu, "clock_mhz"])
+        assert clocks == sorted(pr.clock_grid(gpu)) and DEVICES[gpu].boost_clock_mhz in clocks
+    assert df["energy_j"].notna().all()

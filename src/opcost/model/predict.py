@@ -344,10 +344,15 @@ class Predictor:
             if xfer is not None:
                 from opcost.model import xdevice_predict
 
-                xdevice_predict.check_no_clock(xfer, clock)
+                cm = None
+                if clock is not None:  # range first (one line naming it), then the clock model
+                    from opcost.model.clock import check_device_clock
+
+                    check_device_clock(xfer, float(clock))
+                    cm = self.clock_model()
                 net = self.network(spec, mode=mode)
                 transferred[k] = xdevice_predict.network_prediction(
-                    self.paths.xdevice_model_dir, spec, net, xfer, mode, optimizer
+                    self.paths.xdevice_model_dir, spec, net, xfer, mode, optimizer, clock, cm
                 )
                 continue
             bundle = self.bundle(device, mode)
@@ -521,6 +526,14 @@ class Predictor:
             return tuple(grid)
         return (None,)
 
+    def transferred_clocks(self, device_config: str) -> tuple[float | None, ...]:
+        """The clocks `recommend` asks the cross-device model about: the same grid as for an own bundle
+        without a measured sweep when the clock model is there, else only the default clock."""
+        from opcost.model.clock import CLOCK_MODEL_FILE
+
+        grid = self.clock_grid(device_config)
+        return tuple(grid) if grid and (self.paths.clock_model_dir / CLOCK_MODEL_FILE).is_file() else (None,)
+
     def recommend(
         self,
         model: "str | NetSpec",
@@ -550,7 +563,7 @@ class Predictor:
             requests = [
                 (model, input_shape, d, mode, c)
                 for d in chosen
-                for c in (self.sweep_clocks(d, mode) if d in own else (None,))
+                for c in (self.sweep_clocks(d, mode) if d in own else self.transferred_clocks(d))
             ]
         else:
             if not own:

@@ -114,15 +114,86 @@ def energy(root: Path, r: dict[str, Any], device_config: str, mode: str) -> tupl
         "energy: transferred time x power from the cross-device power model (models/xpower)")  # fmt: skip
 
 
-def network_prediction(folder: Path, spec: Any, net: Any, device_config: str, mode: str, optimizer: str) -> Any:
-    """A predict.NetworkPrediction whose every op is `transferred`."""
+def at_clock(
+    r: dict[str, Any], en: dict[str, Any] | None, device_config: str, clock: float, clock_model: Any
+) -> tuple[dict[str, Any], dict[str, Any] | None, str]:
+    """The transferred answer `r` (and its energy `en`), both at the boost clock, moved to core clock
+    `clock` by the cross-clock model (model/clock.py), as `Predictor._transferred` does for own bundles
+    without a measured sweep: each op's compute-bound share from its roofline split, the optimizer step
+    bytes-bound (share 0), the network's transferred power as every op's reference power. The intervals
+    widen by the clock model's leave-one-GPU-out error at this distance from the boost clock."""
+    from opcost.devices import find_device
+    from opcost.model.clock import check_clock, roofline_share, time_ratio
+    from opcost.model.physics import MATMUL_KINDS, device_peaks
+
+    found = find_device(device_config)
+    if found is None:  # transfer_config only answers for table GPUs; kept as a guard, one line
+        raise OpcostError(f"--clock on {device_config}: not in the device table, no clock range to check")
+    dev = found[0]
+    check_clock(dev, clock)
+    mm_peak, fp32_peak, bw = device_peaks(device_config)
+    share = np.array(
+        [
+            roofline_share(
+                x.metrics.get("flops", 0.0),
+                float(x.metrics.get("bytes_read", 0.0)) + float(x.metrics.get("bytes_written", 0.0)),
+                mm_peak if x.kind in MATMUL_KINDS else fp32_peak,
+                bw,
+            )
+            for x in r["records"]
+        ]
+        + [0.0]
+    )
+    t_ref = np.append(np.asarray(r["t_s"], float), r["optimizer_s"])
+    weights = np.append(np.asarray(r["calls"], float), 1.0)
+    if en is not None:
+        p_ref = np.full(len(t_ref), float(en["power_w"]))
+        t, p = clock_model.at_clock(dev, clock, t_ref, p_ref, share)
+    else:  # no power to place the board's cap with: time alone, by the same law
+        t, p = t_ref * time_ratio(clock, dev.boost_clock_mhz, share), None
+    time_s = float((t * weights).sum())
+    k = time_s / r["time_s"] if r["time_s"] > 0 else 1.0
+    et, ee = clock_model.error_at(clock / dev.boost_clock_mhz)
+    lo, hi = r["interval"]
+    out = dict(r, t_s=t[:-1], optimizer_s=float(t[-1]), sum_s=float((t[:-1] * weights[:-1]).sum()), time_s=time_s,
+               interval=(k * lo / (1.0 + et), k * hi * (1.0 + et)))  # fmt: skip
+    en_out = None
+    if en is not None and p is not None:
+        e = float((t * p * weights).sum())
+        ke = e / (float(en["energy_j"]) or 1.0)
+        elo, ehi = en["interval"]
+        en_out = {"energy_j": e, "power_w": e / time_s if time_s > 0 else float("nan"),
+                  "interval": (ke * elo / (1.0 + ee), ke * ehi * (1.0 + ee))}  # fmt: skip
+    note = (
+        f"clock {clock:g} MHz (boost {dev.boost_clock_mhz:g}): clock behaviour transferred from the cross-clock "
+        f"model (its leave-one-GPU-out error this far from the reference clock, time {100 * et:.0f} %, energy "
+        f"{100 * ee:.0f} %, widens the intervals), not measured on {device_config}"
+    )
+    return out, en_out, note
+
+
+def network_prediction(
+    folder: Path,
+    spec: Any,
+    net: Any,
+    device_config: str,
+    mode: str,
+    optimizer: str,
+    clock: float | None = None,
+    clock_model: Any = None,
+) -> Any:
+    """A predict.NetworkPrediction whose every op is `transferred`; at `clock` (MHz, within the table's
+    range) through `clock_model` (model/clock.ClockModel), else at the default (boost) clock."""
     from opcost.model.predict import TRAINING_NOTE, NetworkPrediction
     from opcost.ops.footprint import footprint_key, memory_summary
 
     r = predict_network(folder, net, device_config, mode, optimizer)
+    en, en_note = energy(Path(folder).parent.parent, r, device_config, mode)
+    clock_note = None
+    if clock is not None:
+        r, en, clock_note = at_clock(r, en, device_config, float(clock), clock_model)
     n = len(r["ids"])
     costs = Costs(r["t_s"], np.full(n, np.nan), [SOURCE] * n, [None] * n)
-    en, en_note = energy(Path(folder).parent.parent, r, device_config, mode)
     notes = [
         f"transferred: {device_config} has no measurements of its own; op times from the cross-device model "
         f"(models/xdevice, trained on {', '.join(load(folder).op.trained_on)}), numerics {NUMERICS[r['tf32']]}; "
@@ -130,6 +201,8 @@ def network_prediction(folder: Path, spec: Any, net: Any, device_config: str, mo
         f"{r['distance']:.2f} from the training GPUs",
         en_note,
     ]
+    if clock_note is not None:
+        notes.append(clock_note)
     if mode == "training":
         notes.insert(1, TRAINING_NOTE.replace("the composition layer's parameter term", "a bytes-bound SGD step"))
     notes.extend(net.notes)
@@ -139,7 +212,7 @@ def network_prediction(folder: Path, spec: Any, net: Any, device_config: str, mo
         input_shape=net.inputs[0].shape if net.inputs else (),
         device_config=device_config,
         mode=mode,
-        clock_mhz=None,
+        clock_mhz=None if clock is None else float(clock),
         time_s=r["time_s"],
         time_interval_s=r["interval"],
         energy_j=None if en is None else en["energy_j"],
@@ -159,15 +232,8 @@ def network_prediction(folder: Path, spec: Any, net: Any, device_config: str, mo
         memory=None if fp is None else memory_summary(fp),
         inputs=[i.text() for i in net.inputs],
         unbuildable=net.missing,
-        clock_source=None,
+        clock_source=None if clock is None else SOURCE,
     )
-
-
-def check_no_clock(device_config: str, clock: float | None) -> None:
-    if clock is not None:
-        raise OpcostError(
-            f"--clock on {device_config}: the cross-device model answers at the default clock only; leave out --clock"
-        )
 
 
 def table_configs(names: str) -> list[str]:

@@ -24,6 +24,7 @@ from opcost.schemas import EVALUATED_NETWORKS, EVALUATED_OPERATIONS, NET_MEASURE
 from opcost.stages._run import execute
 from opcost.tables import known_operations, read_table, require
 from opcost.validate import clocks, summation, sweeps
+from opcost.validate import xdevice as xdevice_report
 from opcost.validate.report import (
     fig_kind_errors,
     fig_latency,
@@ -207,6 +208,8 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
         )
         index.append(("Clock model", "validate/figures/clock_sweeps.png", "predicted energy vs clock per set"))
 
+    xdev = xdevice_section(paths, sw, index, figures)
+
     ing = [
         read_table(paths.ingested_dir(n) / "networks.parquet", NET_MEASUREMENTS, f"ingest@{n}")
         for n, s in params.ingest.sources.items()
@@ -259,6 +262,8 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
         },
         "sweep_median_energy_saved_pct": {k: v["median_energy_saved_pct"] for k, v in sweep_summary.items()},
     }
+    if xdev["energy"]:
+        headline["xdevice_energy_logo_mape_pct"] = {k: v["mape"] for k, v in xdev["energy"].items()}
     write_report(headline, paths.validate_metrics)
     detail["clock_optima"] = (
         {
@@ -273,11 +278,54 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
         if len(clock_opt)
         else {}
     )
+    detail["xdevice"] = {"networks_by_gpu": xdev["networks"], "energy_logo": xdev["energy"]}
     write_report(detail, paths.validate_detail)
-    write_index(paths, index, detail, clocks.index_lines(clock_logo, clock_opt))
+    write_index(paths, index, detail, clocks.index_lines(clock_logo, clock_opt) + xdev["lines"])
     if log_to_mlflow:
         log_mlflow(paths, detail, figures)
     return detail
+
+
+def xdevice_section(
+    paths: Paths, sw: pd.DataFrame, index: list[tuple[str, str, str]], figures: list[Path]
+) -> dict[str, Any]:
+    """The cross-device section: leave-one-GPU-out tables of stages train-xdevice and train-clock, the
+    figures per GPU, and thesis network energy predicted entirely transferred (power model refitted
+    without the GPU here). Left out (empty) where train-xdevice has not run."""
+    from opcost.model import xpower
+
+    empty: dict[str, Any] = {"networks": {}, "energy": {}, "lines": []}
+    ops_f, nets_f = paths.xdevice_table("logo_ops"), paths.xdevice_table("logo_networks")
+    if not nets_f.is_file():
+        return empty
+    nets = pd.read_csv(nets_f)
+    ops = pd.read_csv(ops_f) if ops_f.is_file() else pd.DataFrame()
+    power = pd.read_csv(paths.xpower_logo) if paths.xpower_logo.is_file() else pd.DataFrame()
+    net_err = xdevice_report.networks_by_gpu(nets)
+    rows, _ = xpower.all_rows(sw, paths.evaluated_targets_dir)
+    energy = xdevice_report.energy_logo(nets, rows)
+    write_csv(energy, paths.validate_xdevice_energy)
+    summary = xdevice_report.energy_summary(energy) if len(energy) else {}
+    fig_net, fig_en = paths.validate_xdevice_figures
+    xdevice_report.fig_networks(nets, fig_net, figures)
+    sec = "Any GPU (leave-one-GPU-out)"
+    index.append((sec, "xdevice/logo_ops.csv", "op time per held-out GPU and op kind, NeuSight's OOD anchors beside"))
+    index.append((sec, "xdevice/logo_networks.csv", "every network predicted by models that never saw its GPU"))
+    index.append((sec, f"validate/figures/{fig_net.name}", "network time, predicted (GPU left out) vs measured"))
+    if len(power):
+        index.append((sec, "xpower/logo.csv", "power and energy per held-out GPU and source (model/xpower.py)"))
+    if len(energy):
+        xdevice_report.fig_energy(energy, fig_en, figures)
+        index.append((sec, "validate/xdevice_energy.csv", "thesis network energy entirely transferred, GPU left out"))
+        index.append((sec, f"validate/figures/{fig_en.name}", "the same: transferred vs measured energy"))
+    return {
+        "networks": {
+            f"{r['set']}/{r['gpu']}": {k: r[k] for k in ("n", "mape", "mdape", "weighted", "r2")}
+            for r in net_err.to_dict("records")
+        },
+        "energy": summary,
+        "lines": xdevice_report.index_lines(ops, net_err, power, summary),
+    }
 
 
 def out_of_sample_table(paths: Paths, params: Params) -> pd.DataFrame:

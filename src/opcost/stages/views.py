@@ -4,7 +4,7 @@ Why a stage of its own: every stage's figures are many (per target, per GPU, per
 prints every scalar of every `metrics:` file as a column: 136 columns and 5 499 characters once.
 The stages keep their detail in plain JSON (reports/train/metrics.json, reports/clock/metrics.json,
 reports/validate/metrics.json, declared as outputs, not metrics), and this stage condenses them into
-reports/metrics.json: six out-of-sample figures a user compares between experiments, each the
+reports/metrics.json: eight out-of-sample figures a user compares between experiments, each the
 median over train targets or the pooled figure (the worst target beside the network one).
 
 `dvc plots show` renders Vega plots with scripts from a CDN, blank offline; image plots are shown as
@@ -25,7 +25,12 @@ from opcost.config import Params, Paths
 from opcost.io import atomic_path, write_report
 from opcost.stages._run import execute
 
-HEADLINE_KEYS = ("net_t_mape", "net_e_mape", "net_t_worst", "op_t_twe", "clk_t_mape", "clk_e_mape")
+HEADLINE_KEYS = (
+    "net_t_mape", "net_e_mape", "net_t_worst", "op_t_twe", "clk_t_mape", "clk_e_mape", "xd_net", "xd_mm",
+)  # fmt: skip
+# The GEMM-like op kinds of the cross-device model (model/xdevice.GEMM_XKINDS; a test keeps them equal):
+# named here so that this stage does not import the model's training code.
+GEMM_KINDS = ("bmm", "conv", "linear")
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -38,24 +43,35 @@ def _median(values: list[float]) -> float | None:
 
 
 def headline(paths: Paths) -> dict[str, float | None]:
-    """Six headline figures, all out of sample, in percent (None where the stage has not run):
+    """Eight headline figures, all out of sample, in percent to 0.1 (None where the stage has not run):
     networks left out one at a time (time and energy MAPE, median over targets; time's worst target),
-    the chosen op time model's grouped time-weighted error (median over targets), and the clock
-    model's leave-one-GPU-out pooled time and energy MAPE."""
+    the chosen op time model's grouped time-weighted error (median over targets), the clock
+    model's leave-one-GPU-out pooled time and energy MAPE, and the cross-device model's
+    leave-one-GPU-out network time MAPE and GEMM-like op time MAPE."""
     train = _read(paths.train_metrics())
     net_t = [t.get("networks", {}).get("time_mape_pct") for t in train.values()]
     net_e = [t.get("networks", {}).get("energy_mape_pct") for t in train.values()]
     op_twe = [t.get("time", {}).get("twe_pct") for t in train.values()]
     clock = _read(paths.clock_metrics).get("logo_pooled_pct", {})
+    xd = _read(paths.xdevice_metrics)
+    gemm = [xd.get("ops", {}).get(k, {}) for k in GEMM_KINDS]
+    gemm = [(g["mape"], g["n"]) for g in gemm if g.get("mape") is not None and g.get("n")]
     worst = [x for x in net_t if x is not None]
-    return {
+    head = {
         "net_t_mape": _median(net_t),
         "net_e_mape": _median(net_e),
         "net_t_worst": max(worst) if worst else None,
         "op_t_twe": _median(op_twe),
         "clk_t_mape": clock.get("time"),
         "clk_e_mape": clock.get("energy"),
+        # the cross-device model, leave-one-GPU-out: network time MAPE over every network (NeuSight configs
+        # and thesis networks), and op time MAPE of the GEMM-like kinds (matmul: linear, bmm, conv) pooled
+        "xd_net": xd.get("networks", {}).get("all", {}).get("mape"),
+        "xd_mm": sum(m * n for m, n in gemm) / sum(n for _, n in gemm) if gemm else None,
     }
+    # 0.1 percentage point is what a comparison between experiments reads; ten digits would widen
+    # `dvc metrics show` past a terminal (the detail files keep every digit)
+    return {k: None if v is None else round(float(v), 1) for k, v in head.items()}
 
 
 def _save(fig: Any, target: Path) -> None:
