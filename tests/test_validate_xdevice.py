@@ -88,8 +88,20 @@ def test_energy_summary_and_index_tables():
     assert s["A30"]["time_mape"] == pytest.approx(15.0)
     ops = pd.DataFrame([{"gpu": g, "group": k, "n": 10, "mape": 20.0, "mdape": 18.0, "twe": 19.0, "r2_log": 0.9,
                          "goal_mape": 12} for g in ("all", "T4") for k in ("bmm", "layernorm")])  # fmt: skip
-    power = pd.DataFrame([{"device": "A30", "kind": "absolute", "source": "thesis-networks", "rows": 3,
-                           "power_mape": 30.0, "power_mdape": 29.0, "energy_time_weighted": 31.0, "energy_r2": 0.5}])
+    power = pd.DataFrame(
+        [
+            {
+                "device": "A30",
+                "kind": "absolute",
+                "source": "thesis-networks",
+                "rows": 3,
+                "power_mape": 30.0,
+                "power_mdape": 29.0,
+                "energy_time_weighted": 31.0,
+                "energy_r2": 0.5,
+            }
+        ]
+    )
     text = "\n".join(xv.index_lines(ops, xv.networks_by_gpu(logo_nets()), power, s))
     assert "| bmm | 10 | 20.0 | 18.0 | 19.0 | 0.90 | 13.8 | 12.0 |" in text
     assert "| layernorm | 10 | 20.0 | 18.0 | 19.0 | 0.90 | 56.7 | 12.0 |" in text

@@ -345,21 +345,6 @@ class Paths:
         """Leave-one-GPU-out power and energy of the power model: metrics.json (DVC metrics), logo.csv."""
         return self.root / "reports" / "xpower"
 
-    @property
-    def xpower_logo(self) -> Path:
-        """Leave-one-GPU-out power and energy per GPU and source (stage train-clock), a table of the report."""
-        return self.xpower_report_dir / "logo.csv"
-
-    @property
-    def validate_xdevice_energy(self) -> Path:
-        """Thesis networks' energy predicted entirely transferred, each GPU held out (stage validate)."""
-        return self.validate_dir / "xdevice_energy.csv"
-
-    @property
-    def validate_xdevice_figures(self) -> tuple[Path, Path]:
-        """Predicted-vs-measured per GPU (stage validate): network time, network energy; both leave-one-GPU-out."""
-        return self.validate_figures / "xdevice_networks.png", self.validate_figures / "xdevice_energy.png"
-
     def train_networks(self, target: str) -> Path:
         """The target's measured networks predicted leave-one-network-out and -family-out (CSV)."""
         return self.root / "reports" / "train" / "networks" / f"{target}.csv"

@@ -37,7 +37,7 @@ def _make_stub(torch: Any) -> types.ModuleType:
         return getattr(importlib.import_module(_NAME), name)
 
     stub.disable = _disable  # type: ignore[attr-defined]
-    stub.__getattr__ = real  # PEP 562: only for names the stub lacks
+    stub.__getattr__ = real  # type: ignore[method-assign]  # PEP 562: only for names the stub lacks
     return stub
 
 

@@ -300,13 +300,17 @@ def xdevice_section(
         return empty
     nets = pd.read_csv(nets_f)
     ops = pd.read_csv(ops_f) if ops_f.is_file() else pd.DataFrame()
-    power = pd.read_csv(paths.xpower_logo) if paths.xpower_logo.is_file() else pd.DataFrame()
+    power = (
+        pd.read_csv((paths.xpower_report_dir / "logo.csv"))
+        if (paths.xpower_report_dir / "logo.csv").is_file()
+        else pd.DataFrame()
+    )
     net_err = xdevice_report.networks_by_gpu(nets)
     rows, _ = xpower.all_rows(sw, paths.evaluated_targets_dir)
     energy = xdevice_report.energy_logo(nets, rows)
-    write_csv(energy, paths.validate_xdevice_energy)
+    write_csv(energy, paths.validate_dir / "xdevice_energy.csv")
     summary = xdevice_report.energy_summary(energy) if len(energy) else {}
-    fig_net, fig_en = paths.validate_xdevice_figures
+    fig_net, fig_en = paths.validate_figures / "xdevice_networks.png", paths.validate_figures / "xdevice_energy.png"
     xdevice_report.fig_networks(nets, fig_net, figures)
     sec = "Any GPU (leave-one-GPU-out)"
     index.append((sec, "xdevice/logo_ops.csv", "op time per held-out GPU and op kind, NeuSight's OOD anchors beside"))
