@@ -238,7 +238,7 @@ def test_a_server_dying_mid_validate_run_is_one_line_and_the_report_is_replayed_
     lines = _error_lines(r.stderr)
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
     assert lines[0].startswith(f"error: the MLflow tracking server {srv.uri} went down during the run (")
-    assert "`opcost sync-registry` replays it" in lines[0]
+    assert "`dvc commit` its stage and run `opcost sync-registry` to replay it" in lines[0]
     assert took < 60
     paths = Paths(root)
     assert paths.validate_detail.is_file()  # nothing lost

@@ -42,8 +42,8 @@ def execute(
 
 
 KEPT = (
-    "what the command wrote under models/ and reports/ is kept; `opcost sync-registry` replays it into the store "
-    "once the service is back"
+    "what it wrote under models/ and reports/ before logging is kept (run.json holds the run); once the service is "
+    "back, run it again, or `dvc commit` its stage and run `opcost sync-registry` to replay it"
 )
 
 
