@@ -125,3 +125,58 @@ def test_campaign_tables_refuse_impossible_values(col, value):
     column = next(c for c in TIMINGS.columns if c.name == col)
     with pytest.raises(SchemaError, match=col):
         _check_column("timings", column, pd.Series([value]))
+
+
+def _real_campaign(root: Path, trials: int) -> Path:
+    """A real (tiny) CPU campaign against the fake NVML card of test_known_measurements, written where
+    the evaluate stage reads campaigns (data/raw/<name>/)."""
+    from fake_nvml import FakeNvml
+    from opcost.config import CampaignParams
+    from opcost.measure.campaign import Campaign, Unit, make_plan
+    from test_known_measurements import CONV as CONV_SPEC
+    from test_known_measurements import WATTS, steady_trace
+
+    c = CampaignParams(name="k", device="cpu", modes=("inference",), sets=("x",), networks=False, trials=trials,
+                       min_time_s=0.01, window_s=0.2, energy_source="nvml", sample_interval_s=0.01,
+                       max_instances=4, instance_budget_mb=8)  # fmt: skip
+    plan = make_plan(c, [Unit("op", CONV_SPEC.op_id, "inference", CONV_SPEC.kind, spec=CONV_SPEC)])
+    out = root / "data" / "raw" / "k"
+    Campaign(plan, out, root / "parts", state_dir=root / "state", nvml_lib=FakeNvml(trace=steady_trace(WATTS))).run(
+        show_progress=False
+    )
+    return out
+
+
+def test_impossible_campaign_rows_are_refused_counted_and_the_rest_evaluated(tmp_path):
+    """A campaign's timings.parquet with one negative time and one infinite energy (a corrupted file):
+    evaluate refuses those two rows, counts them by reason, and evaluates the trial that is left; with
+    every row corrupted, the campaign is one line naming it."""
+    import pandas as pd
+
+    from opcost.config import Paths
+    from opcost.data.evaluate import campaign_frames, reject_summary
+    from opcost.stages.evaluate import summary
+
+    out = _real_campaign(tmp_path, trials=3)
+    t = pd.read_parquet(out / "timings.parquet")
+    assert len(t) == 3 and (t["status"] == "ok").all()
+    t.loc[0, "mean_s"] = -t.loc[0, "mean_s"]
+    t.loc[1, "window_energy_j"] = float("inf")
+    t.to_parquet(out / "timings.parquet")
+
+    refused: dict = {}
+    ops, _, _ = campaign_frames(Paths(tmp_path), refused)
+    assert len(ops) == 1 and ops.iloc[0]["n_trials"] == 1  # the one sound trial
+    assert ops.iloc[0]["t_s"] == pytest.approx(t.loc[2, "mean_s"], rel=1e-12)
+    assert [(r["row"], r["reason"]) for r in refused["k"]] == [(0, "out_of_range"), (1, "bad_number")]
+    counted = reject_summary(refused)["k"]
+    assert counted["rejected_rows"] == 2
+    assert counted["rejected_by_reason"]["out_of_range"] == 1 and counted["rejected_by_reason"]["bad_number"] == 1
+    line = summary({"operation_rows": 1, "network_rows": 0, "sweep_rows": 0, "target_rows": {},
+                    "mean_flops_share": None, "campaign_rejects": reject_summary(refused)})  # fmt: skip
+    assert "\n" not in line and "campaign k: 2 row(s) refused (bad_number 1, out_of_range 1" in line
+
+    t.loc[2, "mean_s"] = 1e300  # beyond TIME_RANGE_S
+    t.to_parquet(out / "timings.parquet")
+    with pytest.raises(OpcostError, match=r"campaign k: all 3 rows of .* refused .*mean_s = -"):
+        campaign_frames(Paths(tmp_path))

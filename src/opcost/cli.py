@@ -42,6 +42,14 @@ def _run(fn: Callable[[], T]) -> T:
     except OpcostError as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
+    except Exception as exc:  # MLflow's server or database died mid-command: one line, not its tracebacks
+        from opcost.stages._run import service_down_line
+
+        line = service_down_line(exc)
+        if line is None:
+            raise
+        err.print(f"[bold red]error:[/] {line}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
 
 
 def _stage(fn: Callable[[Paths, Any], T]) -> T:

@@ -119,6 +119,38 @@ class Table:
                     return problem
         return None
 
+    def bad_rows(self, df: pd.DataFrame) -> pd.DataFrame:
+        """The rows of a whole table whose numbers break the same rules `row_problem` applies, one row each
+        (index: df's, columns reason and message; the first broken column says why). Readers of written
+        tables (a campaign's timings) drop these as counted rejects instead of failing on the first."""
+        reason = pd.Series(None, index=df.index, dtype=object)
+        message = pd.Series(None, index=df.index, dtype=object)
+        for col in self.columns:
+            if col.kind not in ("int", "float") or col.name not in df.columns:
+                continue
+            values = pd.to_numeric(df[col.name], errors="coerce").astype(float)
+            unit = f" {col.unit}" if col.unit else ""
+            missing = df[col.name].isna().to_numpy()
+            nonfinite = ~np.isfinite(values.to_numpy()) & ~missing
+            checks = [
+                (missing & (not col.nullable), "bad_number", "is missing"),
+                (nonfinite, "bad_number", "not a finite number"),
+                ((values <= 0).to_numpy() if col.positive else None, "out_of_range", f"must be > 0{unit}"),
+                ((values < col.min).to_numpy() if col.min is not None else None, "out_of_range",
+                 f"below its minimum {col.min}{unit}"),  # fmt: skip
+                ((values > col.max).to_numpy() if col.max is not None else None, "out_of_range",
+                 f"above its maximum {col.max}{unit}"),  # fmt: skip
+            ]
+            for mask, why, text in checks:
+                if mask is None:
+                    continue
+                new = mask & reason.isna().to_numpy()
+                if new.any():
+                    reason[new] = why
+                    message[new] = [f"{col.name} = {v}, {text}" for v in df[col.name][new]]
+        bad = reason.notna()
+        return pd.DataFrame({"reason": reason[bad], "message": message[bad]})
+
 
 def _value_problem(col: Col, v: Any) -> tuple[str, str] | None:
     unit = f" {col.unit}" if col.unit else ""

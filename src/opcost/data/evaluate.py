@@ -28,9 +28,11 @@ import pandas as pd
 
 from opcost.config import OP_PHASE, Paths
 from opcost.devices import NO_TF32_SUFFIX, lookup_device
+from opcost.errors import OpcostError
 from opcost.schemas import (
     NETWORKS,
     POWER_SAMPLES,
+    REJECT_REASONS,
     TIMINGS,
     Table,
     conform,
@@ -154,33 +156,71 @@ def evaluate_campaign_rows(rows: pd.DataFrame, samples: pd.DataFrame, item_col: 
     return out
 
 
-def _read_measurements(path: Path, table: Table, stage: str) -> pd.DataFrame:
+def _read_measurements(path: Path, table: Table, stage: str, rejects: list[dict[str, Any]]) -> pd.DataFrame:
     """A campaign table, validated; one written before a nullable column existed (energy_flag,
-    timing_warnings) gets that column as null (not recorded then), and nothing else is changed."""
+    timing_warnings) gets that column as null (not recorded then), and nothing else is changed.
+    Rows holding impossible numbers (a negative, non-finite or absurd time or energy: a corrupted file,
+    never a measurement) are dropped here, where they enter, and appended to `rejects` with why."""
     df = read_parquet(path, stage)  # a corrupt file: one line naming it
+    bad = table.bad_rows(df)
+    for i, r in bad.iterrows():
+        rejects.append(
+            {"file": path.name, "row": int(df.index.get_loc(i)), "reason": r["reason"], "message": r["message"]}
+        )
+    if len(bad):
+        df = df.drop(index=bad.index).reset_index(drop=True)
     if any(c.nullable and c.name not in df.columns for c in table.columns):
         return conform(df, table)
     return table.validate(df)
 
 
-def read_campaigns(paths: Paths) -> list[tuple[str, dict[str, Any], pd.DataFrame, pd.DataFrame, pd.DataFrame]]:
-    """(name, campaign.json, timings, networks, samples) of every finished campaign under data/raw/."""
+def read_campaigns(
+    paths: Paths, rejects: dict[str, list[dict[str, Any]]] | None = None
+) -> list[tuple[str, dict[str, Any], pd.DataFrame, pd.DataFrame, pd.DataFrame]]:
+    """(name, campaign.json, timings, networks, samples) of every finished campaign under data/raw/.
+    The rows refused for impossible numbers go to `rejects[name]`; a campaign with rows and none
+    taken is an error (its evaluated rows would vanish without a word)."""
     found = []
     root = paths.raw_root
     for meta_path in sorted(root.glob("*/campaign.json")) if root.exists() else []:
         d = meta_path.parent
         meta = json.loads(meta_path.read_text())
         stage = f"profile@{d.name}"
-        t = _read_measurements(d / "timings.parquet", TIMINGS, stage)
-        n = _read_measurements(d / "networks.parquet", NETWORKS, stage)
+        refused: list[dict[str, Any]] = []
+        t = _read_measurements(d / "timings.parquet", TIMINGS, stage, refused)
+        n = _read_measurements(d / "networks.parquet", NETWORKS, stage, refused)
         s = POWER_SAMPLES.validate(read_parquet(d / "power_samples.parquet", stage))
+        if refused and not len(t) and not len(n):
+            first = refused[0]
+            raise OpcostError(
+                f"campaign {d.name}: all {len(refused)} rows of {d} refused ({first['file']} row {first['row']}: "
+                f"{first['message']}): a corrupted campaign; run `dvc checkout {d}` or measure it again "
+                f"(`dvc repro {stage}`)"
+            )
+        if rejects is not None and refused:
+            rejects[d.name] = refused
         found.append((d.name, meta, t, n, s))
     return found
 
 
-def campaign_frames(paths: Paths) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def reject_summary(rejects: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Per campaign: the rows refused, counted by reason (schemas.REJECT_REASONS), and the first few."""
+    return {
+        name: {
+            "rejected_rows": len(rows),
+            "rejected_by_reason": {k: sum(r["reason"] == k for r in rows) for k in REJECT_REASONS},
+            "first": rows[:20],
+        }
+        for name, rows in rejects.items()
+    }
+
+
+def campaign_frames(
+    paths: Paths, rejects: dict[str, list[dict[str, Any]]] | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The evaluated ops, networks and sweeps of every campaign; refused rows go to `rejects`."""
     ops, nets, sweeps = [], [], []
-    for name, meta, t, n, s in read_campaigns(paths):
+    for name, meta, t, n, s in read_campaigns(paths, rejects):
         cfg = device_config(meta["environment"], meta["parameters"]["device"])
         for df, phase_training in ((t, "forward_backward"), (n, "train_step")):
             df["device_config"] = cfg

@@ -112,7 +112,8 @@ def promote(paths: Paths, target: str, version: str | None = None, targets: Sequ
             version = str(found.version)
         try:
             client.get_model_version(name, version)
-        except Exception:
+        except Exception as exc:
+            tracking.not_found_only(exc)  # a server that went down is not a missing version
             raise OpcostError(f"{name} has no version {version!r}") from None
         client.set_registered_model_alias(name, tracking.CHAMPION, version)
     return version

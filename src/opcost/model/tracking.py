@@ -348,7 +348,8 @@ def find_version(client: Any, name: str, bundle_hash: str) -> Any | None:
 def versions_with_hash(client: Any, name: str, bundle_hash: str) -> list[Any]:
     try:
         versions = client.search_model_versions(f"name='{name}'")
-    except Exception:  # no such registered model yet
+    except Exception as exc:  # no such registered model yet
+        not_found_only(exc)
         return []
     return sorted((v for v in versions if v.tags.get("bundle_hash") == bundle_hash), key=lambda v: int(v.version))
 
@@ -356,5 +357,17 @@ def versions_with_hash(client: Any, name: str, bundle_hash: str) -> list[Any]:
 def champion_version(client: Any, name: str) -> Any | None:
     try:
         return client.get_model_version_by_alias(name, CHAMPION)
-    except Exception:
+    except Exception as exc:
+        not_found_only(exc)
         return None
+
+
+def not_found_only(exc: Exception) -> None:
+    """Re-raise `exc` unless it is MLflow saying that a model, version or alias does not exist: a
+    server that went down mid-command must not read as "not registered" (and end in a wrong answer
+    or a duplicate registration); the CLI turns it into one line (stages/_run.service_down_line)."""
+    from mlflow.exceptions import MlflowException
+
+    if isinstance(exc, MlflowException) and exc.error_code in ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE"):
+        return
+    raise exc

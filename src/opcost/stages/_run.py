@@ -1,4 +1,7 @@
-"""The shared `main()` of the stage modules: find the project, load params, run, print one line."""
+"""The shared `main()` of the stage modules: find the project, load params, run, print one line.
+
+Also the one place that tells an MLflow service dying under a running command (`service_down_line`),
+for the stage modules and the CLI alike, without importing MLflow where nothing used it."""
 
 from __future__ import annotations
 
@@ -28,5 +31,67 @@ def execute(
     except OpcostError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # MLflow's server or database died mid-stage: one line, as in the CLI
+        line = service_down_line(exc)
+        if line is None:
+            raise
+        print(f"error: {line}", file=sys.stderr)
+        return 2
     print(summary(result))
     return 0
+
+
+KEPT = (
+    "what it wrote under models/ and reports/ before logging is kept (run.json holds the run); once the service is "
+    "back, run it again, or `dvc commit` its stage and run `opcost sync-registry` to replay it"
+)
+
+
+def service_down_line(exc: BaseException) -> str | None:
+    """One line naming the MLflow service that failed under a running command (the tracking server
+    or its database died after `setup`'s reachability check), or None when `exc` is not such a
+    failure. The CLI and the stage modules print it instead of MLflow's chained tracebacks, so this
+    one function decides it for every MLflow call path (train, validate, sync-registry, promote)."""
+    import sys
+
+    if "mlflow" not in sys.modules:
+        return None  # nothing talked to MLflow
+    import mlflow
+    from mlflow.exceptions import MlflowException
+
+    uri = mlflow.get_tracking_uri()
+    chain: list[BaseException] = []
+    e: BaseException | None = exc
+    while e is not None and e not in chain and len(chain) < 20:
+        chain.append(e)
+        e = e.__cause__ or e.__context__
+    names = {f"{type(x).__module__}.{type(x).__name__}" for c in chain for x in type(c).__mro__ if x is not object}
+    text = " ".join(" ".join(str(c).split()) for c in chain)
+    first = next((str(c).splitlines()[0] for c in chain if str(c).strip()), type(exc).__name__)[:200]
+    db = _database_host(uri)
+    from_mlflow = any(isinstance(c, MlflowException) for c in chain)
+    connection = any(
+        n.startswith(("requests.exceptions.ConnectionError", "requests.exceptions.Timeout", "urllib3.exceptions."))
+        or n == "http.client.RemoteDisconnected"
+        for n in names
+    ) or (from_mlflow and any(s in text for s in ("Max retries exceeded", "Connection refused", "Connection aborted")))
+    if uri.startswith(("http://", "https://")):
+        if connection:
+            return f"the MLflow tracking server {uri} went down during the run ({first}): {KEPT}"
+        if from_mlflow:
+            return f"the MLflow tracking server {uri} failed during the run ({first}): {KEPT}"
+    if db and (from_mlflow or any(n.startswith("sqlalchemy.exc.OperationalError") for n in names)):
+        return f"the MLflow database {db} failed during the run ({first}): {KEPT}"
+    return None  # a local store (sqlite): an MLflow error there is a bug to see whole, not a service down
+
+
+def _database_host(uri: str) -> str | None:
+    """host:port (scheme) of a database tracking URI, None for a server or a local store."""
+    import urllib.parse
+
+    u = urllib.parse.urlsplit(uri)
+    scheme = u.scheme.split("+")[0]
+    if scheme not in ("postgresql", "postgres", "mysql", "mssql") or not u.hostname:
+        return None
+    port = u.port or {"postgresql": 5432, "postgres": 5432, "mysql": 3306, "mssql": 1433}[scheme]
+    return f"{u.hostname}:{port} ({scheme})"

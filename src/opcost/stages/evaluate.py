@@ -23,6 +23,7 @@ from opcost.data.evaluate import (
     campaign_frames,
     coverage_of_networks,
     evaluate_logged,
+    reject_summary,
 )
 from opcost.data.targets import target_tables
 from opcost.errors import OpcostError
@@ -77,7 +78,8 @@ def run(paths: Paths, params: Params) -> dict[str, Any]:
         shapes = logged_nets.drop_duplicates("set_id").set_index("set_id")["input_shape"]
         e["input_shape"] = [list(shapes[i]) for i in e["set_id"]]
         parts_nets.append(e)
-    c_ops, c_nets, c_sweeps = campaign_frames(paths)
+    refused: dict[str, list[dict[str, Any]]] = {}  # campaign rows with impossible numbers, by campaign
+    c_ops, c_nets, c_sweeps = campaign_frames(paths, refused)
     ops = _finish(_concat([*parts_ops, c_ops]), EVALUATED_OPERATIONS)
     nets = _finish(_concat([*parts_nets, c_nets]), EVALUATED_NETWORKS)
     # public measurements (NeuSight) join the evaluated tables, named as theirs, and train no target
@@ -119,6 +121,7 @@ def run(paths: Paths, params: Params) -> dict[str, Any]:
         "excluded_rows": {t: len(tb["excluded"]) for t, tb in targets.items() if len(tb["excluded"])},
         "mean_flops_share": coverage.get("mean_flops_share"),
         "min_flops_share": coverage.get("min_flops_share"),
+        "campaign_rejects": reject_summary(refused),
     }
     write_report(headline, paths.evaluate_summary)
     return headline
@@ -130,6 +133,11 @@ def summary(s: dict[str, Any]) -> str:
         f"evaluate: {s['operation_rows']} op rows, {s['network_rows']} network rows, {s['sweep_rows']} sweep rows, "
         f"{len(s['target_rows'])} train targets; mean FLOP share of measured networks covered by measured ops: "
         f"{'n/a' if share is None else f'{share:.3f}'}"
+    ) + "".join(
+        f"; campaign {name}: {r['rejected_rows']} row(s) refused ("
+        + ", ".join(f"{k} {v}" for k, v in r["rejected_by_reason"].items() if v)
+        + "; see reports/evaluate/summary.json)"
+        for name, r in s.get("campaign_rejects", {}).items()
     )
 
 

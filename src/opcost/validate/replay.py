@@ -27,9 +27,8 @@ def sync_validate(paths: Paths) -> str | None:
     client = MlflowClient()
     dhash = json_hash(paths.validate_detail)
     exp = client.get_experiment_by_name(tracking.VALIDATE_EXPERIMENT)
-    if exp is not None and client.search_runs(
-        [exp.experiment_id], filter_string=f"tags.{DETAIL_HASH_TAG} = '{dhash}'", max_results=1
-    ):
+    done = f"tags.{DETAIL_HASH_TAG} = '{dhash}' and attributes.status = 'FINISHED'"  # a run cut short is no replay
+    if exp is not None and client.search_runs([exp.experiment_id], filter_string=done, max_results=1):
         return None
     detail = json.loads(paths.validate_detail.read_text())
     fig_dir = paths.validate_figures
@@ -38,5 +37,5 @@ def sync_validate(paths: Paths) -> str | None:
     exp = client.get_experiment_by_name(tracking.VALIDATE_EXPERIMENT)
     if exp is None:
         return None
-    runs = client.search_runs([exp.experiment_id], filter_string=f"tags.{DETAIL_HASH_TAG} = '{dhash}'", max_results=1)
+    runs = client.search_runs([exp.experiment_id], filter_string=done, max_results=1)
     return runs[0].info.run_id if runs else None
