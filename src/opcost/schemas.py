@@ -136,10 +136,16 @@ class Table:
                 (missing & (not col.nullable), "bad_number", "is missing"),
                 (nonfinite, "bad_number", "not a finite number"),
                 ((values <= 0).to_numpy() if col.positive else None, "out_of_range", f"must be > 0{unit}"),
-                ((values < col.min).to_numpy() if col.min is not None else None, "out_of_range",
-                 f"below its minimum {col.min}{unit}"),  # fmt: skip
-                ((values > col.max).to_numpy() if col.max is not None else None, "out_of_range",
-                 f"above its maximum {col.max}{unit}"),  # fmt: skip
+                (
+                    (values < col.min).to_numpy() if col.min is not None else None,
+                    "out_of_range",
+                    f"below its minimum {col.min}{unit}",
+                ),  # fmt: skip
+                (
+                    (values > col.max).to_numpy() if col.max is not None else None,
+                    "out_of_range",
+                    f"above its maximum {col.max}{unit}",
+                ),  # fmt: skip
             ]
             for mask, why, text in checks:
                 if mask is None:
