@@ -184,7 +184,10 @@ def test_predict_errors_say_what_exists(trained, tmp_path):
         pr.predict("resnet19", "32,3,32,32", "RTX2080Ti", "training")
     from opcost.config import Paths
 
-    with pytest.raises(OpcostError, match="no trained model found under models/: run `dvc pull`"):
+    with pytest.raises(OpcostError, match=r"is not an opcost checkout \(no dvc.yaml"):
+        Predictor(paths=Paths(tmp_path)).predict("resnet18", "32,3,32,32", "A30", "inference")
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")  # a checkout whose models were never pulled
+    with pytest.raises(OpcostError, match="no trained model found under .*models: run `dvc pull`"):
         Predictor(paths=Paths(tmp_path)).predict("resnet18", "32,3,32,32", "A30", "inference")
 
 

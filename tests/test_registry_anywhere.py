@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -41,6 +43,9 @@ def synced(trained, tmp_path, monkeypatch):
     trained_at = head(root)
     folder = root / "models" / "RTX2080Ti-training"  # A30_no_tf32's record stays as older code wrote it
     runlog.save(runlog.load(folder), folder)  # the record gets the commit it is trained (saved) at: A
+    # models/ are DVC outputs (clone_of): record the new content in dvc.lock, as `dvc repro` would
+    dvc = [str(Path(sys.executable).with_name("dvc")), "--quiet"]
+    subprocess.run([*dvc, "commit", "--force"], cwd=root, check=True)
     subprocess.run([*GIT, "commit", "-qam", "trained"], cwd=root, check=True)
     # the validate report as `dvc pull` brings it
     (root / "reports" / "validate" / "figures").mkdir(parents=True)
