@@ -68,6 +68,8 @@ def test_training_logs_to_the_server_and_the_champion_reads_back_elsewhere(clone
     first = opcost(clone, "train", "--target", TARGET).stdout
     again = opcost(clone, "train", "--target", TARGET).stdout
     assert "registry: nothing new to register" in again  # same data, parameters and code: same content hash
+    # trained outside `dvc repro`: record the folder in dvc.lock, or local predictions refuse it (issue 24.3)
+    dvc(clone, "commit", "--force", f"train@{TARGET}")
     bundle = json.loads((clone / "models" / TARGET / "bundle.json").read_text())
 
     # Read everything back from another process, through the server (and S3 for the model itself).

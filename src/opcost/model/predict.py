@@ -257,7 +257,17 @@ class Predictor:
         from opcost.model.integrity import locked_md5  # content checked against dvc.lock (issue 24.3)
 
         folder = self.paths.model_dir(target)
-        self._bundles[target] = Bundle.load(folder, expect_md5=locked_md5(self.paths.root, folder))
+        expect = locked_md5(self.paths.root, folder)
+        try:
+            self._bundles[target] = Bundle.load(folder, expect_md5=expect)
+        except OpcostError as exc:
+            if expect is None or "was modified" not in str(exc):
+                raise
+            # the folder differs from what dvc.lock records: tampered, or retrained outside DVC
+            raise OpcostError(
+                f"{exc}: if you retrained it yourself (`opcost train`), record it with `dvc commit train@{target}`; "
+                f"otherwise restore the pipeline's copy with `dvc checkout {folder.relative_to(self.paths.root)}`"
+            ) from None
         return self._bundles[target]
 
     def clock_model(self) -> "ClockModel":
