@@ -146,6 +146,7 @@ def test_concurrent_registrations_of_one_bundle_leave_one_version(clone, stack):
     set_params(clone, lambda raw: (small_training(raw), raw["train"].update({"targets": [target]})))
     training_inputs(clone, target)
     opcost(clone, "train", "--target", target, "--no-mlflow")  # models/ only, nothing registered yet
+    dvc(clone, "commit", "--force", f"train@{target}")  # sync-registry registers only what dvc.lock records
     env = {**os.environ, "PYTHONPATH": str(clone / "src")}
     procs = [
         subprocess.Popen(

@@ -114,7 +114,8 @@ def test_the_server_killed_mid_train_is_one_line_and_nothing_is_lost(clone, stac
     # the server is back: the stage's outputs committed, sync-registry replays the record and registers it
     dvc(clone, "commit", "--force", f"train@{TARGET}")
     synced = opcost(clone, "sync-registry").stdout
-    assert f"{TARGET}: registered version" in synced, synced
+    # registered now, or already by an earlier test of this stack that trained the same bundle (same hash)
+    assert f"{TARGET}: registered version" in synced or f"{TARGET}: already registered" in synced, synced
     probe = run(
         [
             sys.executable,
