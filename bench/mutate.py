@@ -109,6 +109,13 @@ MUTATIONS: tuple[Mutation, ...] = (
         (KNOWN, "tests/test_intervals_composition.py"),
     ),
     Mutation(
+        "clock-share-ignores-matmul-peak",
+        "model/predict.py",
+        (("                mm_peak if r.kind in MATMUL_KINDS else fp32_peak,\n", "                fp32_peak,\n"),),
+        "the compute share moved by the clock uses the FP32 peak for matmul-like ops too",
+        ("tests/test_roofline_shares.py",),
+    ),
+    Mutation(
         "roofline-ignores-tf32",
         "model/physics.py",
         (

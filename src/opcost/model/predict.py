@@ -211,6 +211,27 @@ def _extraction_code_hash() -> str:
     return code_hash(EXTRACTION_ENTRIES)[:12]
 
 
+def roofline_shares(records: Sequence[OpRecord], device_config: str) -> np.ndarray:
+    """Each op's compute-bound share of its roofline time on the device config (model/clock.py's
+    `roofline_share`, with the matmul peak for matmul-like kinds): what the clock model scales by 1/f."""
+    from opcost.model.clock import roofline_share
+    from opcost.model.physics import MATMUL_KINDS, device_peaks
+
+    mm_peak, fp32_peak, bw = device_peaks(device_config)
+    return np.array(
+        [
+            roofline_share(
+                r.metrics.get("flops", 0.0),
+                float(r.metrics.get("bytes_read", 0.0)) + float(r.metrics.get("bytes_written", 0.0)),
+                mm_peak if r.kind in MATMUL_KINDS else fp32_peak,
+                bw,
+            )
+            for r in records
+        ],
+        dtype=float,
+    )
+
+
 @dataclass
 class Predictor:
     """Loads bundles on first use and caches extractions and features (see module docstring)."""
@@ -425,22 +446,8 @@ class Predictor:
     def _transferred(self, bundle: Bundle, records: list[OpRecord], ref: Costs, clock: float) -> Costs:
         """Per-op costs at `clock` from those at the device's boost clock (the reference the default-clock
         models stand for): each op's compute-bound share from its roofline split (model/clock.py)."""
-        from opcost.model.clock import roofline_share
-        from opcost.model.physics import MATMUL_KINDS, device_peaks
-
         device = self._transfer_device(bundle)
-        mm_peak, fp32_peak, bw = device_peaks(bundle.device_config)
-        share = np.array(
-            [
-                roofline_share(
-                    r.metrics.get("flops", 0.0),
-                    float(r.metrics.get("bytes_read", 0.0)) + float(r.metrics.get("bytes_written", 0.0)),
-                    mm_peak if r.kind in MATMUL_KINDS else fp32_peak,
-                    bw,
-                )
-                for r in records
-            ]
-        )
+        share = roofline_shares(records, bundle.device_config)
         t, p = self.clock_model().at_clock(device, clock, np.asarray(ref.t_s, float), np.asarray(ref.p_w, float), share)
         return Costs(t, p, list(ref.source), list(ref.proxy))
 

@@ -123,27 +123,15 @@ def at_clock(
     bytes-bound (share 0), the network's transferred power as every op's reference power. The intervals
     widen by the clock model's leave-one-GPU-out error at this distance from the boost clock."""
     from opcost.devices import find_device
-    from opcost.model.clock import check_clock, roofline_share, time_ratio
-    from opcost.model.physics import MATMUL_KINDS, device_peaks
+    from opcost.model.clock import check_clock, time_ratio
+    from opcost.model.predict import roofline_shares
 
     found = find_device(device_config)
     if found is None:  # transfer_config only answers for table GPUs; kept as a guard, one line
         raise OpcostError(f"--clock on {device_config}: not in the device table, no clock range to check")
     dev = found[0]
     check_clock(dev, clock)
-    mm_peak, fp32_peak, bw = device_peaks(device_config)
-    share = np.array(
-        [
-            roofline_share(
-                x.metrics.get("flops", 0.0),
-                float(x.metrics.get("bytes_read", 0.0)) + float(x.metrics.get("bytes_written", 0.0)),
-                mm_peak if x.kind in MATMUL_KINDS else fp32_peak,
-                bw,
-            )
-            for x in r["records"]
-        ]
-        + [0.0]
-    )
+    share = np.append(roofline_shares(r["records"], device_config), 0.0)  # the optimizer step: memory-bound
     t_ref = np.append(np.asarray(r["t_s"], float), r["optimizer_s"])
     weights = np.append(np.asarray(r["calls"], float), 1.0)
     if en is not None:

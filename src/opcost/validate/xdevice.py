@@ -111,6 +111,21 @@ def energy_summary(en: pd.DataFrame) -> dict[str, dict[str, float]]:
     return out
 
 
+def _scatter_by_gpu(ax: Any, d: pd.DataFrame, x: str, y: str) -> bool:
+    """Predicted (`y`) against measured (`x`), a colour per GPU, with the y = x line on log axes;
+    False (nothing drawn but the points) when `d` is empty."""
+    for gpu, g in d.groupby("gpu", sort=True):
+        ax.scatter(g[x], g[y], s=14, alpha=0.75, label=f"{gpu} ({len(g)})")
+    if not len(d):
+        return False
+    lo = float(min(d[x].min(), d[y].min()))
+    hi = float(max(d[x].max(), d[y].max()))
+    ax.plot([lo, hi], [lo, hi], color="black", lw=1, ls="--", label="y = x")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    return True
+
+
 def fig_networks(nets: pd.DataFrame, path: Path, figures: list[Path]) -> None:
     """Predicted (GPU held out) against measured network time, one panel per set, a colour per GPU, y = x."""
     from opcost.validate.report import _plt, _save
@@ -120,14 +135,7 @@ def fig_networks(nets: pd.DataFrame, path: Path, figures: list[Path]) -> None:
     fig, axes = plt.subplots(1, max(len(sets), 1), figsize=(5.2 * max(len(sets), 1), 4.6), squeeze=False)
     for ax, s in zip(axes[0], sets):
         d = nets[(nets["set"] == s) & (nets["measured_s"] > 0) & (nets["predicted_s"] > 0)]
-        for gpu, g in d.groupby("gpu", sort=True):
-            ax.scatter(g["measured_s"], g["predicted_s"], s=14, alpha=0.75, label=f"{gpu} ({len(g)})")
-        if len(d):
-            lo = float(min(d["measured_s"].min(), d["predicted_s"].min()))
-            hi = float(max(d["measured_s"].max(), d["predicted_s"].max()))
-            ax.plot([lo, hi], [lo, hi], color="black", lw=1, ls="--", label="y = x")
-            ax.set_xscale("log")
-            ax.set_yscale("log")
+        if _scatter_by_gpu(ax, d, "measured_s", "predicted_s"):
             ax.xaxis.set_minor_formatter(plt.NullFormatter())  # minor labels overlap on narrow decades
         ax.set_xlabel("measured time per iteration [s]")
         ax.set_ylabel("predicted, GPU left out [s]")
@@ -143,14 +151,7 @@ def fig_energy(en: pd.DataFrame, path: Path, figures: list[Path]) -> None:
 
     plt = _plt()
     fig, ax = plt.subplots(figsize=(5.4, 4.6))
-    for gpu, g in en.groupby("gpu", sort=True):
-        ax.scatter(g["measured_j"], g["predicted_j"], s=14, alpha=0.75, label=f"{gpu} ({len(g)})")
-    if len(en):
-        lo = float(min(en["measured_j"].min(), en["predicted_j"].min()))
-        hi = float(max(en["measured_j"].max(), en["predicted_j"].max()))
-        ax.plot([lo, hi], [lo, hi], color="black", lw=1, ls="--", label="y = x")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
+    _scatter_by_gpu(ax, en, "measured_j", "predicted_j")
     ax.set_xlabel("measured energy per iteration [J]")
     ax.set_ylabel("transferred, GPU left out [J]")
     ax.set_title("Thesis networks: energy predicted entirely transferred", fontsize=9)
