@@ -1,15 +1,14 @@
-"""Stage `ingest@<source>`: external measurements into the project's tables.
+"""External measurements (data/external/<source>) read into the project's tables, in memory.
 
-Outputs under data/ingested/<source>/: for logs of operations and networks (`thesis-logs`)
-op_measurements.parquet, networks.parquet and operations.parquet (the parsed specs, in the same
-table as extract writes); for NeuSight (`neusight`) those plus op_kernels.parquet and
-network_nodes.parquet (data/neusight.py); for sweeps (every other kind, see `SWEEP_READERS`) sweeps.parquet;
-always rejects.parquet (every line not taken, with file, line number and reason: schemas.REJECTS)
-and summary.json with the rows parsed, the lines rejected by reason and skipped by kind, per file.
+`read_source` reads one ingest source by its kind: logs of operations and networks (`thesis-logs`,
+data/thesis.py), NeuSight (`neusight`, data/neusight.py) or a sweep (every other kind, see
+`SWEEP_READERS`), and returns its summary and its tables by file name, every table conformed to its
+schema and the rejects (every line not taken, with file, line number and reason: schemas.REJECTS)
+among them. Where they are written is the ingest stage's (opcost.stages.ingest).
 
 A bad line is counted and reported, never fatal and never silently accepted; a whole-file problem
-(missing, empty, binary, a directory where a file belongs, a missing column) stops the stage with
-a one-line error naming the file, before anything is written.
+(missing, empty, binary, a directory where a file belongs, a missing column) or a source that yields
+no row at all raises a one-line error naming the file.
 """
 
 from __future__ import annotations
@@ -20,10 +19,9 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from opcost.config import IngestSource, Params, Paths
+from opcost.config import IngestSource
 from opcost.data import crossclock, neusight, sweeps, thesis
 from opcost.errors import OpcostError
-from opcost.io import write_parquet, write_report
 from opcost.ops.catalog import operations_table
 from opcost.schemas import (
     NET_MEASUREMENTS,
@@ -58,8 +56,8 @@ def reject_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
     return {k: c.get(k, 0) for k in REJECT_REASONS}
 
 
-def ingest_thesis(src: IngestSource, paths: Paths) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
-    root = paths.root / src.path
+def ingest_thesis(src: IngestSource, root: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+    root = root / src.path
     spec_cache: dict = {}
     op_rows: list[dict] = []
     net_rows: list[dict] = []
@@ -108,9 +106,9 @@ def ingest_thesis(src: IngestSource, paths: Paths) -> tuple[dict[str, Any], dict
     return summary, tables
 
 
-def ingest_neusight(src: IngestSource, paths: Paths) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+def ingest_neusight(src: IngestSource, root: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     """NeuSight's ops, networks and FX nodes (data/neusight.py), with how they were measured."""
-    res = neusight.read_neusight(paths.root / src.path)
+    res = neusight.read_neusight(root / src.path)
     ops = conform(pd.DataFrame(res.rows).assign(source=src.name), OP_MEASUREMENTS)
     nets = conform(pd.DataFrame(res.nets, columns=NET_MEASUREMENTS.names).assign(source=src.name), NET_MEASUREMENTS)
     nodes = conform(pd.DataFrame(res.nodes, columns=NETWORK_NODES.names).assign(source=src.name), NETWORK_NODES)
@@ -141,8 +139,8 @@ def ingest_neusight(src: IngestSource, paths: Paths) -> tuple[dict[str, Any], di
     return summary, tables
 
 
-def ingest_sweep(src: IngestSource, paths: Paths) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
-    read = SWEEP_READERS[src.kind](paths.root / src.path, src.name)
+def ingest_sweep(src: IngestSource, root: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+    read = SWEEP_READERS[src.kind](root / src.path, src.name)
     columns = SWEEPS.names
     table = conform(pd.DataFrame(read.rows, columns=columns), SWEEPS)
     summary = {
@@ -178,21 +176,11 @@ def refuse_empty(src: IngestSource, summary: dict[str, Any], rejects: pd.DataFra
     raise OpcostError(f"{src.path}: no data line found in {len(summary.get('files', {}))} file(s); nothing written")
 
 
-def run_ingest_stage(paths: Paths, params: Params, name: str) -> dict[str, Any]:
-    sources = params.ingest.sources
-    if name not in sources:
-        raise OpcostError(
-            f"unknown ingest source {name!r}; sources in params.yaml: {', '.join(sorted(sources)) or 'none'}"
-        )
-    src = sources[name]
-    if not (paths.root / src.path).exists():
-        raise OpcostError(f"{src.path} not found: run `dvc pull` to fetch the external data")
+def read_source(src: IngestSource, root: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+    """Source `src` (its path relative to the project `root`) read whole by its kind's reader: its
+    summary and its tables by file name (rejects.parquet always among them). Everything is parsed and
+    validated here, so a caller writes nothing when this raises."""
     ingest = {"thesis-logs": ingest_thesis, "neusight": ingest_neusight}.get(src.kind, ingest_sweep)
-    summary, tables = ingest(src, paths)
+    summary, tables = ingest(src, root)
     refuse_empty(src, summary, tables["rejects.parquet"])
-    # everything is parsed and validated before the first file is written
-    out = paths.ingested_dir(name)
-    for fname, df in tables.items():
-        write_parquet(df, out / fname)
-    write_report(summary, out / "summary.json")
-    return summary
+    return summary, tables
