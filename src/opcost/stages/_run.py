@@ -41,6 +41,20 @@ def execute(
     return 0
 
 
+def execute_logged(
+    argv: list[str] | None,
+    describe: str,
+    run: Callable[[Paths, Params, bool], Any],
+    summary: Callable[[Any], str],
+) -> int:
+    """`execute` for a stage whose one flag is `--no-mlflow`: `run(paths, params, log_to_mlflow)`."""
+
+    def add_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow or register")
+
+    return execute(argv, describe, add_args, lambda paths, params, a: run(paths, params, not a.no_mlflow), summary)
+
+
 KEPT = (
     "what it wrote under models/ and reports/ before logging is kept (run.json holds the run); once the service is "
     "back, run it again, or `dvc commit` its stage and run `opcost sync-registry` to replay it"
