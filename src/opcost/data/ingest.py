@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import pandas as pd
 
@@ -23,6 +23,8 @@ from opcost.config import IngestSource
 from opcost.data import crossclock, neusight, sweeps, thesis
 from opcost.errors import OpcostError
 from opcost.ops.catalog import operations_table
+from opcost.ops.features import OpMetrics
+from opcost.ops.spec import OpSpec
 from opcost.schemas import (
     NET_MEASUREMENTS,
     NETWORK_NODES,
@@ -56,7 +58,46 @@ def reject_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
     return {k: c.get(k, 0) for k in REJECT_REASONS}
 
 
+def measurement_tables(
+    src: IngestSource,
+    op_rows: list[dict[str, Any]],
+    net_rows: list[dict[str, Any]],
+    specs: Mapping[str, tuple[OpSpec, OpMetrics]],
+    rejects: list[dict[str, Any]],
+    files: dict[str, Any],
+    skipped_lines: dict[str, int],
+    parts: dict[str, list[dict[str, Any]]] | None = None,
+    more_tables: Mapping[str, pd.DataFrame] | None = None,
+) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+    """The summary and tables of a source of measured ops and networks (thesis logs, NeuSight): its
+    op and network rows conformed, the operations table of the parsed `specs` (with `parts` where the
+    reader knows them: None traces each composite), the rejects, and `more_tables` of its own."""
+    ops = conform(pd.DataFrame(op_rows).assign(source=src.name), OP_MEASUREMENTS)
+    nets = conform(pd.DataFrame(net_rows, columns=NET_MEASUREMENTS.names).assign(source=src.name), NET_MEASUREMENTS)
+    summary = {
+        "source": src.name,
+        "kind": src.kind,
+        "files": files,
+        "skipped_lines": skipped_lines,
+        "rejected_lines": len(rejects),
+        "rejected_by_reason": reject_counts(rejects),
+        "op_rows": len(ops),
+        "network_rows": len(nets),
+        "unique_ops": len(specs),
+    }
+    operations = operations_table({i: s for i, (s, _) in specs.items()}, {i: m for i, (_, m) in specs.items()}, parts)
+    tables = {
+        "op_measurements.parquet": ops,
+        "networks.parquet": nets,
+        **(more_tables or {}),
+        "operations.parquet": operations,
+        "rejects.parquet": rejects_table(rejects, src.name),
+    }
+    return summary, tables
+
+
 def ingest_thesis(src: IngestSource, root: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+    """The thesis' logs of operations and networks (data/thesis.py); specs of the ops measured only."""
     root = root / src.path
     spec_cache: dict = {}
     op_rows: list[dict] = []
@@ -80,63 +121,29 @@ def ingest_thesis(src: IngestSource, root: Path) -> tuple[dict[str, Any], dict[s
             "skipped": dict(sorted(res.skipped.items())),
         }
         totals.update(res.skipped)
-    ops = conform(pd.DataFrame(op_rows).assign(source=src.name), OP_MEASUREMENTS)
-    nets = conform(pd.DataFrame(net_rows).assign(source=src.name), NET_MEASUREMENTS)
-    used = set(ops["op_id"])
-    built = [e for e in spec_cache.values() if not isinstance(e, str) and e[0].op_id in used]
-    specs = {spec.op_id: spec for spec, _ in built}
-    metrics = {spec.op_id: m for spec, m in built}
-    summary = {
-        "source": src.name,
-        "kind": src.kind,
-        "files": files,
-        "skipped_lines": {k: totals.get(k, 0) for k in thesis.LINE_KINDS if k != "data"},
-        "rejected_lines": len(rejects),
-        "rejected_by_reason": reject_counts(rejects),
-        "op_rows": len(ops),
-        "network_rows": len(nets),
-        "unique_ops": len(specs),
-    }
-    tables = {
-        "op_measurements.parquet": ops,
-        "networks.parquet": nets,
-        "operations.parquet": operations_table(specs, metrics),
-        "rejects.parquet": rejects_table(rejects, src.name),
-    }
-    return summary, tables
+    used = {r["op_id"] for r in op_rows}
+    specs = {e[0].op_id: e for e in spec_cache.values() if not isinstance(e, str) and e[0].op_id in used}
+    skipped = {k: totals.get(k, 0) for k in thesis.LINE_KINDS if k != "data"}
+    return measurement_tables(src, op_rows, net_rows, specs, rejects, files, skipped)
 
 
 def ingest_neusight(src: IngestSource, root: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     """NeuSight's ops, networks and FX nodes (data/neusight.py), with how they were measured."""
     res = neusight.read_neusight(root / src.path)
-    ops = conform(pd.DataFrame(res.rows).assign(source=src.name), OP_MEASUREMENTS)
-    nets = conform(pd.DataFrame(res.nets, columns=NET_MEASUREMENTS.names).assign(source=src.name), NET_MEASUREMENTS)
     nodes = conform(pd.DataFrame(res.nodes, columns=NETWORK_NODES.names).assign(source=src.name), NETWORK_NODES)
     kernels = conform(pd.DataFrame(res.kernels).assign(source=src.name), OP_KERNELS)
-    specs = {i: s for i, (s, _) in res.specs.items()}
-    metrics = {i: m for i, (_, m) in res.specs.items()}
-    summary = {
-        "source": src.name,
-        "kind": src.kind,
-        "files": res.files,
-        "skipped_lines": dict(sorted(res.skipped.items())),
-        "rejected_lines": len(res.rejects),
-        "rejected_by_reason": reject_counts(res.rejects),
-        "op_rows": len(ops),
-        "network_rows": len(nets),
-        "unique_ops": len(specs),
-        **neusight.summary_counts(res),
-    }
-    tables = {
-        "op_measurements.parquet": ops,
-        "networks.parquet": nets,
-        "network_nodes.parquet": nodes,
-        "op_kernels.parquet": kernels,
-        # the nine kinds have no composite parts: operations_table would trace each op for none
-        "operations.parquet": operations_table(specs, metrics, {}),
-        "rejects.parquet": rejects_table(res.rejects, src.name),
-    }
-    return summary, tables
+    summary, tables = measurement_tables(
+        src,
+        res.rows,
+        res.nets,
+        res.specs,
+        res.rejects,
+        res.files,
+        dict(sorted(res.skipped.items())),
+        parts={},  # the nine kinds have no composite parts: operations_table would trace each op for none
+        more_tables={"network_nodes.parquet": nodes, "op_kernels.parquet": kernels},
+    )
+    return {**summary, **neusight.summary_counts(res)}, tables
 
 
 def ingest_sweep(src: IngestSource, root: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
