@@ -100,12 +100,9 @@ def service_down_line(exc: BaseException) -> str | None:
 
 
 def _database_host(uri: str) -> str | None:
-    """host:port (scheme) of a database tracking URI, None for a server or a local store."""
-    import urllib.parse
-
-    u = urllib.parse.urlsplit(uri)
-    scheme = u.scheme.split("+")[0]
-    if scheme not in ("postgresql", "postgres", "mysql", "mssql") or not u.hostname:
-        return None
-    port = u.port or {"postgresql": 5432, "postgres": 5432, "mysql": 3306, "mssql": 1433}[scheme]
-    return f"{u.hostname}:{port} ({scheme})"
+    """host:port (scheme) of a database tracking URI, None for a server or a local store. The port
+    table is model.tracking's, looked up among the loaded modules rather than imported: every MLflow
+    call path loads it first, and a stage that never talks to MLflow keeps it out of its DVC deps."""
+    tracking = sys.modules.get("opcost.model.tracking")
+    db = None if tracking is None else tracking.database_address(uri)
+    return None if db is None else f"{db[0]}:{db[1]} ({db[2]})"
