@@ -60,10 +60,10 @@ def pipeline_root(tmp_path_factory, external_data):
     import yaml
 
     from opcost.config import Paths, load_params
-    from opcost.data.ingest import run_ingest_stage
-    from opcost.measure.profile import run_stage
     from opcost.stages.evaluate import run as run_evaluate_stage
     from opcost.stages.extract import run as run_extract_stage
+    from opcost.stages.ingest import run as run_ingest_stage
+    from opcost.stages.profile import run as run_stage
 
     root = tmp_path_factory.mktemp("pipeline")
     (root / "data").mkdir()

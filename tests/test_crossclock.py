@@ -13,8 +13,8 @@ import yaml
 
 from opcost.config import Paths, load_params
 from opcost.data import crossclock
-from opcost.data.ingest import run_ingest_stage
 from opcost.schemas import SWEEPS
+from opcost.stages.ingest import run as run_ingest_stage
 
 
 def put(d: Path, name: str, content: bytes) -> Path:

@@ -162,9 +162,10 @@ def test_a_gpu_campaign_on_an_a30_lands_as_the_table_key(tmp_root, tf32):
     from opcost.measure.campaign import environment, measure_part, part_name
     from opcost.measure.nvml import Nvml
     from opcost.measure.power import NoEnergy
-    from opcost.measure.profile import merge_stage, stage_campaign
     from opcost.model.clock import check_device_clock
     from opcost.stages.extract import run as run_extract_stage
+    from opcost.stages.profile import merge as merge_stage
+    from opcost.stages.profile import stage_campaign
 
     (tmp_root / "params.yaml").write_text(yaml.safe_dump(PARAMS))
     paths = Paths(tmp_root)

@@ -9,10 +9,10 @@ import pytest
 import yaml
 
 from opcost.config import Paths, load_params
-from opcost.data.ingest import run_ingest_stage
 from opcost.data.thesis import Classifier, parse_network_log, parse_op_log
 from opcost.ops.reprparse import spec_from_repr
 from opcost.schemas import NET_MEASUREMENTS, OP_MEASUREMENTS, OPERATIONS, REJECTS, SWEEPS
+from opcost.stages.ingest import run as run_ingest_stage
 
 # Real lines, copied from data/external/nicolai-thesis/ops/inference/A30.log and ops/training/A30.log
 STEM = "Conv2d(3, 64, kernel_size=(7, 7), stride=(2, 2), padding=(3, 3), bias=False)"

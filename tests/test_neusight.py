@@ -190,10 +190,10 @@ PARAMS = {
 def test_ingest_records_the_method_and_evaluate_joins_without_new_targets(tmp_root):
     import shutil
 
-    from opcost.data.ingest import run_ingest_stage
     from opcost.schemas import EVALUATED_NETWORKS, EVALUATED_OPERATIONS, NETWORK_NODES, OP_KERNELS, OPERATIONS
     from opcost.stages.evaluate import run as run_evaluate
     from opcost.stages.extract import run as run_extract
+    from opcost.stages.ingest import run as run_ingest_stage
 
     (tmp_root / "params.yaml").write_text(yaml.safe_dump(PARAMS))
     shutil.copytree(DATA, tmp_root / "data" / "external" / "neusight")

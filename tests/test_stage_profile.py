@@ -20,10 +20,13 @@ from opcost.errors import OpcostError
 from opcost.locks import file_lock
 from opcost.measure.campaign import TABLE_FILES, Campaign, measure_part, part_name
 from opcost.measure.power import NoEnergy
-from opcost.measure.profile import merge_stage, run_shard_stage, run_stage, stage_campaign
-from opcost.measure.shards import shard_progress
 from opcost.schemas import NETWORKS, POWER_SAMPLES, TIMINGS
+from opcost.slurm.submit import shard_progress
 from opcost.stages.extract import run as run_extract_stage
+from opcost.stages.profile import merge as merge_stage
+from opcost.stages.profile import run as run_stage
+from opcost.stages.profile import run_shard as run_shard_stage
+from opcost.stages.profile import stage_campaign
 
 PARAMS = {
     "extract": {

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from opcost.config import IngestParams, IngestSource
-from opcost.data.ingest import run_ingest_stage
 from opcost.data.textfile import read_lines
 from opcost.data.thesis import parse_op_log
 from opcost.errors import OpcostError
+from opcost.stages.ingest import run as run_ingest_stage
 
 CONV = (
     "Conv2d(3, 64, kernel_size=(7, 7), stride=(2, 2), padding=(3, 3), bias=False) (32, 3, 56, 56) "

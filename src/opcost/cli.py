@@ -622,6 +622,7 @@ def profile(
     from opcost.measure import profile as prof
     from opcost.measure.campaign import all_failed_message
     from opcost.measure.interrupts import RESUME_HINT, Interrupted
+    from opcost.stages import profile as stage
 
     def check_flags() -> tuple[int, int] | None:
         if campaign is None and (shard is not None or merge or shards is not None):
@@ -671,10 +672,10 @@ def profile(
         assert campaign is not None
         which = check_flags()
         if which is not None:
-            return prof.run_shard_stage(paths, params, campaign, *which, dry_run, not no_progress, wait_for_device)
+            return stage.run_shard(paths, params, campaign, *which, dry_run, not no_progress, wait_for_device)
         if merge and not dry_run:
-            return prof.merge_stage(paths, params, campaign, shards)
-        return prof.run_stage(paths, params, campaign, dry_run, not no_progress, remeasure)
+            return stage.merge(paths, params, campaign, shards)
+        return stage.run(paths, params, campaign, dry_run, not no_progress, remeasure)
 
     try:
         if campaign is not None:
@@ -691,7 +692,7 @@ def profile(
     if dry_run:
         out.print_json(data=result)
         return
-    out.print(prof.summary_line(result), highlight=False, soft_wrap=True)
+    out.print(stage.summary(result), highlight=False, soft_wrap=True)
     failure = all_failed_message(result)
     if failure is not None:
         err.print(f"[bold red]error:[/] {escape(failure)}", highlight=False, soft_wrap=True)

@@ -141,6 +141,22 @@ def write_npz(arrays: dict[str, np.ndarray], target: Path) -> None:
                 np.lib.format.write_array(f, a, allow_pickle=False)
 
 
+def read_json_model(path: Path, what: str, stage: str) -> dict[str, Any]:
+    """A model stored as one JSON file (the clock, power and cross-device models), read as data: missing,
+    it names the DVC `stage` that writes it; not JSON, or JSON but not an object, it is refused in one line.
+    The model's own `from_json` checks the format and the parameters."""
+    path = Path(path)
+    if not path.is_file():
+        raise OpcostError(f"no {what} at {path}: run `dvc pull` or `dvc repro {stage}`")
+    try:
+        data = json.loads(path.read_text())
+    except ValueError:  # UnicodeDecodeError too
+        raise OpcostError(f"{path} is not JSON; refused") from None
+    if not isinstance(data, dict):
+        raise OpcostError(f"{path} is not a {what} (a JSON {type(data).__name__}, not an object); refused")
+    return data
+
+
 def read_npz(path: Path) -> dict[str, np.ndarray]:
     """Arrays of an .npz as data only (allow_pickle=False): a file that holds pickled objects, or is
     not an .npz at all, is a one-line error naming it and nothing in it is executed."""

@@ -1,30 +1,30 @@
-"""Stage `ingest@<source>`: external measurements into the project's tables.
+"""External measurements (data/external/<source>) read into the project's tables, in memory.
 
-Outputs under data/ingested/<source>/: for logs of operations and networks (`thesis-logs`)
-op_measurements.parquet, networks.parquet and operations.parquet (the parsed specs, in the same
-table as extract writes); for NeuSight (`neusight`) those plus op_kernels.parquet and
-network_nodes.parquet (data/neusight.py); for sweeps (every other kind, see `SWEEP_READERS`) sweeps.parquet;
-always rejects.parquet (every line not taken, with file, line number and reason: schemas.REJECTS)
-and summary.json with the rows parsed, the lines rejected by reason and skipped by kind, per file.
+`read_source` reads one ingest source by its kind: logs of operations and networks (`thesis-logs`,
+data/thesis.py), NeuSight (`neusight`, data/neusight.py) or a sweep (every other kind, see
+`SWEEP_READERS`), and returns its summary and its tables by file name, every table conformed to its
+schema and the rejects (every line not taken, with file, line number and reason: schemas.REJECTS)
+among them. Where they are written is the ingest stage's (opcost.stages.ingest).
 
 A bad line is counted and reported, never fatal and never silently accepted; a whole-file problem
-(missing, empty, binary, a directory where a file belongs, a missing column) stops the stage with
-a one-line error naming the file, before anything is written.
+(missing, empty, binary, a directory where a file belongs, a missing column) or a source that yields
+no row at all raises a one-line error naming the file.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import pandas as pd
 
-from opcost.config import IngestSource, Params, Paths
+from opcost.config import IngestSource
 from opcost.data import crossclock, neusight, sweeps, thesis
 from opcost.errors import OpcostError
-from opcost.io import write_parquet, write_report
 from opcost.ops.catalog import operations_table
+from opcost.ops.features import OpMetrics
+from opcost.ops.spec import OpSpec
 from opcost.schemas import (
     NET_MEASUREMENTS,
     NETWORK_NODES,
@@ -58,8 +58,47 @@ def reject_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
     return {k: c.get(k, 0) for k in REJECT_REASONS}
 
 
-def ingest_thesis(src: IngestSource, paths: Paths) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
-    root = paths.root / src.path
+def measurement_tables(
+    src: IngestSource,
+    op_rows: list[dict[str, Any]],
+    net_rows: list[dict[str, Any]],
+    specs: Mapping[str, tuple[OpSpec, OpMetrics]],
+    rejects: list[dict[str, Any]],
+    files: dict[str, Any],
+    skipped_lines: dict[str, int],
+    parts: dict[str, list[dict[str, Any]]] | None = None,
+    more_tables: Mapping[str, pd.DataFrame] | None = None,
+) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+    """The summary and tables of a source of measured ops and networks (thesis logs, NeuSight): its
+    op and network rows conformed, the operations table of the parsed `specs` (with `parts` where the
+    reader knows them: None traces each composite), the rejects, and `more_tables` of its own."""
+    ops = conform(pd.DataFrame(op_rows).assign(source=src.name), OP_MEASUREMENTS)
+    nets = conform(pd.DataFrame(net_rows, columns=NET_MEASUREMENTS.names).assign(source=src.name), NET_MEASUREMENTS)
+    summary = {
+        "source": src.name,
+        "kind": src.kind,
+        "files": files,
+        "skipped_lines": skipped_lines,
+        "rejected_lines": len(rejects),
+        "rejected_by_reason": reject_counts(rejects),
+        "op_rows": len(ops),
+        "network_rows": len(nets),
+        "unique_ops": len(specs),
+    }
+    operations = operations_table({i: s for i, (s, _) in specs.items()}, {i: m for i, (_, m) in specs.items()}, parts)
+    tables = {
+        "op_measurements.parquet": ops,
+        "networks.parquet": nets,
+        **(more_tables or {}),
+        "operations.parquet": operations,
+        "rejects.parquet": rejects_table(rejects, src.name),
+    }
+    return summary, tables
+
+
+def ingest_thesis(src: IngestSource, root: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+    """The thesis' logs of operations and networks (data/thesis.py); specs of the ops measured only."""
+    root = root / src.path
     spec_cache: dict = {}
     op_rows: list[dict] = []
     net_rows: list[dict] = []
@@ -82,67 +121,33 @@ def ingest_thesis(src: IngestSource, paths: Paths) -> tuple[dict[str, Any], dict
             "skipped": dict(sorted(res.skipped.items())),
         }
         totals.update(res.skipped)
-    ops = conform(pd.DataFrame(op_rows).assign(source=src.name), OP_MEASUREMENTS)
-    nets = conform(pd.DataFrame(net_rows).assign(source=src.name), NET_MEASUREMENTS)
-    used = set(ops["op_id"])
-    built = [e for e in spec_cache.values() if not isinstance(e, str) and e[0].op_id in used]
-    specs = {spec.op_id: spec for spec, _ in built}
-    metrics = {spec.op_id: m for spec, m in built}
-    summary = {
-        "source": src.name,
-        "kind": src.kind,
-        "files": files,
-        "skipped_lines": {k: totals.get(k, 0) for k in thesis.LINE_KINDS if k != "data"},
-        "rejected_lines": len(rejects),
-        "rejected_by_reason": reject_counts(rejects),
-        "op_rows": len(ops),
-        "network_rows": len(nets),
-        "unique_ops": len(specs),
-    }
-    tables = {
-        "op_measurements.parquet": ops,
-        "networks.parquet": nets,
-        "operations.parquet": operations_table(specs, metrics),
-        "rejects.parquet": rejects_table(rejects, src.name),
-    }
-    return summary, tables
+    used = {r["op_id"] for r in op_rows}
+    specs = {e[0].op_id: e for e in spec_cache.values() if not isinstance(e, str) and e[0].op_id in used}
+    skipped = {k: totals.get(k, 0) for k in thesis.LINE_KINDS if k != "data"}
+    return measurement_tables(src, op_rows, net_rows, specs, rejects, files, skipped)
 
 
-def ingest_neusight(src: IngestSource, paths: Paths) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+def ingest_neusight(src: IngestSource, root: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     """NeuSight's ops, networks and FX nodes (data/neusight.py), with how they were measured."""
-    res = neusight.read_neusight(paths.root / src.path)
-    ops = conform(pd.DataFrame(res.rows).assign(source=src.name), OP_MEASUREMENTS)
-    nets = conform(pd.DataFrame(res.nets, columns=NET_MEASUREMENTS.names).assign(source=src.name), NET_MEASUREMENTS)
+    res = neusight.read_neusight(root / src.path)
     nodes = conform(pd.DataFrame(res.nodes, columns=NETWORK_NODES.names).assign(source=src.name), NETWORK_NODES)
     kernels = conform(pd.DataFrame(res.kernels).assign(source=src.name), OP_KERNELS)
-    specs = {i: s for i, (s, _) in res.specs.items()}
-    metrics = {i: m for i, (_, m) in res.specs.items()}
-    summary = {
-        "source": src.name,
-        "kind": src.kind,
-        "files": res.files,
-        "skipped_lines": dict(sorted(res.skipped.items())),
-        "rejected_lines": len(res.rejects),
-        "rejected_by_reason": reject_counts(res.rejects),
-        "op_rows": len(ops),
-        "network_rows": len(nets),
-        "unique_ops": len(specs),
-        **neusight.summary_counts(res),
-    }
-    tables = {
-        "op_measurements.parquet": ops,
-        "networks.parquet": nets,
-        "network_nodes.parquet": nodes,
-        "op_kernels.parquet": kernels,
-        # the nine kinds have no composite parts: operations_table would trace each op for none
-        "operations.parquet": operations_table(specs, metrics, {}),
-        "rejects.parquet": rejects_table(res.rejects, src.name),
-    }
-    return summary, tables
+    summary, tables = measurement_tables(
+        src,
+        res.rows,
+        res.nets,
+        res.specs,
+        res.rejects,
+        res.files,
+        dict(sorted(res.skipped.items())),
+        parts={},  # the nine kinds have no composite parts: operations_table would trace each op for none
+        more_tables={"network_nodes.parquet": nodes, "op_kernels.parquet": kernels},
+    )
+    return {**summary, **neusight.summary_counts(res)}, tables
 
 
-def ingest_sweep(src: IngestSource, paths: Paths) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
-    read = SWEEP_READERS[src.kind](paths.root / src.path, src.name)
+def ingest_sweep(src: IngestSource, root: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+    read = SWEEP_READERS[src.kind](root / src.path, src.name)
     columns = SWEEPS.names
     table = conform(pd.DataFrame(read.rows, columns=columns), SWEEPS)
     summary = {
@@ -178,21 +183,11 @@ def refuse_empty(src: IngestSource, summary: dict[str, Any], rejects: pd.DataFra
     raise OpcostError(f"{src.path}: no data line found in {len(summary.get('files', {}))} file(s); nothing written")
 
 
-def run_ingest_stage(paths: Paths, params: Params, name: str) -> dict[str, Any]:
-    sources = params.ingest.sources
-    if name not in sources:
-        raise OpcostError(
-            f"unknown ingest source {name!r}; sources in params.yaml: {', '.join(sorted(sources)) or 'none'}"
-        )
-    src = sources[name]
-    if not (paths.root / src.path).exists():
-        raise OpcostError(f"{src.path} not found: run `dvc pull` to fetch the external data")
+def read_source(src: IngestSource, root: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
+    """Source `src` (its path relative to the project `root`) read whole by its kind's reader: its
+    summary and its tables by file name (rejects.parquet always among them). Everything is parsed and
+    validated here, so a caller writes nothing when this raises."""
     ingest = {"thesis-logs": ingest_thesis, "neusight": ingest_neusight}.get(src.kind, ingest_sweep)
-    summary, tables = ingest(src, paths)
+    summary, tables = ingest(src, root)
     refuse_empty(src, summary, tables["rejects.parquet"])
-    # everything is parsed and validated before the first file is written
-    out = paths.ingested_dir(name)
-    for fname, df in tables.items():
-        write_parquet(df, out / fname)
-    write_report(summary, out / "summary.json")
-    return summary
+    return summary, tables

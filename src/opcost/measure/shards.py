@@ -11,16 +11,13 @@ from typing import Any
 
 import pandas as pd
 
-from opcost.config import Params, Paths
 from opcost.measure.campaign import Campaign, part_stats, unit_key
-from opcost.measure.profile import stage_campaign
 
 
-def shard_progress(paths: Paths, params: Params, name: str, n_shards: int) -> list[dict[str, Any]]:
-    """Per shard of `name` split `n_shards` ways: parts_total, parts_done, failed_rows, last_error
+def shard_progress(camp: Campaign, n_shards: int) -> list[dict[str, Any]]:
+    """Per shard of campaign `camp` split `n_shards` ways: parts_total, parts_done, failed_rows, last_error
     (first line), plus state (the shard's record: running, done, interrupted, failed; None if it
     never started), host and merged (True once data/raw/<name> holds the whole campaign)."""
-    camp = stage_campaign(paths, params, name)
     merged = camp.completed() is not None
     records = {r.get("shard"): r for r in camp.records() if r.get("shards") == n_shards}
     from_tables = _merged_stats(camp, n_shards) if merged else {}

@@ -43,7 +43,6 @@ not a clock, and those rows carry no clock. The dvfs-conv GPU is unnamed (no TDP
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -55,7 +54,7 @@ import pandas as pd
 from opcost.config import ClockParams
 from opcost.devices import DEVICES, Device, find_device, lookup_device
 from opcost.errors import OpcostError
-from opcost.io import write_json
+from opcost.io import read_json_model, write_json
 
 CLOCK_MODEL_FILE = "clock_model.json"
 FORMAT = 1
@@ -233,13 +232,7 @@ class ClockModel:
     @classmethod
     def load(cls, folder: Path) -> "ClockModel":
         f = Path(folder) / CLOCK_MODEL_FILE
-        if not f.is_file():
-            raise OpcostError(f"no clock model at {f}: run `dvc pull` or `dvc repro train-clock`")
-        try:
-            raw = json.loads(f.read_text())
-        except ValueError:
-            raise OpcostError(f"{f} is not JSON; refused") from None
-        return cls.from_json(raw, str(f))
+        return cls.from_json(read_json_model(f, "clock model", "train-clock"), str(f))
 
 
 def check_clock(device: Device, f: float) -> None:

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 from opcost.errors import OpcostError
@@ -105,6 +107,16 @@ def check_locked(root: Path, folder: Path, actual_md5: str) -> str:
     return stage
 
 
+def dvc_command() -> list[str]:
+    """How to run the DVC installed with this Python: the `dvc` script beside `sys.executable` (the
+    environment opcost runs in), else `python -m dvc`. Never a `dvc` found on PATH: that may be
+    another installation (another DVC version computes other hashes) or none at all (cron, IDEs)."""
+    beside = Path(sys.executable).parent / "dvc"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return [str(beside)]
+    return [sys.executable, "-m", "dvc"]
+
+
 def dvc_changed(root: Path, stages: list[str], timeout: float = 300) -> dict[str, str]:
     """What `dvc status` reports changed, per stage of `stages` (absent: up to date); one DVC call.
     Raises OpcostError when DVC cannot tell (not a DVC repository, dvc missing, timed out): unknown
@@ -114,7 +126,7 @@ def dvc_changed(root: Path, stages: list[str], timeout: float = 300) -> dict[str
     what = f"`dvc status {' '.join(stages)}`"
     try:
         res = subprocess.run(
-            ["dvc", "status", "--json", *stages], cwd=root, capture_output=True, text=True, timeout=timeout
+            [*dvc_command(), "status", "--json", *stages], cwd=root, capture_output=True, text=True, timeout=timeout
         )
     except (OSError, subprocess.SubprocessError) as exc:
         raise OpcostError(f"{what} could not run ({type(exc).__name__}); cannot vouch for the models") from None

@@ -120,10 +120,15 @@ def promote(paths: Paths, target: str, version: str | None = None, targets: Sequ
 
 
 def repair(client: Any, name: str) -> list[str]:
-    """Delete versions of `name` that carry no bundle hash (half-registered). Returns their numbers."""
+    """Delete versions of `name` that carry no bundle hash (half-registered). Returns their numbers.
+    Only MLflow saying that `name` does not exist means nothing to repair: any other failure (a server
+    or database gone) is raised, and the CLI and stages report it in one line (stages/_run)."""
+    from mlflow.exceptions import MlflowException
+
     try:
         versions = client.search_model_versions(f"name='{name}'")
-    except Exception:
+    except MlflowException as exc:
+        tracking.not_found_only(exc)
         return []
     removed = []
     for v in versions:

@@ -145,6 +145,21 @@ REACH_TIMEOUT_S = 10.0
 HTTP_LIMITS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
 
 
+DATABASE_PORTS = {"postgresql": 5432, "postgres": 5432, "mysql": 3306, "mssql": 1433}  # default port per scheme
+
+
+def database_address(uri: str) -> tuple[str, int, str] | None:
+    """(host, port, scheme) of a database tracking URI (`postgresql+psycopg2://u@db/mlflow`: the
+    scheme's default port where none is given), None for a tracking server or a local store."""
+    import urllib.parse
+
+    u = urllib.parse.urlsplit(uri)
+    scheme = u.scheme.split("+")[0]
+    if scheme not in DATABASE_PORTS or not u.hostname:
+        return None
+    return u.hostname, u.port or DATABASE_PORTS[scheme], scheme
+
+
 def check_reachable(uri: str, timeout: float = REACH_TIMEOUT_S) -> None:
     """One-line OpcostError unless the service behind `uri` answers within `timeout` seconds: an
     HTTP tracking server must answer `GET /health` (any HTTP status counts as an answer), a database
@@ -168,13 +183,14 @@ def check_reachable(uri: str, timeout: float = REACH_TIMEOUT_S) -> None:
             why = getattr(exc, "reason", exc)
             why = "no answer within %gs" % timeout if isinstance(why, (TimeoutError, socket.timeout)) else why
             raise OpcostError(f"the MLflow tracking server {uri} is down ({why}): {hint}") from None
-    if scheme in ("postgresql", "postgres", "mysql", "mssql") and u.hostname:
-        port = u.port or {"postgresql": 5432, "postgres": 5432, "mysql": 3306, "mssql": 1433}[scheme]
+    db = database_address(uri)
+    if db is not None:
+        host, port, scheme = db
         try:
-            socket.create_connection((u.hostname, port), timeout=timeout).close()
+            socket.create_connection((host, port), timeout=timeout).close()
         except OSError as exc:
             raise OpcostError(
-                f"the MLflow database {u.hostname}:{port} ({scheme}) is down ({exc.strerror or exc}): {hint}"
+                f"the MLflow database {host}:{port} ({scheme}) is down ({exc.strerror or exc}): {hint}"
             ) from None
 
 
@@ -222,10 +238,16 @@ def _alive(pid: int) -> bool:
 
 
 def project_experiments(client: Any, current: str) -> list[str]:
-    """The experiments of this project in the store: `current` and every `opcost-*` one."""
+    """The experiments of this project in the store: `current` and every `opcost-*` one. A server that
+    does not let this user list experiments leaves `current` only; any other failure (the server or
+    database gone) is raised, for the CLI and stages to report in one line (stages/_run)."""
+    from mlflow.exceptions import MlflowException
+
     try:
         names = [e.name for e in client.search_experiments()]
-    except Exception:
+    except MlflowException as exc:
+        if exc.error_code not in ("PERMISSION_DENIED", "UNAUTHENTICATED"):
+            raise
         names = []
     return sorted({current, *(n for n in names if n.startswith("opcost-"))})
 

@@ -36,7 +36,7 @@ import pandas as pd
 from opcost.config import XdeviceParams
 from opcost.devices import DEVICES, NO_TF32_SUFFIX, Device
 from opcost.errors import OpcostError
-from opcost.io import read_npz, write_json, write_npz
+from opcost.io import read_json_model, read_npz, write_json, write_npz
 from opcost.model.physics import category_of
 from opcost.model.trees import TreeEnsemble
 
@@ -481,16 +481,9 @@ class XdeviceModel:
     @classmethod
     def load(cls, folder: Path) -> "XdeviceModel":
         """Read as data only (JSON and npz without pickle); a mismatch is one clear line."""
-        import json
-
         folder = Path(folder)
         f = folder / MODEL_FILE
-        if not f.is_file():
-            raise OpcostError(f"{f} not found: run `dvc pull` or `dvc repro train-xdevice`")
-        try:
-            d = json.loads(f.read_text())
-        except ValueError:
-            raise OpcostError(f"{f} is not JSON; refused") from None
+        d = read_json_model(f, "cross-device model", "train-xdevice")
         if d.get("format") != FORMAT or d.get("columns") != list(COLUMNS):
             raise OpcostError(f"{f}: format {d.get('format')!r} or feature columns differ from this opcost's {FORMAT}")
         arr = read_npz(folder / TREES_FILE)

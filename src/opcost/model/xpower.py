@@ -43,7 +43,6 @@ power error on absolute rows: a 90 % interval is power x (1 +- rel_err90). Energ
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -54,7 +53,7 @@ import pandas as pd
 
 from opcost.devices import DEVICES, Device, lookup_device
 from opcost.errors import OpcostError
-from opcost.io import write_json
+from opcost.io import read_json_model, write_json
 
 XPOWER_MODEL_FILE = "xpower_model.json"
 FORMAT = 1
@@ -157,13 +156,7 @@ class PowerModel:
     @classmethod
     def load(cls, folder: Path) -> "PowerModel":
         f = Path(folder) / XPOWER_MODEL_FILE
-        if not f.is_file():
-            raise OpcostError(f"no power model at {f}: run `dvc pull` or `dvc repro train-clock`")
-        try:
-            raw = json.loads(f.read_text())
-        except ValueError:
-            raise OpcostError(f"{f} is not JSON; refused") from None
-        return cls.from_json(raw, str(f))
+        return cls.from_json(read_json_model(f, "power model", "train-clock"), str(f))
 
 
 # -- rows -----------------------------------------------------------------------------------------

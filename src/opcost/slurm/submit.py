@@ -196,8 +196,9 @@ def shard_progress(paths: Paths, params: Params, name: str, n_shards: int) -> li
     """Per shard: parts_total, parts_done, failed_rows, last_error, and merged (data/raw/NAME holds
     the whole campaign), from what is on disk; the profiler's own account (opcost.measure.shards)."""
     from opcost.measure.shards import shard_progress as progress
+    from opcost.stages.profile import stage_campaign
 
-    return progress(paths, params, name, n_shards)
+    return progress(stage_campaign(paths, params, name), n_shards)
 
 
 def is_merged(progress: Sequence[Mapping[str, Any]]) -> bool:

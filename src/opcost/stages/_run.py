@@ -41,6 +41,20 @@ def execute(
     return 0
 
 
+def execute_logged(
+    argv: list[str] | None,
+    describe: str,
+    run: Callable[[Paths, Params, bool], Any],
+    summary: Callable[[Any], str],
+) -> int:
+    """`execute` for a stage whose one flag is `--no-mlflow`: `run(paths, params, log_to_mlflow)`."""
+
+    def add_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow or register")
+
+    return execute(argv, describe, add_args, lambda paths, params, a: run(paths, params, not a.no_mlflow), summary)
+
+
 KEPT = (
     "what it wrote under models/ and reports/ before logging is kept (run.json holds the run); once the service is "
     "back, run it again, or `dvc commit` its stage and run `opcost sync-registry` to replay it"
@@ -86,12 +100,9 @@ def service_down_line(exc: BaseException) -> str | None:
 
 
 def _database_host(uri: str) -> str | None:
-    """host:port (scheme) of a database tracking URI, None for a server or a local store."""
-    import urllib.parse
-
-    u = urllib.parse.urlsplit(uri)
-    scheme = u.scheme.split("+")[0]
-    if scheme not in ("postgresql", "postgres", "mysql", "mssql") or not u.hostname:
-        return None
-    port = u.port or {"postgresql": 5432, "postgres": 5432, "mysql": 3306, "mssql": 1433}[scheme]
-    return f"{u.hostname}:{port} ({scheme})"
+    """host:port (scheme) of a database tracking URI, None for a server or a local store. The port
+    table is model.tracking's, looked up among the loaded modules rather than imported: every MLflow
+    call path loads it first, and a stage that never talks to MLflow keeps it out of its DVC deps."""
+    tracking = sys.modules.get("opcost.model.tracking")
+    db = None if tracking is None else tracking.database_address(uri)
+    return None if db is None else f"{db[0]}:{db[1]} ({db[2]})"

@@ -1,5 +1,13 @@
 """Stage `ingest@<source>`: parse external measurements (data/external/<source>) into the project's
-tables under data/ingested/<source>/. A thin entry point over `opcost.data.ingest`."""
+tables under data/ingested/<source>/.
+
+Outputs: for logs of operations and networks (`thesis-logs`) op_measurements.parquet, networks.parquet
+and operations.parquet (the parsed specs, in the same table as extract writes); for NeuSight
+(`neusight`) those plus op_kernels.parquet and network_nodes.parquet; for sweeps sweeps.parquet;
+always rejects.parquet and summary.json with the rows parsed, the lines rejected by reason and
+skipped by kind, per file. Reading and checking is opcost.data.ingest's: a whole-file problem stops
+the stage with a one-line error naming the file, before anything is written.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +15,29 @@ import sys
 from typing import Any
 
 from opcost.config import Params, Paths
-from opcost.data.ingest import run_ingest_stage
+from opcost.data.ingest import read_source
+from opcost.errors import OpcostError
+from opcost.io import write_parquet, write_report
 from opcost.stages._run import execute
 
 
 def run(paths: Paths, params: Params, source: str) -> dict[str, Any]:
-    return run_ingest_stage(paths, params, source)
+    """Ingest params.yaml source `source` into data/ingested/<source>/; its summary."""
+    sources = params.ingest.sources
+    if source not in sources:
+        raise OpcostError(
+            f"unknown ingest source {source!r}; sources in params.yaml: {', '.join(sorted(sources)) or 'none'}"
+        )
+    src = sources[source]
+    if not (paths.root / src.path).exists():
+        raise OpcostError(f"{src.path} not found: run `dvc pull` to fetch the external data")
+    summary, tables = read_source(src, paths.root)
+    # everything is parsed and validated before the first file is written
+    out = paths.ingested_dir(source)
+    for fname, df in tables.items():
+        write_parquet(df, out / fname)
+    write_report(summary, out / "summary.json")
+    return summary
 
 
 def summary(s: dict[str, Any]) -> str:

@@ -1,7 +1,8 @@
 """Stage `profile@<campaign>`: measure a campaign's operations and networks into data/raw/<campaign>/.
 
-A thin entry point over `opcost.measure.profile`, which plans, measures (resumably) and writes the
-campaign's timings, power samples, networks and campaign.json.
+The stage code: which params.yaml campaign, over which extract outputs, into which folders, run whole
+(`run`), as shards on a cluster (`run_shard`, one per job-array task) merged afterwards (`merge`), and
+the one line it prints. Planning and measuring (resumably) are opcost.measure's (profile, campaign).
 """
 
 from __future__ import annotations
@@ -9,21 +10,108 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+import pandas as pd
+
 from opcost.config import Params, Paths
-from opcost.measure import profile as prof
-from opcost.measure.campaign import all_failed_message
+from opcost.errors import OpcostError
+from opcost.locks import device_state_dir
+from opcost.measure.campaign import Campaign, Plan, all_failed_message
 from opcost.measure.interrupts import RESUME_HINT, Interrupted
+from opcost.measure.profile import campaign_plan
+from opcost.schemas import OCCURRENCES, OPERATIONS
 from opcost.stages._run import execute
 
 
+def read_extract(paths: Paths) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The extract stage's operations and occurrences, validated; missing: say which stage makes them."""
+    if not paths.operations.is_file() or not paths.occurrences.is_file():
+        raise OpcostError(f"{paths.operations} not found: run `dvc repro extract` (or `dvc pull`) first")
+    return OPERATIONS.validate(pd.read_parquet(paths.operations)), OCCURRENCES.validate(
+        pd.read_parquet(paths.occurrences)
+    )
+
+
+def stage_plan(paths: Paths, params: Params, name: str) -> Plan:
+    """The plan of params.yaml campaign `name`; an unknown campaign or set is one line naming the valid ones."""
+    campaigns = params.profile.campaigns
+    if name not in campaigns:
+        valid = ", ".join(sorted(campaigns)) or "none defined"
+        raise OpcostError(f"unknown campaign {name!r}; campaigns in params.yaml: {valid}")
+    c = campaigns[name]
+    by_id = {s.set_id: s for s in params.extract.sets}
+    unknown = [s for s in c.sets if s not in by_id]
+    if unknown:
+        raise OpcostError(
+            f"campaign {name}: set(s) {', '.join(unknown)} not in extract.sets; valid ids look like "
+            f"{', '.join(list(by_id)[:3])}"
+        )
+    ops, occ = read_extract(paths)
+    return campaign_plan(c, [by_id[s] for s in c.sets], ops, occ)
+
+
+def stage_campaign(paths: Paths, params: Params, name: str) -> Campaign:
+    """The params.yaml campaign `name`: its plan, output folder, parts and device-state folders."""
+    plan = stage_plan(paths, params, name)
+    return Campaign(plan, paths.raw_dir(name), paths.parts_dir(name), state_dir=device_state_dir())
+
+
 def run(
-    paths: Paths, params: Params, campaign: str, show_progress: bool = True, remeasure: bool = False
+    paths: Paths,
+    params: Params,
+    name: str,
+    dry_run: bool = False,
+    show_progress: bool = True,
+    remeasure: bool = False,
 ) -> dict[str, Any]:
-    return prof.run_stage(paths, params, campaign, dry_run=False, show_progress=show_progress, remeasure=remeasure)
+    """Stage `profile@<name>`: measure what is missing into data/raw/<name>/ (nothing if it is complete)."""
+    camp = stage_campaign(paths, params, name)
+    if dry_run:
+        return camp.plan.summary()
+    return camp.run(show_progress, remeasure=remeasure)
+
+
+def run_shard(
+    paths: Paths,
+    params: Params,
+    name: str,
+    index: int,
+    count: int,
+    dry_run: bool = False,
+    show_progress: bool = True,
+    wait_for_device: bool = False,
+) -> dict[str, Any]:
+    """Shard `index` of `count` of campaign `name`: parts only, merged later by `merge`."""
+    camp = stage_campaign(paths, params, name)
+    if dry_run:
+        return {**camp.plan.shard(index, count).summary(), "shard": index, "shards": count}
+    return camp.run_shard(index, count, show_progress, wait_for_device)
+
+
+def merge(paths: Paths, params: Params, name: str, count: int | None = None) -> dict[str, Any]:
+    """Every shard's parts of campaign `name` into data/raw/<name>/, as a local run writes them."""
+    return stage_campaign(paths, params, name).merge(count)
 
 
 def summary(result: dict[str, Any]) -> str:
-    return prof.summary_line(result)
+    """What a profile run (local, shard, merge, ad hoc or an already complete campaign) did, in one line."""
+    rows = result["rows"]
+    if "shard" in result:
+        return (
+            f"profile {result['campaign']} shard {result['shard']}/{result['shards']}: {result['parts_done']} of "
+            f"{result['parts']} parts done ({result['parts_resumed']} resumed), {rows['timings']} op rows, "
+            f"{rows['networks']} network rows, {result['failed_rows']} failed; when every shard is done: "
+            f"opcost profile --campaign {result['campaign']} --merge"
+        )
+    if result.get("complete"):
+        return (
+            f"profile {result['campaign']}: complete ({result['planned_parts']['count']} parts, same plan and "
+            f"measuring code); nothing to measure. --remeasure measures it again"
+        )
+    return (
+        f"profile {result['campaign']}: {rows['timings']} op rows, {rows['networks']} network rows, "
+        f"{rows['power_samples']} power samples, {result['failed_rows']} failed, "
+        f"{result['parts_resumed']} parts resumed; energy source {result['environment']['energy_source']}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--remeasure", action="store_true", help="measure again even if the campaign is complete")
 
     def go(paths: Paths, params: Params, a: Any) -> dict[str, Any]:
-        done["result"] = run(paths, params, a.campaign, not a.no_progress, a.remeasure)
+        done["result"] = run(paths, params, a.campaign, show_progress=not a.no_progress, remeasure=a.remeasure)
         return done["result"]
 
     try:

@@ -30,7 +30,7 @@ from opcost.io import atomic_path, write_report
 from opcost.model import clockval, registry, runlog, tracking, xpower
 from opcost.model.clock import ClockModel, fit, sweep_curves
 from opcost.schemas import SWEEPS
-from opcost.stages._run import execute
+from opcost.stages._run import execute_logged
 from opcost.tables import read_table
 
 HEADLINE = ("time_mape", "energy_mape", "extra_energy_mean", "extra_edp_mean")
@@ -285,12 +285,7 @@ def summary(r: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    def args(p: Any) -> None:
-        p.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow or register")
-
-    return execute(
-        argv, __doc__.splitlines()[0], args, lambda paths, params, a: run(paths, params, not a.no_mlflow), summary
-    )
+    return execute_logged(argv, __doc__.splitlines()[0], run, summary)
 
 
 if __name__ == "__main__":

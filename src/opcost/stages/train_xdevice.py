@@ -27,7 +27,7 @@ from opcost.errors import OpcostError
 from opcost.io import atomic_path, write_report
 from opcost.model import registry, runlog, tracking, xdevice, xdevice_net
 from opcost.schemas import TARGET_OPERATIONS
-from opcost.stages._run import execute
+from opcost.stages._run import execute_logged
 from opcost.tables import read_table
 
 XDEVICE_MODEL, XDEVICE_RUN = tracking.XDEVICE_MODEL, tracking.XDEVICE_RUN
@@ -192,12 +192,7 @@ def summary(r: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    def args(p: Any) -> None:
-        p.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow or register")
-
-    return execute(
-        argv, __doc__.splitlines()[0], args, lambda paths, params, a: run(paths, params, not a.no_mlflow), summary
-    )
+    return execute_logged(argv, __doc__.splitlines()[0], run, summary)
 
 
 if __name__ == "__main__":
