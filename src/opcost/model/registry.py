@@ -234,7 +234,6 @@ def _register_once(
     (returns its source URI and logged-model id), create the version with its tags in the same call,
     step back if a racing process registered the same hash first, and consider it for `champion`."""
     from mlflow import MlflowClient
-    from mlflow.exceptions import MlflowException
 
     client = MlflowClient()
     run = mlflow.active_run()
@@ -248,10 +247,7 @@ def _register_once(
             consider_champion(root, client, name, str(found.version), score, split, veto)
             return None
         source, model_id = log()
-        try:
-            client.create_registered_model(name)
-        except MlflowException:
-            pass  # exists already
+        ensure_registered_model(client, name)
         # model_id links the version to its logged model: without it a tracking server cannot resolve
         # models:/<name>/<version> to the artifacts (a local store happens to find them by path)
         extra = {"model_id": model_id} if model_id else {}
@@ -267,6 +263,18 @@ def _register_once(
             return None
         consider_champion(root, client, name, version, score, split, veto)
     return version
+
+
+def ensure_registered_model(client: Any, name: str) -> None:
+    """Create registered model `name` unless it exists; any other MLflow failure (a server or database
+    gone, no permission) is raised, not read as "exists already"."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        client.create_registered_model(name)
+    except MlflowException as exc:
+        if exc.error_code != "RESOURCE_ALREADY_EXISTS":
+            raise
 
 
 def sync_registry(paths: Paths, params: Params) -> dict[str, str | None]:
