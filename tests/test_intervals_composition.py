@@ -121,6 +121,77 @@ def test_family_split_coverage_leaves_out_the_whole_family_of_the_calibration_sc
                           "t_error": [2.0, 2.0] + [0.01] * 18, "e_error": np.nan})  # fmt: skip
     fam = calib.assign(split="family", held_out=calib["family"])
     cov = netval.coverage(fam, calib)["time"]
-    # "big" networks see only the 18 small scores (q = log 1.01): not covered; "small" ones see 2 big
-    # ones among 2 scores (their own family dropped): too few for a quantile, skipped
-    assert cov["n"] == 2 and cov["coverage_pct"] == 0.0
+    # "big" networks see only the 18 small scores (q = log 1.01): not covered; "small" ones see the 2 big
+    # ones only (their own family dropped): too few for a quantile, so the predictor's rule, the largest
+    # score (log 3), covers them; no interval is skipped (a skipped one hid a whole family's misses)
+    assert cov["n"] == 20 and cov["coverage_pct"] == pytest.approx(90.0)
+    assert cov["too_few_scores"] == 18 and cov["median_scores"] == 2
+    assert cov["median_width_pct"] == pytest.approx(100 * (3.0 - 1 / 3.0))
+
+
+# --------------------------------------------------------------------------------------------
+# The constant power follows the clock (issue 21 section 6)
+# --------------------------------------------------------------------------------------------
+
+SIGMA, GAMMA = 0.3, 2.5  # the clock model's static share and dynamic-power exponent (synthetic)
+
+
+def _clocked_network_energy(f: float, k_follows: bool = True) -> tuple[float, dict, tuple]:
+    """A synthetic training step on the A30 (boost 1440 MHz) at core clock f, from the physics written out
+    here (not the code's): op time t (1 + s (f_ref / f - 1)), op power p (SIGMA + (1 - SIGMA) x^GAMMA),
+    x = f / f_ref; energy 0.5 x sum calls (t - floor) p + k(f) x time, time = sum calls (t - floor) + N x
+    floor, k(f) = 80 W x (SIGMA + (1 - SIGMA) x^GAMMA): 80 W at the boost clock, of which SIGMA static."""
+    from opcost.model.features import OpRecord
+
+    floor, k = 1e-5, 80.0
+    t_ref = np.array([4e-4, 1.5e-4, 3e-5])
+    p_ref = np.array([150.0, 110.0, 70.0])
+    share = np.array([0.9, 0.4, 0.1])  # compute-bound share of each op's time
+    calls = np.array([3.0, 5.0, 20.0])
+    x = f / 1440.0
+    t = t_ref * (1 + share * (1 / x - 1))
+    p = p_ref * (SIGMA + (1 - SIGMA) * x**GAMMA)
+    time_s = float((calls * (t - floor)).sum() + calls.sum() * floor)
+    k_f = k * (SIGMA + (1 - SIGMA) * x**GAMMA) if k_follows else k
+    energy = float(0.5 * (calls * (t - floor) * p).sum() + k_f * time_s)
+    records = [OpRecord(f"op{i}", "Linear", {}, (1,), 1, {"params": 0}) for i in range(3)]
+    costed = {r.op_id: (float(t[i]), float(p[i]), "predicted", None) for i, r in enumerate(records)}
+    return energy, costed, (records, calls, floor, k)
+
+
+def test_the_constant_power_follows_the_clock_and_the_energy_optimum_moves_down(tmp_path) -> None:
+    """Predictor._assemble at a transferred clock: the composition's constant power k is scaled by the clock
+    model (its static share stays, the rest x^gamma); the predicted energy equals the physics at every clock,
+    and the energy optimum is lower than with k held at its boost-clock value (what the old layer did)."""
+    from types import SimpleNamespace
+
+    from opcost.config import Paths
+    from opcost.model.clock import ClockModel
+    from opcost.model.predict import Network, Predictor
+
+    comp = Composition("training", {"sum": 1.0, "calls_floor": 1.0, "params_bw": 0.0, "const": 0.0},
+                       {"energy_sum": 0.5, "time": 80.0}, calibrated=True)  # fmt: skip
+    _, _, (records, calls, floor, k) = _clocked_network_energy(1440.0)
+    bundle = SimpleNamespace(composition=comp, mode="training", floor_s=floor, device_config="A30",
+                             models={"time": None, "power": None}, clocks_mhz=(), target="A30-training",
+                             ranges={})  # fmt: skip
+    pr = Predictor(paths=Paths(tmp_path))
+    pr._clock_model = ClockModel(static_frac=SIGMA, gamma=GAMMA)
+    net = Network({r.op_id: r for r in records}, {r.op_id: int(c) for r, c in zip(records, calls)})
+    spec = SimpleNamespace(model="mlp", label="mlp")
+    clocks = np.arange(210.0, 1441.0, 30.0)
+    predicted, physics, held = [], [], []
+    for f in clocks:
+        e, costed, _ = _clocked_network_energy(float(f))
+        got = pr._assemble(spec, (), bundle, float(f), net, costed)
+        predicted.append(got.energy_j)
+        physics.append(e)
+        held.append(_clocked_network_energy(float(f), k_follows=False)[0])
+    assert predicted == pytest.approx(physics, rel=1e-9)
+    assert compose.constant_power_at(k, pr._clock_model, pr._transfer_device(bundle), 1440.0) == pytest.approx(k)
+    best, best_held = clocks[int(np.argmin(physics))], clocks[int(np.argmin(held))]
+    assert clocks[int(np.argmin(predicted))] == best
+    assert best < best_held  # a constant k charged low clocks its full boost-clock power: the optimum sat higher
+    # at the lowest clock only the static share of k is left: SIGMA x k plus a sliver of dynamic power
+    k_low = compose.constant_power_at(k, pr._clock_model, pr._transfer_device(bundle), 210.0)
+    assert k_low == pytest.approx(k * (SIGMA + (1 - SIGMA) * (210 / 1440) ** GAMMA))
