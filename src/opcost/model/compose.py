@@ -59,7 +59,7 @@ clock falls, would charge a low clock the full reference power and push the ener
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -67,10 +67,6 @@ from opcost.devices import find_device
 from opcost.model.costing import Costs
 from opcost.model.features import OpRecord
 from opcost.model.physics import NOMINAL_BANDWIDTH
-
-if TYPE_CHECKING:
-    from opcost.devices import Device
-    from opcost.model.clock import ClockModel
 
 TIME_TERMS = ("sum", "calls_floor", "params_bw", "const")
 ENERGY_TERMS = ("energy_sum", "time")
@@ -94,10 +90,12 @@ SCORE_SETS = {  # which scores an interval rests on (module docstring), as a not
 }
 
 
-def constant_power_at(k_w: float, clock_model: "ClockModel", device: "Device", clock_mhz: float) -> float:
+def constant_power_at(k_w: float, clock_model: Any, device: Any, clock_mhz: float) -> float:
     """The constant power k (W at the device's boost clock, the reference the op models stand for) at core
     clock `clock_mhz`: through the clock model's `at_clock`, as every op's power goes, so its static share
-    (static_frac) is drawn at any clock and the rest scales as (f / f_ref)^gamma, with the same throttling."""
+    (static_frac) is drawn at any clock and the rest scales as (f / f_ref)^gamma, with the same throttling.
+    `clock_model` a model/clock.ClockModel, `device` a devices.Device: typed Any so that the train stage,
+    which imports this module, does not depend on the clock model's code (dvc.yaml deps)."""
     if not k_w > 0:
         return 0.0
     _, p = clock_model.at_clock(device, float(clock_mhz), np.array([1.0]), np.array([float(k_w)]), np.array([1.0]))
