@@ -195,3 +195,47 @@ def test_the_constant_power_follows_the_clock_and_the_energy_optimum_moves_down(
     # at the lowest clock only the static share of k is left: SIGMA x k plus a sliver of dynamic power
     k_low = compose.constant_power_at(k, pr._clock_model, pr._transfer_device(bundle), 210.0)
     assert k_low == pytest.approx(k * (SIGMA + (1 - SIGMA) * (210 / 1440) ** GAMMA))
+
+
+def test_a_prediction_gets_the_scores_of_its_question_and_says_how_many() -> None:
+    """Known family: the model-split scores of known-family networks; new family (or a family nobody named):
+    the family-split scores; no family asked, or an older bundle without the sets: every model-split score."""
+    known = list(np.expm1(np.linspace(-0.1, 0.1, 19)))  # 19 scores: the 18th smallest of |log| is 0.1 - 1/90
+    new = list(np.expm1(np.linspace(-0.6, 0.6, 9)))  # 9 scores: the largest, 0.6
+    pooled = [0.01] * 20
+    comp = Composition("inference", calibrated=True, residuals_t=pooled, residuals_e=pooled,
+                       family_terms={"resnet": {"time": 0.0, "energy": 0.0, "n": 3.0}},
+                       residuals_known_t=known, residuals_known_e=known, residuals_new_t=new,
+                       residuals_new_e=new)  # fmt: skip
+    s_known = np.sort(np.abs(np.log1p(known)))[17]
+    assert comp.half_width("time", family="resnet") == pytest.approx(s_known)
+    assert comp.half_width("energy", family="convnext") == pytest.approx(0.6)
+    assert comp.half_width("time", family=None) == pytest.approx(0.6)  # nobody named its family: a new one
+    assert comp.half_width("time") == pytest.approx(np.log1p(0.01))  # no family asked: pooled
+    assert comp.interval(1.0, "time", family="convnext") == pytest.approx((np.exp(-0.6), np.exp(0.6)))
+    assert "90 % interval from 19 model-left-out scores of networks whose family had measured siblings" in comp.note(
+        "A30-inference", "resnet")  # fmt: skip
+    note = comp.note("A30-inference", "convnext")
+    assert "a new family" in note and "90 % interval from 9 family-left-out scores" in note
+    back = Composition.from_json(comp.to_json())
+    assert back.half_width("time", family="resnet") == pytest.approx(s_known)
+    assert back.half_width("time", family="convnext") == pytest.approx(0.6)
+    old = comp.to_json()
+    for k in compose.RESIDUAL_SETS:
+        del old[k]
+    assert Composition.from_json(old).half_width("time", family="convnext") == pytest.approx(np.log1p(0.01))
+    few = Composition("inference", calibrated=True, residuals_t=[0.05] * 5, family_terms={"a": {"time": 0.0}},
+                      residuals_new_t=[0.05] * 5)  # fmt: skip
+    assert few.half_width("time", family="b") == pytest.approx(np.log1p(compose.UNCALIBRATED_HALF_WIDTH))
+    assert "too few for a 90% split-conformal quantile" in few.note("A30-inference", "b")
+
+
+def test_the_bundles_score_sets_come_from_the_split_of_their_question() -> None:
+    net_pred = pd.DataFrame({
+        "split": ["model", "model", "family", "family", "network"],
+        "family_known": [True, False, False, False, True],
+        "t_error": [0.1, 0.2, 0.3, 0.4, 0.5], "e_error": [0.1, np.nan, 0.3, 0.4, 0.5],
+    })  # fmt: skip
+    t, e = netval.score_sets(net_pred, "t_error"), netval.score_sets(net_pred, "e_error")
+    assert t == {"known": [0.1], "new": [0.3, 0.4], "pooled": [0.1, 0.2]}
+    assert e == {"known": [0.1], "new": [0.3, 0.4], "pooled": [0.1]}
