@@ -7,8 +7,9 @@ networks and their ops), so measurements of other devices never retrain this tar
 2. the measured networks predicted with their whole model (every input size), their family, and
    the one network held out (model/netval.py): op models and composition refitted without them; the
    intervals' coverage and width under each split;
-3. the composition layer and its per-family terms fitted on every measured network, the
-   model-left-out residuals kept for prediction intervals (model/compose.py). A target with too few
+3. the composition layer and its per-family terms fitted on every measured network, the held-out
+   residuals kept for prediction intervals by the question they answer: known family (model split),
+   new family (family split), pooled (model/compose.py; `netval.score_sets`). A target with too few
    measured networks gets its composition transferred from the calibrated targets of the same mode
    (`transferred_composition`: their op models refitted here with this target's chosen algorithm on
    their own rows, data/evaluated/targets/<source>/), and says so in the bundle (`source`).
