@@ -239,3 +239,17 @@ def test_the_bundles_score_sets_come_from_the_split_of_their_question() -> None:
     t, e = netval.score_sets(net_pred, "t_error"), netval.score_sets(net_pred, "e_error")
     assert t == {"known": [0.1], "new": [0.3, 0.4], "pooled": [0.1, 0.2]}
     assert e == {"known": [0.1], "new": [0.3, 0.4], "pooled": [0.1]}
+
+
+def test_new_family_coverage_without_family_split_scores_is_refused_not_skipped() -> None:
+    """A new-family network's interval rests on family-split scores: calibrating on the model split alone
+    (what train passed before) would leave those networks out of the coverage silently."""
+    fams = [f"f{i // 2}" for i in range(20)] + [f"s{i}" for i in range(10)]  # 10 pairs, 10 singletons
+    model = pd.DataFrame({"set_id": [f"m{i}" for i in range(30)], "model": [f"m{i}" for i in range(30)],
+                          "held_out": [f"m{i}" for i in range(30)], "family": fams, "split": "model",
+                          "family_known": [f.startswith("f") for f in fams],
+                          "t_error": np.linspace(0.01, 0.3, 30), "e_error": np.nan})  # fmt: skip
+    family = model.assign(split="family", held_out=model["family"], family_known=False)
+    with pytest.raises(ValueError, match="family split"):
+        netval.coverage(model, model)
+    assert netval.coverage(model, pd.concat([model, family]))["time"]["n"] == 30

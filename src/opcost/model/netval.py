@@ -280,6 +280,8 @@ def coverage(
         c_fam = c["family"].astype(str).to_numpy()
         c_split = c["split"].astype(str).to_numpy() if "split" in c else np.full(len(c), SPLIT_MODEL)
         c_known = c["family_known"].astype(bool).to_numpy() if by_family else np.ones(len(c), bool)
+        if by_family and not (d["family_known"].astype(bool).all() or (c_split == SPLIT_FAMILY).any()):
+            raise ValueError("coverage of new-family networks needs the family split's scores in `calib`")
         covered, widths, ns, few = [], [], [], 0
         for i, (_, row) in enumerate(d.iterrows()):
             known = bool(row["family_known"]) if by_family else True

@@ -270,9 +270,7 @@ def run(paths: Paths, params: Params, target: str, log_to_mlflow: bool = True) -
         "networks": {
             s: {
                 **netval.error_summary(net_pred[net_pred["split"] == s]),
-                "interval": netval.coverage(
-                    net_pred[net_pred["split"] == s], net_pred[net_pred["split"] == netval.SPLIT_MODEL]
-                ),
+                "interval": netval.coverage(net_pred[net_pred["split"] == s], net_pred),  # every split's scores
             }
             if len(net_pred)
             else {"networks": 0}
