@@ -241,15 +241,20 @@ def test_the_bundles_score_sets_come_from_the_split_of_their_question() -> None:
     assert e == {"known": [0.1], "new": [0.3, 0.4], "pooled": [0.1]}
 
 
-def test_new_family_coverage_without_family_split_scores_is_refused_not_skipped() -> None:
-    """A new-family network's interval rests on family-split scores: calibrating on the model split alone
-    (what train passed before) would leave those networks out of the coverage silently."""
-    fams = [f"f{i // 2}" for i in range(20)] + [f"s{i}" for i in range(10)]  # 10 pairs, 10 singletons
+def test_new_family_coverage_uses_family_split_scores_and_without_them_the_pooled_ones() -> None:
+    """A new-family network's interval rests on family-split scores; where a target has none (no family
+    could be held out), on every model-split score, as its bundle's predictions do; never skipped."""
+    fams = [f"f{i // 2}" for i in range(20)] + [f"s{i}" for i in range(10)]  # 10 pairs, then 10 singletons
     model = pd.DataFrame({"set_id": [f"m{i}" for i in range(30)], "model": [f"m{i}" for i in range(30)],
                           "held_out": [f"m{i}" for i in range(30)], "family": fams, "split": "model",
                           "family_known": [f.startswith("f") for f in fams],
-                          "t_error": np.linspace(0.01, 0.3, 30), "e_error": np.nan})  # fmt: skip
-    family = model.assign(split="family", held_out=model["family"], family_known=False)
-    with pytest.raises(ValueError, match="family split"):
-        netval.coverage(model, model)
-    assert netval.coverage(model, pd.concat([model, family]))["time"]["n"] == 30
+                          "t_error": 0.01 * np.arange(1, 31), "e_error": np.nan})  # fmt: skip
+    family = model.assign(split="family", held_out=model["family"], family_known=False, t_error=model["t_error"] * 2)
+    single = model[~model["family_known"]]  # errors 0.21 ... 0.30, the largest of the model split
+    # family-split scores of the other 29 rows: the 27th smallest is at least 2 x 0.27, covering all ten
+    both = netval.coverage(single, pd.concat([model, family]))["time"]
+    assert (both["n"], both["coverage_pct"], both["median_scores"]) == (10, 100.0, 29)
+    # no family-split rows: the other 29 model-split scores, whose 27th smallest is 0.27 (0.28 for the rows
+    # below it): 0.28, 0.29 and 0.30 are not covered
+    alone = netval.coverage(single, model)["time"]
+    assert (alone["n"], alone["coverage_pct"], alone["median_scores"]) == (10, 70.0, 29)

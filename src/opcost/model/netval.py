@@ -258,7 +258,8 @@ def coverage(
     """How often the multiplicative conformal interval (model/compose.py) contained the measured value.
     Each network's interval is built as predictions build it: from the scores that match its question
     (`calib`'s `model`-split rows whose family kept a sibling for a network whose own family did,
-    `calib`'s `family`-split rows for one whose did not; without a `family_known` column every
+    `calib`'s `family`-split rows for one whose did not (none there: its `model`-split rows, as a bundle
+    without family-split scores does); without a `family_known` column every
     `model`-split row of `calib`; `calib` default `df` itself), by the same quantile rule
     (compose.interval_quantile, the largest score where too few for the level), leaving out every
     calibration network of the same held-out group, the same model, and for a new-family question (and
@@ -280,13 +281,14 @@ def coverage(
         c_fam = c["family"].astype(str).to_numpy()
         c_split = c["split"].astype(str).to_numpy() if "split" in c else np.full(len(c), SPLIT_MODEL)
         c_known = c["family_known"].astype(bool).to_numpy() if by_family else np.ones(len(c), bool)
-        if by_family and not (d["family_known"].astype(bool).all() or (c_split == SPLIT_FAMILY).any()):
-            raise ValueError("coverage of new-family networks needs the family split's scores in `calib`")
+        # no family-split score at all: a new family's interval falls back to the pooled model-split scores,
+        # as compose.Composition.scores_for does for a bundle without them
+        new_set = (c_split == SPLIT_FAMILY) if (c_split == SPLIT_FAMILY).any() else (c_split == SPLIT_MODEL)
         covered, widths, ns, few = [], [], [], 0
         for i, (_, row) in enumerate(d.iterrows()):
             known = bool(row["family_known"]) if by_family else True
             new = by_family and not known
-            use = (c_split == SPLIT_FAMILY) if new else (c_split == SPLIT_MODEL) & c_known
+            use = new_set if new else (c_split == SPLIT_MODEL) & c_known
             if not by_family and "split" not in c:
                 use = np.ones(len(c), bool)
             drop = (c_held == str(row["held_out"])) | (c_model == str(row["model"]))
