@@ -85,7 +85,7 @@ SOURCES = ("calibrated", "transferred", "uncalibrated")
 ANY_FAMILY = "*"  # interval() asked without a family: every model-split score (the pooled rule)
 SCORE_SETS = {  # which scores an interval rests on (module docstring), as a note names them
     "known": "model-left-out scores of networks whose family had measured siblings",
-    "new": "family-left-out scores (a new family)",
+    "new": "family-left-out scores",
     "pooled": "model-left-out scores",
 }
 
