@@ -121,6 +121,140 @@ def test_family_split_coverage_leaves_out_the_whole_family_of_the_calibration_sc
                           "t_error": [2.0, 2.0] + [0.01] * 18, "e_error": np.nan})  # fmt: skip
     fam = calib.assign(split="family", held_out=calib["family"])
     cov = netval.coverage(fam, calib)["time"]
-    # "big" networks see only the 18 small scores (q = log 1.01): not covered; "small" ones see 2 big
-    # ones among 2 scores (their own family dropped): too few for a quantile, skipped
-    assert cov["n"] == 2 and cov["coverage_pct"] == 0.0
+    # "big" networks see only the 18 small scores (q = log 1.01): not covered; "small" ones see the 2 big
+    # ones only (their own family dropped): too few for a quantile, so the predictor's rule, the largest
+    # score (log 3), covers them; no interval is skipped (a skipped one hid a whole family's misses)
+    assert cov["n"] == 20 and cov["coverage_pct"] == pytest.approx(90.0)
+    assert cov["too_few_scores"] == 18 and cov["median_scores"] == 2
+    assert cov["median_width_pct"] == pytest.approx(100 * (3.0 - 1 / 3.0))
+
+
+# --------------------------------------------------------------------------------------------
+# The constant power follows the clock (issue 21 section 6)
+# --------------------------------------------------------------------------------------------
+
+SIGMA, GAMMA = 0.3, 2.5  # the clock model's static share and dynamic-power exponent (synthetic)
+
+
+def _clocked_network_energy(f: float, k_follows: bool = True) -> tuple[float, dict, tuple]:
+    """A synthetic training step on the A30 (boost 1440 MHz) at core clock f, from the physics written out
+    here (not the code's): op time t (1 + s (f_ref / f - 1)), op power p (SIGMA + (1 - SIGMA) x^GAMMA),
+    x = f / f_ref; energy 0.5 x sum calls (t - floor) p + k(f) x time, time = sum calls (t - floor) + N x
+    floor, k(f) = 80 W x (SIGMA + (1 - SIGMA) x^GAMMA): 80 W at the boost clock, of which SIGMA static."""
+    from opcost.model.features import OpRecord
+
+    floor, k = 1e-5, 80.0
+    t_ref = np.array([4e-4, 1.5e-4, 3e-5])
+    p_ref = np.array([150.0, 110.0, 70.0])
+    share = np.array([0.9, 0.4, 0.1])  # compute-bound share of each op's time
+    calls = np.array([3.0, 5.0, 20.0])
+    x = f / 1440.0
+    t = t_ref * (1 + share * (1 / x - 1))
+    p = p_ref * (SIGMA + (1 - SIGMA) * x**GAMMA)
+    time_s = float((calls * (t - floor)).sum() + calls.sum() * floor)
+    k_f = k * (SIGMA + (1 - SIGMA) * x**GAMMA) if k_follows else k
+    energy = float(0.5 * (calls * (t - floor) * p).sum() + k_f * time_s)
+    records = [OpRecord(f"op{i}", "Linear", {}, (1,), 1, {"params": 0}) for i in range(3)]
+    costed = {r.op_id: (float(t[i]), float(p[i]), "predicted", None) for i, r in enumerate(records)}
+    return energy, costed, (records, calls, floor, k)
+
+
+def test_the_constant_power_follows_the_clock_and_the_energy_optimum_moves_down(tmp_path) -> None:
+    """Predictor._assemble at a transferred clock: the composition's constant power k is scaled by the clock
+    model (its static share stays, the rest x^gamma); the predicted energy equals the physics at every clock,
+    and the energy optimum is lower than with k held at its boost-clock value (what the old layer did)."""
+    from types import SimpleNamespace
+
+    from opcost.config import Paths
+    from opcost.model.clock import ClockModel
+    from opcost.model.predict import Network, Predictor
+
+    comp = Composition("training", {"sum": 1.0, "calls_floor": 1.0, "params_bw": 0.0, "const": 0.0},
+                       {"energy_sum": 0.5, "time": 80.0}, calibrated=True)  # fmt: skip
+    _, _, (records, calls, floor, k) = _clocked_network_energy(1440.0)
+    bundle = SimpleNamespace(composition=comp, mode="training", floor_s=floor, device_config="A30",
+                             models={"time": None, "power": None}, clocks_mhz=(), target="A30-training",
+                             ranges={})  # fmt: skip
+    pr = Predictor(paths=Paths(tmp_path))
+    pr._clock_model = ClockModel(static_frac=SIGMA, gamma=GAMMA)
+    net = Network({r.op_id: r for r in records}, {r.op_id: int(c) for r, c in zip(records, calls)})
+    spec = SimpleNamespace(model="mlp", label="mlp")
+    clocks = np.arange(210.0, 1441.0, 30.0)
+    predicted, physics, held = [], [], []
+    for f in clocks:
+        e, costed, _ = _clocked_network_energy(float(f))
+        got = pr._assemble(spec, (), bundle, float(f), net, costed)
+        predicted.append(got.energy_j)
+        physics.append(e)
+        held.append(_clocked_network_energy(float(f), k_follows=False)[0])
+    assert predicted == pytest.approx(physics, rel=1e-9)
+    assert compose.constant_power_at(k, pr._clock_model, pr._transfer_device(bundle), 1440.0) == pytest.approx(k)
+    best, best_held = clocks[int(np.argmin(physics))], clocks[int(np.argmin(held))]
+    assert clocks[int(np.argmin(predicted))] == best
+    assert best < best_held  # a constant k charged low clocks its full boost-clock power: the optimum sat higher
+    # at the lowest clock only the static share of k is left: SIGMA x k plus a sliver of dynamic power
+    k_low = compose.constant_power_at(k, pr._clock_model, pr._transfer_device(bundle), 210.0)
+    assert k_low == pytest.approx(k * (SIGMA + (1 - SIGMA) * (210 / 1440) ** GAMMA))
+
+
+def test_a_prediction_gets_the_scores_of_its_question_and_says_how_many() -> None:
+    """Known family: the model-split scores of known-family networks; new family (or a family nobody named):
+    the family-split scores; no family asked, or an older bundle without the sets: every model-split score."""
+    known = list(np.expm1(np.linspace(-0.1, 0.1, 19)))  # 19 scores: the 18th smallest of |log| is 0.1 - 1/90
+    new = list(np.expm1(np.linspace(-0.6, 0.6, 9)))  # 9 scores: the largest, 0.6
+    pooled = [0.01] * 20
+    comp = Composition("inference", calibrated=True, residuals_t=pooled, residuals_e=pooled,
+                       family_terms={"resnet": {"time": 0.0, "energy": 0.0, "n": 3.0}},
+                       residuals_known_t=known, residuals_known_e=known, residuals_new_t=new,
+                       residuals_new_e=new)  # fmt: skip
+    s_known = np.sort(np.abs(np.log1p(known)))[17]
+    assert comp.half_width("time", family="resnet") == pytest.approx(s_known)
+    assert comp.half_width("energy", family="convnext") == pytest.approx(0.6)
+    assert comp.half_width("time", family=None) == pytest.approx(0.6)  # nobody named its family: a new one
+    assert comp.half_width("time") == pytest.approx(np.log1p(0.01))  # no family asked: pooled
+    assert comp.interval(1.0, "time", family="convnext") == pytest.approx((np.exp(-0.6), np.exp(0.6)))
+    assert "90 % interval from 19 model-left-out scores of networks whose family had measured siblings" in comp.note(
+        "A30-inference", "resnet")  # fmt: skip
+    note = comp.note("A30-inference", "convnext")
+    assert "a new family" in note and "90 % interval from 9 family-left-out scores" in note
+    back = Composition.from_json(comp.to_json())
+    assert back.half_width("time", family="resnet") == pytest.approx(s_known)
+    assert back.half_width("time", family="convnext") == pytest.approx(0.6)
+    old = comp.to_json()
+    for k in compose.RESIDUAL_SETS:
+        del old[k]
+    assert Composition.from_json(old).half_width("time", family="convnext") == pytest.approx(np.log1p(0.01))
+    few = Composition("inference", calibrated=True, residuals_t=[0.05] * 5, family_terms={"a": {"time": 0.0}},
+                      residuals_new_t=[0.05] * 5)  # fmt: skip
+    assert few.half_width("time", family="b") == pytest.approx(np.log1p(compose.UNCALIBRATED_HALF_WIDTH))
+    assert "too few for a 90% split-conformal quantile" in few.note("A30-inference", "b")
+
+
+def test_the_bundles_score_sets_come_from_the_split_of_their_question() -> None:
+    net_pred = pd.DataFrame({
+        "split": ["model", "model", "family", "family", "network"],
+        "family_known": [True, False, False, False, True],
+        "t_error": [0.1, 0.2, 0.3, 0.4, 0.5], "e_error": [0.1, np.nan, 0.3, 0.4, 0.5],
+    })  # fmt: skip
+    t, e = netval.score_sets(net_pred, "t_error"), netval.score_sets(net_pred, "e_error")
+    assert t == {"known": [0.1], "new": [0.3, 0.4], "pooled": [0.1, 0.2]}
+    assert e == {"known": [0.1], "new": [0.3, 0.4], "pooled": [0.1]}
+
+
+def test_new_family_coverage_uses_family_split_scores_and_without_them_the_pooled_ones() -> None:
+    """A new-family network's interval rests on family-split scores; where a target has none (no family
+    could be held out), on every model-split score, as its bundle's predictions do; never skipped."""
+    fams = [f"f{i // 2}" for i in range(20)] + [f"s{i}" for i in range(10)]  # 10 pairs, then 10 singletons
+    model = pd.DataFrame({"set_id": [f"m{i}" for i in range(30)], "model": [f"m{i}" for i in range(30)],
+                          "held_out": [f"m{i}" for i in range(30)], "family": fams, "split": "model",
+                          "family_known": [f.startswith("f") for f in fams],
+                          "t_error": 0.01 * np.arange(1, 31), "e_error": np.nan})  # fmt: skip
+    family = model.assign(split="family", held_out=model["family"], family_known=False, t_error=model["t_error"] * 2)
+    single = model[~model["family_known"]]  # errors 0.21 ... 0.30, the largest of the model split
+    # family-split scores of the other 29 rows: the 27th smallest is at least 2 x 0.27, covering all ten
+    both = netval.coverage(single, pd.concat([model, family]))["time"]
+    assert (both["n"], both["coverage_pct"], both["median_scores"]) == (10, 100.0, 29)
+    # no family-split rows: the other 29 model-split scores, whose 27th smallest is 0.27 (0.28 for the rows
+    # below it): 0.28, 0.29 and 0.30 are not covered
+    alone = netval.coverage(single, model)["time"]
+    assert (alone["n"], alone["coverage_pct"], alone["median_scores"]) == (10, 70.0, 29)

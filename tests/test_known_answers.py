@@ -387,3 +387,77 @@ def test_scores_are_the_textbook_figures():
     # power's weighted error weighs each op's |error| by its time (how far energy would be off)
     w = np.array([10.0, 1.0, 1.0, 1.0])
     assert fit.scores(y, p, w)["twe"] == pytest.approx((10 * 0.5 + 1 * 1.0) / (10 + 2 + 4 + 8), rel=1e-12)
+
+
+# --------------------------------------------------------------------------------------------
+# Intervals by question: known family vs new family (model/compose.py, netval.coverage)
+# --------------------------------------------------------------------------------------------
+
+SIGMA_KNOWN, SIGMA_NEW = 0.05, 0.4  # log(measured / predicted) noise of the two questions (synthetic)
+
+
+def held_out_predictions(seed: int = RNG_SEED) -> pd.DataFrame:
+    """netval-shaped out-of-sample rows of 100 models at 2 input sizes each: 25 families of 3 models (a
+    model held out keeps siblings: its errors ~ N(0, SIGMA_KNOWN) in log) and 25 of one model (held out,
+    it is a new family: N(0, SIGMA_NEW)); in the family split every network is a new family's: N(0,
+    SIGMA_NEW). Every score distinct (continuous draws)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    models = [(f"f{i}", f"f{i}m{j}") for i in range(25) for j in range(3)] + [(f"s{i}", f"s{i}m0") for i in range(25)]
+    for fam, model in models:
+        known = fam.startswith("f")
+        for size in (224, 299):
+            base = {"set_id": f"{model}:{size}", "model": model, "family": fam, "e_error": np.nan}
+            sd = SIGMA_KNOWN if known else SIGMA_NEW
+            rows.append(base | {"split": "model", "held_out": model, "family_known": known,
+                                "t_error": float(np.expm1(-rng.normal(0, sd)))})  # fmt: skip
+            rows.append(base | {"split": "family", "held_out": fam, "family_known": False,
+                                "t_error": float(np.expm1(-rng.normal(0, SIGMA_NEW)))})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_intervals_by_question_cover_ninety_percent_of_both_questions_at_their_own_width():
+    """Known-family networks are predicted 8x better than new families. Intervals from the scores of their
+    own question cover about 90 % of each, at each question's log-normal 5-95 % span; the pooled scores
+    (every model-split score for every question, the old rule) cover the known ones ~always with far too
+    wide intervals and the new ones too rarely."""
+    df = held_out_predictions()
+    model, fam = df[df["split"] == "model"], df[df["split"] == "family"]
+    known, new = model[model["family_known"]], model[~model["family_known"]]
+    for rows, sd in ((known, SIGMA_KNOWN), (new, SIGMA_NEW), (fam, SIGMA_NEW)):
+        cov = netval.coverage(rows, df)["time"]
+        assert 85.0 <= cov["coverage_pct"] <= 95.0, (rows["split"].iloc[0], cov)
+        assert cov["median_width_pct"] / 100 == pytest.approx(2 * np.sinh(1.645 * sd), rel=0.2)
+        assert cov["too_few_scores"] == 0
+    assert 85.0 <= netval.coverage(model, df)["time"]["coverage_pct"] <= 95.0
+    pooled = df.drop(columns="family_known")
+    old_known = netval.coverage(known.drop(columns="family_known"), pooled[pooled["split"] == "model"])["time"]
+    old_new = netval.coverage(new.drop(columns="family_known"), pooled[pooled["split"] == "model"])["time"]
+    assert old_known["coverage_pct"] == 100.0
+    assert old_known["median_width_pct"] > 3 * 100 * 2 * np.sinh(1.645 * SIGMA_KNOWN)
+    assert old_new["coverage_pct"] < 85.0
+
+
+def test_no_held_out_networks_score_reaches_its_own_quantile(monkeypatch):
+    """A spy on the quantile rule coverage uses: the scores behind each network's interval never include its
+    own, its model's, or (for a new-family question) its family's."""
+    df = held_out_predictions()
+    calls: list[np.ndarray] = []
+    real = compose.interval_quantile
+
+    def spy(scores, level=compose.INTERVAL_LEVEL):
+        calls.append(np.asarray(scores, float).copy())
+        return real(scores, level)
+
+    monkeypatch.setattr(compose, "interval_quantile", spy)
+    score = compose.log_scores(df["t_error"].to_numpy(float))
+    netval.coverage(df, df)
+    assert len(calls) == len(df)  # one quantile per network, in row order
+    for (_, row), s, used in zip(df.iterrows(), score, calls):
+        mine = df["model"].eq(row["model"]).to_numpy().copy()
+        if row["split"] == "family" or not row["family_known"]:
+            mine |= df["family"].eq(row["family"]).to_numpy()
+        assert s not in used, row["set_id"]
+        assert not np.isin(score[mine], used).any(), row["set_id"]
+        want_split = "model" if row["family_known"] else "family"  # the scores of the question it faces
+        assert np.isin(used, score[df["split"].eq(want_split).to_numpy()]).all(), row["set_id"]

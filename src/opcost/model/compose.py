@@ -30,14 +30,30 @@ same model at other input sizes, among the networks the layer was fitted on) is 
 exp(f), f = sum of the siblings' log(measured / composed) / (n + 1): their mean residual shrunk
 toward zero by one pseudo-sibling. A new family (no sibling measured) gets no term (f = 0): the
 layer then predicts it like any other network, and its interval is the one measured on networks
-held out with their whole model (no term for them either when they are the only one of their family).
+held out with their whole family (below).
 
-Intervals are multiplicative split-conformal: the scores are |log(measured / predicted)| of the
-out-of-sample predictions of networks whose whole model was held out (model/netval.py, the
-`model` split); with n scores the 90 % interval is predicted x exp(+-q), q the ceil((n + 1) x 0.9)-th
-smallest score. A multiplicative interval never reaches zero or a negative time. q is widened
-(x EXTRAPOLATION_WIDENING) when a question extrapolates, and a transferred layer's scores (the source
-configs', model held out from their composition) by TRANSFER_WIDENING.
+Intervals are multiplicative split-conformal: the scores are |log(measured / predicted)| of
+out-of-sample predictions (model/netval.py); with n scores the 90 % interval is predicted x exp(+-q),
+q the ceil((n + 1) x 0.9)-th smallest score (the finite-sample correction: with n < 19 that is the
+largest score, with n < 9 there is none and q is the largest score, never under +-30 %, and the note
+says so). A multiplicative interval never reaches zero or a negative time. The scores match the
+question a prediction faces (split conformal needs the scores exchangeable with the question):
+- a network of a *known family* (a family with a term here): the `model`-split scores of networks
+  whose family had a sibling left in their fold (`residuals_known_*`);
+- a *new family* (no term here, or no family name): the `family`-split scores (`residuals_new_*`),
+  every network predicted with its whole family held out. On the thesis data these are wider: a
+  network of a new family is the harder question, and one badly missed family (ConvNeXt) sets them;
+- neither recorded (older bundles, transferred layers): every `model`-split score (`residuals_*`).
+The scores of one model's input sizes are not independent; coverage (netval.coverage) therefore
+leaves a network's whole model (and in the family split its family) out of its calibration scores.
+q is widened (x EXTRAPOLATION_WIDENING) when a question extrapolates, and a transferred layer's
+scores (the source configs', model held out from their composition) by TRANSFER_WIDENING.
+
+Constant power and the clock (issue 21 section 6): k is the power drawn at the device's reference
+(boost) clock beyond the ops' own energies. At another core clock it is not constant: read as a
+reference power of the clock model (model/clock.py), its static share stays and the rest scales like
+dynamic power, (f / f_ref)^gamma (`constant_power_at`). Otherwise k x time, with time rising as the
+clock falls, would charge a low clock the full reference power and push the energy optimum up.
 """
 
 from __future__ import annotations
@@ -66,6 +82,24 @@ NEW_FAMILY_RULE = (
     "measured / composed, summed, / (n + 1)); a family not listed (a new family) gets no term"
 )
 SOURCES = ("calibrated", "transferred", "uncalibrated")
+ANY_FAMILY = "*"  # interval() asked without a family: every model-split score (the pooled rule)
+SCORE_SETS = {  # which scores an interval rests on (module docstring), as a note names them
+    "known": "model-left-out scores of networks whose family had measured siblings",
+    "new": "family-left-out scores",
+    "pooled": "model-left-out scores",
+}
+
+
+def constant_power_at(k_w: float, clock_model: Any, device: Any, clock_mhz: float) -> float:
+    """The constant power k (W at the device's boost clock, the reference the op models stand for) at core
+    clock `clock_mhz`: through the clock model's `at_clock`, as every op's power goes, so its static share
+    (static_frac) is drawn at any clock and the rest scales as (f / f_ref)^gamma, with the same throttling.
+    `clock_model` a model/clock.ClockModel, `device` a devices.Device: typed Any so that the train stage,
+    which imports this module, does not depend on the clock model's code (dvc.yaml deps)."""
+    if not k_w > 0:
+        return 0.0
+    _, p = clock_model.at_clock(device, float(clock_mhz), np.array([1.0]), np.array([float(k_w)]), np.array([1.0]))
+    return float(np.asarray(p, float)[0])
 
 
 def conformal_q(scores: "Sequence[float] | np.ndarray", level: float = INTERVAL_LEVEL) -> float | None:
@@ -77,6 +111,18 @@ def conformal_q(scores: "Sequence[float] | np.ndarray", level: float = INTERVAL_
     if k > len(s) or k < 1:
         return None
     return float(s[k - 1])
+
+
+def interval_quantile(scores: "Sequence[float] | np.ndarray", level: float = INTERVAL_LEVEL) -> tuple[float, int, bool]:
+    """(q, n, conformal) of log scores: the split-conformal quantile and the n scores it rests on; where n
+    is too small for `level` (conformal False) the largest score, never under the uncalibrated +-30 %.
+    One rule for predictions and for the coverage netval reports, so coverage judges what predictions do."""
+    s = np.abs(np.asarray(scores, float))
+    s = s[np.isfinite(s)]
+    q = conformal_q(s, level)
+    if q is not None:
+        return q, len(s), True
+    return max(float(s.max()) if len(s) else 0.0, float(np.log1p(UNCALIBRATED_HALF_WIDTH))), len(s), False
 
 
 def log_scores(rel_errors: Sequence[float]) -> np.ndarray:
@@ -127,6 +173,12 @@ class Composition:
     transferred_from: list[str] = field(default_factory=list)  # targets a transferred layer came from
     # family -> {"time": f_t, "energy": f_e, "n": siblings}: log-scale terms (see module docstring)
     family_terms: dict[str, dict[str, float]] = field(default_factory=dict)
+    # The scores by the question they answer (module docstring): model split, family had siblings in its
+    # fold (known family); family split (new family). Empty: the pooled residuals_t / residuals_e.
+    residuals_known_t: list[float] = field(default_factory=list)
+    residuals_known_e: list[float] = field(default_factory=list)
+    residuals_new_t: list[float] = field(default_factory=list)
+    residuals_new_e: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.source:
@@ -136,9 +188,14 @@ class Composition:
         base = float(sum(self.time_coef[k] * terms[k] for k in TIME_TERMS))
         return base * float(np.exp(self.family_term(family, "time")))
 
-    def energy(self, terms: dict[str, float], time_s: float, family: str | None = None) -> float:
-        """Energy from the op energies and the time; `time_s` is the time without a family term."""
-        base = float(self.energy_coef["energy_sum"] * terms["energy_sum"] + self.energy_coef["time"] * time_s)
+    def energy(
+        self, terms: dict[str, float], time_s: float, family: str | None = None, const_power_w: float | None = None
+    ) -> float:
+        """Energy from the op energies and the time; `time_s` is the time without a family term;
+        `const_power_w` the constant power at the clock asked (`constant_power_at`; None: k itself, the
+        reference clock's)."""
+        k = self.energy_coef["time"] if const_power_w is None else const_power_w
+        base = float(self.energy_coef["energy_sum"] * terms["energy_sum"] + k * time_s)
         return base * float(np.exp(self.family_term(family, "energy")))
 
     def family_term(self, family: str | None, which: str = "time") -> float:
@@ -170,26 +227,55 @@ class Composition:
             )
         elif family is not None and self.family_terms:
             parts.append(f"no measured network of family {family}: no family term (a new family)")
+        if self.calibrated and (self.residuals_known_t or self.residuals_new_t):
+            parts.append(self.interval_note(family))
         return "; ".join(parts)
 
-    def half_width(self, which: str = "time", extrapolating: bool = False) -> float:
+    def interval_note(self, family: str | None) -> str:
+        """Which scores the 90 % time interval rests on, how many, and whether they suffice for the level."""
+        kind, res = self.scores_for("time", family)
+        _, n, conformal = interval_quantile(log_scores(res))
+        how = (
+            f"split conformal, the ceil((n + 1) x {INTERVAL_LEVEL:g})-th smallest"
+            if conformal
+            else f"too few for a {INTERVAL_LEVEL:.0%} split-conformal quantile: the largest, at least "
+            f"+-{UNCALIBRATED_HALF_WIDTH:.0%}"
+        )
+        return f"90 % interval from {n} {SCORE_SETS[kind]} ({how})"
+
+    def scores_for(self, which: str = "time", family: str | None = ANY_FAMILY) -> tuple[str, list[float]]:
+        """(score set, relative errors) an interval for a network of `family` rests on: "known" for a family
+        with a term, "new" for any other family (None: a family nobody named), "pooled" where that set is
+        empty or no family was asked (ANY_FAMILY)."""
+        t = which == "time"
+        if family != ANY_FAMILY:
+            if family is not None and family in self.family_terms:
+                res = self.residuals_known_t if t else self.residuals_known_e
+                if res:
+                    return "known", res
+            elif self.family_terms:
+                res = self.residuals_new_t if t else self.residuals_new_e
+                if res:
+                    return "new", res
+        return "pooled", self.residuals_t if t else self.residuals_e
+
+    def half_width(self, which: str = "time", extrapolating: bool = False, family: str | None = ANY_FAMILY) -> float:
         """q of the multiplicative interval predicted x exp(+-q) (see module docstring)."""
-        res = self.residuals_t if which == "time" else self.residuals_e
-        q = conformal_q(log_scores(res)) if len(res) else None
-        if q is None:
-            s = log_scores(res)
-            # too few scores for the level: the largest one, never narrower than the uncalibrated +-30 %
-            q = max(float(s.max()) if len(s) else 0.0, float(np.log1p(UNCALIBRATED_HALF_WIDTH)))
+        _, res = self.scores_for(which, family)
+        q, _, _ = interval_quantile(log_scores(res))
         if self.source == "transferred":
             q *= TRANSFER_WIDENING
         if extrapolating:
             q *= EXTRAPOLATION_WIDENING
         return q
 
-    def interval(self, value: float, which: str = "time", extrapolating: bool = False) -> tuple[float, float]:
+    def interval(
+        self, value: float, which: str = "time", extrapolating: bool = False, family: str | None = ANY_FAMILY
+    ) -> tuple[float, float]:
         """90 % interval of the measured value given the predicted one: value x exp(+-q), q the
-        split-conformal quantile of the held-out |log(measured / predicted)| (module docstring)."""
-        q = self.half_width(which, extrapolating)
+        split-conformal quantile of the held-out |log(measured / predicted)| that match `family`'s
+        question (module docstring)."""
+        q = self.half_width(which, extrapolating, family)
         return float(value * np.exp(-q)), float(value * np.exp(q))
 
     def to_json(self) -> dict[str, Any]:
@@ -201,6 +287,10 @@ class Composition:
             "n_networks": self.n_networks,
             "residuals_t": self.residuals_t,
             "residuals_e": self.residuals_e,
+            "residuals_known_t": self.residuals_known_t,
+            "residuals_known_e": self.residuals_known_e,
+            "residuals_new_t": self.residuals_new_t,
+            "residuals_new_e": self.residuals_new_e,
             "source": self.source,
             "transferred_from": self.transferred_from,
             "family_terms": self.family_terms,
@@ -222,7 +312,11 @@ class Composition:
             str(d.get("source", "")),
             [str(x) for x in d.get("transferred_from", [])],
             {str(f): {k: float(v) for k, v in t.items()} for f, t in d.get("family_terms", {}).items()},
+            *([float(x) for x in d.get(k, [])] for k in RESIDUAL_SETS),
         )
+
+
+RESIDUAL_SETS = ("residuals_known_t", "residuals_known_e", "residuals_new_t", "residuals_new_e")
 
 
 def fit(mode: str, terms: list[dict[str, float]], time_s: np.ndarray, energy_j: np.ndarray | None) -> Composition:

@@ -11,8 +11,10 @@ calls); op models are refitted on what remains (the chosen algorithm and feature
 layer and its per-family terms (model/compose.py) are refitted on the other networks, and the held
 out networks are predicted from scratch. A held-out network gets a family term only from siblings
 left in the fold; in the family split it never has one (what a new family gets). The relative errors
-of the `model` split are the scores behind every prediction interval; `coverage` says how often
-intervals built that way, each from the other groups' scores only, contained the measured value.
+are the scores behind prediction intervals (model/compose.py): those of the `model` split whose family
+kept a sibling in the fold (`family_known`) for a network of a known family, those of the `family`
+split for a new family; `coverage` says how often intervals built that way, each from the other
+groups' scores only, contained the measured value.
 """
 
 from __future__ import annotations
@@ -176,6 +178,7 @@ def evaluate(
                     "split": split,
                     "held_out": name,
                     "family_term": comp.family_term(n["family"]),
+                    "family_known": n["family"] in comp.family_terms,  # which scores its interval uses
                     "measured_t_s": n["t_s"],
                     "predicted_t_s": t_pred,
                     "summed_t_s": tt["raw_sum_s"],
@@ -211,19 +214,63 @@ def error_summary(df: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
+def score_sets(net_pred: pd.DataFrame, col: str) -> dict[str, list[float]]:
+    """The relative errors (column `col`) behind prediction intervals, by the question they answer
+    (model/compose.py): "known" (model split, the family kept a sibling in the fold), "new" (family
+    split), "pooled" (model split, all)."""
+    d = net_pred.dropna(subset=[col]) if len(net_pred) else net_pred
+    if d.empty:
+        return {"known": [], "new": [], "pooled": []}
+    model = d[d["split"] == SPLIT_MODEL]
+    known = model[model["family_known"].astype(bool)] if "family_known" in model else model.iloc[:0]
+    return {
+        "known": [float(x) for x in known[col]],
+        "new": [float(x) for x in d.loc[d["split"] == SPLIT_FAMILY, col]],
+        "pooled": [float(x) for x in model[col]],
+    }
+
+
+def interval_table(comp: compose.Composition) -> dict[str, dict[str, dict[str, Any]]]:
+    """What the bundle's intervals rest on, per score set and quantity: the number of scores n, the
+    half-width q as a % (x exp(+-q) - 1, upper side), the full width %, and whether n sufficed for a
+    split-conformal quantile at the level (else the largest score)."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    probe = {"known": next(iter(comp.family_terms), None), "new": None, "pooled": compose.ANY_FAMILY}
+    for kind, family in probe.items():
+        for q in ("time", "energy"):
+            got, res = comp.scores_for(q, family)
+            if got != kind or not res:
+                continue
+            _, n, conformal = compose.interval_quantile(compose.log_scores(res))
+            hw = comp.half_width(q, False, family)
+            out.setdefault(kind, {})[q] = {
+                "n_scores": n,
+                "half_width_pct": 100 * float(np.expm1(hw)),
+                "width_pct": 100 * float(np.exp(hw) - np.exp(-hw)),
+                "conformal": bool(conformal),
+            }
+    return out
+
+
 def coverage(
     df: pd.DataFrame, calib: pd.DataFrame | None = None, level: float = compose.INTERVAL_LEVEL
 ) -> dict[str, Any]:
     """How often the multiplicative conformal interval (model/compose.py) contained the measured value.
-    Each network's interval is built as predictions build it, from the scores of `calib` (default `df`
-    itself; train passes the `model` split, whose scores every bundle's intervals use), leaving out
-    every calibration network of the same held-out group, the same model, and in the family split the
-    same family: never a network's own or its siblings' errors. Coverage %, median full width % of
-    the prediction (exp(q) - exp(-q)), for time and energy; a network with too few others is skipped."""
+    Each network's interval is built as predictions build it: from the scores that match its question
+    (`calib`'s `model`-split rows whose family kept a sibling for a network whose own family did,
+    `calib`'s `family`-split rows for one whose did not (none there: its `model`-split rows, as a bundle
+    without family-split scores does); without a `family_known` column every
+    `model`-split row of `calib`; `calib` default `df` itself), by the same quantile rule
+    (compose.interval_quantile, the largest score where too few for the level), leaving out every
+    calibration network of the same held-out group, the same model, and for a new-family question (and
+    in the family split) the same family: never a network's own or its siblings' errors. Coverage %,
+    median full width % of the prediction (exp(q) - exp(-q)), the median number of scores an interval
+    rested on and how many intervals had too few for a conformal quantile, for time and energy."""
     out: dict[str, Any] = {}
     if df.empty:
         return out
     calib = df if calib is None else calib
+    by_family = "family_known" in df and "family_known" in calib
     for q, col in (("time", "t_error"), ("energy", "e_error")):
         d, c = df.dropna(subset=[col]), calib.dropna(subset=[col])
         if d.empty or c.empty:
@@ -232,20 +279,34 @@ def coverage(
         c_scores = compose.log_scores(c[col].to_numpy(float))
         c_held, c_model = c["held_out"].astype(str).to_numpy(), c["model"].astype(str).to_numpy()
         c_fam = c["family"].astype(str).to_numpy()
-        covered, widths = [], []
+        c_split = c["split"].astype(str).to_numpy() if "split" in c else np.full(len(c), SPLIT_MODEL)
+        c_known = c["family_known"].astype(bool).to_numpy() if by_family else np.ones(len(c), bool)
+        # no family-split score at all: a new family's interval falls back to the pooled model-split scores,
+        # as compose.Composition.scores_for does for a bundle without them
+        new_set = (c_split == SPLIT_FAMILY) if (c_split == SPLIT_FAMILY).any() else (c_split == SPLIT_MODEL)
+        covered, widths, ns, few = [], [], [], 0
         for i, (_, row) in enumerate(d.iterrows()):
+            known = bool(row["family_known"]) if by_family else True
+            new = by_family and not known
+            use = new_set if new else (c_split == SPLIT_MODEL) & c_known
+            if not by_family and "split" not in c:
+                use = np.ones(len(c), bool)
             drop = (c_held == str(row["held_out"])) | (c_model == str(row["model"]))
-            if row.get("split") == SPLIT_FAMILY:
+            if new or row.get("split") == SPLIT_FAMILY:
                 drop |= c_fam == str(row["family"])
-            qi = compose.conformal_q(c_scores[~drop], level)
-            if qi is None:
+            qi, n, conformal = compose.interval_quantile(c_scores[use & ~drop], level)
+            if n == 0:
                 continue
+            few += not conformal
             covered.append(scores[i] <= qi)
             widths.append(np.exp(qi) - np.exp(-qi))
+            ns.append(n)
         if covered:
             out[q] = {
                 "coverage_pct": float(100 * np.mean(covered)),
                 "median_width_pct": float(100 * np.median(widths)),
                 "n": len(covered),
+                "median_scores": float(np.median(ns)),
+                "too_few_scores": int(few),
             }
     return out

@@ -36,7 +36,7 @@ from opcost.config import MODES, Paths, check_mode, find_root, parse_input_shape
 from opcost.errors import OpcostError
 from opcost.io import write_json
 from opcost.model.bundle import BUNDLE_FILE, Bundle
-from opcost.model.compose import Composition, network_terms
+from opcost.model.compose import Composition, constant_power_at, network_terms
 from opcost.model.costing import Costs
 from opcost.model.features import OpRecord
 from opcost.ops.families import family_of
@@ -474,7 +474,10 @@ class Predictor:
         family = family_of(spec.model)  # a per-family composition term where siblings were measured
         time_s = comp.time(terms, family)
         has_power = "power" in bundle.models and np.isfinite(p).all()
-        energy = comp.energy(terms, comp.time(terms), family) if has_power else None
+        k_w = None  # the constant power follows a transferred clock (compose.constant_power_at, issue 21.6)
+        if clock is not None and not bundle.clocks_mhz:
+            k_w = constant_power_at(comp.energy_coef["time"], self.clock_model(), self._transfer_device(bundle), clock)
+        energy = comp.energy(terms, comp.time(terms), family, k_w) if has_power else None
         notes = []
         if bundle.mode == "training":
             notes.append(TRAINING_NOTE)
@@ -484,8 +487,8 @@ class Predictor:
             notes.append("no power model for this device (time-only measurements)")
         notes.extend(net.notes)
         fp = net.memory.get(footprint_key(bundle.mode, optimizer))
-        time_iv = comp.interval(time_s, "time", extrapolating=bool(warnings))
-        energy_iv = None if energy is None else comp.interval(energy, "energy", extrapolating=bool(warnings))
+        time_iv = comp.interval(time_s, "time", bool(warnings), family)  # scores of this question: known/new family
+        energy_iv = None if energy is None else comp.interval(energy, "energy", bool(warnings), family)
         clock_source = None if clock is None else ("measured" if bundle.clocks_mhz else "transferred")
         if clock_source == "transferred":
             # the clock model's leave-one-GPU-out error widens the intervals (not claimed narrower than that)

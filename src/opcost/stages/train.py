@@ -7,8 +7,9 @@ networks and their ops), so measurements of other devices never retrain this tar
 2. the measured networks predicted with their whole model (every input size), their family, and
    the one network held out (model/netval.py): op models and composition refitted without them; the
    intervals' coverage and width under each split;
-3. the composition layer and its per-family terms fitted on every measured network, the
-   model-left-out residuals kept for prediction intervals (model/compose.py). A target with too few
+3. the composition layer and its per-family terms fitted on every measured network, the held-out
+   residuals kept for prediction intervals by the question they answer: known family (model split),
+   new family (family split), pooled (model/compose.py; `netval.score_sets`). A target with too few
    measured networks gets its composition transferred from the calibrated targets of the same mode
    (`transferred_composition`: their op models refitted here with this target's chosen algorithm on
    their own rows, data/evaluated/targets/<source>/), and says so in the bundle (`source`).
@@ -138,6 +139,9 @@ def run_record(target: str, tp: TrainParams, results: dict, bundle: Bundle, deta
                 net_metrics[f"net_{split}_{q}_{k}"] = v
             for k, v in detail["networks"].get(split, {}).get("interval", {}).get(q, {}).items():
                 net_metrics[f"net_{split}_{q}_interval_{k}"] = v
+    for kind, by_q in detail.get("intervals", {}).items():
+        for q, v in by_q.items():
+            net_metrics |= {f"interval_{kind}_{q}_{k}": float(x) for k, x in v.items() if k != "conformal"}
     comp = bundle.composition
     comp_metrics = {f"comp_time_{k}": v for k, v in comp.time_coef.items()} | {
         f"comp_energy_{k}": v for k, v in comp.energy_coef.items()
@@ -242,10 +246,11 @@ def run(paths: Paths, params: Params, target: str, log_to_mlflow: bool = True) -
     net_pred = pd.concat(net_rows, ignore_index=True) if net_rows else pd.DataFrame()
     terms = netval.all_terms(coster, netval.network_records(nops), data) if len(networks) else {}
     comp = netval.fit_composition(mode, terms, networks) if len(networks) else netval.compose.Composition(mode)
-    if len(net_pred):
-        held_model = net_pred[net_pred["split"] == netval.SPLIT_MODEL]
-        comp.residuals_t = [float(x) for x in held_model["t_error"]]
-        comp.residuals_e = [float(x) for x in held_model["e_error"].dropna()]
+    if len(net_pred):  # interval scores by question: known family, new family, pooled (model/compose.py)
+        st, se = netval.score_sets(net_pred, "t_error"), netval.score_sets(net_pred, "e_error")
+        comp.residuals_t, comp.residuals_e = st["pooled"], se["pooled"]
+        comp.residuals_known_t, comp.residuals_known_e = st["known"], se["known"]
+        comp.residuals_new_t, comp.residuals_new_e = st["new"], se["new"]
     if not comp.calibrated:
         comp = transferred_composition(paths, params, target, chosen, coster.floor_s, coster.median_power_w)
     detail = {
@@ -265,15 +270,14 @@ def run(paths: Paths, params: Params, target: str, log_to_mlflow: bool = True) -
         "networks": {
             s: {
                 **netval.error_summary(net_pred[net_pred["split"] == s]),
-                "interval": netval.coverage(
-                    net_pred[net_pred["split"] == s], net_pred[net_pred["split"] == netval.SPLIT_MODEL]
-                ),
+                "interval": netval.coverage(net_pred[net_pred["split"] == s], net_pred),  # every split's scores
             }
             if len(net_pred)
             else {"networks": 0}
             for s in netval.SPLITS
         },
         "interval_half_width_pct": {q: 100 * float(np.expm1(comp.half_width(q))) for q in ("time", "energy")},
+        "intervals": netval.interval_table(comp),
     }
     scores = {}
     for q, (a, f) in chosen.items():
