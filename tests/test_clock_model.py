@@ -84,6 +84,8 @@ def test_dvfs_power_is_linear_in_the_clock_on_the_voltage_floor_and_cubic_above(
     # the curve sits on the boost clock, not on the reference: a reference at 1.2 f_boost (a sweep's top
     # above boost) scales by g(y) / g(1.2) with V(1.2) = 1.2: g = 1.2^3 = 1.728
     assert float(m.power(1000.0, 1200.0, 172.8, 400.0, 1000.0)) == pytest.approx(100.0)
+    # ... and the floor sits at 0.5 f_boost, not at 0.5 f_ref: 400 MHz is g = 0.1 (placed on f_ref: 14.4 W)
+    assert float(m.power(400.0, 1200.0, 172.8, 400.0, 1000.0)) == pytest.approx(10.0)
     # kappa = 1, v_min = 0 is the plain power law (f / f_ref)^gamma
     plain = ClockModel(static_frac=0.0, gamma=2.5)
     assert float(plain.power(600.0, 1200.0, 100.0, 300.0, 1500.0)) == pytest.approx(100.0 * 0.5**2.5)
@@ -220,6 +222,15 @@ def test_clock_model_round_trips_as_json_and_refuses_bad_files(tmp_path):
     (tmp_path / CLOCK_MODEL_FILE).write_text(json.dumps({**raw, "gamma": 0.5}))
     with pytest.raises(OpcostError, match="gamma > 1"):
         ClockModel.load(tmp_path)
+    (tmp_path / CLOCK_MODEL_FILE).write_text(json.dumps({**raw, "volt_min": 1.5}))
+    with pytest.raises(OpcostError, match=r"volt_min in \[0, 1\]"):
+        ClockModel.load(tmp_path)
+    # a file written before the DVFS curve (no volt_* keys) loads as the plain power law it was fitted as
+    old = {k: v for k, v in raw.items() if not k.startswith("volt_")}
+    (tmp_path / CLOCK_MODEL_FILE).write_text(json.dumps(old))
+    back = ClockModel.load(tmp_path)
+    assert (back.volt_slope, back.volt_min) == (1.0, 0.0)
+    assert float(back.power(700.0, 1400.0, 100.0, 300.0, 1800.0)) == pytest.approx(30.0 + 70.0 * 0.5**2.2)
     (tmp_path / CLOCK_MODEL_FILE).write_text(json.dumps({**raw, "format": 99}))
     with pytest.raises(OpcostError, match="not a clock model"):
         ClockModel.load(tmp_path)
