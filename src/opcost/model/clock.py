@@ -6,7 +6,7 @@ NV-DVFS kernels on V100 and RTX 8000, GPU-FREQUENCY-DVFS kernels on an RTX 3080 
 to any device of the table from one reference point: the cost at the reference clock f_ref (the
 device's boost clock, or a sweep's highest clock).
 
-Form (physical, four global parameters):
+Form (physical, six global parameters):
 - time: t(f) = t_ref * (1 + s * (f_ref / f - 1)), i.e. s * f_ref / f + 1 - s: the compute-bound
   share s of the time scales with 1/f, the memory-bound rest does not. With s in [0, 1] time never
   rises with the clock, and at f_ref it is t_ref exactly (the bracket is 1 + s * 0).
@@ -15,16 +15,22 @@ Form (physical, four global parameters):
   no cross-clock source records FLOPs and bytes). Where they are not (the sweeps), s is learned from
   what the reference point shows: s = sigmoid(a + b * P_ref / TDP): a kernel that draws much of the
   board's power is busy computing.
-- power: P(f) = P_static + P_dyn * (f / f_ref)^gamma with gamma > 1 (voltage rises with the clock,
-  dynamic power ~ V^2 f), P_dyn = P_ref - P_static, P_static = sigma * min(TDP, P_ref) (so it can never
+- power: P(f) = P_static + P_dyn * g(f / f_boost) / g(f_ref / f_boost), the dynamic part following a
+  DVFS curve: g(y) = y V(y)^(gamma - 1) with the relative voltage V(y) = max(v_min, 1 - kappa (1 - y)):
+  dynamic power ~ f V^2 (gamma = 3, not fitted), the voltage flat at its floor v_min at low clocks and
+  rising linearly with the clock above it. One shape for every GPU, placed on each by its boost clock
+  (y = f / f_boost): measured power rises ~f^0.6 at half the boost clock and ~f^2 to f^3 near it on all
+  five sweep GPUs (a single power of f / f_ref cannot be both, and puts the RTX 3080 Ti's sweep top,
+  1.17 f_boost, where other GPUs are at their boost). kappa = 1, v_min = 0 is the plain (f / f_ref)^gamma.
+  P_dyn = P_ref - P_static, P_static = sigma * min(TDP, P_ref) (so it can never
   exceed the reference power), and P capped at max(TDP, P_ref): a board does not draw more than its
   limit (a few sources report a reference above the nominal TDP; that reference is kept). A clock
   above the one where the power law meets the cap is not reached (the board throttles): time and
   power stay at their values there.
 Energy follows as E(f) = P(f) * t(f).
 
-The global parameters (a, b, sigma, gamma) are fitted by least squares on relative errors over the
-training GPUs' curves, each GPU weighing the same and each curve the same within its GPU (the RTX
+The global parameters (a, b, cap_k; sigma, kappa, v_min) are fitted by least squares on relative
+errors over the training GPUs' curves, each GPU weighing the same and each curve the same within its GPU (the RTX
 3080 Ti has 260 curves, the A100 eight).
 
 Why this form and not the alternative learner: `clockval.py` also fits gradient-boosted trees on the
@@ -34,7 +40,7 @@ logo.csv, README "train-clock") neither meets the issue's goals; the trees' powe
 GPU and their time worse on the A40 and A100, while their energy and chosen optimum are better on
 the V100 and RTX 8000. The physical form ships because it can use each op's roofline share (the
 trees only know P_ref / TDP), is monotone and exact at f_ref by construction, extrapolates smoothly
-beyond the sweeps' clock ranges, and stores as four numbers in JSON.
+beyond the sweeps' clock ranges, and stores as a few numbers in JSON.
 
 Knobs not modelled: memory-clock sweeps (GPU-FREQUENCY-DVFS, dvfs-conv) enter only as separate core
 curves at each fixed memory clock; power-limit sweeps (Zeus, Perseus) are skipped: a power limit is
@@ -104,6 +110,10 @@ class ClockModel:
     share_b: float = 0.0
     static_frac: float = 0.3
     gamma: float = 2.0
+    # DVFS voltage curve (module docstring): V(y) = max(volt_min, 1 - volt_slope (1 - y)), y = f / f_boost.
+    # The defaults (1, 0) make V = y, i.e. P_dyn ~ (f / f_ref)^gamma.
+    volt_slope: float = 1.0
+    volt_min: float = 0.0
     # Power cap: a reference drawing within CAP_BAND of the TDP ran throttled; its clock was really
     # f_base + cap_k (f_ref - f_base) (fitted), and no requested clock above that is reached.
     cap_k: float = 1.0
@@ -134,14 +144,27 @@ class ClockModel:
         """Compute-bound share from the reference power's fraction of TDP (when FLOPs/bytes are unknown)."""
         return _sigmoid(self.share_a + self.share_b * np.asarray(p_ref, float) / np.asarray(tdp, float))
 
+    def dvfs(self, y: np.ndarray | float) -> np.ndarray:
+        """g(y) = y V(y)^(gamma - 1), the dynamic power's clock dependence at y = f / f_boost (increasing in y)."""
+        y = np.maximum(np.asarray(y, float), 1e-9)
+        v = np.maximum(np.maximum(1.0 - self.volt_slope * (1.0 - y), self.volt_min), 1e-9)
+        return y * v ** (self.gamma - 1.0)
+
     def power(
-        self, f: np.ndarray | float, f_ref: np.ndarray | float, p_ref: np.ndarray | float, tdp: np.ndarray | float
+        self,
+        f: np.ndarray | float,
+        f_ref: np.ndarray | float,
+        p_ref: np.ndarray | float,
+        tdp: np.ndarray | float,
+        f_boost: np.ndarray | float | None = None,
     ) -> np.ndarray:
-        """P(f) = P_static + (P_ref - P_static) (f / f_ref)^gamma, capped at max(TDP, P_ref)."""
+        """P(f) = P_static + (P_ref - P_static) g(f / f_boost) / g(f_ref / f_boost), capped at max(TDP, P_ref);
+        `f_boost` None: the reference clock is the boost clock."""
         p_ref, tdp = np.asarray(p_ref, float), np.asarray(tdp, float)
         static = self.static_frac * np.minimum(tdp, p_ref)
-        x = np.asarray(f, float) / np.asarray(f_ref, float)
-        return np.minimum(static + (p_ref - static) * x**self.gamma, np.maximum(tdp, p_ref))
+        fb = np.asarray(f_ref if f_boost is None else f_boost, float)
+        shape = self.dvfs(np.asarray(f, float) / fb) / self.dvfs(np.asarray(f_ref, float) / fb)
+        return np.minimum(static + (p_ref - static) * shape, np.maximum(tdp, p_ref))
 
     def reached_clock(
         self, f_ref: np.ndarray | float, f_base: np.ndarray | float, p_ref: np.ndarray | float, tdp: np.ndarray | float
@@ -163,29 +186,49 @@ class ClockModel:
         tdp: float,
         share: np.ndarray | float | None = None,
         f_base: np.ndarray | float | None = None,
+        f_boost: np.ndarray | float | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(time, power, energy) at clock(s) f from the reference point; `share` None (or NaN entries): from
-        P_ref / TDP; `f_base` None: no throttled reference is considered."""
+        P_ref / TDP; `f_base` None: no throttled reference is considered; `f_boost` None: f_ref is the
+        boost clock (where the DVFS curve is placed)."""
         s = self.share_from_power(p_ref, tdp)
         if share is not None:
             s = np.where(np.isfinite(np.asarray(share, float)), share, s)
         fc = np.asarray(f_ref if f_base is None else self.reached_clock(f_ref, f_base, p_ref, tdp), float)
-        top = np.where(fc < np.asarray(f_ref, float), fc, self.power_capped_clock(fc, p_ref, tdp))
+        fb = np.asarray(f_ref if f_boost is None else f_boost, float)
+        top = np.where(fc < np.asarray(f_ref, float), fc, self.power_capped_clock(fc, p_ref, tdp, fb))
         f_eff = np.minimum(np.asarray(f, float), top)
         t = np.asarray(t_ref, float) * time_ratio(f_eff, fc, s)
-        p = self.power(f_eff, fc, p_ref, tdp)
+        p = self.power(f_eff, fc, p_ref, tdp, fb)
         return t, p, t * p
 
     def power_capped_clock(
-        self, f_ref: np.ndarray | float, p_ref: np.ndarray | float, tdp: np.ndarray | float
+        self,
+        f_ref: np.ndarray | float,
+        p_ref: np.ndarray | float,
+        tdp: np.ndarray | float,
+        f_boost: np.ndarray | float | None = None,
     ) -> np.ndarray:
         """The clock at which the power law reaches the cap max(TDP, P_ref): a board asked for more runs
-        there (it throttles), so above it neither time nor power changes. Never below f_ref."""
-        p_ref, tdp = np.asarray(p_ref, float), np.asarray(tdp, float)
+        there (it throttles), so above it neither time nor power changes. Never below f_ref. The DVFS
+        curve is increasing, so the crossing is found by bisection on y = f / f_boost (to 1e-9 relative)."""
+        p_ref, tdp = np.broadcast_arrays(np.asarray(p_ref, float), np.asarray(tdp, float))
+        f_ref = np.broadcast_to(np.asarray(f_ref, float), p_ref.shape)
+        fb = np.broadcast_to(np.asarray(f_ref if f_boost is None else f_boost, float), p_ref.shape)
         static = self.static_frac * np.minimum(tdp, p_ref)
         dyn = np.maximum(p_ref - static, 1e-12)
-        ratio = np.maximum((np.maximum(tdp, p_ref) - static) / dyn, 1.0)
-        return np.asarray(f_ref, float) * ratio ** (1.0 / self.gamma)
+        need = np.maximum((np.maximum(tdp, p_ref) - static) / dyn, 1.0) * self.dvfs(f_ref / fb)  # g at the cap
+        lo, hi = f_ref / fb, f_ref / fb
+        for _ in range(200):  # grow the bracket until g(hi) reaches the cap (g grows at least like y)
+            short = self.dvfs(hi) < need
+            if not short.any():
+                break
+            hi = np.where(short, 2.0 * hi, hi)
+        for _ in range(64):
+            mid = 0.5 * (lo + hi)
+            below = self.dvfs(mid) < need
+            lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+        return np.maximum(hi * fb, f_ref)
 
     def at_clock(self, device: Device, f: float, t_ref: np.ndarray, p_ref: np.ndarray, share: np.ndarray) -> tuple:
         """Per-op (time, power) at core clock f on `device`, from costs at its boost clock."""
@@ -211,6 +254,8 @@ class ClockModel:
                 static_frac=float(d["static_frac"]),
                 gamma=float(d["gamma"]),
                 cap_k=float(d.get("cap_k", 1.0)),
+                volt_slope=float(d.get("volt_slope", 1.0)),
+                volt_min=float(d.get("volt_min", 0.0)),
                 trained_on=[str(x) for x in d.get("trained_on", [])],
                 n_curves=int(d.get("n_curves", 0)),
                 n_points=int(d.get("n_points", 0)),
@@ -220,12 +265,15 @@ class ClockModel:
             assert all(len(b) == 3 for b in m.logo_error_bins)
         except (KeyError, TypeError, ValueError, AssertionError):
             raise OpcostError(f"{where} lacks a parameter or holds a non-number; refused") from None
-        values = [m.share_a, m.share_b, m.static_frac, m.gamma, m.cap_k, *m.logo_error.values()]
+        values = [m.share_a, m.share_b, m.static_frac, m.gamma, m.cap_k, m.volt_slope, m.volt_min]
+        values += list(m.logo_error.values())
         values += [x for b in m.logo_error_bins for x in b]
         in_range = 0 <= m.static_frac < 1 and m.gamma > 1 and 0 <= m.cap_k <= 1
+        in_range = in_range and m.volt_slope >= 0 and 0 <= m.volt_min <= 1
         if not all(math.isfinite(v) for v in values) or not in_range:
             raise OpcostError(
-                f"{where}: parameters out of range (static_frac in [0, 1), gamma > 1, cap_k in [0, 1]); refused"
+                f"{where}: parameters out of range (static_frac in [0, 1), gamma > 1, cap_k in [0, 1], "
+                "volt_slope >= 0, volt_min in [0, 1]); refused"
             )
         return m
 
@@ -299,6 +347,7 @@ def sweep_curves(sweeps: pd.DataFrame, min_points: int = MIN_POINTS) -> tuple[pd
     pts = pts.merge(ref, on="curve", how="left")
     pts["tdp"] = pts["device"].map({k: v.tdp_w for k, v in DEVICES.items()}).astype(float)
     pts["f_base"] = pts["device"].map({k: v.base_clock_mhz for k, v in DEVICES.items()}).astype(float)
+    pts["f_boost"] = pts["device"].map({k: v.boost_clock_mhz for k, v in DEVICES.items()}).astype(float)
     pts["is_ref"] = pts["f"] == pts["f_ref"]
     pts["share"] = observed_share(pts)
     return pts.drop(columns=["dram"]), skipped
@@ -328,8 +377,12 @@ def point_weights(pts: pd.DataFrame) -> np.ndarray:
     return (1.0 / (per_curve * curves_per_dev)).to_numpy(float)
 
 
+DVFS_GAMMA = 3.0  # dynamic power ~ f V^2: the exponent of V is 2 (gamma - 1), physics, not fitted
+
+
 def fit(pts: pd.DataFrame) -> ClockModel:
-    """Least-squares fit of the global parameters on the non-reference points of `pts` (relative errors)."""
+    """Least-squares fit of the global parameters on the non-reference points of `pts` (relative errors):
+    the time parameters first, then the power's static fraction and DVFS voltage curve (gamma fixed)."""
     from scipy.optimize import least_squares
 
     train = pts[~pts["is_ref"]]
@@ -346,17 +399,21 @@ def fit(pts: pd.DataFrame) -> ClockModel:
     tq = least_squares(time_res, x0=[0.0, 0.0, 0.5], bounds=([-20, -20, 0.0], [20, 20, 1.0])).x
     probe.share_a, probe.share_b, probe.cap_k = (float(v) for v in tq)
 
+    probe.gamma = DVFS_GAMMA
+
     def power_res(q: np.ndarray) -> np.ndarray:
-        probe.static_frac, probe.gamma = float(q[0]), float(q[1])
+        probe.static_frac, probe.volt_slope, probe.volt_min = (float(v) for v in q)
         return w * (_predict(probe, train)[1] / p - 1.0)
 
-    pq = least_squares(power_res, x0=[0.3, 2.0], bounds=([0.0, 1.0 + 1e-6], [0.95, 8.0])).x
+    pq = least_squares(power_res, x0=[0.3, 1.0, 0.5], bounds=([0.0, 0.0, 0.0], [0.95, 5.0, 1.0])).x
     return ClockModel(
         share_a=float(tq[0]),
         share_b=float(tq[1]),
         cap_k=float(tq[2]),
         static_frac=float(pq[0]),
-        gamma=float(pq[1]),
+        gamma=DVFS_GAMMA,
+        volt_slope=float(pq[1]),
+        volt_min=float(pq[2]),
         trained_on=sorted(set(pts["device"])),
         n_curves=int(pts["curve"].nunique()),
         n_points=int(len(pts)),
@@ -366,9 +423,10 @@ def fit(pts: pd.DataFrame) -> ClockModel:
 def _predict(model: ClockModel, pts: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     share = pts["share"].to_numpy(float) if "share" in pts else None
     f_base = pts["f_base"].to_numpy(float) if "f_base" in pts else None
+    f_boost = pts["f_boost"].to_numpy(float) if "f_boost" in pts else None
     return model.predict(
         pts["f"].to_numpy(float), pts["f_ref"].to_numpy(float), pts["t_ref"].to_numpy(float),
-        pts["p_ref"].to_numpy(float), pts["tdp"].to_numpy(float), share, f_base,
+        pts["p_ref"].to_numpy(float), pts["tdp"].to_numpy(float), share, f_base, f_boost,
     )  # fmt: skip
 
 

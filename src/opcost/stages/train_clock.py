@@ -100,7 +100,8 @@ def run_record(model: ClockModel, split: str, logo: pd.DataFrame, chash: str, pr
         "measured": [float(x) for x in pred.loc[~pred["is_ref"], "t"]],
         "predicted": [float(x) for x in pred.loc[~pred["is_ref"], "t_hat"]],
     }
-    params = {k: v for k, v in model.to_json().items() if k in ("share_a", "share_b", "static_frac", "gamma", "cap_k")}
+    names = ("share_a", "share_b", "static_frac", "gamma", "cap_k", "volt_slope", "volt_min")
+    params = {k: v for k, v in model.to_json().items() if k in names}
     return {
         "name": tracking.CLOCK_RUN,
         "tags": tags,
@@ -149,6 +150,8 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
             "share_b": model.share_b,
             "static_frac": model.static_frac,
             "cap_k": model.cap_k,
+            "volt_slope": model.volt_slope,
+            "volt_min": model.volt_min,
         },
         "gamma": model.gamma,
     }
@@ -259,7 +262,8 @@ def summary(r: dict[str, Any]) -> str:
     m: ClockModel = r["model"]
     lines = [
         f"clock model: share = sigmoid({m.share_a:.3g} + {m.share_b:.3g} P_ref/TDP), static {m.static_frac:.3g} "
-        f"x min(TDP, P_ref), gamma {m.gamma:.3g}; {m.n_curves} curves on {', '.join(m.trained_on)}"
+        f"x min(TDP, P_ref), P_dyn ~ f V^{m.gamma - 1:.3g} with V = max({m.volt_min:.3g}, 1 - {m.volt_slope:.3g} "
+        f"(1 - f/f_boost)); {m.n_curves} curves on {', '.join(m.trained_on)}"
     ]
     for row in r["logo"].itertuples():
         lines.append(
