@@ -37,8 +37,8 @@ from opcost.config import XdeviceParams
 from opcost.devices import DEVICES, NO_TF32_SUFFIX, Device
 from opcost.errors import OpcostError
 from opcost.io import read_npz, write_json, write_npz
-from opcost.model.physics import category_of
 from opcost.model.trees import TreeEnsemble
+from opcost.ops.kinds import category_of
 
 FORMAT = "opcost-xdevice/1"
 MODEL_FILE = "xdevice.json"
