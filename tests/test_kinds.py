@@ -1,5 +1,5 @@
 """The op-kind registry (ops/kinds.py): every kind the extractor emits has a row, the facts agree with
-each other and the ops package never reaches into the model package."""
+each other, the ops package never reaches into the model package, and a view costs the no-op floor."""
 
 from __future__ import annotations
 
@@ -8,11 +8,15 @@ import ast
 import pytest
 
 from opcost.closure import SRC, closure
-from opcost.model.physics import proxy_kind
+from opcost.model.costing import OpCoster
+from opcost.model.features import OpRecord
+from opcost.model.physics import is_noop, proxy_kind
 from opcost.ops import kinds
 from opcost.ops.extract import trace
+from opcost.ops.features import op_metrics
 from opcost.ops.models import meta_model
 from opcost.ops.parts import op_parts
+from opcost.ops.spec import CATEGORY_FUNCTION, CATEGORY_MODULE, OpSpec, TensorInput
 
 # The networks of the thesis measurements (params.yaml extract sets), each once: kinds do not depend on
 # the input size, so a batch of 2 (train-mode batch norm wants two values a channel) at the usual side.
@@ -85,3 +89,37 @@ def test_proxies_follow_the_registry_order():
     # a data-movement kind with no known kind of its own category falls back to the first elementwise kind
     assert proxy_kind("cat", {"ReLU", "Conv2d"}) == "ReLU"
     assert proxy_kind("LSTM", {"ReLU", "Linear"}) is None  # no category: costed from its parts
+
+
+# -- flatten of a contiguous tensor is a view: no work, the no-op floor ---------------------------
+
+
+def _flatten_specs() -> list[OpSpec]:
+    x = (TensorInput((32, 512, 1, 1), "float32"),)
+    return [
+        OpSpec("flatten", CATEGORY_FUNCTION, "torch.flatten", {"inplace": False}, [{"tensor": 0}, 1], {}, x),
+        OpSpec("reshape", CATEGORY_FUNCTION, "torch.Tensor.reshape", {"inplace": False}, [{"tensor": 0}, 32, 512],
+               {}, x),  # fmt: skip
+        OpSpec("Flatten", CATEGORY_MODULE, "torch.nn.modules.flatten.Flatten", {"start_dim": 1, "end_dim": -1},
+               [{"tensor": 0}], {}, x),  # fmt: skip
+    ]
+
+
+@pytest.mark.parametrize("spec", _flatten_specs(), ids=lambda s: s.kind)
+def test_flatten_of_a_contiguous_tensor_is_a_view_that_moves_nothing(spec):
+    m = op_metrics(spec)
+    assert m.output_shapes == ((32, 512),)
+    assert m.is_view and m.bytes_read == 0 and m.bytes_written == 0 and m.flops == 0
+    assert is_noop(spec.kind, {}, m.as_dict(), "inference") and is_noop(spec.kind, {}, m.as_dict(), "training")
+
+
+def test_resnet18s_flatten_costs_the_devices_no_op_time():
+    flatten = next(c.spec for c in trace(meta_model("resnet18"), (32, 3, 224, 224)).calls if c.spec.kind == "flatten")
+    rec = OpRecord(flatten.op_id, "flatten", {}, (32, 512, 1, 1), 32 * 512, op_metrics(flatten).as_dict())
+    coster = OpCoster(
+        mode="inference", device_config="A30", models={}, kinds=("ReLU",), floor_s=3e-6, noop_power_w=60.0,
+        charge_ratio=1.0, median_power_w=100.0, noop_s=4e-6,
+    )  # fmt: skip
+    costs = coster.cost([rec])
+    assert costs.source == ["floor"] and costs.proxy == [None]
+    assert costs.t_s[0] == 4e-6 and costs.p_w[0] == 60.0
