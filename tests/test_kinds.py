@@ -6,13 +6,15 @@ from __future__ import annotations
 import ast
 
 import pytest
+import torch
+from torch import nn
 
 from opcost.closure import SRC, closure
 from opcost.model.costing import OpCoster
 from opcost.model.features import OpRecord
 from opcost.model.physics import is_noop, proxy_kind
 from opcost.ops import kinds
-from opcost.ops.extract import trace
+from opcost.ops.extract import trace, trace_call
 from opcost.ops.features import op_metrics
 from opcost.ops.models import meta_model
 from opcost.ops.parts import op_parts
@@ -46,6 +48,27 @@ def test_every_kind_the_thesis_networks_emit_is_in_the_registry():
                 if k not in kinds.KINDS:
                     unknown.setdefault(k, name)
     assert not unknown, f"kinds with no row in ops/kinds.py (kind: first network): {unknown}"
+
+
+def test_recurrent_layers_and_their_kernels_are_in_the_registry():
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lstm = nn.LSTM(8, 16, num_layers=2, batch_first=True)
+            self.gru = nn.GRUCell(16, 16)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y, _ = self.lstm(x)
+            return self.gru(y[:, -1])
+
+    x = torch.empty(2, 5, 8, device="meta")
+    with torch.device("meta"):
+        net = Net()
+    emitted = _emitted(trace_call(net, (x,), {}).calls)
+    assert {"LSTM", "GRUCell", "getitem"} <= emitted
+    assert {"addmm", "sigmoid", "tanh"} <= emitted  # the LSTM's kernels
+    assert emitted <= set(kinds.KINDS), emitted - set(kinds.KINDS)  # no `unsafe_split`: a view, not a kernel
+    assert kinds.is_sequence("LSTM") and kinds.is_recurrent("GRUCell") and not kinds.is_sequence("GRUCell")
 
 
 def test_no_module_of_the_ops_package_loads_the_model_package():

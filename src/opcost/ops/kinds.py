@@ -202,10 +202,12 @@ def init_getters(kind: str) -> Mapping[str, Callable[[Any], Any]]:
 # --------------------------------------------------------------------------------------------
 
 # ATen calls that launch nothing worth a part: views and aliases (no data moves), allocations
-# without a fill (empty*), metadata.
+# without a fill (empty*), metadata. The `unsafe_` splits return views that autograd does not track
+# as views (so the dispatcher's `is_view` misses them): an LSTM or GRU cell splits its gates with them.
 NO_WORK_ATEN = frozenset({"_unsafe_view", "alias", "detach", "lift_fresh", "empty", "empty_like", "empty_strided",
                           "new_empty", "new_empty_strided", "sym_size", "sym_stride", "sym_numel", "is_same_size",
-                          "_local_scalar_dense", "set_"})  # fmt: skip
+                          "_local_scalar_dense", "set_", "unsafe_split", "unsafe_split_with_sizes",
+                          "unsafe_chunk"})  # fmt: skip
 # ATen names (leading and trailing underscores stripped) as the kinds the table knows.
 ATEN_KIND: dict[str, str] = {
     "native_layer_norm": "layer_norm",
