@@ -250,3 +250,39 @@ def is_gemm_part(aten_name: str) -> bool:
 def bias_first(aten_name: str) -> bool:
     """A matrix-product kernel whose first argument is the bias (`addmm(bias, a, b)`)."""
     return facts(aten_name).bias_first
+
+
+# --------------------------------------------------------------------------------------------
+# The cross-device model's coarser kinds (model/xdevice.py)
+# --------------------------------------------------------------------------------------------
+
+
+def xkind_of(kind: str) -> str:
+    """The cross-device model's kind (model/xdevice.XKINDS, NeuSight's vocabulary) of a project op kind.
+
+    Matched case-insensitively, by name and then by pattern, so kinds the table does not list (a
+    Hugging Face `RMSNorm`, `NewGELUActivation`, an in-place `relu_`) still find their group."""
+    low = kind.lower()
+    if low.startswith("conv"):
+        return "conv"
+    if kind in ("Linear", "linear", "addmm", "mm", "MultiheadAttention"):
+        return "linear"
+    if low in ("bmm", "matmul", "baddbmm", "einsum", "scaled_dot_product_attention") or "attention" in low:
+        return "bmm"
+    if low in ("layernorm", "layer_norm", "layernorm2d", "groupnorm", "group_norm", "rmsnorm"):
+        return "layernorm"
+    if "batchnorm" in low or low in ("batch_norm", "instancenorm2d", "localresponsenorm"):
+        return "batchnorm"
+    if low in ("softmax", "log_softmax", "logsoftmax"):
+        return "softmax"
+    if low in ("gelu", "newgeluactivation", "silu", "mish"):
+        return "gelu"
+    if low in ("add", "add_", "iadd", "sub", "stochasticdepth"):
+        return "add"
+    if low in ("mul", "mul_", "imul", "div", "truediv"):
+        return "mul"
+    if low in ("relu", "relu_", "relu6", "leakyrelu", "hardswish", "hardsigmoid", "sigmoid", "tanh"):
+        return "relu"
+    if category_of(kind) == "pool" or "pool" in low:
+        return "pool"
+    return "elementwise"
