@@ -121,10 +121,18 @@ def _flatten_specs() -> list[OpSpec]:
     x = (TensorInput((32, 512, 1, 1), "float32"),)
     return [
         OpSpec("flatten", CATEGORY_FUNCTION, "torch.flatten", {"inplace": False}, [{"tensor": 0}, 1], {}, x),
-        OpSpec("reshape", CATEGORY_FUNCTION, "torch.Tensor.reshape", {"inplace": False}, [{"tensor": 0}, 32, 512],
-               {}, x),  # fmt: skip
-        OpSpec("Flatten", CATEGORY_MODULE, "torch.nn.modules.flatten.Flatten", {"start_dim": 1, "end_dim": -1},
-               [{"tensor": 0}], {}, x),  # fmt: skip
+        OpSpec(
+            "reshape", CATEGORY_FUNCTION, "torch.Tensor.reshape", {"inplace": False}, [{"tensor": 0}, 32, 512], {}, x
+        ),
+        OpSpec(
+            "Flatten",
+            CATEGORY_MODULE,
+            "torch.nn.modules.flatten.Flatten",
+            {"start_dim": 1, "end_dim": -1},
+            [{"tensor": 0}],
+            {},
+            x,
+        ),
     ]
 
 
