@@ -129,7 +129,7 @@ def test_every_op_gets_a_cost_and_the_total_follows_the_composition(trained):
     import pandas as pd
 
     from opcost.model.bundle import Bundle
-    from opcost.model.physics import _FALLBACK, category_of
+    from opcost.ops.kinds import FALLBACK, category_of
 
     bundle = Bundle.load(paths.model_dir("RTX2080Ti-training"))
     occ = pd.read_parquet(paths.occurrences)
@@ -151,7 +151,7 @@ def test_every_op_gets_a_cost_and_the_total_follows_the_composition(trained):
     for kind, proxy in zip(proxied["kind"], proxied["proxy"]):
         cat = category_of(kind)
         assert kind not in bundle.kinds and proxy in bundle.kinds, kind
-        assert category_of(proxy) in (cat, _FALLBACK.get(cat or "")), (kind, proxy)
+        assert category_of(proxy) in (cat, FALLBACK.get(cat or "")), (kind, proxy)
     floor = bd[bd["source"] == "floor"]
     assert (floor["t_s"] == (bundle.noop_s if bundle.noop_s is not None else bundle.floor_s)).all()
     # no measured network on this device config: the uncalibrated layer is the floor-corrected sum

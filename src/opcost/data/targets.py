@@ -46,8 +46,8 @@ import numpy as np
 import pandas as pd
 
 from opcost.config import OP_PHASE
-from opcost.model.physics import DROPOUT_KINDS
 from opcost.ops.families import family_of
+from opcost.ops.kinds import DROP_KINDS
 from opcost.ops.layers import layer_id
 from opcost.schemas import TARGET_NETWORK_OPS, TARGET_NETWORKS, TARGET_OPERATIONS, TARGET_SPEC_COLUMNS
 
@@ -68,7 +68,7 @@ def train_mode_only(rows: pd.DataFrame, mode: str) -> np.ndarray:
     """Rows of an inference target that timed work only train mode does (see module docstring)."""
     if mode != "inference" or rows.empty:
         return np.zeros(len(rows), bool)
-    drop_kinds = rows["kind"].isin(DROPOUT_KINDS | {"StochasticDepth"}).to_numpy()
+    drop_kinds = rows["kind"].isin(DROP_KINDS).to_numpy()
     p = np.array([float(json.loads(s).get("attrs", {}).get("p") or 0.0) if d else 0.0
                   for s, d in zip(rows["spec_json"], drop_kinds)])  # fmt: skip
     return drop_kinds & (p > 0)

@@ -50,7 +50,7 @@ from opcost.measure.interrupts import Interrupted, stop_on_signals
 from opcost.measure.interrupts import say as _say
 from opcost.measure.power import EnergySource, integrate_power_j, open_source
 from opcost.measure.timing import measure_window, time_block, window_energy
-from opcost.measure.workload import blocks_for, device_sync, network_workload, op_workload
+from opcost.measure.workload import VARIANT_AS_IS, Workload, blocks_for, device_sync, network_workload, op_workload
 from opcost.ops.spec import OpSpec
 from opcost.progress import progress_bar
 from opcost.schemas import NETWORKS, POWER_SAMPLES, TIMINGS, conform
@@ -250,14 +250,9 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}".strip()
 
 
-def measure_part(
-    campaign: CampaignParams, unit: Unit, setting: Setting, source: EnergySource
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """k independent trials of one unit at one setting: timing rows and power-sample rows."""
-    sync = device_sync(campaign.device)
-    rows: list[dict[str, Any]] = []
-    samples: list[dict[str, Any]] = []
-    base = {
+def _row_base(campaign: CampaignParams, unit: Unit, setting: Setting, source: EnergySource) -> dict[str, Any]:
+    """The columns every timing row of one part shares (the row's first columns, in this order)."""
+    return {
         "campaign": campaign.name,
         "mode": unit.mode,
         "setting": setting.label,
@@ -265,71 +260,106 @@ def measure_part(
         "power_limit_w": setting.power_limit_w,
         "energy_source": source.name,
     }
+
+
+def _unit_workload(campaign: CampaignParams, unit: Unit, seed: int) -> Workload:
+    """What one trial runs: the op's instances (within the campaign's memory budget) or the network."""
+    if unit.item_type == "op":
+        assert unit.spec is not None
+        return op_workload(
+            unit.spec, unit.mode, campaign.device, seed, campaign.max_instances, campaign.instance_budget_mb * 1e6
+        )
+    assert unit.set is not None
+    return network_workload(unit.set, unit.mode, campaign.device, seed)
+
+
+def _measure_trial(
+    campaign: CampaignParams, wl: Workload, sync: Callable[[], None], source: EnergySource
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One trial of a built workload: warm-up, timing, then the energy window with power sampled
+    alongside. Returns the row's measured columns (in row order) and the trial's power samples."""
+    wl.block()  # warm-up: allocator, cuDNN algorithm choice, caches
+    sync()
+    timing = time_block(wl.block, wl.instances, campaign.min_time_s)
+    stats = timing.stats()
+    block_s = float(stats["mean_s"] or 0.0) * wl.instances
+    per_chunk = blocks_for(campaign.window_s, block_s, campaign.chunks)
+    sampler = source.start_sampling(campaign.sample_interval_s)
+    try:
+        window = measure_window(wl.block, wl.instances, per_chunk, campaign.chunks, sync, source.read_energy_j)
+    finally:  # also on an interrupt: no sampler thread left reading a device being shut down
+        trial_samples = sampler.stop()
+    integrated = source.window_energy_j(trial_samples, window.time_s) or integrate_power_j(trial_samples)
+    energy, energy_flag = window_energy(window.energy_j, source.has_counter, integrated, window.time_s)
+    t_fit, e_fit = window.fit("time"), window.fit("energy")
+    clocks = [s["sm_clock_mhz"] for s in trial_samples if s.get("sm_clock_mhz") is not None]
+    measured = dict(
+        instances=wl.instances,
+        number_per_run=timing.number_per_run,
+        runs=len(timing.block_means_s),
+        iterations=timing.iterations,
+        total_time_s=timing.total_time_s,
+        **stats,
+        window_iterations=window.iterations,
+        window_time_s=window.time_s,
+        window_energy_j=energy,
+        time_per_iter_s=window.time_s / window.iterations,
+        energy_per_iter_j=None if energy is None else energy / window.iterations,
+        power_w=None if energy is None or window.time_s <= 0 else energy / window.time_s,
+        time_r2=None if t_fit is None else t_fit[0],
+        energy_r2=None if e_fit is None else e_fit[0],
+        proportional=window.proportional(),
+        energy_flag=energy_flag,
+        timing_warnings=timing.has_warnings,
+        sm_clock_mhz=sum(clocks) / len(clocks) if clocks else None,
+    )
+    return measured, trial_samples
+
+
+def _sample_context(campaign: CampaignParams, unit: Unit, setting: Setting, trial: int) -> dict[str, Any]:
+    """The columns that tie a power sample to its trial."""
+    return {
+        "campaign": campaign.name,
+        "item_type": unit.item_type,
+        "item_id": unit.item_id,
+        "mode": unit.mode,
+        "setting": setting.label,
+        "trial": trial,
+    }
+
+
+def _item_columns(unit: Unit) -> dict[str, Any]:
+    """The row's last columns: which op (id, kind) or which network (set, model, input shape)."""
+    if unit.item_type == "op":
+        return {"op_id": unit.item_id, "kind": unit.label}
+    assert unit.set is not None
+    return {"set_id": unit.item_id, "model": unit.set.model, "input_shape": list(unit.set.input_shape)}
+
+
+def measure_part(
+    campaign: CampaignParams, unit: Unit, setting: Setting, source: EnergySource
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """`campaign.trials` trials of one unit at one setting, each on its own seed: timing rows and power-sample rows."""
+    sync = device_sync(campaign.device)
+    base = _row_base(campaign, unit, setting, source)
+    rows: list[dict[str, Any]] = []
+    samples: list[dict[str, Any]] = []
     failure: str | None = None
     for trial in range(campaign.trials):
         seed = stable_seed(campaign.seed, unit.item_id, unit.mode, setting.label, trial)
-        row: dict[str, Any] = {**base, "trial": trial, "seed": seed, "variant": "as-is", "started_at": time.time()}
-        if failure is not None:  # the first trial failed (out of memory, unsupported): so will the rest
+        row: dict[str, Any] = {**base, "trial": trial, "seed": seed, "variant": VARIANT_AS_IS}
+        row["started_at"] = time.time()
+        # Any earlier trial of this part failed (out of memory, unsupported), not only the first: the
+        # rest would fail the same way, so they are recorded as failed with its error, without running.
+        if failure is not None:
             rows.append({**row, "status": "failed", "error": failure, "ended_at": time.time()})
             continue
         try:
-            if unit.item_type == "op":
-                assert unit.spec is not None
-                wl = op_workload(
-                    unit.spec,
-                    unit.mode,
-                    campaign.device,
-                    seed,
-                    campaign.max_instances,
-                    campaign.instance_budget_mb * 1e6,
-                )
-            else:
-                assert unit.set is not None
-                wl = network_workload(unit.set, unit.mode, campaign.device, seed)
+            wl = _unit_workload(campaign, unit, seed)
             row["variant"] = wl.variant
-            wl.block()  # warm-up: allocator, cuDNN algorithm choice, caches
-            sync()
-            timing = time_block(wl.block, wl.instances, campaign.min_time_s)
-            block_s = float(timing.stats()["mean_s"] or 0.0) * wl.instances
-            per_chunk = blocks_for(campaign.window_s, block_s, campaign.chunks)
-            sampler = source.start_sampling(campaign.sample_interval_s)
-            try:
-                window = measure_window(wl.block, wl.instances, per_chunk, campaign.chunks, sync, source.read_energy_j)
-            finally:  # also on an interrupt: no sampler thread left reading a device being shut down
-                trial_samples = sampler.stop()
-            integrated = source.window_energy_j(trial_samples, window.time_s) or integrate_power_j(trial_samples)
-            energy, energy_flag = window_energy(window.energy_j, source.has_counter, integrated, window.time_s)
-            t_fit, e_fit = window.fit("time"), window.fit("energy")
-            clocks = [s["sm_clock_mhz"] for s in trial_samples if s.get("sm_clock_mhz") is not None]
-            row.update(
-                status="ok",
-                instances=wl.instances,
-                number_per_run=timing.number_per_run,
-                runs=len(timing.block_means_s),
-                iterations=timing.iterations,
-                total_time_s=timing.total_time_s,
-                **timing.stats(),
-                window_iterations=window.iterations,
-                window_time_s=window.time_s,
-                window_energy_j=energy,
-                time_per_iter_s=window.time_s / window.iterations,
-                energy_per_iter_j=None if energy is None else energy / window.iterations,
-                power_w=None if energy is None or window.time_s <= 0 else energy / window.time_s,
-                time_r2=None if t_fit is None else t_fit[0],
-                energy_r2=None if e_fit is None else e_fit[0],
-                proportional=window.proportional(),
-                energy_flag=energy_flag,
-                timing_warnings=timing.has_warnings,
-                sm_clock_mhz=sum(clocks) / len(clocks) if clocks else None,
-            )
-            ctx = {
-                "campaign": campaign.name,
-                "item_type": unit.item_type,
-                "item_id": unit.item_id,
-                "mode": unit.mode,
-                "setting": setting.label,
-                "trial": trial,
-            }
+            measured, trial_samples = _measure_trial(campaign, wl, sync, source)
+            row.update(status="ok", **measured)
+            ctx = _sample_context(campaign, unit, setting, trial)
             samples.extend({**ctx, **s} for s in trial_samples)
         except (RuntimeError, ValueError, OpcostError) as exc:
             # out of memory (torch.OutOfMemoryError is a RuntimeError), an op or dtype this device does not
@@ -340,12 +370,9 @@ def measure_part(
                 torch.cuda.empty_cache()
         row["ended_at"] = time.time()
         rows.append(row)
+    item = _item_columns(unit)
     for r in rows:
-        if unit.item_type == "op":
-            r.update(op_id=unit.item_id, kind=unit.label)
-        else:
-            assert unit.set is not None
-            r.update(set_id=unit.item_id, model=unit.set.model, input_shape=list(unit.set.input_shape))
+        r.update(item)
     return rows, samples
 
 

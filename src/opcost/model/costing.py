@@ -29,10 +29,10 @@ import numpy as np
 
 from opcost.model.features import OpRecord
 from opcost.model.physics import is_noop, proxy_kind, roofline_s
+from opcost.ops.kinds import bias_first, is_gemm_part
 from opcost.ops.recurrent import recurrent_steps
 
 SOURCES = ("measured", "estimated", "floor", "predicted", "decomposed", "proxy", "charged")
-GEMM_PARTS = frozenset({"mm", "addmm", "bmm", "baddbmm"})
 
 
 def part_record(owner: OpRecord, index: int, part: dict[str, Any]) -> OpRecord:
@@ -51,10 +51,11 @@ def part_record(owner: OpRecord, index: int, part: dict[str, Any]) -> OpRecord:
     }
     shapes = [tuple(int(d) for d in s) for s in part["input_shapes"]]
     op_id = f"{owner.op_id}/{index}"
-    if part["op"] in GEMM_PARTS and out:
-        a = shapes[1] if part["op"] in ("addmm", "baddbmm") else shapes[0]
+    if is_gemm_part(part["op"]) and out:
+        bias = bias_first(part["op"])
+        a = shapes[1] if bias else shapes[0]
         k, n = int(a[-1]), int(out[0][-1])
-        hp = {"in_features": k, "out_features": n, "bias": part["op"] in ("addmm", "baddbmm")}
+        hp = {"in_features": k, "out_features": n, "bias": bias}
         x = (*out[0][:-1], k)
         return OpRecord(op_id, "Linear", hp, x, math.prod(x), {**metrics, "params": k * n})
     first = shapes[0] if shapes else tuple(out[0]) if out else ()

@@ -19,18 +19,13 @@ import math
 from typing import Any
 
 from opcost.devices import find_device
+from opcost.ops import kinds
 
 # Nominal figures for a device the table does not know (FLOP/s, B/s).
 NOMINAL_PEAK, NOMINAL_BANDWIDTH = 1e12, 1e11
-MATMUL_KINDS = frozenset(
-    {
-        "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "Linear",
-        "MultiheadAttention", "ShiftedWindowAttention", "ShiftedWindowAttentionV2", "matmul", "bmm", "mm",
-        "linear", "conv2d", "scaled_dot_product_attention", "einsum", "baddbmm", "addmm",
-    }
-)  # fmt: skip
-DROPOUT_KINDS = frozenset({"Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "dropout"})
-NOOP_KINDS = frozenset({"Identity"})  # views (flatten of a contiguous tensor, reshape, ...) by their is_view metric
+# Kind facts (matmul, dropout, no-op, category) live in one table, ops/kinds.py. This name stays
+# for model/features.py and model/predict.py, which import it from here.
+MATMUL_KINDS = kinds.MATMUL_KINDS
 
 
 def device_peaks(device_config: str) -> tuple[float, float, float]:
@@ -45,7 +40,7 @@ def device_peaks(device_config: str) -> tuple[float, float, float]:
 def roofline_s(kind: str, metrics: dict[str, Any], device_config: str, dtype: str = "float32") -> float:
     """max(compute time, memory time) of one call on the device; never zero (1 ns floor)."""
     mm_peak, fp32_peak, bw = device_peaks(device_config)
-    peak = mm_peak if kind in MATMUL_KINDS else fp32_peak
+    peak = mm_peak if kinds.uses_matmul_peak(kind) else fp32_peak
     if dtype in ("float16", "bfloat16"):
         found = find_device(device_config)
         peak = found[0].fp16_flops if found else peak
@@ -75,54 +70,26 @@ def gemm_dims(
 
 def is_noop(kind: str, hp: dict[str, Any], metrics: dict[str, Any], mode: str) -> bool:
     """An op that does no work worth modelling: its cost is the launch floor."""
-    if metrics.get("is_view") or kind in NOOP_KINDS:
+    if metrics.get("is_view") or kinds.is_noop_kind(kind):
         return True
-    if kind in DROPOUT_KINDS or kind == "StochasticDepth":
+    if kinds.drops_at_random(kind):
         p = hp.get("p", 0.0)
         return mode == "inference" or float(p or 0.0) == 0.0
     return False
 
 
-# Op categories: an op of a kind the device's models never saw is predicted as the first kind of
-# its category the models know (same physics: bytes-bound elementwise, normalisation, pooling,
-# data movement, GEMM-like), else charged at its roofline time.
-CATEGORIES: dict[str, tuple[str, ...]] = {
-    "gemm": ("Conv2d", "Linear", "Conv1d", "Conv3d", "MultiheadAttention", "ShiftedWindowAttention",
-             "ShiftedWindowAttentionV2", "matmul", "bmm", "linear", "scaled_dot_product_attention", "einsum",
-             "ConvTranspose2d", "baddbmm", "addmm", "mm", "conv2d"),
-    "norm": ("BatchNorm2d", "LayerNorm", "LayerNorm2d", "GroupNorm", "BatchNorm1d", "BatchNorm3d", "layer_norm",
-             "InstanceNorm2d", "batch_norm", "group_norm", "LocalResponseNorm"),
-    "elementwise": ("ReLU", "add", "mul", "GELU", "SiLU", "ReLU6", "Hardswish", "Hardsigmoid", "Sigmoid", "Tanh",
-                    "StochasticDepth", "Dropout", "sub", "div", "add_", "mul_", "iadd", "imul", "gelu", "relu",
-                    "silu", "sigmoid", "softmax", "Softmax", "log_softmax", "neg", "pow", "sqrt", "rsqrt", "exp",
-                    "tanh", "clamp", "where", "masked_fill", "LeakyReLU", "ELU", "Mish", "hardswish", "hardsigmoid",
-                    "eq", "ne", "lt", "gt", "le", "ge", "logical_not", "logical_and", "log", "maximum", "minimum"),
-    "pool": ("AdaptiveAvgPool2d", "AvgPool2d", "MaxPool2d", "adaptive_avg_pool2d", "avg_pool2d", "max_pool2d",
-             "AdaptiveMaxPool2d", "AdaptiveAvgPool1d", "mean", "sum", "amax"),
-    "data": ("cat", "permute", "transpose", "flatten", "Flatten", "reshape", "view", "contiguous", "getitem",
-             "stack", "roll", "pad", "chunk", "split", "unbind", "expand", "repeat", "narrow", "select",
-             "Permute", "ChannelShuffle", "channel_shuffle", "interpolate", "Upsample", "clone", "fill", "index",
-             "scalar_tensor", "embedding", "Embedding"),
-}  # fmt: skip
-_CATEGORY_OF = {k: c for c, kinds in CATEGORIES.items() for k in kinds}
-# Where a category has no kind the models know, the next one to try (data movement is bytes-bound
-# like elementwise ops; pooling and normalisation read and write each element about once).
-_FALLBACK = {"data": "elementwise", "pool": "elementwise", "norm": "elementwise", "elementwise": "norm"}
-
-
-def category_of(kind: str) -> str | None:
-    return _CATEGORY_OF.get(kind)
-
-
 def proxy_kind(kind: str, known: tuple[str, ...] | set[str]) -> str | None:
     """The kind the models know that stands in for `kind`: same category first, then its fallback.
+    An op of a kind the device's models never saw is predicted as the first kind of its category
+    (ops/kinds.CATEGORIES: same physics: bytes-bound elementwise, normalisation, pooling, data
+    movement, GEMM-like) the models know; None: charged at its roofline time (model/costing.py).
     A matrix product that is not a convolution (matmul, bmm, attention) is first a linear layer."""
-    cat = category_of(kind)
-    for c in (cat, _FALLBACK.get(cat or "")):
+    cat = kinds.category_of(kind)
+    for c in (cat, kinds.FALLBACK.get(cat or "")):
         if c is None:
             continue
-        order = CATEGORIES[c]
-        if c == "gemm" and not kind.lower().startswith("conv"):
+        order = kinds.CATEGORIES[c]
+        if c == kinds.GEMM and not kind.lower().startswith("conv"):
             order = ("Linear", *order)
         for k in order:
             if k in known:

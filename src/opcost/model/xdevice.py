@@ -37,8 +37,8 @@ from opcost.config import XdeviceParams
 from opcost.devices import DEVICES, NO_TF32_SUFFIX, Device
 from opcost.errors import OpcostError
 from opcost.io import read_json_model, read_npz, write_json, write_npz
-from opcost.model.physics import category_of
 from opcost.model.trees import TreeEnsemble
+from opcost.ops.kinds import xkind_of
 
 FORMAT = "opcost-xdevice/1"
 MODEL_FILE = "xdevice.json"
@@ -142,34 +142,6 @@ def distance(dev: Device, others: Iterable[Device]) -> float:
 
 
 # -- op rows --------------------------------------------------------------------------------------
-def xkind_of(kind: str) -> str:
-    """The cross-device kind of a project op kind (ops/extract names, e.g. `Conv2d`, `add`, `LayerNorm`)."""
-    low = kind.lower()
-    if low.startswith("conv"):
-        return "conv"
-    if kind in ("Linear", "linear", "addmm", "mm", "MultiheadAttention"):
-        return "linear"
-    if low in ("bmm", "matmul", "baddbmm", "einsum", "scaled_dot_product_attention") or "attention" in low:
-        return "bmm"
-    if low in ("layernorm", "layer_norm", "layernorm2d", "groupnorm", "group_norm", "rmsnorm"):
-        return "layernorm"
-    if "batchnorm" in low or low in ("batch_norm", "instancenorm2d", "localresponsenorm"):
-        return "batchnorm"
-    if low in ("softmax", "log_softmax", "logsoftmax"):
-        return "softmax"
-    if low in ("gelu", "newgeluactivation", "silu", "mish"):
-        return "gelu"
-    if low in ("add", "add_", "iadd", "sub", "stochasticdepth"):
-        return "add"
-    if low in ("mul", "mul_", "imul", "div", "truediv"):
-        return "mul"
-    if low in ("relu", "relu_", "relu6", "leakyrelu", "hardswish", "hardsigmoid", "sigmoid", "tanh"):
-        return "relu"
-    if category_of(kind) == "pool" or "pool" in low:
-        return "pool"
-    return "elementwise"
-
-
 def _gemm_frame(xkind: str, batch: Any, m: Any, n: Any, k: Any, flops: Any, nbytes: Any) -> dict[str, Any]:
     return {"xkind": xkind, "batch": batch, "m": m, "n": n, "k": k, "flops": flops, "bytes": nbytes}
 

@@ -1,7 +1,7 @@
 """Network -> operations: trace one forward pass on meta tensors and record every operation call.
 
-How it works. Forward hooks mark the operation modules (leaves, and the composites listed in
-`COMPOSITE_MODULES`) so that everything they do inside counts as that one operation. A
+How it works. Forward hooks mark the operation modules (leaves, and the composites of the kinds table,
+ops/kinds.py) so that everything they do inside counts as that one operation. A
 `TorchFunctionMode` sees every torch function called outside them: a call that takes tensors and
 returns tensors is a functional operation (residual `add`, `cat`, `flatten`, ...). Calls that only
 read metadata (`size()`, `.shape`) return no tensor and are not operations. While the mode handles a
@@ -23,6 +23,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils.flop_counter import FlopCounterMode
 
 from opcost.errors import OpcostError
+from opcost.ops import kinds
 from opcost.ops.spec import (
     CATEGORY_FUNCTION,
     CATEGORY_MODULE,
@@ -38,13 +39,11 @@ from opcost.ops.spec import (
     target_of_class,
 )
 
-# Modules with children whose work happens in functional calls on the children's weights (the
-# children's forward never runs): each call is one operation.
-COMPOSITE_MODULES = frozenset({"MultiheadAttention", "ShiftedWindowAttention", "ShiftedWindowAttentionV2"})
-
 
 def is_op_module(module: nn.Module) -> bool:
-    return next(module.children(), None) is None or type(module).__name__ in COMPOSITE_MODULES
+    """A leaf, or a composite (ops/kinds.py): a module with children whose work happens in functional
+    calls on the children's weights (the children's forward never runs). Each call is one operation."""
+    return next(module.children(), None) is None or kinds.is_composite(type(module).__name__)
 
 
 def _inputs(tensors: list[torch.Tensor]) -> tuple[TensorInput, ...]:

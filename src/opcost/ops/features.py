@@ -51,7 +51,10 @@ def op_metrics(spec: OpSpec) -> OpMetrics:
     if isinstance(runnable.fn, torch.nn.Module):  # a module spec (CATEGORY_MODULE) builds a module
         runnable.fn.eval()  # paper costs of the forward pass; train-mode BatchNorm refuses 1-value channels
     counter = FlopCounterMode(display=False)
-    with torch.inference_mode(), counter:
+    # no_grad, not inference_mode: under inference_mode with a dispatch mode active, composite ops
+    # (flatten, reshape) reach the mode whole and return a copy, not a view, so a flatten of a
+    # contiguous tensor looked like a copy of its input (and was costed as one); FLOPs are the same
+    with torch.no_grad(), counter:
         out = runnable()
     outputs = flat_tensors(out)
     params = 0

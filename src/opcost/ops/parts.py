@@ -1,7 +1,7 @@
 """The kernels a composite op runs: what costing sums where nothing measured or modelled the composite.
 
 Multi-head attention and Swin's shifted-window attention are extracted as one op each
-(ops/extract.py `COMPOSITE_MODULES`): that is the unit a network calls and a profiler measures. No
+(ops/kinds.py `composite`): that is the unit a network calls and a profiler measures. No
 reference data measured them, and no measured kind costs like them (a proxy convolution with the
 attention's FLOPs put swin_t's training step 43 % low). The same holds for `scaled_dot_product_attention`
 and for modules of kinds no op category knows (Hugging Face's `Conv1D`, a linear layer with its
@@ -33,46 +33,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
-from opcost.model.physics import category_of
-from opcost.ops.recurrent import RECURRENT_KINDS
+from opcost.ops import kinds
 from opcost.ops.spec import OpSpec, build, canonical_json
-
-COMPOSITE_KINDS = frozenset(
-    {"MultiheadAttention", "ShiftedWindowAttention", "ShiftedWindowAttentionV2", "scaled_dot_product_attention"}
-)
-GEMM_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm"})
-# ATen calls that launch nothing worth a part: views and aliases (no data moves), allocations
-# without a fill (empty*), metadata.
-_NO_WORK = frozenset({"_unsafe_view", "alias", "detach", "lift_fresh", "empty", "empty_like", "empty_strided",
-                      "new_empty", "new_empty_strided", "sym_size", "sym_stride", "sym_numel", "is_same_size",
-                      "_local_scalar_dense", "set_"})  # fmt: skip
-# ATen names as the kinds the op categories know (model/physics.CATEGORIES).
-_KIND = {
-    "native_layer_norm": "layer_norm",
-    "constant_pad_nd": "pad",
-    "to_copy": "contiguous",
-    "clone": "contiguous",
-    "copy": "contiguous",
-    "index": "getitem",
-    "index_select": "getitem",
-    "safe_softmax": "softmax",
-    "linalg_vector_norm": "sum",
-    "zero": "fill",
-    "zeros": "fill",
-    "new_zeros": "fill",
-    "zeros_like": "fill",
-    "full": "fill",
-    "new_full": "fill",
-    "masked_fill": "masked_fill",
-    "clamp_min": "clamp",
-    "clamp_max": "clamp",
-}
-
-
-def part_kind(aten_name: str) -> str:
-    """`_softmax` -> softmax, `add_` -> add, `native_layer_norm` -> layer_norm, `bmm` -> bmm."""
-    name = aten_name.strip("_")
-    return _KIND.get(name, name)
 
 
 def _nbytes(t: torch.Tensor) -> int:
@@ -90,7 +52,7 @@ class _PartRecorder(TorchDispatchMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         name = func._overloadpacket.__name__
-        if getattr(func, "is_view", False) or name in _NO_WORK:
+        if getattr(func, "is_view", False) or not kinds.launches_work(name):
             return out
         outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
         if not outputs:
@@ -106,7 +68,7 @@ class _PartRecorder(TorchDispatchMode):
         self.parts.append(
             {
                 "op": name,
-                "kind": part_kind(name),
+                "kind": kinds.part_kind(name),
                 "input_shapes": [list(t.shape) for t in inputs],
                 "output_shapes": [list(t.shape) for t in outputs],
                 "flops": flops,
@@ -119,7 +81,7 @@ class _PartRecorder(TorchDispatchMode):
 
 def has_parts(spec: OpSpec) -> bool:
     """Composites, and kinds no op category knows (see module docstring)."""
-    return spec.kind in COMPOSITE_KINDS or category_of(spec.kind) is None
+    return kinds.has_parts(spec.kind)
 
 
 def op_parts(spec: OpSpec) -> list[dict[str, Any]]:
@@ -138,7 +100,7 @@ def op_parts(spec: OpSpec) -> list[dict[str, Any]]:
             runnable()
     except Exception:  # noqa: BLE001 - no parts is a valid answer; the op keeps its own costs
         return []
-    if spec.kind in RECURRENT_KINDS:
+    if kinds.is_recurrent(spec.kind):
         return compact_steps(recorder.parts)
     return recorder.parts
 

@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from opcost.errors import OpcostError
+from opcost.ops import kinds
 from opcost.ops.keys import NON_KEY_ATTRS, NONFINITE_TAG, canonical_json, encode_float, is_encoded_float, short_hash
 
 CATEGORY_MODULE = "module"
@@ -223,33 +224,6 @@ class OpSpec:
 # --------------------------------------------------------------------------------------------
 
 
-def _linear_child_attr(child: str, what: str) -> Callable[[nn.Module], Any]:
-    def get(m: nn.Module) -> Any:
-        lin = getattr(m, child)
-        return lin.in_features if what == "in_features" else lin.bias is not None
-
-    return get
-
-
-# Constructor arguments that a module does not keep under their own name.
-_ATTR_GETTERS: dict[str, dict[str, Callable[[nn.Module], Any]]] = {
-    "MultiheadAttention": {
-        "bias": lambda m: m.in_proj_bias is not None,
-        "add_bias_kv": lambda m: m.bias_k is not None,
-    },
-    "ShiftedWindowAttention": {
-        "dim": _linear_child_attr("qkv", "in_features"),
-        "qkv_bias": _linear_child_attr("qkv", "bias"),
-        "proj_bias": _linear_child_attr("proj", "bias"),
-    },
-    "ShiftedWindowAttentionV2": {
-        "dim": _linear_child_attr("qkv", "in_features"),
-        "qkv_bias": _linear_child_attr("qkv", "bias"),
-        "proj_bias": _linear_child_attr("proj", "bias"),
-    },
-}
-
-
 def _recurrent_parameters(cls: type) -> list[inspect.Parameter] | None:
     """`nn.LSTM`, `nn.GRU` and `nn.RNN` take `*args, **kwargs` and pass them on to `RNNBase` with the
     mode filled in: their arguments are RNNBase's without `mode` (and without `proj_size`, which
@@ -280,7 +254,7 @@ def module_attrs(module: nn.Module, cls: type | None = None) -> dict[str, Any]:
     torchvision's `Conv3DSimple(nn.Conv3d)`, is that base class).
     """
     cls = cls or type(module)
-    getters = _ATTR_GETTERS.get(cls.__name__, {})
+    getters = kinds.init_getters(cls.__name__)
     attrs: dict[str, Any] = {}
     for p in init_parameters(cls):
         if p.name in getters:
@@ -292,7 +266,7 @@ def module_attrs(module: nn.Module, cls: type | None = None) -> dict[str, Any]:
         else:
             raise OpcostError(
                 f"cannot read constructor argument {p.name!r} back from a {cls.__name__} module; "
-                f"add a getter for it in opcost.ops.spec._ATTR_GETTERS"
+                f"add a getter for it to its kind's init_getters in opcost/ops/kinds.py"
             )
         if isinstance(value, nn.Module) or (callable(value) and not isinstance(value, type)):
             raise OpcostError(f"{cls.__name__}.{p.name} is a module or function; such layers are not leaf ops")
