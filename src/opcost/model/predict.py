@@ -422,13 +422,19 @@ class Predictor:
     def _transfer(self, device: str, mode: str) -> tuple[str, str | None]:
         """(device config, config to answer with the cross-device model or None). None where the device
         has its own bundle in this mode (an NVML name becomes its key) or no models/xdevice is there."""
+        from opcost.model.xdevice_predict import own_config
+
+        own = self.targets()
+        mine = own_config(device, mode, own)  # first: an own bundle needs neither the cross-device model nor pandas
+        if mode not in MODES or mine is not None:
+            return mine or device, None
         from opcost.model.xdevice import MODEL_FILE
 
-        if mode not in MODES or not (self.paths.xdevice_model_dir / MODEL_FILE).is_file():
+        if not (self.paths.xdevice_model_dir / MODEL_FILE).is_file():
             return device, None
         from opcost.model.xdevice_predict import transfer_config
 
-        cfg, how = transfer_config(device, mode, self.targets())
+        cfg, how = transfer_config(device, mode, own)
         return cfg, (cfg if how is not None else None)
 
     @staticmethod

@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
-from opcost.devices import NO_TF32_SUFFIX
+from opcost.devices import NO_TF32_SUFFIX, table_name
 from opcost.errors import OpcostError
-from opcost.model import xdevice, xdevice_net
 from opcost.model.costing import Costs
+
+if TYPE_CHECKING:  # pandas and the cross-device model load only for a transferred answer (cold start, issue 23)
+    from opcost.model import xdevice
 
 _MODELS: dict[Path, xdevice.XdeviceModel] = {}
 SOURCE = "transferred"
@@ -33,17 +34,31 @@ NUMERICS = {
 
 
 def load(folder: Path) -> xdevice.XdeviceModel:
+    from opcost.model import xdevice
+
     folder = Path(folder)
     if folder not in _MODELS:
         _MODELS[folder] = xdevice.XdeviceModel.load(folder)
     return _MODELS[folder]
 
 
+def own_config(device: str, mode: str, own_targets: list[str]) -> str | None:
+    """The device config of `device`'s own bundle in `mode` (its table key where an NVML name was given),
+    None where it has none. Light: it needs neither pandas nor the cross-device model."""
+    for cfg in dict.fromkeys((device, table_name(device))):
+        if f"{cfg}-{mode}" in own_targets:
+            return cfg
+    return None
+
+
 def transfer_config(device: str, mode: str, own_targets: list[str]) -> tuple[str, str | None]:
     """(device config, None) when `device` has its own bundle in `mode` (its table key if an NVML name
     was given); (device config, 'transferred') for a table GPU without one. Unknown names: one line."""
-    if f"{device}-{mode}" in own_targets:
-        return device, None
+    mine = own_config(device, mode, own_targets)
+    if mine is not None:
+        return mine, None
+    from opcost.model import xdevice
+
     cfg = xdevice.resolve(device)
     if f"{cfg}-{mode}" in own_targets:
         return cfg, None
@@ -53,6 +68,10 @@ def transfer_config(device: str, mode: str, own_targets: list[str]) -> tuple[str
 def predict_network(folder: Path, net: Any, device_config: str, mode: str, optimizer: str = "sgd") -> dict[str, Any]:
     """Per-op transferred costs and the composed network time with its interval, for `net` (a
     predict.Network) on `device_config`."""
+    import pandas as pd
+
+    from opcost.model import xdevice, xdevice_net
+
     model = load(folder)
     dev, tf32 = xdevice.config_device(device_config)
     ids = list(net.records)
@@ -226,6 +245,8 @@ def network_prediction(
 
 def table_configs(names: str) -> list[str]:
     """`--devices H100,A100,L4,T4` as device configs (table keys, `_no_tf32` kept); unknown: one line."""
+    from opcost.model import xdevice
+
     out = [xdevice.resolve(n.strip()) for n in names.split(",") if n.strip()]
     if not out:
         raise OpcostError(f"--devices {names!r}: expected a comma-separated list of GPUs, e.g. H100,A100,L4,T4")
