@@ -233,16 +233,18 @@ EXTRAPOLATION_FACTOR = 2.0
 def extrapolation_warnings(bundle: Bundle, shape: tuple[int, ...], records: Sequence[OpRecord]) -> list[str]:
     """What about this question lies outside the data the model learned from (bundle.ranges)."""
     out = []
-    lo, hi = bundle.ranges.get("batch", (None, None))
-    if lo is not None and shape and not lo / EXTRAPOLATION_FACTOR <= shape[0] <= hi * EXTRAPOLATION_FACTOR:
+    batch = bundle.ranges.get("batch")
+    lo, hi = batch if batch is not None else (0.0, 0.0)
+    if batch is not None and shape and not lo / EXTRAPOLATION_FACTOR <= shape[0] <= hi * EXTRAPOLATION_FACTOR:
         out.append(
             f"batch {shape[0]} lies outside the batch sizes the {bundle.target} model was trained on "
             f"({lo:g}..{hi:g}): the prediction extrapolates"
         )
     for key, what in (("in_numel", "input size"), ("flops", "FLOPs")):
-        lo, hi = bundle.ranges.get(key, (None, None))
-        if lo is None or not records:
+        seen = bundle.ranges.get(key)
+        if seen is None or not records:
             continue
+        hi = seen[1]
         values = [float(r.in_numel if key == "in_numel" else r.metrics["flops"]) for r in records]
         far = [v for v in values if v > hi * EXTRAPOLATION_FACTOR]
         if far:
