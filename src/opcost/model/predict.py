@@ -142,9 +142,7 @@ class Predictor:
         for _, bundle, clock, net, _k in prepared:
             groups.setdefault((bundle.target, clock), {}).update(net.records)
         costed = cost_groups(groups, self.bundles.loaded, self._at_clock)
-        own = {
-            k: assemble(s, b, c, n, costed[(b.target, c)], optimizer, self.clocks) for s, b, c, n, k in prepared
-        }
+        own = {k: assemble(s, b, c, n, costed[(b.target, c)], optimizer, self.clocks) for s, b, c, n, k in prepared}
         return [own[k] if k in own else transferred[k] for k in range(len(requests))]
 
     def transfer(self, device: str, mode: str) -> tuple[str, str | None]:
