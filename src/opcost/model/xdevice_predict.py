@@ -1,6 +1,6 @@
 """Transferred answers: a network on a table GPU that has no bundle of its own, from the cross-device model.
 
-`Predictor` (model/predict.py) asks `transfer_config` whether a request goes here: the device
+`Predictor` (model/predict.py) asks `own_config`, then `transfer_config`, whether a request goes here: the device
 (a table key or NVML name, optionally `_no_tf32`) resolves to a table GPU, and no bundle
 `models/<config>-<mode>/` exists for it (a GPU with its own measurements keeps its own models).
 The answer says `transferred` for every op, the numerics it assumes (PyTorch's fp32 defaults, or
