@@ -359,7 +359,7 @@ def test_validate_predicts_the_extract_sets_across_clocks_and_reads_off_optima(c
 
     paths, _, _ = clocked
     params = load_params(paths.params)
-    pr = Predictor(paths=paths)
+    pr = Predictor(paths=paths, clock_grid_points=params.clock.grid_points)  # the edge reads params, not the library
     sw = clocks.predicted_sweeps(paths, params, pr)
     # of A30 and RTX 2080 Ti only RTX2080Ti-training is trained here; the sets extracted for training
     train_sets = {s.set_id for s in params.extract.sets if "training" in s.modes}
@@ -391,7 +391,7 @@ def test_a_bundle_trained_on_a_clock_sweep_answers_measured_without_the_clock_mo
     assert not (paths.clock_model_dir / CLOCK_MODEL_FILE).exists()
     pr = Predictor(paths=paths)
     swept = dataclasses.replace(pr.bundle("RTX2080Ti", "training"), clocks_mhz=(900.0, 1545.0))
-    pr._bundles["RTX2080Ti-training"] = swept
+    pr.bundles.loaded["RTX2080Ti-training"] = swept
     p = pr.predict("resnet18", "32,3,32,32", "RTX2080Ti", "training", clock_mhz=900.0)
     assert p.clock_source == "measured" and "transferred" not in p.note
     costs = swept.coster().cost(

@@ -12,7 +12,7 @@ import pytest
 from opcost import closure as closure_module
 from opcost.closure import closure, code_hash
 from opcost.config import TrainParams
-from opcost.model import fit, predict
+from opcost.model import fit, netcache, network
 
 SRC = Path(closure_module.__file__).resolve().parent.parent
 
@@ -34,7 +34,7 @@ def test_closures_hold_the_modules_their_results_depend_on():
     train = rel(closure(fit.BUNDLE_CODE_ENTRY))
     assert {"opcost/model/netval.py", "opcost/model/fit.py", "opcost/model/compose.py", "opcost/model/physics.py",
             "opcost/devices.py", "opcost/__init__.py", "opcost/model/__init__.py"} <= train  # fmt: skip
-    extraction = rel(closure(*predict.EXTRACTION_ENTRIES))
+    extraction = rel(closure(*network.EXTRACTION_ENTRIES))
     assert {"opcost/model/features.py", "opcost/model/physics.py", "opcost/ops/extract.py",
             "opcost/ops/catalog.py", "opcost/ops/memory.py"} <= extraction  # fmt: skip
 
@@ -42,26 +42,26 @@ def test_closures_hold_the_modules_their_results_depend_on():
 def test_an_edit_to_any_module_of_the_closure_changes_the_bundle_hash_and_the_cache_key(src_copy):
     tp = TrainParams(targets=("A30-inference",))
     bundle0 = fit.bundle_hash("v1", tp, "A30-inference")
-    cache0 = predict._extraction_code_hash()
+    cache0 = netcache.extraction_code_hash()
     assert bundle0 == fit.bundle_hash("v1", tp, "A30-inference")  # stable
     train = sorted(closure(fit.BUNDLE_CODE_ENTRY, src=src_copy))
-    extraction = set(closure(*predict.EXTRACTION_ENTRIES, src=src_copy))
+    extraction = set(closure(*network.EXTRACTION_ENTRIES, src=src_copy))
     for f in train + sorted(extraction - set(train)):
         before = f.read_bytes()
         f.write_bytes(before + b"\n# an edit\n")
         name = f.relative_to(src_copy).as_posix()
         assert (fit.bundle_hash("v1", tp, "A30-inference") != bundle0) == (f in train), name
-        assert (predict._extraction_code_hash() != cache0) == (f in extraction), name
+        assert (netcache.extraction_code_hash() != cache0) == (f in extraction), name
         f.write_bytes(before)
-    assert fit.bundle_hash("v1", tp, "A30-inference") == bundle0 and predict._extraction_code_hash() == cache0
+    assert fit.bundle_hash("v1", tp, "A30-inference") == bundle0 and netcache.extraction_code_hash() == cache0
 
 
 def test_a_module_outside_the_closure_leaves_them_alone(src_copy):
     """A new module nothing imports (and the CLI, which training never loads) changes neither."""
     tp = TrainParams()
-    bundle0, cache0 = fit.bundle_hash("v1", tp, "A30-inference"), predict._extraction_code_hash()
+    bundle0, cache0 = fit.bundle_hash("v1", tp, "A30-inference"), netcache.extraction_code_hash()
     (src_copy / "opcost" / "model" / "unused_new.py").write_text("X = 1\n")
-    assert fit.bundle_hash("v1", tp, "A30-inference") == bundle0 and predict._extraction_code_hash() == cache0
+    assert fit.bundle_hash("v1", tp, "A30-inference") == bundle0 and netcache.extraction_code_hash() == cache0
     assert "opcost/cli.py" not in rel(closure(fit.BUNDLE_CODE_ENTRY), src_copy)
 
 

@@ -160,14 +160,16 @@ def _clocked_network_energy(f: float, k_follows: bool = True) -> tuple[float, di
 
 
 def test_the_constant_power_follows_the_clock_and_the_energy_optimum_moves_down(tmp_path) -> None:
-    """Predictor._assemble at a transferred clock: the composition's constant power k is scaled by the clock
+    """answer.assemble at a transferred clock: the composition's constant power k is scaled by the clock
     model (its static share stays, the rest x^gamma); the predicted energy equals the physics at every clock,
     and the energy optimum is lower than with k held at its boost-clock value (what the old layer did)."""
     from types import SimpleNamespace
 
     from opcost.config import Paths
     from opcost.model.clock import ClockModel
-    from opcost.model.predict import Network, Predictor
+    from opcost.model.answer import assemble
+    from opcost.model.clocktransfer import ClockTransfer, transfer_device
+    from opcost.model.network import Network
 
     comp = Composition("training", {"sum": 1.0, "calls_floor": 1.0, "params_bw": 0.0, "const": 0.0},
                        {"energy_sum": 0.5, "time": 80.0}, calibrated=True)  # fmt: skip
@@ -175,25 +177,24 @@ def test_the_constant_power_follows_the_clock_and_the_energy_optimum_moves_down(
     bundle = SimpleNamespace(composition=comp, mode="training", floor_s=floor, device_config="A30",
                              models={"time": None, "power": None}, clocks_mhz=(), target="A30-training",
                              ranges={})  # fmt: skip
-    pr = Predictor(paths=Paths(tmp_path))
-    pr._clock_model = ClockModel(static_frac=SIGMA, gamma=GAMMA)
+    transfer = ClockTransfer(Paths(tmp_path).root, ClockModel(static_frac=SIGMA, gamma=GAMMA))
     net = Network({r.op_id: r for r in records}, {r.op_id: int(c) for r, c in zip(records, calls)})
     spec = SimpleNamespace(model="mlp", label="mlp")
     clocks = np.arange(210.0, 1441.0, 30.0)
     predicted, physics, held = [], [], []
     for f in clocks:
         e, costed, _ = _clocked_network_energy(float(f))
-        got = pr._assemble(spec, (), bundle, float(f), net, costed)
+        got = assemble(spec, bundle, float(f), net, costed, clocks=transfer)
         predicted.append(got.energy_j)
         physics.append(e)
         held.append(_clocked_network_energy(float(f), k_follows=False)[0])
     assert predicted == pytest.approx(physics, rel=1e-9)
-    assert compose.constant_power_at(k, pr._clock_model, pr._transfer_device(bundle), 1440.0) == pytest.approx(k)
+    assert compose.constant_power_at(k, transfer.model(), transfer_device("A30"), 1440.0) == pytest.approx(k)
     best, best_held = clocks[int(np.argmin(physics))], clocks[int(np.argmin(held))]
     assert clocks[int(np.argmin(predicted))] == best
     assert best < best_held  # a constant k charged low clocks its full boost-clock power: the optimum sat higher
     # at the lowest clock only the static share of k is left: SIGMA x k plus a sliver of dynamic power
-    k_low = compose.constant_power_at(k, pr._clock_model, pr._transfer_device(bundle), 210.0)
+    k_low = compose.constant_power_at(k, transfer.model(), transfer_device("A30"), 210.0)
     assert k_low == pytest.approx(k * (SIGMA + (1 - SIGMA) * (210 / 1440) ** GAMMA))
 
 

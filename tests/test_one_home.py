@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from opcost.config import MODES, ClockParams, TrainParams, check_mode
+from opcost.config import MODES, ClockParams, Paths, TrainParams, check_mode
 from opcost.errors import OpcostError
 from opcost.model import clock
 from opcost.model.predict import Predictor
@@ -27,7 +27,7 @@ def test_the_mode_check_is_written_once():
 
 def test_entry_points_give_the_one_mode_error(tmp_path):
     with pytest.raises(OpcostError, match=r"^unknown mode 'x'; valid modes: inference, training$"):
-        Predictor(paths=None, disk_cache=False).bundle("A30", "x")  # type: ignore[arg-type]
+        Predictor(paths=Paths(tmp_path), disk_cache=False).bundle("A30", "x")
 
 
 def test_defaults_have_one_home():

@@ -1,4 +1,4 @@
-"""The compute-bound share each op's time is moved by at another clock (`predict.roofline_shares`,
+"""The compute-bound share each op's time is moved by at another clock (`clocktransfer.roofline_shares`,
 used for own bundles without a measured sweep and for transferred GPUs): t_c / (t_c + t_m) with the
 peak that applies, known answers from the A30's datasheet figures (devices.py)."""
 
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from opcost.model.predict import roofline_shares
+from opcost.model.clocktransfer import roofline_shares
 
 A30_TF32, A30_FP32, A30_BW = 82e12, 10.3e12, 933e9
 

@@ -211,21 +211,50 @@ def test_a_cpu_traced_network_says_so_up_front_and_is_cached(tmp_path, capsys, m
     assert again.calls == first.calls and again.notes == first.notes
 
 
+def _tiny_bundle(root, target: str = "A30-inference") -> None:
+    """A small own bundle for `TINY`'s kinds (Linear, ReLU) under root/models/, and a cross-device model
+    file beside it: a prediction for that GPU must not touch the cross-device model."""
+    import numpy as np
+    from sklearn.ensemble import RandomForestRegressor
+
+    from opcost.model.bundle import Bundle, QuantityModel
+    from opcost.model.features import Encoding
+    from opcost.model.trees import compile_ensemble
+
+    enc = Encoding("baseline", ("Linear", "ReLU"))
+    X = np.random.default_rng(0).normal(size=(60, len(enc.columns)))
+    ens = compile_ensemble(RandomForestRegressor(n_estimators=3, random_state=0).fit(X, np.abs(X[:, 0]) * 1e-5), X)
+    model = QuantityModel("rf-baseline", ens, enc, "raw")
+    device, mode = target.rsplit("-", 1)
+    Bundle(target, device, mode, "forward", {"time": model}, ("Linear", "ReLU"), (), {}, "v", "h").save(
+        root / "models" / target
+    )
+    (root / "models" / "xdevice").mkdir()
+    (root / "models" / "xdevice" / "xdevice.json").write_text("{}")  # never read for an own bundle
+
+
 def test_a_never_seen_network_is_predicted_without_dynamo_pandas_torchvision_or_mlflow(tmp_path):
     """What a cold prediction of a user's file loads (issue 23's cold start): torch and the op tracer,
-    not TorchDynamo (1.2-1.5 s), pandas, torchvision's model zoo or MLflow."""
+    not TorchDynamo (1.2-1.5 s), pandas (0.25 s: the cross-device model's module, needed only for a GPU
+    without its own bundle), torchvision's model zoo or MLflow. SymPy is not in the list: torch's own
+    decompositions import it (`torch._prims_common.elementwise_dtypes`, run by FlopCounterMode for ops
+    without a flop formula), which no lighter path of opcost's avoids."""
     import subprocess
     import sys
 
     (tmp_path / "tiny.py").write_text(TINY)
+    _tiny_bundle(tmp_path)
     code = (
         "import sys\n"
         "from pathlib import Path\nfrom opcost.config import Paths\n"
         "from opcost.model.predict import Predictor\n"
         "from opcost.ops.netspec import NetSpec\n"
         f"net = NetSpec.make({str(tmp_path / 'tiny.py')!r} + ':tiny', ['float32:2,8'])\n"
-        f"n = Predictor(paths=Paths(Path({str(tmp_path)!r}))).network(net)\n"
+        f"pr = Predictor(paths=Paths(Path({str(tmp_path)!r})))\n"
+        "n = pr.network(net)\n"
         "assert n.calls and 'torch' in sys.modules\n"
+        "p = pr.predict(net, None, 'NVIDIA A30')  # an NVML name of a GPU with its own bundle\n"
+        "assert p.device_config == 'A30' and p.sources and p.time_s > 0\n"
         "print(sorted(m for m in ('torch._dynamo', 'pandas', 'torchvision', 'mlflow') if m in sys.modules))\n"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)

@@ -5,7 +5,8 @@
     p.time_s, p.time_interval_s, p.energy_j, p.avg_power_w, p.breakdown, p.coverage()
     recommend("resnet50", (32, 3, 224, 224), mode="inference", max_slowdown=1.5)
 
-A module-level `Predictor` keeps extracted networks and loaded models between calls.
+A module-level `Predictor` keeps extracted networks and loaded models between calls. Parameters the
+library takes from its caller (the clock grid `recommend` sweeps) are read here, from params.yaml.
 """
 
 from __future__ import annotations
@@ -14,9 +15,16 @@ from typing import Any
 
 import pandas as pd
 
+from opcost.config import ClockParams, Paths, find_root, load_params
 from opcost.model.predict import NetworkPrediction, Predictor
 
 _default: Predictor | None = None
+
+
+def clock_grid_points(paths: Paths | None = None) -> int:
+    """params clock.grid_points of the project (the default where it has no params.yaml)."""
+    paths = paths or Paths(find_root())
+    return load_params(paths.params).clock.grid_points if paths.params.is_file() else ClockParams().grid_points
 
 
 def predictor() -> Predictor:
@@ -33,4 +41,6 @@ def predict(
 
 
 def recommend(model: str, input_shape: Any, mode: str = "inference", max_slowdown: float | None = None) -> pd.DataFrame:
-    return predictor().recommend(model, input_shape, mode, max_slowdown)
+    pr = predictor()
+    pr.clock_grid_points = clock_grid_points(pr.paths)
+    return pr.recommend(model, input_shape, mode, max_slowdown)

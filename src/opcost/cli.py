@@ -432,7 +432,10 @@ def recommend(
             check_output_file(plot, "--plot")
         net = _netspec(model, input_shape, inputs, model_args)
         with deadline(timeout, f"recommending for {net.label}"):
-            return net, Predictor().recommend(net, None, mode, max_slowdown, optimizer, devices)
+            from opcost.api import clock_grid_points  # params clock.grid_points, read here at the edge
+
+            pr = Predictor(clock_grid_points=clock_grid_points())
+            return net, pr.recommend(net, None, mode, max_slowdown, optimizer, devices)
 
     net, df = _run(go)
     from opcost.model.recommend import summary_lines

@@ -6,7 +6,7 @@ package's __init__), not by importing anything. Three things are keyed on it, so
 list that forgets a module:
 - the `src/` deps of every DVC stage (tests/test_stage_deps.py checks dvc.yaml against them);
 - a bundle's registry identity (model/fit.bundle_hash: the train stage's closure);
-- the disk cache of extracted networks (model/predict.py: the extraction's closure).
+- the disk cache of extracted networks (model/netcache.py: the closure of model/network.EXTRACTION_ENTRIES).
 """
 
 from __future__ import annotations

@@ -276,9 +276,11 @@ def _lookup(arrays: dict[str, np.ndarray]) -> dict[str, tuple[float, float, bool
     ids, t, p, e = (arrays.get(f"lookup/{k}") for k in ("op_id", "t_s", "p_w", "estimated"))
     if ids is None:
         return {}
+    if t is None or p is None or e is None:
+        raise ValueError("lookup arrays are incomplete (op_id, t_s, p_w and estimated go together)")
     if ids.dtype.kind != "U" or t.dtype != np.float64 or p.dtype != np.float64 or e.dtype != bool:
         raise ValueError("lookup arrays have the wrong dtypes")
-    if not len(ids) == len(t) == len(p) == len(e) or not (np.isfinite(t).all() and (t > 0).all()):
+    if not len(ids) == len(t) == len(p) == len(e) or not (np.isfinite(t).all() and np.all(t > 0)):
         raise ValueError("lookup arrays disagree in length or hold non-positive times")
     return {str(i): (float(a), float(b), bool(c)) for i, a, b, c in zip(ids, t, p, e)}
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -31,6 +31,9 @@ from opcost.model.features import OpRecord
 from opcost.model.physics import is_noop, proxy_kind, roofline_s
 from opcost.ops.kinds import bias_first, is_gemm_part
 from opcost.ops.recurrent import recurrent_steps
+
+if TYPE_CHECKING:
+    from opcost.model.bundle import Bundle
 
 SOURCES = ("measured", "estimated", "floor", "predicted", "decomposed", "proxy", "charged")
 
@@ -151,3 +154,38 @@ class OpCoster:
         if not np.isfinite(costs.p_w).all():
             p = np.full(len(records), np.nan)
         return t, p
+
+
+# A costing question: (target, clock in MHz or None for the default clock).
+Group = tuple[str, "float | None"]
+# One op's cost of one call: (time s, power W, source, proxy kind).
+OpCost = tuple[float, float, str, "str | None"]
+
+
+def cost_groups(
+    groups: dict[Group, dict[str, OpRecord]],
+    bundles: dict[str, Bundle],
+    at_clock: Callable[[Bundle, list[OpRecord], Costs, float], Costs],
+) -> dict[Group, dict[str, OpCost]]:
+    """One costing per (target, clock) over the union of the ops of every network asked about it.
+
+    A clock the bundle was not trained on (no measured sweep) is costed at the reference clock once,
+    shared by every such clock of the target, and moved to each clock by `at_clock` (the cross-clock
+    model, model/clocktransfer.py)."""
+    costed: dict[Group, dict[str, OpCost]] = {}
+    base: dict[tuple[str, tuple[str, ...]], Costs] = {}  # costs at the reference clock
+    for (target, clock), recs in groups.items():
+        ids = sorted(recs)
+        b = bundles[target]
+        if clock is not None and not b.clocks_mhz:
+            key = (target, tuple(ids))
+            if key not in base:
+                base[key] = b.coster().cost([recs[i] for i in ids], None)
+            costs = at_clock(b, [recs[i] for i in ids], base[key], float(clock))
+        else:
+            costs = b.coster().cost([recs[i] for i in ids], clock)
+        costed[(target, clock)] = {
+            i: (float(t), float(p), src, px)
+            for i, t, p, src, px in zip(ids, costs.t_s, costs.p_w, costs.source, costs.proxy)
+        }
+    return costed

@@ -9,18 +9,24 @@ composition layer was fitted on no measured network), `clock transferred` (the c
 comes from the cross-clock model) and `device transferred` (the device's op costs come from the
 cross-device model, source `transferred`).
 
-Kept apart from model/predict.py so the table logic is plain data in, plain data out, and can be
-checked on known predictions.
+The table logic (`settings_table` and below) is plain data in, plain data out, and can be checked on
+known predictions; `recommend` above it chooses the settings to ask a `Predictor` about (own bundles
+over their measured clocks or a grid, transferred GPUs over the grid) and drops those the step's
+memory does not fit.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
+from opcost.config import check_mode
+from opcost.errors import OpcostError
+
 if TYPE_CHECKING:
     import pandas as pd
 
-    from opcost.model.predict import NetworkPrediction
+    from opcost.model.answer import NetworkPrediction
+    from opcost.model.predict import Predictor
 
 # objective -> (value column, interval low column, interval high column, rank column)
 OBJECTIVES: dict[str, tuple[str, str, str, str]] = {
@@ -28,6 +34,70 @@ OBJECTIVES: dict[str, tuple[str, str, str, str]] = {
     "energy": ("energy_j", "energy_lo_j", "energy_hi_j", "rank_energy"),
     "EDP": ("edp_js", "edp_lo_js", "edp_hi_js", "rank_edp"),
 }
+
+
+def recommend(
+    pr: Predictor,
+    model: Any,
+    input_shape: Any = None,
+    mode: str = "inference",
+    max_slowdown: float | None = None,
+    optimizer: str = "sgd",
+    devices: str | None = None,
+) -> pd.DataFrame:
+    """Device configs (and clocks, where a model knows them) ranked by time, energy and EDP.
+
+    Configs whose device is too small for the step's memory are dropped; `df.attrs["dropped"]`
+    lists them with what the step needs and what the device has. Configs the device table does
+    not know (a CPU host) are kept with `fits_memory` empty. Intervals, ties and marks: below.
+    """
+    if max_slowdown is not None and not max_slowdown >= 1:  # NaN too: it would keep no row
+        raise OpcostError(f"--max-slowdown {max_slowdown} must be >= 1 (1.2 = at most 20 % slower than the fastest)")
+    check_mode(mode)
+    own = [t.rpartition("-")[0] for t in pr.targets() if t.endswith(f"-{mode}")]
+    if devices is not None:  # `--devices H100,A100,L4,T4`: own bundles where they exist, else transferred
+        from opcost.model.xdevice_predict import table_configs
+
+        chosen = [pr.transfer(d, mode)[0] for d in table_configs(devices)]
+        requests = [
+            (model, input_shape, d, mode, c)
+            for d in chosen
+            for c in (pr.sweep_clocks(d, mode) if d in own else pr.transferred_clocks(d))
+        ]
+    else:
+        if not own:
+            raise OpcostError(f"no trained model in mode {mode}; trained: {', '.join(pr.targets()) or 'none'}")
+        requests = [(model, input_shape, d, mode, c) for d in own for c in pr.sweep_clocks(d, mode)]
+    preds = pr.predict_many(requests, optimizer=optimizer)
+    dropped = []
+    kept = []
+    for p in preds:
+        if p.fits is False and p.memory is not None:
+            dropped.append(
+                {
+                    "device_config": p.device_config,
+                    "clock_mhz": p.clock_mhz,
+                    "needed_bytes": p.memory["needed_bytes"],
+                    "device_memory_bytes": device_memory(p.device_config),
+                }
+            )
+        else:
+            kept.append(p)
+    if not kept:
+        need = preds[0].memory["needed_bytes"] if preds[0].memory is not None else float("nan")
+        raise OpcostError(
+            f"{preds[0].model} ({mode}) fits on none of the trained device configs: it needs "
+            f"{need / 2**30:.2f} GiB; dropped " + ", ".join(dict.fromkeys(d["device_config"] for d in dropped))
+        )
+    return settings_table(kept, max_slowdown, dropped)
+
+
+def device_memory(device_config: str) -> float | None:
+    """The device's memory in bytes, None for a device the table lacks."""
+    from opcost.devices import find_device
+
+    found = find_device(device_config)
+    return None if found is None else found[0].memory_bytes
 
 
 def marks(p: "NetworkPrediction") -> list[str]:

@@ -250,9 +250,8 @@ def _register_once(
         ensure_registered_model(client, name)
         # model_id links the version to its logged model: without it a tracking server cannot resolve
         # models:/<name>/<version> to the artifacts (a local store happens to find them by path)
-        extra = {"model_id": model_id} if model_id else {}
         mv = client.create_model_version(
-            name, source=source, run_id=run.info.run_id, tags=tags, description=description, **extra
+            name, source=source, run_id=run.info.run_id, tags=tags, description=description, model_id=model_id or None
         )
         model_doc = tracking.MODEL_DESCRIPTIONS.get(name) or tracking.model_description(name)
         client.update_registered_model(name, description=model_doc)

@@ -1,6 +1,6 @@
 """Transferred answers: a network on a table GPU that has no bundle of its own, from the cross-device model.
 
-`Predictor` (model/predict.py) asks `transfer_config` whether a request goes here: the device
+`Predictor` (model/predict.py) asks `own_config`, then `transfer_config`, whether a request goes here: the device
 (a table key or NVML name, optionally `_no_tf32`) resolves to a table GPU, and no bundle
 `models/<config>-<mode>/` exists for it (a GPU with its own measurements keeps its own models).
 The answer says `transferred` for every op, the numerics it assumes (PyTorch's fp32 defaults, or
@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
-from opcost.devices import NO_TF32_SUFFIX
+from opcost.devices import NO_TF32_SUFFIX, table_name
 from opcost.errors import OpcostError
-from opcost.model import xdevice, xdevice_net
 from opcost.model.costing import Costs
+
+if TYPE_CHECKING:  # pandas and the cross-device model load only for a transferred answer (cold start, issue 23)
+    from opcost.model import xdevice
 
 _MODELS: dict[Path, xdevice.XdeviceModel] = {}
 SOURCE = "transferred"
@@ -33,17 +34,31 @@ NUMERICS = {
 
 
 def load(folder: Path) -> xdevice.XdeviceModel:
+    from opcost.model import xdevice
+
     folder = Path(folder)
     if folder not in _MODELS:
         _MODELS[folder] = xdevice.XdeviceModel.load(folder)
     return _MODELS[folder]
 
 
+def own_config(device: str, mode: str, own_targets: list[str]) -> str | None:
+    """The device config of `device`'s own bundle in `mode` (its table key where an NVML name was given),
+    None where it has none. Light: it needs neither pandas nor the cross-device model."""
+    for cfg in dict.fromkeys((device, table_name(device))):
+        if f"{cfg}-{mode}" in own_targets:
+            return cfg
+    return None
+
+
 def transfer_config(device: str, mode: str, own_targets: list[str]) -> tuple[str, str | None]:
     """(device config, None) when `device` has its own bundle in `mode` (its table key if an NVML name
     was given); (device config, 'transferred') for a table GPU without one. Unknown names: one line."""
-    if f"{device}-{mode}" in own_targets:
-        return device, None
+    mine = own_config(device, mode, own_targets)
+    if mine is not None:
+        return mine, None
+    from opcost.model import xdevice
+
     cfg = xdevice.resolve(device)
     if f"{cfg}-{mode}" in own_targets:
         return cfg, None
@@ -53,6 +68,10 @@ def transfer_config(device: str, mode: str, own_targets: list[str]) -> tuple[str
 def predict_network(folder: Path, net: Any, device_config: str, mode: str, optimizer: str = "sgd") -> dict[str, Any]:
     """Per-op transferred costs and the composed network time with its interval, for `net` (a
     predict.Network) on `device_config`."""
+    import pandas as pd
+
+    from opcost.model import xdevice, xdevice_net
+
     model = load(folder)
     dev, tf32 = xdevice.config_device(device_config)
     ids = list(net.records)
@@ -118,13 +137,13 @@ def at_clock(
     r: dict[str, Any], en: dict[str, Any] | None, device_config: str, clock: float, clock_model: Any
 ) -> tuple[dict[str, Any], dict[str, Any] | None, str]:
     """The transferred answer `r` (and its energy `en`), both at the boost clock, moved to core clock
-    `clock` by the cross-clock model (model/clock.py), as `Predictor._transferred` does for own bundles
+    `clock` by the cross-clock model (model/clock.py), as model/clocktransfer.py does for own bundles
     without a measured sweep: each op's compute-bound share from its roofline split, the optimizer step
     bytes-bound (share 0), the network's transferred power as every op's reference power. The intervals
     widen by the clock model's leave-one-GPU-out error at this distance from the boost clock."""
     from opcost.devices import find_device
     from opcost.model.clock import check_clock, time_ratio
-    from opcost.model.predict import roofline_shares
+    from opcost.model.clocktransfer import roofline_shares, transfer_note, widen
 
     found = find_device(device_config)
     if found is None:  # transfer_config only answers for table GPUs; kept as a guard, one line
@@ -144,19 +163,15 @@ def at_clock(
     et, ee = clock_model.error_at(clock / dev.boost_clock_mhz)
     lo, hi = r["interval"]
     out = dict(r, t_s=t[:-1], optimizer_s=float(t[-1]), sum_s=float((t[:-1] * weights[:-1]).sum()), time_s=time_s,
-               interval=(k * lo / (1.0 + et), k * hi * (1.0 + et)))  # fmt: skip
+               interval=widen((k * lo, k * hi), et))  # fmt: skip
     en_out = None
     if en is not None and p is not None:
         e = float((t * p * weights).sum())
         ke = e / (float(en["energy_j"]) or 1.0)
         elo, ehi = en["interval"]
         en_out = {"energy_j": e, "power_w": e / time_s if time_s > 0 else float("nan"),
-                  "interval": (ke * elo / (1.0 + ee), ke * ehi * (1.0 + ee))}  # fmt: skip
-    note = (
-        f"clock {clock:g} MHz (boost {dev.boost_clock_mhz:g}): clock behaviour transferred from the cross-clock "
-        f"model (its leave-one-GPU-out error this far from the reference clock, time {100 * et:.0f} %, energy "
-        f"{100 * ee:.0f} %, widens the intervals), not measured on {device_config}"
-    )
+                  "interval": widen((ke * elo, ke * ehi), ee)}  # fmt: skip
+    note = f"clock {clock:g} MHz (boost {dev.boost_clock_mhz:g}): " + transfer_note(et, ee, device_config)
     return out, en_out, note
 
 
@@ -172,8 +187,7 @@ def network_prediction(
 ) -> Any:
     """A predict.NetworkPrediction whose every op is `transferred`; at `clock` (MHz, within the table's
     range) through `clock_model` (model/clock.ClockModel), else at the default (boost) clock."""
-    from opcost.model.predict import TRAINING_NOTE, NetworkPrediction
-    from opcost.ops.footprint import footprint_key, memory_summary
+    from opcost.model.answer import TRAINING_NOTE, NetworkPrediction, network_fields
 
     r = predict_network(folder, net, device_config, mode, optimizer)
     en, en_note = energy(Path(folder).parent.parent, r, device_config, mode)
@@ -194,10 +208,8 @@ def network_prediction(
     if mode == "training":
         notes.insert(1, TRAINING_NOTE.replace("the composition layer's parameter term", "a bytes-bound SGD step"))
     notes.extend(net.notes)
-    fp = net.memory.get(footprint_key(mode, optimizer))
     return NetworkPrediction(
-        model=spec.label,
-        input_shape=net.inputs[0].shape if net.inputs else (),
+        **network_fields(spec, net, mode, optimizer),
         device_config=device_config,
         mode=mode,
         clock_mhz=None if clock is None else float(clock),
@@ -217,15 +229,14 @@ def network_prediction(
         calibrated=False,
         note="; ".join(notes),
         warnings=[],
-        memory=None if fp is None else memory_summary(fp),
-        inputs=[i.text() for i in net.inputs],
-        unbuildable=net.missing,
         clock_source=None if clock is None else SOURCE,
     )
 
 
 def table_configs(names: str) -> list[str]:
     """`--devices H100,A100,L4,T4` as device configs (table keys, `_no_tf32` kept); unknown: one line."""
+    from opcost.model import xdevice
+
     out = [xdevice.resolve(n.strip()) for n in names.split(",") if n.strip()]
     if not out:
         raise OpcostError(f"--devices {names!r}: expected a comma-separated list of GPUs, e.g. H100,A100,L4,T4")

@@ -356,9 +356,11 @@ def _hf_builder(what: str, kwargs: dict[str, Any]) -> Any:
             f"model hf:{what} needs the optional `transformers` package: pip install 'opcost[hf]'"
         ) from None
     cls = getattr(transformers, what, None)
-    if isinstance(cls, type) and getattr(cls, "config_class", None) is not None:
-        _check_config_args(cls.config_class, kwargs, what)
-        return lambda: cls(cls.config_class(**kwargs))
+    config_class = getattr(cls, "config_class", None) if isinstance(cls, type) else None
+    if cls is not None and config_class is not None:  # a model class, e.g. hf:GPT2Model
+        _check_config_args(config_class, kwargs, what)
+        model_class: Any = cls
+        return lambda: model_class(config_class(**kwargs))
     from transformers import AutoConfig, AutoModel
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 

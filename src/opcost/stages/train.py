@@ -143,6 +143,8 @@ def run_record(target: str, tp: TrainParams, results: dict, bundle: Bundle, deta
         for q, v in by_q.items():
             net_metrics |= {f"interval_{kind}_{q}_{k}": float(x) for k, x in v.items() if k != "conformal"}
     comp = bundle.composition
+    if comp is None:  # the train stage attaches a composition layer (calibrated or not) to every bundle
+        raise OpcostError(f"{target}: the trained bundle has no composition layer to log")
     comp_metrics = {f"comp_time_{k}": v for k, v in comp.time_coef.items()} | {
         f"comp_energy_{k}": v for k, v in comp.energy_coef.items()
     }

@@ -111,7 +111,8 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
                 "MAPE per op kind and target (grouped split)",
             )
         )
-    predictor = Predictor(paths=paths, disk_cache=False)  # no undeclared input or output
+    # no undeclared input or output; the clock grid of params (validate/clocks.py sweeps it)
+    predictor = Predictor(paths=paths, disk_cache=False, clock_grid_points=params.clock.grid_points)
     insample = summation.predicted_vs_measured(nets, predictor)
     write_csv(insample, out / "predicted_in_sample.csv")
     index.append(

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from opcost.config import Params, Paths
-from opcost.devices import find_device
+from opcost.devices import device_config
 
 SWEEP_DEVICES = ("A30", "RTX2080Ti")
 
@@ -61,7 +61,7 @@ def optima(sw: pd.DataFrame) -> pd.DataFrame:
     saves and costs against the boost clock (the reference the default-clock models stand for)."""
     rows = []
     for (set_id, mode, device), g in sw.dropna(subset=["energy_j"]).groupby(["set_id", "mode", "device_config"]):
-        boost = find_device(device)[0].boost_clock_mhz
+        boost = device_config(device)[0].boost_clock_mhz  # a sweep device is a table GPU (SWEEP_DEVICES)
         ref = g[g["clock_mhz"] == boost].iloc[0]
         e, d = g.loc[g["energy_j"].idxmin()], g.loc[g["edp_js"].idxmin()]
         rows.append(
@@ -91,7 +91,7 @@ def fig_predicted_sweeps(sw: pd.DataFrame, path: Path, figures: list[Path]) -> N
     fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.6), squeeze=False)
     for ax, (device, mode) in zip(axes[0], panels):
         g = sw[(sw["device_config"] == device) & (sw["mode"] == mode)]
-        boost = find_device(device)[0].boost_clock_mhz
+        boost = device_config(device)[0].boost_clock_mhz
         for _, c in g.groupby("set_id"):
             c = c.sort_values("clock_mhz")
             ref = float(c.loc[c["clock_mhz"] == boost, "energy_j"].iloc[0])

@@ -1,0 +1,262 @@
+"""Answers: a network's prediction as data (`NetworkPrediction`), and its assembly from per-op costs.
+
+Why a module of its own: an own bundle's answer and a transferred one (model/xdevice_predict.py)
+are the same kind of answer, with the same fields from the extraction (the inputs, the memory
+footprint, the ops that could not be rebuilt); building those in one place keeps them the same.
+The assembly turns per-op costs and call counts into the network's time and energy through the
+composition layer (model/compose.py), with its 90 % intervals (widened by the clock model's error
+at a transferred clock, model/clocktransfer.py) and the notes and warnings the answer carries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from opcost.model.bundle import Bundle
+from opcost.model.compose import Composition, constant_power_at, network_terms
+from opcost.model.costing import Costs, OpCost
+from opcost.model.features import OpRecord
+from opcost.model.network import Network
+from opcost.ops.families import family_of
+from opcost.ops.footprint import Footprint, device_fits, footprint_key, memory_summary
+from opcost.ops.netspec import NetSpec
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from opcost.model.clocktransfer import ClockTransfer
+
+TRAINING_NOTE = (
+    "a training step: forward+backward of every op, the loss and the optimizer step through the composition "
+    "layer's parameter term"
+)
+
+
+@dataclass
+class NetworkPrediction:
+    """A network's predicted time and energy with 90 % intervals, and where every op's cost came from."""
+
+    model: str
+    input_shape: tuple[int, ...]
+    device_config: str
+    mode: str
+    clock_mhz: float | None
+    time_s: float
+    time_interval_s: tuple[float, float]
+    energy_j: float | None
+    energy_interval_j: tuple[float, float] | None
+    avg_power_w: float | None
+    sum_s: float  # the plain sum of op costs x calls, before the composition layer
+    op_ids: list[str]
+    kinds: list[str]
+    calls: np.ndarray
+    t_s: np.ndarray  # per call, for each op in op_ids
+    e_j: np.ndarray | None
+    sources: list[str]  # measured, estimated, floor, predicted, decomposed, proxy or charged (model/costing.py)
+    proxies: list[str | None]
+    calibrated: bool  # the composition layer was fitted on this device config's measured networks
+    note: str = ""
+    warnings: list[str] = field(default_factory=list)  # extrapolation beyond the training data
+    memory: dict[str, Any] | None = None  # memory_summary of the step's footprint, fit per device
+    inputs: list[str] = field(default_factory=list)  # the inputs, as --input text
+    unbuildable: list[dict[str, Any]] = field(default_factory=list)  # kind, calls, reason: not costed
+    # Where the clock behaviour came from: "measured" (the bundle was trained on a clock sweep),
+    # "transferred" (the cross-clock model, model/clock.py), None at the default clock.
+    clock_source: str | None = None
+
+    @property
+    def fits(self) -> bool | None:
+        """Whether the step fits in the predicted device's memory (None: device not in the table)."""
+        if self.memory is None:
+            return None
+        return device_fits(
+            Footprint.from_json({k: self.memory[k] for k in Footprint.__dataclass_fields__}), self.device_config
+        )
+
+    def operations(self) -> list[dict[str, Any]]:
+        """Per-op breakdown, largest share of the op sum first."""
+        rows = []
+        total = float((self.t_s * self.calls).sum()) or 1.0
+        for i, op in enumerate(self.op_ids):
+            e = None if self.e_j is None or not np.isfinite(self.e_j[i]) else float(self.e_j[i])
+            rows.append(
+                {
+                    "op_id": op,
+                    "kind": self.kinds[i],
+                    "calls": int(self.calls[i]),
+                    "t_s": float(self.t_s[i]),
+                    "e_j": e,
+                    "source": self.sources[i],
+                    "proxy": self.proxies[i],
+                    "time_share": float(self.t_s[i] * self.calls[i] / total),
+                }
+            )
+        return sorted(rows, key=lambda r: -r["time_share"])
+
+    def coverage(self) -> dict[str, dict[str, float]]:
+        """Share of calls and of the estimated time per cost source: how much is measured, predicted,
+        costed from its kernels, stood in for by a proxy kind, or charged at roofline."""
+        calls = self.calls.sum() or 1.0
+        time = float((self.t_s * self.calls).sum()) or 1.0
+        out: dict[str, dict[str, float]] = {"calls": {}, "time": {}}
+        for src in dict.fromkeys(self.sources):
+            m = np.array([s == src for s in self.sources])
+            out["calls"][src] = float(self.calls[m].sum() / calls)
+            out["time"][src] = float((self.t_s[m] * self.calls[m]).sum() / time)
+        return out
+
+    @property
+    def breakdown(self) -> "pd.DataFrame":
+        import pandas as pd
+
+        cols = ["op_id", "kind", "calls", "t_s", "e_j", "source", "proxy", "time_share"]
+        return pd.DataFrame(self.operations(), columns=cols)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "input_shape": list(self.input_shape),
+            "device_config": self.device_config,
+            "mode": self.mode,
+            "clock_mhz": self.clock_mhz,
+            "clock_source": self.clock_source,
+            "time_s": self.time_s,
+            "time_interval_s": list(self.time_interval_s),
+            "energy_j": self.energy_j,
+            "energy_interval_j": None if self.energy_interval_j is None else list(self.energy_interval_j),
+            "avg_power_w": self.avg_power_w,
+            "interval_level": 0.9,
+            "sum_of_ops_s": self.sum_s,
+            "composition_calibrated": self.calibrated,
+            "coverage": self.coverage(),
+            "unbuildable": self.unbuildable,
+            "operations": self.operations(),
+            "inputs": self.inputs,
+            "memory": None if self.memory is None else {**self.memory, "fits_device": self.fits},
+            "note": self.note,
+            "warnings": self.warnings,
+        }
+
+
+def network_fields(spec: NetSpec, net: Network, mode: str, optimizer: str) -> dict[str, Any]:
+    """The fields of an answer that come from the question and its extraction, the same for an own
+    bundle's answer and a transferred one."""
+    fp = net.memory.get(footprint_key(mode, optimizer))
+    return {
+        "model": spec.label,
+        "input_shape": net.shape,
+        "memory": None if fp is None else memory_summary(fp),
+        "inputs": [i.text() for i in net.inputs],
+        "unbuildable": net.missing,
+    }
+
+
+def assemble(
+    spec: NetSpec,
+    bundle: Bundle,
+    clock: float | None,
+    net: Network,
+    costed: dict[str, OpCost],
+    optimizer: str = "sgd",
+    clocks: "ClockTransfer | None" = None,
+) -> NetworkPrediction:
+    """An own bundle's answer from its per-op costs (`costed`, op id -> cost of one call). `clocks` (the
+    cross-clock model) is needed at a clock the bundle was not trained on: it widens the intervals."""
+    ids = list(net.records)
+    records = [net.records[i] for i in ids]
+    calls = np.array([net.calls[i] for i in ids], float)
+    t = np.array([costed[i][0] for i in ids])
+    p = np.array([costed[i][1] for i in ids])
+    sources = [costed[i][2] for i in ids]
+    costs = Costs(t, p, sources, [costed[i][3] for i in ids])
+    comp = bundle.composition or Composition(bundle.mode)
+    terms = network_terms(costs, calls, records, bundle.floor_s, bundle.device_config, bundle.mode)
+    warnings = extrapolation_warnings(bundle, net.shape, records)
+    family = family_of(spec.model)  # a per-family composition term where siblings were measured
+    time_s = comp.time(terms, family)
+    has_power = "power" in bundle.models and np.isfinite(p).all()
+    k_w = None  # the constant power follows a transferred clock (compose.constant_power_at, issue 21.6)
+    if clock is not None and not bundle.clocks_mhz:
+        if clocks is None:
+            raise ValueError("an answer at a transferred clock needs the clock model (clocks=)")
+        from opcost.model.clocktransfer import transfer_device
+
+        k_w = constant_power_at(comp.energy_coef["time"], clocks.model(), transfer_device(bundle.device_config), clock)
+    energy = comp.energy(terms, comp.time(terms), family, k_w) if has_power else None
+    notes = []
+    if bundle.mode == "training":
+        notes.append(TRAINING_NOTE)
+    if comp.note(bundle.target, family):
+        notes.append(comp.note(bundle.target, family))
+    if not has_power:
+        notes.append("no power model for this device (time-only measurements)")
+    notes.extend(net.notes)
+    time_iv = comp.interval(time_s, "time", bool(warnings), family)  # scores of this question: known/new family
+    energy_iv = None if energy is None else comp.interval(energy, "energy", bool(warnings), family)
+    clock_source = None if clock is None else ("measured" if bundle.clocks_mhz else "transferred")
+    if clock is not None and clock_source == "transferred":
+        from opcost.model.clocktransfer import transfer_note, widen
+
+        if clocks is None:
+            raise ValueError("an answer at a transferred clock needs the clock model (clocks=)")
+        # the clock model's leave-one-GPU-out error widens the intervals (not claimed narrower than that)
+        et, ee = clocks.errors(bundle.device_config, clock)
+        time_iv = widen(time_iv, et)
+        if energy_iv is not None:
+            energy_iv = widen(energy_iv, ee)
+        notes.append(transfer_note(et, ee, bundle.device_config))
+    return NetworkPrediction(
+        **network_fields(spec, net, bundle.mode, optimizer),
+        device_config=bundle.device_config,
+        mode=bundle.mode,
+        clock_mhz=clock,
+        time_s=time_s,
+        time_interval_s=time_iv,
+        energy_j=energy,
+        energy_interval_j=energy_iv,
+        avg_power_w=(energy / time_s) if energy is not None and time_s else None,
+        sum_s=terms["raw_sum_s"],
+        op_ids=ids,
+        kinds=[r.kind for r in records],
+        calls=calls,
+        t_s=t,
+        e_j=t * p if has_power else None,
+        sources=sources,
+        proxies=costs.proxy,
+        calibrated=comp.calibrated,
+        note="; ".join(notes),
+        warnings=warnings,
+        clock_source=clock_source,
+    )
+
+
+# How far outside the training range a figure may lie before a prediction says it extrapolates.
+EXTRAPOLATION_FACTOR = 2.0
+
+
+def extrapolation_warnings(bundle: Bundle, shape: tuple[int, ...], records: Sequence[OpRecord]) -> list[str]:
+    """What about this question lies outside the data the model learned from (bundle.ranges)."""
+    out = []
+    batch = bundle.ranges.get("batch")
+    lo, hi = batch if batch is not None else (0.0, 0.0)
+    if batch is not None and shape and not lo / EXTRAPOLATION_FACTOR <= shape[0] <= hi * EXTRAPOLATION_FACTOR:
+        out.append(
+            f"batch {shape[0]} lies outside the batch sizes the {bundle.target} model was trained on "
+            f"({lo:g}..{hi:g}): the prediction extrapolates"
+        )
+    for key, what in (("in_numel", "input size"), ("flops", "FLOPs")):
+        seen = bundle.ranges.get(key)
+        if seen is None or not records:
+            continue
+        hi = seen[1]
+        values = [float(r.in_numel if key == "in_numel" else r.metrics["flops"]) for r in records]
+        far = [v for v in values if v > hi * EXTRAPOLATION_FACTOR]
+        if far:
+            out.append(
+                f"{len(far)} of {len(values)} ops exceed by more than {EXTRAPOLATION_FACTOR:g}x the largest {what} "
+                f"the {bundle.target} model was trained on ({hi:.3g}; up to {max(far) / hi:.3g}x): extrapolating"
+            )
+    return out
