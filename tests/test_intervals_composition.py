@@ -166,8 +166,8 @@ def test_the_constant_power_follows_the_clock_and_the_energy_optimum_moves_down(
     from types import SimpleNamespace
 
     from opcost.config import Paths
-    from opcost.model.clock import ClockModel
     from opcost.model.answer import assemble
+    from opcost.model.clock import ClockModel
     from opcost.model.clocktransfer import ClockTransfer, transfer_device
     from opcost.model.network import Network
 
