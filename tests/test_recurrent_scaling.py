@@ -141,3 +141,23 @@ def test_ratio_errors_and_summary_are_exact_on_planted_measurements():
     assert s["seq_len"]["pairs"] == 1
     assert s["seq_len"]["steps"] == {"median_abs_pct": pytest.approx(100.0), "max_abs_pct": pytest.approx(100.0)}
     assert "layers" not in s and math.isclose(s["seq_len"]["one_op"]["median_abs_pct"], 50.0)
+
+
+def test_a_cost_once_per_call_is_recovered_and_explains_sub_linear_sequence_scaling():
+    """Planted: every call also costs 50 us once (no step repeats it). Cost by steps alone then
+    overstates the 16 -> 256 step ratio; with the per-call term fitted, every ratio is exact."""
+    c = 5e-5
+    grid = [RecurrentRow(r.set_id, r.kind, r.mode, r.hp, r.input_shape, r.flops, r.parts, r.t_s + c) for r in GRID]
+    base = [r for r in grid if r.layers == 1 and r.directions == 1]
+    a, b, c_fit = fit_step_cost(base, per_call=True)
+    assert (a, b, c_fit) == (
+        pytest.approx(A_KERNEL, rel=1e-6),
+        pytest.approx(B_FLOP, rel=1e-6),
+        pytest.approx(c, rel=1e-6),
+    )
+    pairs = scaling_pairs(grid, fit_step_cost(base), (a, b, c_fit))
+    assert max(abs(p["by_steps_call_error"]) for p in pairs) < 1e-6
+    long = next(p for p in pairs if p["from"] == "LSTM-T16-L1-D1" and p["to"] == "LSTM-T256-L1-D1")
+    assert long["steps_error"] > 0.05 and long["by_steps_error"] > 0.0
+    with pytest.raises(ValueError, match="at least 3 rows"):
+        fit_step_cost(base[:2], per_call=True)

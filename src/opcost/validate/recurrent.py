@@ -13,7 +13,9 @@ check it, beside the alternatives it replaced:
   6-layer LSTM over 512 steps);
 - `by_steps`: the costing's own form, t = a x kernels + b x FLOPs per call, with the per-kernel cost a
   and the per-FLOP cost b fitted (non-negative least squares) on the sequence-length configurations
-  only (one layer, one direction) and judged on the layer and direction pairs it never saw.
+  only (one layer, one direction) and judged on the layer and direction pairs it never saw;
+- `by_steps_call`: the same with a cost once per call beside them (t = a x kernels + b x FLOPs + c),
+  fitted the same way: what the costing would gain from a per-call term.
 
 Only pure functions of (configuration, measured time) rows: a test gives them known answers.
 """
@@ -29,7 +31,7 @@ import numpy as np
 
 from opcost.ops.recurrent import SEQUENCE_KINDS, recurrent_steps
 
-SCHEMES = ("steps", "kernels", "flops", "one_op", "by_steps")
+SCHEMES = ("steps", "kernels", "flops", "one_op", "by_steps", "by_steps_call")
 FACTORS = ("seq_len", "layers", "directions")
 
 
@@ -81,34 +83,25 @@ def varied_factor(a: RecurrentRow, b: RecurrentRow) -> str | None:
     return diff[0] if len(diff) == 1 else None
 
 
-def fit_step_cost(rows: Sequence[RecurrentRow]) -> tuple[float, float]:
-    """(a, b) of t = a x kernels + b x FLOPs, non-negative, least squares in relative error (each row
-    weighted by 1/t, so a 16-step layer counts as much as a 256-step one)."""
-    x = np.array([[r.kernels, r.flops] for r in rows], float)
+def fit_step_cost(rows: Sequence[RecurrentRow], per_call: bool = False) -> tuple[float, ...]:
+    """(a, b) of t = a x kernels + b x FLOPs, or with `per_call` (a, b, c) of t = a x kernels + b x FLOPs
+    + c: non-negative least squares in relative error (each row weighted by 1/t, so a 16-step layer
+    counts as much as a 256-step one). `c` is a cost once per call that no step repeats (setting up
+    the sequence, one GEMM of the input over every step), which cost by steps does not have."""
+    from scipy.optimize import nnls
+
     t = np.array([r.t_s for r in rows], float)
-    if len(rows) < 2 or not np.isfinite(t).all() or (t <= 0).any():
-        raise ValueError("fit_step_cost needs at least two rows with positive measured times")
-    w = x / t[:, None]
-    best: tuple[float, float] | None = None
-    best_err = math.inf
-    # two unknowns: the unconstrained solution if both are >= 0, else the better one-term fit
-    candidates = []
-    sol, *_ = np.linalg.lstsq(w, np.ones(len(rows)), rcond=None)
-    if (sol >= 0).all():
-        candidates.append((float(sol[0]), float(sol[1])))
-    for j in range(2):
-        col = w[:, j]
-        coef = float(col @ np.ones(len(rows)) / (col @ col)) if (col @ col) > 0 else 0.0
-        candidates.append((coef, 0.0) if j == 0 else (0.0, coef))
-    for a, b in candidates:
-        err = float(np.sum((w @ np.array([a, b]) - 1.0) ** 2))
-        if err < best_err - 1e-15:
-            best, best_err = (a, b), err
-    assert best is not None
-    return best
+    need = 3 if per_call else 2
+    if len(rows) < need or not np.isfinite(t).all() or (t <= 0).any():
+        raise ValueError(f"fit_step_cost needs at least {need} rows with positive measured times")
+    x = np.array([[r.kernels, r.flops] + ([1.0] if per_call else []) for r in rows], float)
+    scale = x.max(axis=0)
+    scale[scale == 0] = 1.0
+    coef, _ = nnls((x / scale) / t[:, None], np.ones(len(rows)))
+    return tuple(float(c) for c in coef / scale)
 
 
-def predicted_ratio(scheme: str, a: RecurrentRow, b: RecurrentRow, cost: tuple[float, float] | None = None) -> float:
+def predicted_ratio(scheme: str, a: RecurrentRow, b: RecurrentRow, cost: tuple[float, ...] | None = None) -> float:
     """t(b) / t(a) as `scheme` predicts it (see module docstring)."""
     if scheme == "steps":
         return b.steps / a.steps
@@ -118,15 +111,17 @@ def predicted_ratio(scheme: str, a: RecurrentRow, b: RecurrentRow, cost: tuple[f
         return b.flops / a.flops
     if scheme == "one_op":
         return 1.0
-    if scheme == "by_steps":
+    if scheme in ("by_steps", "by_steps_call"):
         if cost is None:
-            raise ValueError("by_steps needs the fitted (per-kernel, per-FLOP) cost")
-        ka, fa = cost
-        return (ka * b.kernels + fa * b.flops) / (ka * a.kernels + fa * a.flops)
+            raise ValueError(f"{scheme} needs the fitted (per-kernel, per-FLOP[, per-call]) cost")
+        k, f, c = (*cost, 0.0)[:3]
+        return (k * b.kernels + f * b.flops + c) / (k * a.kernels + f * a.flops + c)
     raise ValueError(f"unknown scheme {scheme!r}; one of {', '.join(SCHEMES)}")
 
 
-def scaling_pairs(rows: Sequence[RecurrentRow], cost: tuple[float, float] | None = None) -> list[dict[str, Any]]:
+def scaling_pairs(
+    rows: Sequence[RecurrentRow], cost: tuple[float, ...] | None = None, call_cost: tuple[float, ...] | None = None
+) -> list[dict[str, Any]]:
     """Every pair of rows that differ in one factor, the smaller first: measured and predicted ratios and
     each scheme's ratio error (predicted / measured - 1)."""
     out = []
@@ -145,10 +140,11 @@ def scaling_pairs(rows: Sequence[RecurrentRow], cost: tuple[float, float] | None
             "to": b.set_id,
             "measured_ratio": measured,
         }
+        fitted = {"by_steps": cost, "by_steps_call": call_cost}
         for s in SCHEMES:
-            if s == "by_steps" and cost is None:
+            if s in fitted and fitted[s] is None:
                 continue
-            p = predicted_ratio(s, a, b, cost)
+            p = predicted_ratio(s, a, b, fitted.get(s))
             row[f"{s}_ratio"] = p
             row[f"{s}_error"] = p / measured - 1.0
         out.append(row)
