@@ -79,7 +79,7 @@ def _import_profile(cmd: list[str], env: dict[str, str], cache: Path) -> dict[st
 def main() -> int:
     paths = Paths(ROOT)
     params = load_params(paths.params)
-    sets = [s for s in params.extract.sets if "inference" in s.modes]
+    sets = [s for s in params.extract.sets if "inference" in s.modes and not s.is_user]  # image networks
     cache = ROOT / ".opcost" / "cache" / "networks"
     shutil.rmtree(cache, ignore_errors=True)
     pred = Predictor(paths=paths)

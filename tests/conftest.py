@@ -69,10 +69,12 @@ def pipeline_root(tmp_path_factory, external_data):
     (root / "data").mkdir()
     os.symlink(external_data, root / "data" / "external")
     params = yaml.safe_load((REPO / "params.yaml").read_text())
-    params["extract"]["sets"] = [
-        {"model": "resnet18", "input_shape": [32, 3, 32, 32], "modes": ["inference", "training"]},
-        {"model": "squeezenet1_1", "input_shape": [2, 3, 32, 32]},
-    ]
+    params["extract"] = {  # inline sets: the temp root has no sets.yaml
+        "sets": [
+            {"model": "resnet18", "input_shape": [32, 3, 32, 32], "modes": ["inference", "training"]},
+            {"model": "squeezenet1_1", "input_shape": [2, 3, 32, 32]},
+        ]
+    }
     params["profile"] = {
         "campaigns": {
             "tiny": {

@@ -36,9 +36,13 @@ def test_default_params_hold_the_thesis_network_sets(repo_root):
     assert sum("inference" in s.modes for s in thesis) == 18
     assert sum("training" in s.modes for s in thesis) == 26
     assert all(s.dtype == "float32" for s in params.extract.sets)
-    # beside them, only the cpu-batch campaign's resnet18 at two more batch sizes
+    # beside them, the cpu-batch campaign's resnet18 at two more batch sizes and cpu-rnn's recurrent networks
     others = {(s.model, s.input_shape, s.modes) for s in params.extract.sets if s.input_shape[0] != 32}
-    assert others == {("resnet18", (b, 3, 32, 32), ("inference",)) for b in (8, 128)}
+    assert {o for o in others if not o[0].startswith("networks/")} == {
+        ("resnet18", (b, 3, 32, 32), ("inference",)) for b in (8, 128)
+    }
+    recurrent = [s.set_id for s in params.extract.sets if s.is_user]
+    assert recurrent and set(params.profile.campaigns["cpu-rnn"].sets) == set(recurrent)
     assert params.profile.campaigns["cpu-batch"].sets == ("resnet18:8x3x32x32", "resnet18:128x3x32x32")
     assert ModelInputSet("inception_v3", (32, 3, 299, 299), modes=("inference",)) in thesis
 
@@ -171,7 +175,10 @@ def test_default_dvc_remote_is_a_folder_inside_the_repo(repo_root):
 
 
 def base_params(repo_root: Path) -> dict:
-    return yaml.safe_load((repo_root / "params.yaml").read_text())
+    """The repository's params.yaml with sets.yaml's sets inline (a temp root has no sets.yaml)."""
+    params = yaml.safe_load((repo_root / "params.yaml").read_text())
+    params["extract"] = {"sets": yaml.safe_load((repo_root / "sets.yaml").read_text())["sets"]}
+    return params
 
 
 def refused(tmp_path: Path, params: dict, *parts: str) -> str:

@@ -22,6 +22,7 @@ leading dot, and a source's path stays inside data/external/.
 from __future__ import annotations
 
 import difflib
+import json
 import math
 import os
 import re
@@ -54,7 +55,11 @@ INPUT_SHAPE_HELP = "B,C,H,W: four positive integers, e.g. 32,3,224,224"
 # --------------------------------------------------------------------------------------------
 
 SAFE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
-SET_ID = re.compile(r"(?P<model>[A-Za-z0-9_.-]+):[0-9]+x[0-9]+x[0-9]+x[0-9]+(?::(?P<dtype>[a-z0-9]+))?")
+# A set id (ModelInputSet.set_id): a torchvision name or a user's `module:callable(args)`, the shape, options.
+SET_ID = re.compile(
+    r"(?P<model>[A-Za-z0-9_.-]+|[A-Za-z0-9_./-]+:[A-Za-z_][A-Za-z0-9_.]*(?:\([^()]*\))?)"
+    r":[0-9]+(?:x[0-9]+)*(?::(?P<dtype>[a-z0-9]+))?(?::(?:input|vocab)=[a-z0-9]+)*"
+)
 OP_ID = re.compile(r"[0-9a-f]{16}")
 EXTERNAL_DIR = ("data", "external")
 
@@ -178,6 +183,11 @@ class Paths:
     @property
     def params(self) -> Path:
         return self.root / "params.yaml"
+
+    @property
+    def extract_sets(self) -> Path:
+        """The model-input sets extract traces (a dependency of extract, not a params file: exp show stays narrow)."""
+        return self.root / "sets.yaml"
 
     @property
     def operations_dir(self) -> Path:
@@ -420,43 +430,180 @@ def shape_text(shape: Iterable[int]) -> str:
 
 @dataclass(frozen=True)
 class ModelInputSet:
-    """A torchvision model at one input shape and dtype, extracted for one or more modes."""
+    """A network at one input shape and dtype, extracted for one or more modes.
+
+    `model` is a torchvision model name, or a user's network as `opcost predict --model` takes it:
+    `package.module:callable` or `path/to/file.py:callable` (ops/netspec.py builds both, one home),
+    with `model_args` as its builder's keyword arguments. A torchvision image model takes a 4-D
+    input; a user's network any N-D one (`[batch, time, features]` for a batch-first LSTM), and an
+    integer-token model says so with `input_dtype` (and `vocab`, the bound token ids stay below).
+    """
 
     model: str
     input_shape: tuple[int, ...]
-    dtype: str = "float32"
+    dtype: str = "float32"  # the parameters' dtype (and the input's, unless input_dtype says otherwise)
     modes: tuple[str, ...] = ("inference",)
+    model_args: tuple[tuple[str, Any], ...] = ()
+    input_dtype: str | None = None  # None: the same as dtype
+    vocab: int | None = None
+
+    @property
+    def is_user(self) -> bool:
+        """A user's network (`module:callable`, `file.py:callable`), not a torchvision name."""
+        return ":" in self.model
+
+    @property
+    def label(self) -> str:
+        """The model and its builder's arguments: `networks/recurrent.py:lstm(layers=2)`."""
+        if not self.model_args:
+            return self.model
+        args = ",".join(f"{k}={json.dumps(v, separators=(',', ':'))}" for k, v in self.model_args)
+        return f"{self.model}({args})"
 
     @property
     def set_id(self) -> str:
-        """Stable, readable id: `resnet18:32x3x224x224` (dtype appended unless float32)."""
-        base = f"{self.model}:{shape_text(self.input_shape)}"
-        return base if self.dtype == "float32" else f"{base}:{self.dtype}"
+        """Stable, readable id: `resnet18:32x3x224x224`, then the dtype unless float32, the input's dtype
+        where it differs (`input=int64`) and its token bound (`vocab=N`)."""
+        extra = [self.dtype] if self.dtype != "float32" else []
+        if self.input_dtype is not None and self.input_dtype != self.dtype:
+            extra.append(f"input={self.input_dtype}")
+        if self.vocab is not None:
+            extra.append(f"vocab={self.vocab}")
+        return ":".join([f"{self.label}:{shape_text(self.input_shape)}", *extra])
 
     @classmethod
     def from_dict(cls, raw: Any, where: str) -> "ModelInputSet":
         if not isinstance(raw, dict) or "model" not in raw or "input_shape" not in raw:
             raise OpcostError(f"{where}: expected a mapping with 'model' and 'input_shape', got {raw!r}")
-        check_keys(raw, ("model", "input_shape", "dtype", "modes"), where)
+        check_keys(raw, SET_KEYS, where)
         model = raw["model"]
         if not isinstance(model, str) or not model:
-            raise OpcostError(f"{where}: 'model' must be a torchvision model name, got {model!r}")
-        check_name(model, where, "model")
-        shape = parse_input_shape(raw["input_shape"], what=f"{where} input_shape")
+            raise OpcostError(f"{where}: 'model' must be a torchvision model name or module:callable, got {model!r}")
+        user = ":" in model
+        if user:
+            check_user_model(model, where)
+        else:
+            check_name(model, where, "model")
+        shape = _set_shape(raw["input_shape"], f"{where} input_shape", any_rank=user)
         dtype = raw.get("dtype", "float32")
         if dtype not in DTYPES:
             raise OpcostError(f"{where}: dtype {dtype!r} is not one of {', '.join(DTYPES)}")
+        input_dtype = raw.get("input_dtype")
+        vocab = raw.get("vocab")
+        if input_dtype is not None or vocab is not None:
+            if not user:
+                raise OpcostError(f"{where}: input_dtype and vocab are for a user's network (module:callable)")
+            if input_dtype is not None and input_dtype not in DTYPES + INT_DTYPES:
+                raise OpcostError(
+                    f"{where}: input_dtype {input_dtype!r} is not one of {', '.join(DTYPES + INT_DTYPES)}"
+                )
+            if vocab is not None and (input_dtype not in INT_DTYPES or input_dtype == "bool"):
+                raise OpcostError(f"{where}: vocab applies to an integer input: give input_dtype: int64 with it")
+            if vocab is not None:
+                as_int(vocab, f"{where}.vocab", lo=1)
+        args = mapping(raw.get("model_args"), f"{where}.model_args", "a mapping of the builder's keyword arguments")
+        if args and not user:
+            raise OpcostError(f"{where}: model_args are for a user's network (module:callable)")
+        for k, v in args.items():
+            if not isinstance(k, str) or not k.isidentifier():
+                raise OpcostError(f"{where}.model_args: {k!r} is not a keyword argument name")
+            _check_arg_value(v, f"{where}.model_args.{k}")
         modes = raw.get("modes", ["inference"])
         if isinstance(modes, str):
             modes = [modes]
         if not isinstance(modes, list) or not modes or any(m not in MODES for m in modes):
             raise OpcostError(f"{where}: modes {modes!r} must be a non-empty list of {', '.join(MODES)}")
-        return cls(model=model, input_shape=shape, dtype=dtype, modes=tuple(dict.fromkeys(modes)))
+        return cls(
+            model=model,
+            input_shape=shape,
+            dtype=dtype,
+            modes=tuple(dict.fromkeys(modes)),
+            model_args=tuple(sorted(args.items())),
+            input_dtype=None if input_dtype in (None, dtype) else input_dtype,
+            vocab=vocab,
+        )
+
+
+# Keys of one extract set; integer inputs a user's network may take (ops/netspec.py builds the tensors).
+SET_KEYS = ("model", "input_shape", "dtype", "modes", "model_args", "input_dtype", "vocab")
+INT_DTYPES: tuple[str, ...] = ("int64", "int32", "int16", "int8", "uint8", "bool")
+USER_MODEL = re.compile(r"[A-Za-z0-9_./-]+:[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def check_user_model(model: str, where: str) -> str:
+    """`package.module:callable` or `path/to/file.py:callable` (relative: a set file travels with the repository)."""
+    if not USER_MODEL.fullmatch(model) or model.startswith("/"):
+        raise OpcostError(
+            f"{where}: model {model!r} is neither a torchvision name nor package.module:callable or "
+            "path/to/file.py:callable (a relative path)"
+        )
+    return model
+
+
+def _check_arg_value(v: Any, where: str) -> None:
+    """A builder argument: a YAML scalar (finite number, string, bool, null) or a list of them."""
+    items = v if isinstance(v, list) else [v]
+    for x in items:
+        if x is not None and not isinstance(x, (str, bool, int, float)):
+            raise OpcostError(f"{where}: expected a number, string, true/false or a list of them, got {v!r}")
+        if isinstance(x, float) and not math.isfinite(x):
+            raise OpcostError(f"{where}: expected a finite number, got {v!r}")
+
+
+def _set_shape(value: Any, what: str, any_rank: bool) -> tuple[int, ...]:
+    """An image model's B,C,H,W (parse_input_shape), or for a user's network any 1..8 positive ints."""
+    if not any_rank:
+        return parse_input_shape(value, what)
+    items = list(value) if isinstance(value, (list, tuple)) else None
+    if (
+        items is None
+        or not 1 <= len(items) <= 8
+        or not all(isinstance(i, int) and not isinstance(i, bool) and i > 0 for i in items)
+    ):
+        raise OpcostError(f"malformed {what} {value!r}: expected a list of 1 to 8 positive integers, e.g. [16, 8, 32]")
+    return tuple(items)
 
 
 @dataclass(frozen=True)
 class ExtractParams:
+    """The model-input sets extract traces. They live in their own file (Paths.extract_sets, not a DVC
+    params file), so `dvc exp show` lists one dependency for them instead of a column per set."""
+
     sets: tuple[ModelInputSet, ...] = field(default_factory=tuple)
+
+    @classmethod
+    def load(cls, sets_file: Path, inline: Any, params_name: str) -> "ExtractParams":
+        """The sets of `sets_file` (a mapping with `sets:`), else (a small test root without one) the
+        `extract.sets` of params.yaml; both at once is an error, so no set is silently ignored."""
+        ex = mapping(inline, f"{params_name}: extract")
+        check_keys(ex, ("sets",), f"{params_name}: extract")
+        if sets_file.is_file():
+            if "sets" in ex:
+                raise OpcostError(
+                    f"{params_name}: extract.sets is given, and so is {sets_file.name}: keep the sets in "
+                    f"{sets_file.name} only"
+                )
+            f = sets_file.name
+            try:
+                raw = yaml.load(sets_file.read_text(), Loader=_StrictLoader)
+            except OpcostError as exc:
+                raise OpcostError(f"{f}: {exc}") from None
+            except (yaml.YAMLError, UnicodeDecodeError) as exc:
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise OpcostError(f"{f} is not valid YAML: {first}") from None
+            raw = mapping(raw, f, "a mapping with 'sets'")
+            check_keys(raw, ("sets",), f"{f} (top level)")
+            raw_sets, where = raw.get("sets") or [], f"{f}: sets"
+        else:
+            raw_sets, where = ex.get("sets") or [], f"{params_name}: extract.sets"
+        if not isinstance(raw_sets, list):
+            raise OpcostError(f"{where} must be a list of model-input sets")
+        sets = tuple(ModelInputSet.from_dict(s, f"{where}[{i}]") for i, s in enumerate(raw_sets))
+        ids = [s.set_id for s in sets]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise OpcostError(f"{where} lists {', '.join(dupes)} more than once; merge their modes")
+        return cls(sets=sets)
 
 
 ENERGY_SOURCES: tuple[str, ...] = ("auto", "nvml", "nvidia-smi", "rapl", "none")
@@ -497,9 +644,11 @@ class CampaignParams:
             m = SET_ID.fullmatch(s)
             if not m or (m.group("dtype") and m.group("dtype") not in DTYPES):
                 raise OpcostError(
-                    f"{where}.sets[{i}]: {s!r} is not a model-input set id such as resnet18:32x3x224x224[:dtype]"
+                    f"{where}.sets[{i}]: {s!r} is not a model-input set id such as resnet18:32x3x224x224[:dtype] "
+                    "or networks/recurrent.py:lstm:16x8x32"
                 )
-            check_name(m.group("model"), f"{where}.sets[{i}]", "model")
+            if ":" not in m.group("model"):  # a torchvision name; a user's network is checked against extract's sets
+                check_name(m.group("model"), f"{where}.sets[{i}]", "model")
         for i, op in enumerate(c.op_ids):
             if not OP_ID.fullmatch(op):
                 raise OpcostError(f"{where}.op_ids[{i}]: {op!r} is not an op id (16 lowercase hex digits)")
@@ -878,16 +1027,7 @@ def load_params(path: Path) -> Params:
     raw = mapping(raw, f, "a mapping of sections")
     check_keys(raw, TOP_KEYS, f"{f} (top level)")
 
-    ex = mapping(raw.get("extract"), f"{f}: extract")
-    check_keys(ex, ("sets",), f"{f}: extract")
-    raw_sets = ex.get("sets") or []
-    if not isinstance(raw_sets, list):
-        raise OpcostError(f"{f}: extract.sets must be a list of model-input sets")
-    sets = tuple(ModelInputSet.from_dict(s, f"{f}: extract.sets[{i}]") for i, s in enumerate(raw_sets))
-    ids = [s.set_id for s in sets]
-    dupes = sorted({i for i in ids if ids.count(i) > 1})
-    if dupes:
-        raise OpcostError(f"{f}: extract.sets lists {', '.join(dupes)} more than once; merge their modes")
+    extract = ExtractParams.load(Paths(path.parent).extract_sets, raw.get("extract"), f)
 
     prof = mapping(raw.get("profile"), f"{f}: profile")
     check_keys(prof, ("campaigns", "slurm"), f"{f}: profile")
@@ -946,7 +1086,7 @@ def load_params(path: Path) -> Params:
         grid_points=as_int(ck.get("grid_points", 16), f"{f}: clock.grid_points", lo=2),
     )
     return Params(
-        extract=ExtractParams(sets=sets),
+        extract=extract,
         profile=ProfileParams(campaigns=campaigns, slurm=slurm, slurm_campaigns=slurm_campaigns),
         ingest=IngestParams(sources=sources),
         train=train,

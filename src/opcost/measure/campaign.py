@@ -796,7 +796,7 @@ def units_from_sets(
             if rows.empty:
                 raise OpcostError(
                     f"set {s.set_id} in mode {mode} is not in the extract outputs; "
-                    "add it to extract.sets in params.yaml"
+                    "add it to the sets of sets.yaml"
                 )
             for op_id in rows["op_id"]:
                 spec = OpSpec.from_json(json.loads(specs[op_id]))

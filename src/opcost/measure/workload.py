@@ -111,6 +111,8 @@ def _reset_grads(r: Runnable) -> None:
 
 
 def network_workload(mis: ModelInputSet, mode: str, device: str, seed: int) -> Workload:
+    if mis.is_user:
+        return user_network_workload(mis, mode, device, seed)
     import torchvision
 
     torch.manual_seed(seed)
@@ -137,6 +139,45 @@ def network_workload(mis: ModelInputSet, mode: str, device: str, seed: int) -> W
         opt.zero_grad(set_to_none=True)
         loss = nn.functional.cross_entropy(_logits(model(x)), labels)
         loss.backward()
+        opt.step()
+
+    return Workload(step, 1)
+
+
+def user_network_workload(mis: ModelInputSet, mode: str, device: str, seed: int) -> Workload:
+    """A user's network (module:callable) as ops/netspec.py builds it, with seeded weights and inputs.
+
+    It has no loss of its own: a training step is forward, backward from fixed random gradients of
+    its float outputs (as an op in training), and an SGD step."""
+    from opcost.ops.netspec import NetSpec, build_model, make_inputs
+
+    loaded = build_model(NetSpec.from_set(mis), meta=False, seed=seed)
+    model = loaded.module.to(device=device)
+    args, kwargs = make_inputs(loaded, device, seed)
+    if mode == "inference":
+        model.eval()
+
+        def infer() -> None:
+            with torch.inference_mode():
+                model(*args, **kwargs)
+
+        return Workload(infer, 1)
+
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    grads = [
+        torch.randn(o.shape, dtype=o.dtype, device=o.device, generator=gen)
+        for o in flat_tensors(model(*args, **kwargs))
+        if o.requires_grad
+    ]
+    opt.zero_grad(set_to_none=True)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        outs = [o for o in flat_tensors(model(*args, **kwargs)) if o.requires_grad]
+        if outs:
+            torch.autograd.backward(outs, grads)
         opt.step()
 
     return Workload(step, 1)

@@ -24,7 +24,7 @@ from opcost.ops.extract import Trace, one_line
 from opcost.ops.features import OpMetrics, op_metrics
 from opcost.ops.hparams import hyperparameters, typed_hp_columns
 from opcost.ops.models import check_model_name
-from opcost.ops.netspec import NetSpec, TracedNetwork, trace_network
+from opcost.ops.netspec import NetSpec, TracedNetwork, resolve_builder, trace_network
 from opcost.ops.nodynamo import dynamo_stub
 from opcost.ops.parts import op_parts, parts_json
 from opcost.ops.spec import OpSpec, canonical_json
@@ -55,7 +55,7 @@ class SetResult:
         """The columns that name this set and mode in the occurrences and coverage rows."""
         return {
             "set_id": self.set.set_id,
-            "model": self.set.label if isinstance(self.set, NetSpec) else self.set.model,
+            "model": self.set.label,
             "input_shape": list(self.set.input_shape),
             "dtype": self.set.dtype,
             "mode": self.mode,
@@ -128,9 +128,13 @@ class Catalog:
 
 
 def validate_sets(sets: Iterable[ModelInputSet]) -> None:
-    """Fail before any work if a set names an unknown model (nothing gets written)."""
+    """Fail before any work if a set names an unknown model or a user's callable that is not there
+    (nothing gets written)."""
     for s in sets:
-        check_model_name(s.model)
+        if s.is_user:
+            resolve_builder(NetSpec.from_set(s))
+        else:
+            check_model_name(s.model)
 
 
 def extract_sets(sets: Sequence[ModelInputSet], show_progress: bool = True) -> Catalog:

@@ -235,8 +235,10 @@ class NetSpec:
 
     @classmethod
     def from_set(cls, mis: Any) -> "NetSpec":
-        """A params.yaml model-input set (torchvision name, one image shape, dtype) as a NetSpec."""
-        return cls(mis.model, (InputSpec(tuple(mis.input_shape), mis.dtype),), (), mis.dtype)
+        """An extract set (config.ModelInputSet: a torchvision name or a user's module:callable with its
+        builder's arguments, one N-D input, its dtype and token bound) as a NetSpec."""
+        spec = InputSpec(tuple(mis.input_shape), mis.input_dtype or mis.dtype, mis.vocab)
+        return cls(mis.model, (spec,), tuple(mis.model_args), mis.dtype)
 
 
 # --------------------------------------------------------------------------------------------
@@ -326,6 +328,12 @@ def _builder(net: NetSpec) -> tuple[Any, dict[str, Any], str]:
     if not callable(fn):
         raise OpcostError(f"{net.model!r} names a {type(fn).__name__}, not a callable that returns an nn.Module")
     return fn, kwargs, "user"
+
+
+def resolve_builder(net: NetSpec) -> None:
+    """Check that `net`'s model reference resolves to a builder (imports a user's module or file, builds
+    nothing): extract refuses a bad set before any work."""
+    _builder(net)
 
 
 def _load_file(path: str, name: str) -> Any:

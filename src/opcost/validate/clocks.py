@@ -27,7 +27,8 @@ def predicted_sweeps(paths: Paths, params: Params, predictor: Any) -> pd.DataFra
     no clock model or no bundle for these devices is there."""
     rows = []
     for mode in ("inference", "training"):
-        sets = [s for s in params.extract.sets if mode in s.modes]
+        # the image networks of the sweeps; a user's network (module:callable, N-D input) is not swept here
+        sets = [s for s in params.extract.sets if mode in s.modes and not s.is_user]
         for device in SWEEP_DEVICES:
             if f"{device}-{mode}" not in predictor.targets() or not sets:
                 continue
