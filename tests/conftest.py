@@ -59,9 +59,10 @@ def pipeline_root(tmp_path_factory, external_data):
 
     import yaml
 
-    from opcost.config import Paths, load_params
     from opcost.data.ingest import run_ingest_stage
     from opcost.measure.profile import run_stage
+    from opcost.params.load import load_params
+    from opcost.paths import Paths
     from opcost.stages.evaluate import run as run_evaluate_stage
     from opcost.stages.extract import run as run_extract_stage
 
@@ -111,7 +112,7 @@ def pipeline_root(tmp_path_factory, external_data):
 def trained(pipeline_root, tmp_path_factory):
     """Two train targets of the pipeline root trained (real thesis data, small forests), logged and
     registered in a store of their own. Tests that check registry semantics use a fresh store."""
-    from opcost.config import load_params
+    from opcost.params.load import load_params
     from opcost.stages.train import run as run_train_stage
 
     db = tmp_path_factory.mktemp("mlflow") / "mlflow.db"

@@ -11,9 +11,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from opcost.config import Paths, load_params
 from opcost.data import crossclock
 from opcost.data.ingest import run_ingest_stage
+from opcost.params.load import load_params
+from opcost.paths import Paths
 from opcost.schemas import SWEEPS
 
 

@@ -8,10 +8,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from opcost.config import Paths, load_params
 from opcost.data.ingest import run_ingest_stage
 from opcost.data.thesis import Classifier, parse_network_log, parse_op_log
 from opcost.ops.reprparse import spec_from_repr
+from opcost.params.load import load_params
+from opcost.paths import Paths
 from opcost.schemas import NET_MEASUREMENTS, OP_MEASUREMENTS, OPERATIONS, REJECTS, SWEEPS
 
 # Real lines, copied from data/external/nicolai-thesis/ops/inference/A30.log and ops/training/A30.log

@@ -16,12 +16,13 @@ import pandas as pd
 import pytest
 import yaml
 
-from opcost.config import Paths, load_params
 from opcost.data import sweeps
 from opcost.data.ingest import run_ingest_stage
 from opcost.data.textfile import read_lines
 from opcost.data.thesis import parse_network_log, parse_op_log
 from opcost.errors import OpcostError
+from opcost.params.load import load_params
+from opcost.paths import Paths
 from opcost.schemas import OP_MEASUREMENTS, REJECTS, SWEEPS
 
 STEM = "Conv2d(3, 64, kernel_size=(7, 7), stride=(2, 2), padding=(3, 3), bias=False)"

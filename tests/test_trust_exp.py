@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from opcost.config import Paths, find_root
+from opcost.paths import Paths, find_root
 from opcost.model import tracking
 
 root = find_root()

@@ -6,8 +6,8 @@ import math
 import pandas as pd
 import pytest
 
-from opcost.config import load_params
 from opcost.data.evaluate import device_config
+from opcost.params.load import load_params
 from opcost.stages.validate import run as run_validate_stage
 from opcost.validate import summation, sweeps
 

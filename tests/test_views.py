@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from opcost.config import Paths
+from opcost.paths import Paths
 from opcost.stages import views
 
 REPO = Path(__file__).resolve().parents[1]

@@ -20,11 +20,13 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from opcost.config import IngestSource, Params, Paths
 from opcost.data import crossclock, neusight, sweeps, thesis
 from opcost.errors import OpcostError
 from opcost.io import write_parquet, write_report
 from opcost.ops.catalog import operations_table
+from opcost.params.ingest import IngestSource
+from opcost.params.load import Params
+from opcost.paths import Paths
 from opcost.schemas import (
     NET_MEASUREMENTS,
     NETWORK_NODES,

@@ -45,8 +45,8 @@ import json
 import numpy as np
 import pandas as pd
 
-from opcost.config import OP_PHASE
 from opcost.model.physics import DROPOUT_KINDS
+from opcost.modes import OP_PHASE
 from opcost.ops.families import family_of
 from opcost.ops.layers import layer_id
 from opcost.schemas import TARGET_NETWORK_OPS, TARGET_NETWORKS, TARGET_OPERATIONS, TARGET_SPEC_COLUMNS

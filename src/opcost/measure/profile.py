@@ -11,10 +11,13 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from opcost.config import CampaignParams, ModelInputSet, Params, Paths
 from opcost.errors import OpcostError
 from opcost.locks import device_state_dir
 from opcost.measure.campaign import Campaign, Plan, make_plan, units_from_op_ids, units_from_sets
+from opcost.params.extract import ModelInputSet
+from opcost.params.load import Params
+from opcost.params.profile import CampaignParams
+from opcost.paths import Paths
 from opcost.schemas import OCCURRENCES, OPERATIONS
 
 

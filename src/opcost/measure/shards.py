@@ -11,9 +11,10 @@ from typing import Any
 
 import pandas as pd
 
-from opcost.config import Params, Paths
 from opcost.measure.campaign import Campaign, part_stats, unit_key
 from opcost.measure.profile import stage_campaign
+from opcost.params.load import Params
+from opcost.paths import Paths
 
 
 def shard_progress(paths: Paths, params: Params, name: str, n_shards: int) -> list[dict[str, Any]]:

@@ -32,16 +32,18 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from opcost.config import MODES, Paths, check_mode, find_root, parse_input_shape
 from opcost.errors import OpcostError
 from opcost.io import write_json
 from opcost.model.bundle import BUNDLE_FILE, Bundle
 from opcost.model.compose import Composition, network_terms
 from opcost.model.costing import Costs
 from opcost.model.features import OpRecord
+from opcost.modes import MODES, check_mode
 from opcost.ops.families import family_of
 from opcost.ops.footprint import Footprint, device_fits, footprint_key, memory_summary
 from opcost.ops.netspec import InputSpec, NetSpec
+from opcost.paths import Paths, find_root
+from opcost.shapes import parse_input_shape
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -302,8 +304,9 @@ class Predictor:
     def clock_grid(self, device_config: str) -> list[float]:
         """The clocks `recommend` sweeps for a device config without a measured sweep: evenly over the
         device's supported range (params clock.grid_points), its boost clock included."""
-        from opcost.config import ClockParams, load_params
         from opcost.devices import find_device
+        from opcost.params.clock import ClockParams
+        from opcost.params.load import load_params
 
         found = find_device(device_config)
         if found is None:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from opcost.config import Params, Paths
 from opcost.data.ingest import run_ingest_stage
+from opcost.params.load import Params
+from opcost.paths import Paths
 from opcost.stages._run import execute
 
 

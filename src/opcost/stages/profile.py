@@ -9,10 +9,11 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from opcost.config import Params, Paths
 from opcost.measure import profile as prof
 from opcost.measure.campaign import all_failed_message
 from opcost.measure.interrupts import RESUME_HINT, Interrupted
+from opcost.params.load import Params
+from opcost.paths import Paths
 from opcost.stages._run import execute
 
 

@@ -16,10 +16,11 @@ from typing import Any
 
 import pandas as pd
 
-from opcost.config import Params, Paths
 from opcost.io import write_report
 from opcost.model import netval
 from opcost.model.predict import Predictor
+from opcost.params.load import Params
+from opcost.paths import Paths
 from opcost.schemas import EVALUATED_NETWORKS, EVALUATED_OPERATIONS, NET_MEASUREMENTS, OCCURRENCES, SWEEPS
 from opcost.stages._run import execute
 from opcost.tables import known_operations, read_table, require

@@ -21,8 +21,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from opcost.config import Params, Paths
 from opcost.io import atomic_path, write_report
+from opcost.params.load import Params
+from opcost.paths import Paths
 from opcost.stages._run import execute
 
 HEADLINE_KEYS = (
