@@ -95,7 +95,7 @@ def _declared(entry) -> str:
 
 def test_dvc_yaml_paths_are_the_config_paths(repo_root):
     """One place for paths: every output, metrics and plots file the stages declare in dvc.yaml is a
-    path config.Paths names (with the foreach/matrix key filled in)."""
+    path opcost.paths.Paths names (with the foreach/matrix key filled in)."""
     stages = yaml.safe_load((repo_root / "dvc.yaml").read_text())["stages"]
     paths = Paths(repo_root)
     rel = lambda p: p.relative_to(repo_root).as_posix()  # noqa: E731
@@ -129,28 +129,27 @@ def test_dvc_yaml_paths_are_the_config_paths(repo_root):
             paths.clock_figures,
             *(paths.clock_table(t) for t in ("logo", "loko", "curves", "logo_points", "guesses", "vs_guesses", "path")),
             paths.xpower_model_dir,
-            paths.xpower_report_dir / "logo.csv",
-            paths.validate_dir / "xdevice_energy.csv",
+            paths.xpower_logo,
+            paths.validate_xdevice_energy,
             paths.xpower_report_dir / "metrics.json",
             paths.xdevice_model_dir,
             paths.xdevice_metrics,
             *(paths.xdevice_table(t) for t in ("logo_ops", "logo_networks")),
             paths.headline_metrics,
             paths.plots_dir,
+            paths.validate_summed,
+            paths.validate_out_of_sample,
+            paths.validate_kind_errors,
+            paths.validate_in_sample,
+            paths.validate_tensor_cores,
+            *(paths.validate_sweeps(k) for k in ("power_limit_w", "core_clock_mhz", "mem_clock_mhz")),
+            paths.validate_sweep_optima,
+            paths.validate_grid_optima,
+            paths.validate_clock_sweeps,
+            paths.validate_clock_optima,
+            paths.validate_latency,
         )
     }
-    validate_tables = {"tensor_cores", "sweep_optima", "grid_optima", "latency", "summed_vs_measured"}
-    validate_tables |= {
-        "predicted_vs_measured",
-        "sweeps_power_limit_w",
-        "sweeps_core_clock_mhz",
-        "sweeps_mem_clock_mhz",
-        "predicted_in_sample",
-        "op_errors_by_kind",
-        "clock_sweeps",
-        "clock_optima",
-    }
-    known |= {rel(paths.validate_dir / f"{t}.csv") for t in validate_tables}
     declared = []
     for name, st in stages.items():
         body = st.get("do", st)
@@ -158,7 +157,7 @@ def test_dvc_yaml_paths_are_the_config_paths(repo_root):
             declared += [(name, _declared(e)) for e in body.get(kind, [])]
         assert body["cmd"].startswith("python3 -m opcost.stages."), name
     unknown = [(n, d) for n, d in declared if d not in known]
-    assert not unknown, f"dvc.yaml declares paths config.Paths does not name: {unknown}"
+    assert not unknown, f"dvc.yaml declares paths Paths does not name: {unknown}"
     assert stages["profile"]["foreach"] == "${profile.campaigns}"
 
 

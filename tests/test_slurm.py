@@ -276,7 +276,7 @@ def test_slurm_defaults_and_per_campaign_overrides(tmp_path):
 @pytest.mark.parametrize(
     "slurm, message",
     [
-        ({"shard": 4}, r"profile.slurm: unknown key 'shard' \(closest valid key: 'shards'; valid keys: shards, throttle"),
+        ({"shard": 4}, r"slurm: unknown key 'shard' \(closest valid key: 'shards'; valid keys: shards, throttle"),
         ({"shards": 0}, "shards and cpus_per_task must be integers >= 1"),
         ({"throttle": 0}, "throttle must be an integer >= 1"),
         ({"time": 7200}, "must be a quoted SLURM time"),  # what YAML makes of an unquoted 02:00:00

@@ -234,6 +234,68 @@ class Paths:
         """Every summary validate computes (not DVC metrics: too many columns)."""
         return self.validate_dir / "detail.json"
 
+    # The tables of stage validate, CSV (several are DVC plots, drawn as images by stage views).
+    @property
+    def validate_summed(self) -> Path:
+        """Every measured network against the sum of its measured ops."""
+        return self.validate_dir / "summed_vs_measured.csv"
+
+    @property
+    def validate_out_of_sample(self) -> Path:
+        """The train stages' leave-one-network-out and -family-out network predictions, all targets."""
+        return self.validate_dir / "predicted_vs_measured.csv"
+
+    @property
+    def validate_kind_errors(self) -> Path:
+        """The chosen op models' grouped-split errors per op kind and target."""
+        return self.validate_dir / "op_errors_by_kind.csv"
+
+    @property
+    def validate_in_sample(self) -> Path:
+        """The shipped bundles against the networks they saw (reference only)."""
+        return self.validate_dir / "predicted_in_sample.csv"
+
+    @property
+    def validate_tensor_cores(self) -> Path:
+        return self.validate_dir / "tensor_cores.csv"
+
+    def validate_sweeps(self, knob: str) -> Path:
+        """Normalised time, energy and EDP per setting of one knob (core_clock_mhz, power_limit_w, ...)."""
+        return self.validate_dir / f"sweeps_{knob}.csv"
+
+    @property
+    def validate_sweep_optima(self) -> Path:
+        return self.validate_dir / "sweep_optima.csv"
+
+    @property
+    def validate_grid_optima(self) -> Path:
+        """Core x memory clock grids: the joint optimum per workload."""
+        return self.validate_dir / "grid_optima.csv"
+
+    @property
+    def validate_clock_sweeps(self) -> Path:
+        """The extract sets predicted across each device's clock range (predictions, not measurements)."""
+        return self.validate_dir / "clock_sweeps.csv"
+
+    @property
+    def validate_clock_optima(self) -> Path:
+        return self.validate_dir / "clock_optima.csv"
+
+    @property
+    def validate_xdevice_energy(self) -> Path:
+        """Thesis network energy predicted entirely transferred, the GPU left out."""
+        return self.validate_dir / "xdevice_energy.csv"
+
+    @property
+    def validate_latency(self) -> Path:
+        """Measurement time per network against predictor time."""
+        return self.validate_dir / "latency.csv"
+
+    @property
+    def xpower_logo(self) -> Path:
+        """Leave-one-GPU-out power and energy per held-out GPU and source (train-clock; read by validate)."""
+        return self.xpower_report_dir / "logo.csv"
+
     @property
     def predictor_latency(self) -> Path:
         """Written by bench/predictor_latency.py; an input of validate."""
