@@ -26,12 +26,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from opcost.config import Paths, TrainParams, load_params  # noqa: E402
 from opcost.devices import find_device  # noqa: E402
 from opcost.io import write_report  # noqa: E402
 from opcost.model import compose, netval  # noqa: E402
 from opcost.model.fit import final_model, prepare, training_ranges  # noqa: E402
 from opcost.model.predict import extrapolation_warnings  # noqa: E402
+from opcost.params.load import load_params  # noqa: E402
+from opcost.params.train import TrainParams  # noqa: E402
+from opcost.paths import Paths  # noqa: E402
 from opcost.schemas import TARGET_NETWORK_OPS, TARGET_NETWORKS, TARGET_OPERATIONS  # noqa: E402
 from opcost.tables import read_table  # noqa: E402
 

@@ -12,10 +12,10 @@ import json
 import sys
 from pathlib import Path
 
-from opcost.config import Paths, find_root
 from opcost.io import write_json
 from opcost.measure.energycheck import energy_check
 from opcost.measure.nvml import Nvml
+from opcost.paths import Paths, find_root
 
 
 def main() -> int:

@@ -39,12 +39,12 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from opcost.config import Paths, find_root
 from opcost.data import thesis
 from opcost.data.ingest import SWEEP_READERS
 from opcost.data.textfile import read_lines
 from opcost.errors import OpcostError, SchemaError
 from opcost.io import write_json
+from opcost.paths import Paths, find_root
 from opcost.progress import progress_bar
 from opcost.schemas import NET_MEASUREMENTS, OP_MEASUREMENTS, SWEEPS, Table, conform
 

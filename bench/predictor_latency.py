@@ -29,9 +29,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from opcost.config import Paths, load_params  # noqa: E402
 from opcost.io import write_json  # noqa: E402
 from opcost.model.predict import Predictor  # noqa: E402
+from opcost.params.load import load_params  # noqa: E402
+from opcost.paths import Paths  # noqa: E402
 
 
 def _cold(cmd: list[str], env: dict[str, str], runs: int = 3, clear_cache: Path | None = None) -> list[float]:

@@ -29,9 +29,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from opcost.config import Paths  # noqa: E402
 from opcost.io import write_report  # noqa: E402
 from opcost.ops.spec import OpSpec  # noqa: E402
+from opcost.paths import Paths  # noqa: E402
 from opcost.validate.recurrent import RecurrentRow, fit_step_cost, is_recurrent, scaling_pairs, summarize  # noqa: E402
 
 CAMPAIGN = "cpu-rnn"

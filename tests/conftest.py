@@ -59,7 +59,8 @@ def pipeline_root(tmp_path_factory, external_data):
 
     import yaml
 
-    from opcost.config import Paths, load_params
+    from opcost.params.load import load_params
+    from opcost.paths import Paths
     from opcost.stages.evaluate import run as run_evaluate_stage
     from opcost.stages.extract import run as run_extract_stage
     from opcost.stages.ingest import run as run_ingest_stage
@@ -113,7 +114,7 @@ def pipeline_root(tmp_path_factory, external_data):
 def trained(pipeline_root, tmp_path_factory):
     """Two train targets of the pipeline root trained (real thesis data, small forests), logged and
     registered in a store of their own. Tests that check registry semantics use a fresh store."""
-    from opcost.config import load_params
+    from opcost.params.load import load_params
     from opcost.stages.train import run as run_train_stage
 
     db = tmp_path_factory.mktemp("mlflow") / "mlflow.db"

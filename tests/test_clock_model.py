@@ -254,7 +254,8 @@ def clocked(trained, pipeline_root, tmp_path_factory):
     import os
 
     from conftest import clone_of
-    from opcost.config import Paths, load_params
+    from opcost.params.load import load_params
+    from opcost.paths import Paths
     from opcost.stages import train_clock
 
     tmp = tmp_path_factory.mktemp("clocked")
@@ -353,8 +354,8 @@ def test_recommend_sweeps_clocks_and_the_cli_prints_optima_and_plots(clocked, tm
 
 
 def test_validate_predicts_the_extract_sets_across_clocks_and_reads_off_optima(clocked):
-    from opcost.config import load_params
     from opcost.model.predict import Predictor
+    from opcost.params.load import load_params
     from opcost.validate import clocks
 
     paths, _, _ = clocked
@@ -409,8 +410,8 @@ def test_a_bundle_trained_on_a_clock_sweep_answers_measured_without_the_clock_mo
 def test_sync_registry_replays_the_clock_model_into_a_fresh_store(clocked, tmp_path, monkeypatch):
     from mlflow import MlflowClient
 
-    from opcost.config import load_params
     from opcost.model.registry import json_hash, sync_registry
+    from opcost.params.load import load_params
     from opcost.stages.train_clock import content_hash
 
     paths, _, _ = clocked

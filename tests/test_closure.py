@@ -11,8 +11,8 @@ import pytest
 
 from opcost import closure as closure_module
 from opcost.closure import closure, code_hash
-from opcost.config import TrainParams
 from opcost.model import fit, netcache, network
+from opcost.params.train import TrainParams
 
 SRC = Path(closure_module.__file__).resolve().parent.parent
 

@@ -4,8 +4,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from opcost.config import ModelInputSet, Paths, find_root, load_params, parse_input_shape
 from opcost.errors import OpcostError
+from opcost.params.clock import ClockParams
+from opcost.params.extract import ModelInputSet
+from opcost.params.load import load_params
+from opcost.params.train import TrainParams
+from opcost.params.xdevice import XdeviceParams
+from opcost.paths import Paths, find_root
+from opcost.shapes import parse_input_shape
 
 
 def test_parse_input_shape_accepts_commas_x_and_lists():
@@ -93,7 +99,7 @@ def _declared(entry) -> str:
 
 def test_dvc_yaml_paths_are_the_config_paths(repo_root):
     """One place for paths: every output, metrics and plots file the stages declare in dvc.yaml is a
-    path config.Paths names (with the foreach/matrix key filled in)."""
+    path opcost.paths.Paths names (with the foreach/matrix key filled in)."""
     stages = yaml.safe_load((repo_root / "dvc.yaml").read_text())["stages"]
     paths = Paths(repo_root)
     rel = lambda p: p.relative_to(repo_root).as_posix()  # noqa: E731
@@ -127,28 +133,27 @@ def test_dvc_yaml_paths_are_the_config_paths(repo_root):
             paths.clock_figures,
             *(paths.clock_table(t) for t in ("logo", "loko", "curves", "logo_points", "guesses", "vs_guesses", "path")),
             paths.xpower_model_dir,
-            paths.xpower_report_dir / "logo.csv",
-            paths.validate_dir / "xdevice_energy.csv",
+            paths.xpower_logo,
+            paths.validate_xdevice_energy,
             paths.xpower_report_dir / "metrics.json",
             paths.xdevice_model_dir,
             paths.xdevice_metrics,
             *(paths.xdevice_table(t) for t in ("logo_ops", "logo_networks")),
             paths.headline_metrics,
             paths.plots_dir,
+            paths.validate_summed,
+            paths.validate_out_of_sample,
+            paths.validate_kind_errors,
+            paths.validate_in_sample,
+            paths.validate_tensor_cores,
+            *(paths.validate_sweeps(k) for k in ("power_limit_w", "core_clock_mhz", "mem_clock_mhz")),
+            paths.validate_sweep_optima,
+            paths.validate_grid_optima,
+            paths.validate_clock_sweeps,
+            paths.validate_clock_optima,
+            paths.validate_latency,
         )
     }
-    validate_tables = {"tensor_cores", "sweep_optima", "grid_optima", "latency", "summed_vs_measured"}
-    validate_tables |= {
-        "predicted_vs_measured",
-        "sweeps_power_limit_w",
-        "sweeps_core_clock_mhz",
-        "sweeps_mem_clock_mhz",
-        "predicted_in_sample",
-        "op_errors_by_kind",
-        "clock_sweeps",
-        "clock_optima",
-    }
-    known |= {rel(paths.validate_dir / f"{t}.csv") for t in validate_tables}
     declared = []
     for name, st in stages.items():
         body = st.get("do", st)
@@ -156,7 +161,7 @@ def test_dvc_yaml_paths_are_the_config_paths(repo_root):
             declared += [(name, _declared(e)) for e in body.get(kind, [])]
         assert body["cmd"].startswith("python3 -m opcost.stages."), name
     unknown = [(n, d) for n, d in declared if d not in known]
-    assert not unknown, f"dvc.yaml declares paths config.Paths does not name: {unknown}"
+    assert not unknown, f"dvc.yaml declares paths Paths does not name: {unknown}"
     assert stages["profile"]["foreach"] == "${profile.campaigns}"
 
 
@@ -217,6 +222,8 @@ UNKNOWN_KEYS = [
     ("train.random_forest", "random_state", "params.yaml: train.random_forest", "'n_estimators'"),
     ("train.xgboost", "learningrate", "params.yaml: train.xgboost", "'learning_rate'"),
     ("train.xgboost", "objective", "params.yaml: train.xgboost", "'max_leaves'"),
+    ("clock", "min_point", "params.yaml: clock", "'min_points'"),
+    ("xdevice", "n_estimator", "params.yaml: xdevice", "'n_estimators'"),
 ]
 
 
@@ -267,6 +274,17 @@ BAD_VALUES = [
     ("train.xgboost.reg_lambda", -1, "xgboost.reg_lambda: expected a finite number >= 0, got -1"),
     ("train.targets", ["A30"], "train.targets[0]: train target 'A30' must be <device config>-<mode>"),
     ("ingest.sources.dvfs-conv.kind", "dvfs", "kind 'dvfs' is not one of thesis-logs"),
+    ("train.targets", ["A30-inference", "A30-inference"], "params.yaml: train.targets lists a target more than once"),
+    ("clock.min_points", 2, "params.yaml: clock.min_points: expected an integer >= 3, got 2"),
+    ("clock.grid_points", 1.0, "params.yaml: clock.grid_points: expected an integer >= 2, got 1.0"),
+    ("clock.tree_iterations", 0, "params.yaml: clock.tree_iterations: expected an integer >= 1, got 0"),
+    ("clock.seed", -1, "params.yaml: clock.seed: expected an integer >= 0, got -1"),
+    ("xdevice.neusight", "../neusight", "params.yaml: xdevice.neusight: path '../neusight' must lie inside data/ext"),
+    ("xdevice.op_targets", ["A30-inference", ""], "params.yaml: xdevice.op_targets[1]: expected a non-empty string"),
+    ("xdevice.floor_s", 0, "params.yaml: xdevice.floor_s: expected a finite number > 0, got 0"),
+    ("xdevice.subsample", math.nan, "params.yaml: xdevice.subsample: expected a finite number > 0, got nan"),
+    ("xdevice.threads", 0, "params.yaml: xdevice.threads: expected an integer >= 1, got 0"),
+    ("xdevice.max_depth", True, "params.yaml: xdevice.max_depth: expected an integer >= 1, got True"),
 ]
 
 
@@ -314,7 +332,7 @@ def test_estimator_keys_are_keyword_arguments_of_the_estimators():
     from sklearn.ensemble import RandomForestRegressor
     from xgboost import XGBRegressor
 
-    from opcost.config import RANDOM_FOREST_KEYS, XGBOOST_KEYS
+    from opcost.params.train import RANDOM_FOREST_KEYS, XGBOOST_KEYS
 
     rf = set(inspect.signature(RandomForestRegressor).parameters)
     assert set(RANDOM_FOREST_KEYS) <= rf
@@ -382,10 +400,40 @@ def test_duplicate_keys_and_broken_yaml_are_one_line_errors(tmp_path, repo_root)
         load_params(p)
 
 
+def test_every_section_setting_has_a_check_in_field_order():
+    """One parsing style: each section's `from_dict` checks its keys with a table of per-key checks; every
+    field has one (a new setting cannot arrive unchecked), listed in field order (the order an unknown
+    key's error names the valid keys in)."""
+    from dataclasses import fields
+
+    from opcost.params.clock import CLOCK_FIELDS, ClockParams
+    from opcost.params.train import TRAIN_FIELDS, TrainParams
+    from opcost.params.xdevice import XDEVICE_FIELDS, XdeviceParams
+
+    for cls, checks in ((ClockParams, CLOCK_FIELDS), (TrainParams, TRAIN_FIELDS), (XdeviceParams, XDEVICE_FIELDS)):
+        assert [f.name for f in fields(cls)] == list(checks), cls.__name__
+
+
+def test_absent_sections_take_the_defaults_and_given_values_are_converted(tmp_path, repo_root):
+    params = base_params(repo_root)
+    for section in ("clock", "xdevice", "train"):
+        del params[section]
+    p = tmp_path / "params.yaml"
+    p.write_text(yaml.safe_dump(params))
+    loaded = load_params(p)
+    assert (loaded.clock, loaded.xdevice, loaded.train) == (ClockParams(), XdeviceParams(), TrainParams())
+    params["xdevice"] = {"op_targets": "A30-inference", "floor_s": 1, "neusight": "data/external/n2"}
+    params["clock"] = {"grid_points": 5}
+    p.write_text(yaml.safe_dump(params))
+    loaded = load_params(p)
+    assert loaded.xdevice == XdeviceParams(op_targets=("A30-inference",), floor_s=1.0, neusight="data/external/n2")
+    assert isinstance(loaded.xdevice.floor_s, float) and loaded.clock == ClockParams(grid_points=5)
+
+
 def test_every_campaign_setting_has_a_check():
     from dataclasses import fields
 
-    from opcost.config import CAMPAIGN_FIELDS, CampaignParams
+    from opcost.params.profile import CAMPAIGN_FIELDS, CampaignParams
 
     assert {f.name for f in fields(CampaignParams)} - {"name"} == set(CAMPAIGN_FIELDS)
 
@@ -393,7 +441,7 @@ def test_every_campaign_setting_has_a_check():
 @pytest.mark.parametrize("key, value", [("min_time_s", math.nan), ("window_s", math.inf), ("window_s", -1.0)])
 def test_ad_hoc_campaigns_refuse_nan_and_inf_durations(key, value):
     """The command line builds CampaignParams from typer's floats and calls check()."""
-    from opcost.config import CampaignParams
+    from opcost.params.profile import CampaignParams
 
     c = CampaignParams(name="adhoc", sets=("resnet18:1x3x32x32",), **{key: value})
     with pytest.raises(OpcostError, match=f"command line: {key} must be a finite number > 0, got {value}"):

@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from opcost.config import Paths, load_params
 from opcost.data import crossclock
+from opcost.params.load import load_params
+from opcost.paths import Paths
 from opcost.schemas import SWEEPS
 from opcost.stages.ingest import run as run_ingest_stage
 

@@ -10,7 +10,6 @@ import pytest
 import yaml
 
 from fake_nvml import FakeNvml
-from opcost.config import Paths, load_params
 from opcost.devices import (
     ALIASES,
     DEVICES,
@@ -23,6 +22,8 @@ from opcost.devices import (
     table_name,
 )
 from opcost.errors import OpcostError
+from opcost.params.load import load_params
+from opcost.paths import Paths
 
 REQUIRED = {  # issue 20's list: each must have its own row
     "P100", "P4", "V100", "V100_SXM2", "T4", "RTX2080Ti", "RTX6000", "RTX8000", "A10", "A10G", "A30", "A40",

@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from opcost.config import load_params
 from opcost.data.evaluate import device_config, thesis_power_stats
 from opcost.errors import SchemaError
+from opcost.params.load import load_params
 from opcost.schemas import EVALUATED_NETWORKS, EVALUATED_OPERATIONS, SWEEPS
 from opcost.stages.evaluate import run as run_evaluate_stage
 

@@ -4,12 +4,12 @@ from collections import Counter
 
 import pytest
 
-from opcost.config import ModelInputSet
 from opcost.ops.catalog import extract_sets
 from opcost.ops.extract import trace
 from opcost.ops.features import op_metrics
 from opcost.ops.models import meta_model
 from opcost.ops.spec import OpSpec
+from opcost.params.extract import ModelInputSet
 
 
 def kinds(model: str, shape, training: bool = False) -> Counter:

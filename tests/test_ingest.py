@@ -8,9 +8,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from opcost.config import Paths, load_params
 from opcost.data.thesis import Classifier, parse_network_log, parse_op_log
 from opcost.ops.reprparse import spec_from_repr
+from opcost.params.load import load_params
+from opcost.paths import Paths
 from opcost.schemas import NET_MEASUREMENTS, OP_MEASUREMENTS, OPERATIONS, REJECTS, SWEEPS
 from opcost.stages.ingest import run as run_ingest_stage
 

@@ -16,11 +16,12 @@ import pandas as pd
 import pytest
 import yaml
 
-from opcost.config import Paths, load_params
 from opcost.data import sweeps
 from opcost.data.textfile import read_lines
 from opcost.data.thesis import parse_network_log, parse_op_log
 from opcost.errors import OpcostError
+from opcost.params.load import load_params
+from opcost.paths import Paths
 from opcost.schemas import OP_MEASUREMENTS, REJECTS, SWEEPS
 from opcost.stages.ingest import run as run_ingest_stage
 

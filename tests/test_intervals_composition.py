@@ -165,11 +165,11 @@ def test_the_constant_power_follows_the_clock_and_the_energy_optimum_moves_down(
     and the energy optimum is lower than with k held at its boost-clock value (what the old layer did)."""
     from types import SimpleNamespace
 
-    from opcost.config import Paths
     from opcost.model.answer import assemble
     from opcost.model.clock import ClockModel
     from opcost.model.clocktransfer import ClockTransfer, transfer_device
     from opcost.model.network import Network
+    from opcost.paths import Paths
 
     comp = Composition("training", {"sum": 1.0, "calls_floor": 1.0, "params_bw": 0.0, "const": 0.0},
                        {"energy_sum": 0.5, "time": 80.0}, calibrated=True)  # fmt: skip

@@ -19,13 +19,13 @@ import pandas as pd
 import pytest
 from torch import nn
 
-from opcost.config import TrainParams
 from opcost.model import compose, costing, fit, netval
 from opcost.model.costing import Costs, OpCoster
 from opcost.model.features import OpRecord
 from opcost.model.physics import roofline_s
 from opcost.ops.features import op_metrics
 from opcost.ops.spec import CATEGORY_MODULE, OpSpec, TensorInput, module_attrs, target_of_class
+from opcost.params.train import TrainParams
 
 TERA = 1e12
 RNG_SEED = 20261124

@@ -9,11 +9,11 @@ import pytest
 from torch import nn
 
 from fake_nvml import FakeNvml
-from opcost.config import CampaignParams
 from opcost.data.evaluate import OP_KEYS, evaluate_campaign_rows
 from opcost.measure.campaign import Campaign, Unit, make_plan
 from opcost.measure.timing import FLAG_COUNTER_STUCK, FLAG_COUNTER_STUCK_NO_SAMPLES, FLAG_IMPLAUSIBLE, window_energy
 from opcost.ops.spec import CATEGORY_MODULE, OpSpec, TensorInput, module_attrs, target_of_class
+from opcost.params.profile import CampaignParams
 
 CONV = OpSpec("Conv2d", CATEGORY_MODULE, target_of_class(nn.Conv2d), module_attrs(nn.Conv2d(8, 8, 3, padding=1)),
               [{"tensor": 0}], {}, (TensorInput((2, 8, 16, 16), "float32"),))  # fmt: skip

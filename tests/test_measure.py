@@ -16,7 +16,6 @@ import torch
 from torch import nn
 
 from fake_nvml import FakeNvml
-from opcost.config import CampaignParams, ModelInputSet
 from opcost.errors import OpcostError
 from opcost.locks import cpu_lock_key, device_lock, device_state_dir, file_lock, machine_lock_dir
 from opcost.measure.campaign import TABLE_FILES, Campaign, Unit, all_failed_message, make_plan
@@ -28,6 +27,8 @@ from opcost.measure.profile import adhoc_plan
 from opcost.measure.timing import measure_window, time_block
 from opcost.measure.workload import VARIANT_OUT_OF_PLACE, op_workload
 from opcost.ops.spec import CATEGORY_MODULE, OpSpec, TensorInput, module_attrs, target_of_class
+from opcost.params.extract import ModelInputSet
+from opcost.params.profile import CampaignParams
 from opcost.schemas import POWER_SAMPLES, TIMINGS
 
 
@@ -651,7 +652,7 @@ def test_profile_refuses_non_finite_or_non_positive_durations(tmp_path, flags):
 KILL_SCRIPT = """
 import sys
 from pathlib import Path
-from opcost.config import CampaignParams
+from opcost.params.profile import CampaignParams
 from opcost.measure.campaign import Campaign, Unit, make_plan
 from opcost.ops.spec import OpSpec, TensorInput
 specs = [OpSpec("ReLU", "module", "torch.nn.modules.activation.ReLU", {"inplace": False}, [{"tensor": 0}], {},

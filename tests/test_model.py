@@ -10,13 +10,13 @@ import pytest
 from torch import nn
 from typer.testing import CliRunner
 
-from opcost.config import TrainParams
 from opcost.errors import OpcostError
 from opcost.model.features import BASELINE_ATTRS, Encoding, op_record
 from opcost.model.fit import family_folds, grouped_folds
 from opcost.model.predict import Predictor
 from opcost.ops.features import op_metrics
 from opcost.ops.spec import CATEGORY_MODULE, OpSpec, TensorInput, module_attrs, target_of_class
+from opcost.params.train import TrainParams
 from opcost.stages.train import run as run_train_stage
 
 
@@ -182,7 +182,7 @@ def test_predict_errors_say_what_exists(trained, tmp_path):
         pr.predict("resnet18", "32,3,32,32", "RTX2080Ti", "training", clock_mhz=250)
     with pytest.raises(OpcostError, match="unknown model 'resnet19'"):
         pr.predict("resnet19", "32,3,32,32", "RTX2080Ti", "training")
-    from opcost.config import Paths
+    from opcost.paths import Paths
 
     with pytest.raises(OpcostError, match=r"is not an opcost checkout \(no dvc.yaml"):
         Predictor(paths=Paths(tmp_path)).predict("resnet18", "32,3,32,32", "A30", "inference")
@@ -209,8 +209,9 @@ def test_recommend_ranks_devices(trained):
 def test_registry_champion_predicts_like_local_bundle(trained, tmp_path, monkeypatch):
     """In a fresh store (nothing else registered), the champion served by the registry is the local bundle."""
     from conftest import clone_of
-    from opcost.config import Paths, load_params
     from opcost.model.registry import sync_registry
+    from opcost.params.load import load_params
+    from opcost.paths import Paths
 
     root = Paths(clone_of(trained, tmp_path))
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'fresh.db'}")
@@ -281,7 +282,7 @@ def test_predictions_from_the_disk_cache_match_and_need_no_torch(trained):
     paths, _, _ = trained
     first = Predictor(paths=paths).predict("resnet18", "32,3,32,32", "RTX2080Ti", "training")
     code = (
-        "import sys, json; from opcost.model.predict import Predictor; from opcost.config import Paths;"
+        "import sys, json; from opcost.model.predict import Predictor; from opcost.paths import Paths;"
         f"p = Predictor(paths=Paths(__import__('pathlib').Path({str(paths.root)!r})))"
         ".predict('resnet18', '32,3,32,32', 'RTX2080Ti', 'training');"
         "mods = sorted(m for m in ('torch', 'xgboost', 'sklearn') if m in sys.modules);"
@@ -297,8 +298,9 @@ def test_sync_registry_registers_pulled_bundles_once(trained, tmp_path, monkeypa
     from mlflow import MlflowClient
 
     from conftest import clone_of
-    from opcost.config import Paths, load_params
     from opcost.model.registry import sync_registry
+    from opcost.params.load import load_params
+    from opcost.paths import Paths
 
     paths = Paths(clone_of(trained, tmp_path))
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'fresh.db'}")

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from opcost.config import TrainParams
 from opcost.model import compose, netval
 from opcost.model.fit import prepare
+from opcost.params.train import TrainParams
 
 MODELS = {"net_a": "fam1", "net_b": "fam1", "net_c": "fam2", "net_d": "fam2", "net_e": "fam3", "net_f": "fam3"}
 SIZES = (8, 16)

@@ -13,11 +13,12 @@ import torch
 import yaml
 from torch import nn
 
-from opcost.config import Paths, load_params
 from opcost.data.neusight import METHOD, OP_FILES, op_metrics_of, op_spec, read_neusight
 from opcost.ops.extract import trace_call
 from opcost.ops.features import op_metrics
 from opcost.ops.parts import has_parts
+from opcost.params.load import load_params
+from opcost.paths import Paths
 
 DATA = Path(__file__).parent / "data" / "neusight"
 V100 = DATA / "networks" / "Tesla_V100-PCIE-32GB"

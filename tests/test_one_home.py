@@ -1,6 +1,6 @@
-"""Modes and defaults have one home each (opcost.config): the mode check is written once, and the defaults
-of train.folds and clock.min_points live on their parameter classes, which the parsers and the clock model
-read instead of repeating the numbers."""
+"""Modes and defaults have one home each: the mode check is written once (opcost.modes), and the defaults
+of train.folds and clock.min_points live on their parameter classes (opcost.params), which the parsers and
+the clock model read instead of repeating the numbers."""
 
 from __future__ import annotations
 
@@ -9,17 +9,20 @@ from pathlib import Path
 
 import pytest
 
-from opcost.config import MODES, ClockParams, Paths, TrainParams, check_mode
 from opcost.errors import OpcostError
 from opcost.model import clock
 from opcost.model.predict import Predictor
+from opcost.modes import MODES, check_mode
+from opcost.params.clock import ClockParams
+from opcost.params.train import TrainParams
+from opcost.paths import Paths
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "opcost"
 
 
 def test_the_mode_check_is_written_once():
     homes = [p.relative_to(SRC).as_posix() for p in SRC.rglob("*.py") if re.search(r"unknown mode\b", p.read_text())]
-    assert homes == ["config.py"]
+    assert homes == ["modes.py"]
     assert [check_mode(m) for m in MODES] == list(MODES)
     with pytest.raises(OpcostError, match=r"unknown mode 'trainig'; valid modes: inference, training"):
         check_mode("trainig")

@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from opcost.config import Paths
 from opcost.model.clocktransfer import clock_grid, widen
 from opcost.model.predict import Predictor
 from opcost.model.xdevice_predict import own_config
+from opcost.paths import Paths
 
 
 def test_the_clock_grid_is_the_callers_and_reads_no_params(tmp_path):
@@ -25,7 +25,7 @@ def test_the_clock_grid_is_the_callers_and_reads_no_params(tmp_path):
 
 def test_the_edge_reads_the_grid_from_params(tmp_path):
     from opcost.api import clock_grid_points
-    from opcost.config import ClockParams
+    from opcost.params.clock import ClockParams
 
     assert clock_grid_points(Paths(tmp_path)) == ClockParams().grid_points  # no params.yaml: the default
     (tmp_path / "params.yaml").write_text("clock:\n  grid_points: fifteen\n")

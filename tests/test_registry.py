@@ -155,8 +155,9 @@ def test_sync_replays_the_training_runs_into_a_fresh_store(trained, tmp_path, mo
     import mlflow
     from mlflow import MlflowClient
 
-    from opcost.config import Paths, load_params
     from opcost.model.registry import sync_registry
+    from opcost.params.load import load_params
+    from opcost.paths import Paths
 
     root = clone_of(trained, tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'fresh.db'}")
@@ -183,8 +184,9 @@ def test_sync_replays_the_training_runs_into_a_fresh_store(trained, tmp_path, mo
 def test_a_half_registered_version_is_removed_on_the_next_registration(trained, tmp_path, monkeypatch):
     from mlflow import MlflowClient
 
-    from opcost.config import Paths, load_params
     from opcost.model.registry import sync_registry
+    from opcost.params.load import load_params
+    from opcost.paths import Paths
 
     root = clone_of(trained, tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'fresh.db'}")
@@ -251,8 +253,9 @@ def test_champion_moves_only_from_committed_main_or_by_promote(trained, tmp_path
     `opcost promote` moves it explicitly."""
     from mlflow import MlflowClient
 
-    from opcost.config import Paths, load_params
     from opcost.model.registry import promote, sync_registry
+    from opcost.params.load import load_params
+    from opcost.paths import Paths
 
     root = clone_of(trained, tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'fresh.db'}")

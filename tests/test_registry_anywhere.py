@@ -31,9 +31,10 @@ def synced(trained, tmp_path, monkeypatch):
     """A clone whose run records say they were trained at commit A, synced from commit B into a fresh store."""
     import shutil
 
-    from opcost.config import Paths, load_params
     from opcost.model import runlog
     from opcost.model.registry import sync_registry
+    from opcost.params.load import load_params
+    from opcost.paths import Paths
 
     root = clone_of(trained, tmp_path)
     # `dvc pull` brings data/ too: the operations table the input example is taken from
@@ -69,8 +70,8 @@ def synced(trained, tmp_path, monkeypatch):
 
 def test_predict_registry_from_an_empty_directory(synced, tmp_path, monkeypatch):
     from opcost.cli import app
-    from opcost.config import Paths
     from opcost.model.predict import Predictor
+    from opcost.paths import Paths
 
     paths, _, _ = synced
     local = Predictor(paths=paths).predict("resnet18", "32,3,32,32", "RTX2080Ti", "training")
@@ -107,8 +108,8 @@ def test_outside_the_repository_the_error_says_so(tmp_path, monkeypatch):
 
 
 def test_a_missing_bundle_json_is_named(trained, tmp_path):
-    from opcost.config import Paths
     from opcost.model.predict import Predictor
+    from opcost.paths import Paths
 
     root = clone_of(trained, tmp_path)
     (root / "models" / "RTX2080Ti-training" / "bundle.json").unlink()

@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from opcost.config import CampaignParams, Paths, SlurmParams, load_params
 from opcost.errors import OpcostError
+from opcost.params.load import load_params
+from opcost.params.profile import CampaignParams, SlurmParams
+from opcost.paths import Paths
 from opcost.slurm import scheduler
 from opcost.slurm.scheduler import JobState
 from opcost.slurm.submit import (
@@ -274,7 +276,7 @@ def test_slurm_defaults_and_per_campaign_overrides(tmp_path):
 @pytest.mark.parametrize(
     "slurm, message",
     [
-        ({"shard": 4}, r"unknown key\(s\) \['shard'\]; valid keys: account, cpus_per_task"),
+        ({"shard": 4}, r"slurm: unknown key 'shard' \(closest valid key: 'shards'; valid keys: shards, throttle"),
         ({"shards": 0}, "shards and cpus_per_task must be integers >= 1"),
         ({"throttle": 0}, "throttle must be an integer >= 1"),
         ({"time": 7200}, "must be a quoted SLURM time"),  # what YAML makes of an unquoted 02:00:00

@@ -88,7 +88,7 @@ def test_train_depends_on_every_table_it_reads():
     """train@<target> reads the target's operations, networks and network_ops tables (the last two
     fit the composition layer): each must lie under a declared dep, or new network measurements
     would leave a stale composition layer 'up to date'."""
-    from opcost.config import Paths
+    from opcost.paths import Paths
 
     stage = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]["train"]
     target = "A30-inference"

@@ -8,8 +8,9 @@ import yaml
 from typer.testing import CliRunner
 
 from opcost.cli import app
-from opcost.config import Paths, load_params
 from opcost.errors import OpcostError
+from opcost.params.load import load_params
+from opcost.paths import Paths
 from opcost.schemas import OCCURRENCES, OPERATIONS
 from opcost.stages.extract import run as run_extract_stage
 

@@ -15,11 +15,12 @@ import yaml
 from typer.testing import CliRunner
 
 from opcost.cli import app
-from opcost.config import Paths, load_params
 from opcost.errors import OpcostError
 from opcost.locks import file_lock
 from opcost.measure.campaign import TABLE_FILES, Campaign, measure_part, part_name
 from opcost.measure.power import NoEnergy
+from opcost.params.load import load_params
+from opcost.paths import Paths
 from opcost.schemas import NETWORKS, POWER_SAMPLES, TIMINGS
 from opcost.slurm.submit import shard_progress
 from opcost.stages.extract import run as run_extract_stage

@@ -91,8 +91,9 @@ def _forge(folder: Path) -> None:
 def test_sync_registry_refuses_a_forged_bundle_and_keeps_the_champion(trained, tmp_path, monkeypatch):
     from mlflow import MlflowClient
 
-    from opcost.config import Paths, load_params
     from opcost.model.registry import sync_registry
+    from opcost.params.load import load_params
+    from opcost.paths import Paths
 
     root = clone_of(trained, tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'fresh.db'}")
@@ -127,8 +128,9 @@ def test_sync_registry_refuses_a_forged_bundle_and_keeps_the_champion(trained, t
 def test_sync_registry_never_promotes_what_dvc_status_reports_changed(trained, tmp_path, monkeypatch):
     from mlflow import MlflowClient
 
-    from opcost.config import Paths, load_params
     from opcost.model.registry import sync_registry
+    from opcost.params.load import load_params
+    from opcost.paths import Paths
 
     root = clone_of(trained, tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'fresh.db'}")
@@ -149,9 +151,10 @@ def test_sync_registry_never_promotes_what_dvc_status_reports_changed(trained, t
 def test_registry_load_checks_the_registered_md5(trained, tmp_path, monkeypatch):
     from mlflow import MlflowClient
 
-    from opcost.config import Paths, load_params
     from opcost.model.integrity import BUNDLE_MD5_TAG
     from opcost.model.registry import champion_bundle, sync_registry
+    from opcost.params.load import load_params
+    from opcost.paths import Paths
 
     root = clone_of(trained, tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'fresh.db'}")

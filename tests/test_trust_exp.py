@@ -3,7 +3,7 @@
 DVC 3 runs temp and queued experiments in a copy of the repository and sets `DVC_ROOT` to the
 user's workspace. A stage that resolved its root from `DVC_ROOT` read the workspace's params and
 overwrote the workspace's outputs. These tests run real DVC experiments on a tiny git+DVC repository
-whose stage is an opcost-style entry point: it finds the root with `config.find_root`, reads a
+whose stage is an opcost-style entry point: it finds the root with `paths.find_root`, reads a
 parameter from `Paths.params` and writes an output, and records which MLflow store
 `tracking.tracking_uri` would use (the workspace's shared one).
 """
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from opcost.config import Paths, find_root
+from opcost.paths import Paths, find_root
 from opcost.model import tracking
 
 root = find_root()

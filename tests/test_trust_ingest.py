@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from opcost.config import IngestParams, IngestSource
 from opcost.data.textfile import read_lines
 from opcost.data.thesis import parse_op_log
 from opcost.errors import OpcostError
+from opcost.params.ingest import IngestParams, IngestSource
 from opcost.stages.ingest import run as run_ingest_stage
 
 CONV = (
@@ -76,7 +76,7 @@ def test_cr_only_line_endings_are_lines(tmp_path):
 
 
 def _project(tmp_path: Path, lines: list[str]) -> tuple:
-    from opcost.config import Paths
+    from opcost.paths import Paths
 
     d = tmp_path / "data" / "external" / "thesis" / "ops" / "inference"
     d.mkdir(parents=True)
@@ -131,8 +131,8 @@ def _real_campaign(root: Path, trials: int) -> Path:
     """A real (tiny) CPU campaign against the fake NVML card of test_known_measurements, written where
     the evaluate stage reads campaigns (data/raw/<name>/)."""
     from fake_nvml import FakeNvml
-    from opcost.config import CampaignParams
     from opcost.measure.campaign import Campaign, Unit, make_plan
+    from opcost.params.profile import CampaignParams
     from test_known_measurements import CONV as CONV_SPEC
     from test_known_measurements import WATTS, steady_trace
 
@@ -153,8 +153,8 @@ def test_impossible_campaign_rows_are_refused_counted_and_the_rest_evaluated(tmp
     every row corrupted, the campaign is one line naming it."""
     import pandas as pd
 
-    from opcost.config import Paths
     from opcost.data.evaluate import campaign_frames, reject_summary
+    from opcost.paths import Paths
     from opcost.stages.evaluate import summary
 
     out = _real_campaign(tmp_path, trials=3)

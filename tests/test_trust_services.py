@@ -222,8 +222,8 @@ def test_a_server_dying_mid_validate_run_is_one_line_and_the_report_is_replayed_
     validate replay logs it (the cut-short run does not count as the replay)."""
     from mlflow import MlflowClient
 
-    from opcost.config import Paths
     from opcost.model import tracking
+    from opcost.paths import Paths
     from opcost.validate.replay import sync_validate
 
     (tmp_path / "proj").mkdir()

@@ -7,9 +7,12 @@ import pytest
 import torch
 import yaml
 
-from opcost.config import CampaignParams, ModelInputSet, Paths, load_params
 from opcost.errors import OpcostError
 from opcost.measure.workload import network_workload
+from opcost.params.extract import ModelInputSet
+from opcost.params.load import load_params
+from opcost.params.profile import CampaignParams
+from opcost.paths import Paths
 from opcost.schemas import OCCURRENCES, OPERATIONS
 from opcost.stages.extract import run as run_extract_stage
 

@@ -9,10 +9,10 @@ import pytest
 from typer.testing import CliRunner
 
 from opcost.cli import app
-from opcost.config import Paths
 from opcost.errors import OpcostError
 from opcost.model.predict import Predictor
 from opcost.ops.netspec import NetSpec, build_model
+from opcost.paths import Paths
 
 
 def test_a_hf_config_typo_is_refused_naming_the_closest_field():
@@ -246,7 +246,7 @@ def test_a_never_seen_network_is_predicted_without_dynamo_pandas_torchvision_or_
     _tiny_bundle(tmp_path)
     code = (
         "import sys\n"
-        "from pathlib import Path\nfrom opcost.config import Paths\n"
+        "from pathlib import Path\nfrom opcost.paths import Paths\n"
         "from opcost.model.predict import Predictor\n"
         "from opcost.ops.netspec import NetSpec\n"
         f"net = NetSpec.make({str(tmp_path / 'tiny.py')!r} + ':tiny', ['float32:2,8'])\n"

@@ -6,8 +6,8 @@ import math
 import pandas as pd
 import pytest
 
-from opcost.config import load_params
 from opcost.data.evaluate import device_config
+from opcost.params.load import load_params
 from opcost.stages.validate import run as run_validate_stage
 from opcost.validate import summation, sweeps
 
@@ -135,7 +135,7 @@ def leaves(d) -> int:
 def test_validate_stage_writes_the_report(trained):
     paths = trained[0]
     metrics = run_validate_stage(paths, load_params(paths.params), log_to_mlflow=False)
-    summed = pd.read_csv(paths.validate_dir / "summed_vs_measured.csv")
+    summed = pd.read_csv(paths.validate_summed)
     # every measured thesis network whose set is extracted in this project (resnet18 at 32x32 here),
     # on every device config and mode it was measured in, plus the tiny CPU campaign's network
     got = set(zip(summed["set_id"], summed["device_config"], summed["mode"]))
@@ -145,7 +145,7 @@ def test_validate_stage_writes_the_report(trained):
     cpu_config = device_config(meta["environment"], "cpu")  # whatever CPU this machine has
     assert ("squeezenet1_1:2x3x32x32", cpu_config, "inference") in got
     assert (summed["flops_share"] > 0.99).all()
-    opt = pd.read_csv(paths.validate_dir / "sweep_optima.csv")
+    opt = pd.read_csv(paths.validate_sweep_optima)
     sw = pd.read_parquet(paths.evaluated_sweeps)
     assert len(opt) == sw.groupby(["source", "device", "workload", "knob"]).ngroups
     assert set(opt["source"]) == {
@@ -156,7 +156,7 @@ def test_validate_stage_writes_the_report(trained):
         "nv-dvfs-kernels",
         "gpu-frequency-dvfs",
     }
-    grid = pd.read_csv(paths.validate_dir / "grid_optima.csv")
+    grid = pd.read_csv(paths.validate_grid_optima)
     # dvfs-conv: three cuDNN algorithms, each a 5 x 5 core x memory clock grid
     conv = grid[grid["source"] == "dvfs-conv"]
     assert sorted(conv["workload"]) == ["conv-fft/input00", "conv-sgemm/input00", "conv-winograd/input00"]
@@ -167,6 +167,13 @@ def test_validate_stage_writes_the_report(trained):
     for f in (paths.validate_figures).glob("*.png"):
         assert f"validate/figures/{f.name}" in index
     assert "validate/sweep_optima.csv" in index and "A30-inference" in index
+    # every table the stage writes is named by Paths (one place for paths), and the index links each one
+    named = {getattr(paths, a) for a in dir(paths) if a.startswith("validate_") and a != "validate_sweeps"}
+    named |= {paths.validate_sweeps(k) for k in ("power_limit_w", "core_clock_mhz", "mem_clock_mhz")}
+    written = set(paths.validate_dir.glob("*.csv"))
+    assert written and written <= named, sorted(f.name for f in written - named)
+    for f in written:
+        assert f"validate/{f.name}" in index, f.name
     detail = json.loads(paths.validate_detail.read_text())
     assert detail["summed_vs_measured"]["A30-inference"]["networks"] == 1
     # the headline table gives the median and the time-weighted error beside the MAPE

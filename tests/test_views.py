@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from opcost.config import Paths
+from opcost.paths import Paths
 from opcost.stages import views
 
 REPO = Path(__file__).resolve().parents[1]
@@ -43,9 +43,9 @@ def synthetic_reports(root: Path) -> Paths:
         "model": ["resnet18", "resnet50", "vgg16", "alexnet"], "family": ["resnet", "resnet", "vgg", "alexnet"],
         "measured_t_s": [0.01, 0.03, 0.05, 0.002], "predicted_t_s": [0.011, 0.028, 0.06, 0.0021],
         "summed_t_s": [0.009, 0.025, 0.04, 0.0015],
-    }).to_csv(paths.validate_dir / "predicted_vs_measured.csv", index=False)  # fmt: skip
+    }).to_csv(paths.validate_out_of_sample, index=False)  # fmt: skip
     pd.DataFrame({"model": ["resnet18", "vgg16"], "measured_t_s": [0.01, 0.05], "summed_t_s": [0.008, 0.04]}).to_csv(
-        paths.validate_dir / "summed_vs_measured.csv", index=False
+        paths.validate_summed, index=False
     )
     return paths
 

@@ -11,10 +11,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from opcost.config import Paths, XdeviceParams
 from opcost.devices import DEVICES, Device
 from opcost.errors import OpcostError
 from opcost.model import xdevice, xdevice_net, xdevice_predict
+from opcost.params.xdevice import XdeviceParams
+from opcost.paths import Paths
 
 TERA, GB = 1e12, 1e9
 # Synthetic GPUs: spread over peak, bandwidth, SMs and L2 like real ones, none in the real table.

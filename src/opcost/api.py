@@ -15,8 +15,10 @@ from typing import Any
 
 import pandas as pd
 
-from opcost.config import ClockParams, Paths, find_root, load_params
 from opcost.model.predict import NetworkPrediction, Predictor
+from opcost.params.clock import ClockParams
+from opcost.params.load import load_params
+from opcost.paths import Paths, find_root
 
 _default: Predictor | None = None
 

@@ -17,10 +17,15 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from opcost.config import ModelInputSet, Paths, check_mode, find_root, load_params, parse_input_shape
 from opcost.deadline import DEFAULT_TIMEOUT_S
 from opcost.errors import OpcostError
+from opcost.modes import check_mode
 from opcost.outputs import finite_json
+from opcost.params.extract import ModelInputSet
+from opcost.params.load import load_params
+from opcost.params.profile import CampaignParams
+from opcost.paths import Paths, find_root
+from opcost.shapes import parse_input_shape
 
 app = typer.Typer(
     help="opcost: what a neural network costs in time and energy on a GPU, without running it there.",
@@ -621,7 +626,6 @@ def profile(
     --campaign the options describe an ad-hoc campaign written to --out. Interrupted campaigns
     resume where they stopped. Exits 1 when every measurement failed; 130/143 on SIGINT/SIGTERM.
     """
-    from opcost.config import CampaignParams
     from opcost.measure import profile as prof
     from opcost.measure.campaign import all_failed_message
     from opcost.measure.interrupts import RESUME_HINT, Interrupted

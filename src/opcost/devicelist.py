@@ -18,8 +18,8 @@ from typing import Any
 
 import pandas as pd
 
-from opcost.config import Paths
 from opcost.devices import DEVICES, NO_TF32_SUFFIX, Device, lookup_device
+from opcost.paths import Paths
 
 XDEVICE_DIR = "xdevice"  # models/xdevice/: the cross-device model (stage train-xdevice)
 BUNDLE_FILE = "bundle.json"  # opcost.model.bundle.BUNDLE_FILE (not imported: it loads scikit-learn)

@@ -49,7 +49,7 @@ def atomic_path(target: Path) -> Iterator[Path]:
 def temp_dir_for(target: Path) -> Path:
     """Where the temporary file of `target` is written: the project's `.opcost/tmp/` when the target
     is inside a project (a folder with dvc.yaml), else the target's own folder."""
-    from opcost.config import find_root
+    from opcost.paths import find_root
 
     root = find_root()
     if (root / "dvc.yaml").is_file():

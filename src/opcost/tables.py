@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from opcost.config import OP_SOURCE_KINDS, Params, Paths
 from opcost.errors import OpcostError
+from opcost.params.ingest import OP_SOURCE_KINDS
+from opcost.params.load import Params
+from opcost.paths import Paths
 from opcost.schemas import OPERATIONS, Table
 
 

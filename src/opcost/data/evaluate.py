@@ -26,9 +26,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from opcost.config import OP_PHASE, Paths
 from opcost.devices import NO_TF32_SUFFIX, lookup_device
 from opcost.errors import OpcostError
+from opcost.modes import OP_PHASE
+from opcost.paths import Paths
 from opcost.schemas import (
     NETWORKS,
     POWER_SAMPLES,

@@ -19,12 +19,12 @@ from typing import Any, Callable, Mapping
 
 import pandas as pd
 
-from opcost.config import IngestSource
 from opcost.data import crossclock, neusight, sweeps, thesis
 from opcost.errors import OpcostError
 from opcost.ops.catalog import operations_table
 from opcost.ops.features import OpMetrics
 from opcost.ops.spec import OpSpec
+from opcost.params.ingest import IngestSource
 from opcost.schemas import (
     NET_MEASUREMENTS,
     NETWORK_NODES,

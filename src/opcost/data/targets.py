@@ -45,7 +45,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from opcost.config import OP_PHASE
+from opcost.modes import OP_PHASE
 from opcost.ops.families import family_of
 from opcost.ops.kinds import DROP_KINDS
 from opcost.ops.layers import layer_id

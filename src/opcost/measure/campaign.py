@@ -41,7 +41,6 @@ import pandas as pd
 import pyarrow.parquet as pq
 import torch
 
-from opcost.config import CampaignParams, ModelInputSet
 from opcost.errors import OpcostError
 from opcost.io import write_json, write_parquet
 from opcost.locks import cpu_lock_key, device_lock, device_state_dir, file_lock
@@ -52,6 +51,8 @@ from opcost.measure.power import EnergySource, integrate_power_j, open_source
 from opcost.measure.timing import measure_window, time_block, window_energy
 from opcost.measure.workload import VARIANT_AS_IS, Workload, blocks_for, device_sync, network_workload, op_workload
 from opcost.ops.spec import OpSpec
+from opcost.params.extract import ModelInputSet
+from opcost.params.profile import CampaignParams
 from opcost.progress import progress_bar
 from opcost.schemas import NETWORKS, POWER_SAMPLES, TIMINGS, conform
 

@@ -20,8 +20,8 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
-from opcost.config import ENERGY_SOURCES
 from opcost.errors import OpcostError
+from opcost.params.profile import ENERGY_SOURCES
 
 RAPL_ROOT = Path("/sys/class/powercap")
 

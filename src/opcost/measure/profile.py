@@ -12,9 +12,10 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from opcost.config import CampaignParams, ModelInputSet
 from opcost.locks import device_state_dir
 from opcost.measure.campaign import Campaign, Plan, make_plan, units_from_op_ids, units_from_sets
+from opcost.params.extract import ModelInputSet
+from opcost.params.profile import CampaignParams
 
 
 def campaign_plan(

@@ -21,9 +21,9 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from opcost.config import ModelInputSet
 from opcost.ops.features import op_metrics
 from opcost.ops.spec import CATEGORY_MODULE, OpSpec, Runnable, build, flat_tensors
+from opcost.params.extract import ModelInputSet
 
 VARIANT_AS_IS = "as-is"
 VARIANT_OUT_OF_PLACE = "out-of-place"

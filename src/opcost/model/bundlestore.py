@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from opcost.config import Paths, check_mode
 from opcost.errors import OpcostError
 from opcost.model.bundle import BUNDLE_FILE, Bundle
+from opcost.modes import check_mode
+from opcost.paths import Paths
 
 
 @dataclass

@@ -57,10 +57,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from opcost.config import ClockParams
 from opcost.devices import DEVICES, Device, find_device, lookup_device
 from opcost.errors import OpcostError
 from opcost.io import read_json_model, write_json
+from opcost.params.clock import ClockParams
 
 CLOCK_MODEL_FILE = "clock_model.json"
 FORMAT = 1

@@ -36,12 +36,12 @@ import pandas as pd
 from sklearn.ensemble import RandomForestRegressor
 from sklearn.model_selection import GroupKFold
 
-from opcost.config import TrainParams
 from opcost.errors import OpcostError
 from opcost.model.bundle import QuantityModel
 from opcost.model.features import FEATURE_SETS, Encoding, OpRecord, encodings, record_of
 from opcost.model.physics import is_noop
 from opcost.model.trees import compile_ensemble
+from opcost.params.train import TrainParams
 
 ALGORITHMS = ("rf", "xgb")
 QUANTITIES = ("time", "power")

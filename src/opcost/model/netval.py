@@ -25,11 +25,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from opcost.config import TrainParams
 from opcost.model import compose
 from opcost.model.costing import OpCoster
 from opcost.model.features import Encoding, OpRecord, record_of
 from opcost.model.fit import TargetData, fit_model, noop_values, transform_of
+from opcost.params.train import TrainParams
 
 SPLIT_NETWORK, SPLIT_FAMILY, SPLIT_MODEL = "network", "family", "model"
 SPLITS = (SPLIT_MODEL, SPLIT_FAMILY, SPLIT_NETWORK)  # headline first

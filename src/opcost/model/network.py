@@ -11,11 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from opcost.config import check_mode, parse_input_shape
 from opcost.errors import OpcostError
 from opcost.model.features import OpRecord
+from opcost.modes import check_mode
 from opcost.ops.footprint import Footprint
 from opcost.ops.netspec import InputSpec, NetSpec
+from opcost.shapes import parse_input_shape
 
 # What `extract_network` imports: the cache key hashes their import closure (opcost.closure).
 EXTRACTION_ENTRIES = ("opcost.ops.catalog", "opcost.ops.memory", "opcost.model.features")

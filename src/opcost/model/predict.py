@@ -35,7 +35,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
-from opcost.config import MODES, ClockParams, Paths, find_root
 from opcost.model.answer import TRAINING_NOTE, NetworkPrediction, assemble, extrapolation_warnings
 from opcost.model.bundle import Bundle
 from opcost.model.bundlestore import BundleStore
@@ -44,8 +43,11 @@ from opcost.model.costing import Costs, Group, OpCost, cost_groups
 from opcost.model.features import OpRecord
 from opcost.model.netcache import NetworkCache, extraction_code_hash, network_cache
 from opcost.model.network import EXTRACTION_ENTRIES, Network, as_netspec
+from opcost.modes import MODES
 from opcost.ops.footprint import footprint_key
 from opcost.ops.netspec import NetSpec
+from opcost.params.clock import ClockParams
+from opcost.paths import Paths, find_root
 
 if TYPE_CHECKING:
     import pandas as pd

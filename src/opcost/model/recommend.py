@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
-from opcost.config import check_mode
 from opcost.errors import OpcostError
+from opcost.modes import check_mode
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -32,12 +32,13 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from opcost.config import Params, Paths
 from opcost.errors import OpcostError
 from opcost.io import round_floats
 from opcost.model import tracking
 from opcost.model.bundle import BUNDLE_FILE, Bundle
 from opcost.model.pyfunc import LOADER_MODULE
+from opcost.params.load import Params
+from opcost.paths import Paths
 
 SCORE_TAG = "score"
 SPLIT_TAG = "split"
@@ -94,7 +95,7 @@ def promote(paths: Paths, target: str, version: str | None = None, targets: Sequ
     (it becomes a path under models/)."""
     from mlflow import MlflowClient
 
-    from opcost.config import check_name
+    from opcost.validation import check_name
 
     check_name(target, "--target", "target")
     if targets is not None and target not in targets:
@@ -166,9 +167,9 @@ def _version_source(root: Path, mlflow: Any) -> dict[str, str]:
 def register_bundle(root: Path, mlflow: Any, bundle: Bundle, split: str, veto: str = "") -> str | None:
     """Register `bundle` from the active run unless a version with its hash exists, then consider it
     for `champion` (module docstring; `veto` keeps the alias where it is). Returns the new version, or None."""
-    from opcost.config import Paths as _Paths
     from opcost.model import pyfunc
     from opcost.model.integrity import BUNDLE_MD5_TAG, dir_md5
+    from opcost.paths import Paths as _Paths
 
     example = pyfunc.input_example(_Paths(root).operations, bundle.kinds)
 

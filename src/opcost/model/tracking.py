@@ -4,7 +4,7 @@ Tracking URI: `MLFLOW_TRACKING_URI` if set, else `sqlite:///<store root>/mlflow.
 refuses the file store unless forced). The store root is `DVC_ROOT` when a DVC stage runs (DVC 3
 sets it to the user's workspace also for `dvc exp run --temp`/`--queue`, whose stages run in a
 throwaway copy), so experiments log into the workspace's database, not the copy's; everything else
-a stage reads or writes resolves from its own working directory (`config.find_root`). For the same
+a stage reads or writes resolves from its own working directory (`paths.find_root`). For the same
 reason experiments get an explicit artifact location under the store root (`mlruns/`).
 Numbers that decide things live in DVC metrics files; MLflow mirrors them for browsing.
 

@@ -33,12 +33,12 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from opcost.config import XdeviceParams
 from opcost.devices import DEVICES, NO_TF32_SUFFIX, Device
 from opcost.errors import OpcostError
 from opcost.io import read_json_model, read_npz, write_json, write_npz
 from opcost.model.trees import TreeEnsemble
 from opcost.ops.kinds import xkind_of
+from opcost.params.xdevice import XdeviceParams
 
 FORMAT = "opcost-xdevice/1"
 MODEL_FILE = "xdevice.json"

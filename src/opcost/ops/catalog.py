@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from opcost.config import ModelInputSet, check_mode
+from opcost.modes import check_mode
 from opcost.ops.extract import Trace, one_line
 from opcost.ops.features import OpMetrics, op_metrics
 from opcost.ops.hparams import hyperparameters, typed_hp_columns
@@ -28,6 +28,7 @@ from opcost.ops.netspec import NetSpec, TracedNetwork, resolve_builder, trace_ne
 from opcost.ops.nodynamo import dynamo_stub
 from opcost.ops.parts import op_parts, parts_json
 from opcost.ops.spec import OpSpec, canonical_json
+from opcost.params.extract import ModelInputSet
 from opcost.progress import progress_bar
 
 if TYPE_CHECKING:  # the tables (pandas, schemas) only for the extract stage: a prediction never imports them

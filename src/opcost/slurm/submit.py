@@ -23,10 +23,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from opcost.config import CampaignParams, Params, Paths, SlurmParams
 from opcost.errors import OpcostError
 from opcost.io import atomic_path, write_json
 from opcost.locks import file_lock
+from opcost.params.load import Params
+from opcost.params.profile import CampaignParams, SlurmParams
+from opcost.paths import Paths
 from opcost.slurm import scheduler
 from opcost.slurm.scheduler import JobState
 

@@ -9,8 +9,9 @@ import argparse
 import sys
 from typing import Any, Callable
 
-from opcost.config import Params, Paths, find_root, load_params
 from opcost.errors import OpcostError
+from opcost.params.load import Params, load_params
+from opcost.paths import Paths, find_root
 
 
 def execute(

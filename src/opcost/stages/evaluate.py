@@ -16,7 +16,6 @@ from typing import Any
 
 import pandas as pd
 
-from opcost.config import OP_SOURCE_KINDS, Params, Paths
 from opcost.data.evaluate import (
     NET_KEYS,
     OP_KEYS,
@@ -28,6 +27,9 @@ from opcost.data.evaluate import (
 from opcost.data.targets import target_tables
 from opcost.errors import OpcostError
 from opcost.io import write_parquet, write_report
+from opcost.params.ingest import OP_SOURCE_KINDS
+from opcost.params.load import Params
+from opcost.paths import Paths
 from opcost.schemas import (
     EVALUATED_NETWORKS,
     EVALUATED_OPERATIONS,

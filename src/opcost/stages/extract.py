@@ -10,9 +10,10 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from opcost.config import Params, Paths
 from opcost.io import write_parquet, write_report
 from opcost.ops.catalog import coverage_report, extract_sets, occurrences_frame, operations_frame
+from opcost.params.load import Params
+from opcost.paths import Paths
 from opcost.stages._run import execute
 
 

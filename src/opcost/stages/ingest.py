@@ -14,10 +14,11 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from opcost.config import Params, Paths
 from opcost.data.ingest import read_source
 from opcost.errors import OpcostError
 from opcost.io import write_parquet, write_report
+from opcost.params.load import Params
+from opcost.paths import Paths
 from opcost.stages._run import execute
 
 

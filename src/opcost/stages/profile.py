@@ -12,12 +12,13 @@ from typing import Any
 
 import pandas as pd
 
-from opcost.config import Params, Paths
 from opcost.errors import OpcostError
 from opcost.locks import device_state_dir
 from opcost.measure.campaign import Campaign, Plan, all_failed_message
 from opcost.measure.interrupts import RESUME_HINT, Interrupted
 from opcost.measure.profile import campaign_plan
+from opcost.params.load import Params
+from opcost.paths import Paths
 from opcost.schemas import OCCURRENCES, OPERATIONS
 from opcost.stages._run import execute
 

@@ -27,7 +27,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from opcost.config import OP_PHASE, Params, Paths, TrainParams
 from opcost.errors import OpcostError
 from opcost.io import atomic_path, write_report
 from opcost.model import netval, registry, runlog, tracking
@@ -43,6 +42,10 @@ from opcost.model.fit import (
     training_ranges,
     transform_of,
 )
+from opcost.modes import OP_PHASE
+from opcost.params.load import Params
+from opcost.params.train import TrainParams
+from opcost.paths import Paths
 from opcost.schemas import TARGET_NETWORK_OPS, TARGET_NETWORKS, TARGET_OPERATIONS
 from opcost.stages._run import execute
 from opcost.tables import read_table

@@ -25,10 +25,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from opcost.config import Params, Paths
 from opcost.io import atomic_path, write_report
 from opcost.model import clockval, registry, runlog, tracking, xpower
 from opcost.model.clock import ClockModel, fit, sweep_curves
+from opcost.params.load import Params
+from opcost.paths import Paths
 from opcost.schemas import SWEEPS
 from opcost.stages._run import execute_logged
 from opcost.tables import read_table

@@ -12,8 +12,9 @@ import json
 import sys
 from typing import Any
 
-from opcost.config import Params, Paths
 from opcost.io import write_report
+from opcost.params.load import Params
+from opcost.paths import Paths
 from opcost.stages._run import execute
 from opcost.tables import require
 

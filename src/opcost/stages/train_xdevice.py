@@ -22,10 +22,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from opcost.config import Params, Paths
 from opcost.errors import OpcostError
 from opcost.io import atomic_path, write_report
 from opcost.model import registry, runlog, tracking, xdevice, xdevice_net
+from opcost.params.load import Params
+from opcost.paths import Paths
 from opcost.schemas import TARGET_OPERATIONS
 from opcost.stages._run import execute_logged
 from opcost.tables import read_table

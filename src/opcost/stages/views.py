@@ -21,8 +21,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from opcost.config import Params, Paths
 from opcost.io import atomic_path, write_report
+from opcost.params.load import Params
+from opcost.paths import Paths
 from opcost.stages._run import execute
 
 HEADLINE_KEYS = (
@@ -135,14 +136,14 @@ def plots(paths: Paths) -> list[Path]:
     out = paths.plots_dir
     out.mkdir(parents=True, exist_ok=True)
     made = []
-    f = paths.validate_dir / "predicted_vs_measured.csv"
+    f = paths.validate_out_of_sample
     if f.is_file():
         df = pd.read_csv(f)
         target = out / "predicted_vs_measured.png"
         title = "Networks predicted out of sample vs measured, time per iteration\n(one network or family left out)"
         scatter(df, "measured_t_s", "predicted_t_s", "family", title, "s", target)
         made.append(target)
-    f = paths.validate_dir / "summed_vs_measured.csv"
+    f = paths.validate_summed
     if f.is_file():
         df = pd.read_csv(f)
         df["family"] = [family_of(str(m)) for m in df["model"]]
@@ -152,7 +153,7 @@ def plots(paths: Paths) -> list[Path]:
         made.append(target)
     for knob, what in (("power_limit_w", "power limit [W]"), ("core_clock_mhz", "core clock [MHz]"),
                        ("mem_clock_mhz", "memory clock [MHz]")):  # fmt: skip
-        f = paths.validate_dir / f"sweeps_{knob}.csv"
+        f = paths.validate_sweeps(knob)
         if f.is_file():
             target = out / f"sweeps_{knob}.png"
             lines(pd.read_csv(f), knob, "energy_rel", f"Energy relative to the highest setting vs {what}", target)

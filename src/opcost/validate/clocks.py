@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from opcost.config import Params, Paths
 from opcost.devices import device_config
+from opcost.params.load import Params
+from opcost.paths import Paths
 
 SWEEP_DEVICES = ("A30", "RTX2080Ti")
 

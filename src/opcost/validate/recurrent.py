@@ -29,7 +29,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from opcost.ops.recurrent import SEQUENCE_KINDS, recurrent_steps
+from opcost.ops.kinds import SEQUENCE_KINDS
+from opcost.ops.recurrent import recurrent_steps
 
 SCHEMES = ("steps", "kernels", "flops", "one_op", "by_steps", "by_steps_call")
 FACTORS = ("seq_len", "layers", "directions")

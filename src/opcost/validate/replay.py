@@ -9,7 +9,7 @@ import that module, and must not depend on the validate report code.
 
 from __future__ import annotations
 
-from opcost.config import Paths
+from opcost.paths import Paths
 
 
 def sync_validate(paths: Paths) -> str | None:

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from opcost.config import Paths
 from opcost.io import atomic_path
+from opcost.paths import Paths
 
 
 def _plt() -> Any:

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from opcost.config import OP_PHASE
 from opcost.model import netval
+from opcost.modes import OP_PHASE
 
 
 def summed_vs_measured(
