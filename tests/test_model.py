@@ -86,12 +86,13 @@ def test_train_writes_metrics_models_and_registers(trained):
     assert m["n_estimated"] > 0 and m["n_ops"] == 128 + m["n_estimated"]  # inference ops x the A30's ratio
     for q in ("time", "power"):
         for alg in ("rf", "xgb"):
-            for fs in ("baseline", "improved"):
+            for fs in ("baseline", "improved", "physical") if q == "time" else ("baseline", "improved"):
                 grouped = m["ops"][q][alg][fs]["grouped"]
                 assert set(grouped) == {"r2", "mape", "mdape", "twe", "n"}
                 assert grouped["n"] == m["n_ops"] - m["n_estimated"]  # every measured row once, out of fold
                 assert set(m["ops"][q][alg][fs]["family"]) == {"r2", "mape", "mdape", "twe", "n"}
-        assert m["chosen"][q] in {f"{a}-{f}" for a in ("rf", "xgb") for f in ("baseline", "improved")}
+        assert m["chosen"][q] in {f"{a}-{f}" for a in ("rf", "xgb") for f in ("baseline", "improved", "physical")}
+    assert "physical" not in m["ops"]["power"]["rf"]  # a time baseline: no power model is trained on it
     folder = paths.model_dir("RTX2080Ti-training")
     assert sorted(f.name for f in folder.iterdir()) == ["bundle.json", "run.json", "trees.npz"]  # data only
 

@@ -40,7 +40,8 @@ BUNDLE_FILE = "bundle.json"
 TREES_FILE = "trees.npz"
 QUANTITIES = ("time", "power")  # predicted t_s [s] and p_w [W]
 # Physically possible values (checked at load): one op never takes an hour, a GPU never draws 5 kW.
-LIMITS = {"op_time_s": 3600.0, "floor_s": 1.0, "power_w": 5000.0, "clock_mhz": 10000.0, "charge_ratio": 100.0}
+LIMITS = {"op_time_s": 3600.0, "floor_s": 1.0, "power_w": 5000.0, "clock_mhz": 10000.0, "charge_ratio": 100.0,
+          "dw_efficiency": 10.0}
 _ARRAYS = {"feature": np.int32, "threshold": np.float64, "left": np.int32, "right": np.int32, "value": np.float64}
 
 
@@ -130,6 +131,7 @@ class Bundle:
                         "kinds": list(m.encoding.kinds),
                         "device_config": m.encoding.device_config,
                         "floor_s": m.encoding.floor_s,
+                        "dw_efficiency": m.encoding.dw_efficiency,
                     },
                     "ensemble": {
                         "depth": m.ensemble.depth,
@@ -249,6 +251,7 @@ def _check_values(b: "Bundle") -> None:
         _in(c, 0.0, LIMITS["clock_mhz"], "clocks_mhz", lo_open=True)
     for q, m in b.models.items():
         _in(m.encoding.floor_s, 0.0, LIMITS["floor_s"], f"models.{q}.encoding.floor_s")
+        _in(m.encoding.dw_efficiency, 0.0, LIMITS["dw_efficiency"], f"models.{q}.encoding.dw_efficiency")
         _in(m.ensemble.base, -1e6, 1e6, f"models.{q}.ensemble.base")
         if np.isnan(m.ensemble.threshold).any():
             raise ValueError(f"{q} tree thresholds hold NaN")
@@ -294,7 +297,8 @@ def _quantity_model(q: str, m: dict[str, Any], arrays: dict[str, np.ndarray]) ->
     if enc["feature_set"] not in FEATURE_SETS:
         raise ValueError(f"unknown feature set {enc['feature_set']!r}")
     encoding = Encoding(
-        str(enc["feature_set"]), tuple(str(k) for k in enc["kinds"]), str(enc["device_config"]), float(enc["floor_s"])
+        str(enc["feature_set"]), tuple(str(k) for k in enc["kinds"]), str(enc["device_config"]), float(enc["floor_s"]),
+        float(enc.get("dw_efficiency", 0.0)),
     )
     if m["transform"] not in TRANSFORMS:
         raise ValueError(f"unknown target transform {m['transform']!r}")

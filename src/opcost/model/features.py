@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 
+from opcost.model import gemm
 from opcost.model.physics import MATMUL_KINDS, device_peaks, gemm_dims, roofline_s
 
 if TYPE_CHECKING:  # torch stays out of the import path of predictions
@@ -28,7 +29,7 @@ if TYPE_CHECKING:  # torch stays out of the import path of predictions
 
     from opcost.ops.spec import OpSpec
 
-FEATURE_SETS = ("baseline", "improved")
+FEATURE_SETS = ("baseline", "improved", "physical")  # physical: improved + model/gemm.py's depthwise baseline
 
 # The thesis' fixed hyper-parameter list; sizes contribute their first element.
 BASELINE_ATTRS = (
@@ -115,6 +116,7 @@ class Encoding:
     kinds: tuple[str, ...]
     device_config: str = ""
     floor_s: float = 0.0  # the device's launch floor: anchors log(t / (roofline + floor)) targets
+    dw_efficiency: float = 0.0  # `physical`: depthwise convolutions' fraction of the FP32 peak (model/gemm.py)
 
     @property
     def columns(self) -> list[str]:
@@ -124,7 +126,7 @@ class Encoding:
         for d in range(SHAPE_DIMS):
             cols += [f"in_dim{d}", f"in_dim{d}_flag"]
         cols.append("clock_mhz")
-        if self.feature_set == "improved":
+        if self.feature_set in ("improved", "physical"):
             cols += [
                 "log_flops",
                 "log_bytes_read",
@@ -143,6 +145,8 @@ class Encoding:
                 "log_gemm_n",
                 "log_gemm_k",
             ]
+        if self.feature_set == "physical":
+            cols += list(gemm.FEATURE_COLUMNS)
         return cols
 
     def row(self, rec: OpRecord, clock_mhz: float | None) -> list[float]:
@@ -155,7 +159,7 @@ class Encoding:
         for d in range(SHAPE_DIMS):
             out += [float(shape[d]), 1.0] if d < len(shape) else [NOT_APPLICABLE, 0.0]
         out.append(float(clock_mhz) if clock_mhz is not None else NOT_APPLICABLE)
-        if self.feature_set == "improved":
+        if self.feature_set in ("improved", "physical"):
             flops = float(metrics["flops"])
             read, written = float(metrics["bytes_read"]), float(metrics["bytes_written"])
             in_numel = rec.in_numel
@@ -184,6 +188,8 @@ class Encoding:
                 math.log1p(n),
                 math.log1p(k),
             ]
+        if self.feature_set == "physical":
+            out += gemm.features(rec.kind, hp, float(metrics["flops"]), self.device_config)
         return out
 
     def matrix(self, items: Iterable[tuple[OpRecord, float | None]]) -> np.ndarray:
@@ -193,10 +199,14 @@ class Encoding:
     def log_roofline(self, records: Iterable[OpRecord]) -> np.ndarray:
         """log(roofline time + launch floor) per op: the offset of a log(t / (roofline + floor)) target.
         With the floor in it, an op too small to leave the launch floor is anchored there, not at a
-        vanishing roofline time."""
-        return np.array(
-            [math.log(roofline_s(r.kind, r.metrics, self.device_config) + self.floor_s) for r in records], float
-        )
+        vanishing roofline time. The `physical` set's depthwise convolutions use model/gemm.py's baseline."""
+        records = list(records)
+        roof = np.array([roofline_s(r.kind, r.metrics, self.device_config) for r in records], float)
+        if self.feature_set == "physical" and self.dw_efficiency > 0:
+            dw = np.array([gemm.is_depthwise(r.kind, r.hp) for r in records], bool)
+            comp = np.array([gemm.fp32_compute_s(r.metrics["flops"], self.device_config) for r in records], float)
+            roof = gemm.baseline_s(roof, dw, comp, self.dw_efficiency)
+        return np.log(roof + self.floor_s)
 
 
 def metrics_of(catalog_row: "pd.Series | dict[str, Any]") -> dict[str, Any]:

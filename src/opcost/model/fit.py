@@ -37,6 +37,7 @@ from sklearn.ensemble import RandomForestRegressor
 from sklearn.model_selection import GroupKFold
 
 from opcost.errors import OpcostError
+from opcost.model import gemm
 from opcost.model.bundle import QuantityModel
 from opcost.model.features import FEATURE_SETS, Encoding, OpRecord, encodings, record_of
 from opcost.model.physics import is_noop
@@ -48,6 +49,9 @@ QUANTITIES = ("time", "power")
 TARGET_COLUMN = {"time": "t_s", "power": "p_w"}
 SPLITS = ("grouped", "family")
 CHOOSE_ON = {"time": "twe", "power": "mape"}  # grouped-split criterion per quantity (lower is better)
+# `physical` changes only the time target's baseline (model/gemm.py); a power model on it would be
+# `improved` with two more columns, trained and scored for nothing
+QUANTITY_FEATURE_SETS = {"power": ("baseline", "improved")}
 
 
 def estimator(algorithm: str, params: TrainParams, seed: int) -> Any:
@@ -83,6 +87,8 @@ class TargetData:
     layers: np.ndarray
     families: list[list[str]]
     estimated: np.ndarray  # rows estimated from another mode: trained on, never scored against
+    depthwise: np.ndarray | None = None  # depthwise convolutions (model/gemm.py)
+    dw_compute: np.ndarray | None = None  # their FLOPs over the FP32 peak [s]
 
     @property
     def n(self) -> int:
@@ -111,6 +117,8 @@ def prepare(df: pd.DataFrame, mode: str, device_config: str) -> TargetData:
         layers=df["layer_id"].to_numpy(),
         families=[list(f) for f in df["families"]],
         estimated=df["estimated"].to_numpy(bool) if "estimated" in df else np.zeros(len(df), bool),
+        depthwise=np.array([gemm.is_depthwise(r.kind, r.hp) for r in records], bool),
+        dw_compute=np.array([gemm.fp32_compute_s(r.metrics["flops"], device_config) for r in records], float),
     )
 
 
@@ -183,8 +191,20 @@ def _ok(data: TargetData, quantity: str) -> np.ndarray:
     return np.isfinite(data.y(quantity))
 
 
-def offsets(data: TargetData, rows: np.ndarray, floor: float) -> np.ndarray:
-    return np.log(data.roofline[rows] + floor)
+def offsets(data: TargetData, rows: np.ndarray, floor: float, dw_efficiency: float = 0.0) -> np.ndarray:
+    """log(baseline + floor): the roofline, or model/gemm.py's depthwise baseline where `dw_efficiency` > 0."""
+    roof = data.roofline[rows]
+    if dw_efficiency > 0 and data.depthwise is not None and data.dw_compute is not None:
+        roof = gemm.baseline_s(roof, data.depthwise[rows], data.dw_compute[rows], dw_efficiency)
+    return np.log(roof + floor)
+
+
+def dw_efficiency_of(data: TargetData, fs: str, quantity: str, fit_rows: np.ndarray, floor: float) -> float:
+    """The depthwise efficiency a `physical` time model learns from its own fit rows (else 0: none)."""
+    if fs != "physical" or quantity != "time" or data.depthwise is None or data.dw_compute is None:
+        return 0.0
+    dw = fit_rows[data.depthwise[fit_rows]]
+    return gemm.depthwise_efficiency(data.dw_compute[dw], data.y("time")[dw], floor)
 
 
 @dataclass
@@ -198,9 +218,10 @@ class Fitted:
     floor: float
     noop_time: float
     noop_power: float
+    dw_efficiency: float = 0.0  # `physical` time models: learnt from `rows` only (model/gemm.py)
 
     def encoding(self, data: TargetData) -> Encoding:
-        return dataclasses.replace(data.encs[self.feature_set], floor_s=self.floor)
+        return dataclasses.replace(data.encs[self.feature_set], floor_s=self.floor, dw_efficiency=self.dw_efficiency)
 
 
 def fit_model(data: TargetData, alg: str, fs: str, quantity: str, rows: np.ndarray, tp: TrainParams) -> Fitted:
@@ -208,15 +229,16 @@ def fit_model(data: TargetData, alg: str, fs: str, quantity: str, rows: np.ndarr
     floor, noop_time, noop_power = noop_values(data, rows)
     fit_rows = rows[~data.noop[rows] & _ok(data, quantity)[rows]]
     y = data.y(quantity)[fit_rows]
+    dw_eff = dw_efficiency_of(data, fs, quantity, fit_rows, floor)
     tr = transform_of(quantity, fs)
     if tr == "raw":
         target = y
     elif tr == "log":
         target = np.log(y)
     else:
-        target = np.log(y) - offsets(data, fit_rows, floor)
+        target = np.log(y) - offsets(data, fit_rows, floor, dw_eff)
     est = estimator(alg, tp, tp.seed).fit(data.X[fs][fit_rows], target)
-    return Fitted(est, fs, quantity, fit_rows, floor, noop_time, noop_power)
+    return Fitted(est, fs, quantity, fit_rows, floor, noop_time, noop_power, dw_eff)
 
 
 def predict_rows(data: TargetData, fitted: Fitted, rows: np.ndarray) -> np.ndarray:
@@ -225,7 +247,7 @@ def predict_rows(data: TargetData, fitted: Fitted, rows: np.ndarray) -> np.ndarr
     if tr == "log":
         raw = np.exp(raw)
     elif tr == "log_roofline":
-        raw = np.exp(raw + offsets(data, rows, fitted.floor))
+        raw = np.exp(raw + offsets(data, rows, fitted.floor, fitted.dw_efficiency))
     return np.where(data.noop[rows], fitted.noop_time if fitted.quantity == "time" else fitted.noop_power, raw)
 
 
@@ -282,6 +304,8 @@ def score_all(data: TargetData, tp: TrainParams) -> dict[str, Any]:
             continue  # no power measured (a time-only campaign): no power model
         for alg in ALGORITHMS:
             for fs in FEATURE_SETS:
+                if fs not in QUANTITY_FEATURE_SETS.get(quantity, FEATURE_SETS):
+                    continue
                 for split in SPLITS:
                     res = cross_validate(data, alg, fs, quantity, split, tp)
                     results.setdefault(quantity, {}).setdefault(alg, {}).setdefault(fs, {})[split] = res
