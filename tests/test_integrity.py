@@ -24,9 +24,7 @@ def test_dvc_command_is_the_script_beside_python_else_python_m_dvc(tmp_path, mon
 
 def test_dvc_status_runs_with_path_emptied(tmp_path, monkeypatch):
     """A tiny DVC project whose one stage never ran: `dvc status` reports it changed, found with PATH=""."""
-    subprocess.run(
-        [*integrity.dvc_command(), "init", "--no-scm", "-q"], cwd=tmp_path, check=True, capture_output=True
-    )
+    subprocess.run([*integrity.dvc_command(), "init", "--no-scm", "-q"], cwd=tmp_path, check=True, capture_output=True)
     (tmp_path / "a.txt").write_text("a\n")
     stage = "stages:\n  copy:\n    cmd: cp a.txt b.txt\n    deps: [a.txt]\n    outs: [b.txt]\n"
     (tmp_path / "dvc.yaml").write_text(stage)
@@ -39,4 +37,3 @@ def test_dvc_status_outside_a_dvc_project_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", "")
     with pytest.raises(integrity.OpcostError, match=r"^`dvc status copy` failed \(.*\); cannot vouch for the models$"):
         integrity.dvc_changed(tmp_path, ["copy"])
-

@@ -36,4 +36,3 @@ def parse_input_shape(value: str | Sequence[Any], what: str = "input shape") -> 
 def shape_text(shape: Iterable[int]) -> str:
     """`(32, 3, 224, 224)` -> `32x3x224x224`, the spelling used in set ids and file names."""
     return "x".join(str(int(s)) for s in shape)
-

@@ -124,7 +124,6 @@ def check_external_path(v: Any, where: str) -> str:
     return str(p)
 
 
-
 def optional(check: Check) -> Check:
     """`check`, letting null (None: the library's own default) through."""
     return lambda v, w: None if v is None else check(v, w)

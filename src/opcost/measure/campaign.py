@@ -796,8 +796,7 @@ def units_from_sets(
             rows = occurrences[(occurrences["set_id"] == s.set_id) & (occurrences["mode"] == mode)]
             if rows.empty:
                 raise OpcostError(
-                    f"set {s.set_id} in mode {mode} is not in the extract outputs; "
-                    "add it to the sets of sets.yaml"
+                    f"set {s.set_id} in mode {mode} is not in the extract outputs; add it to the sets of sets.yaml"
                 )
             for op_id in rows["op_id"]:
                 spec = OpSpec.from_json(json.loads(specs[op_id]))

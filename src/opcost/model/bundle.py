@@ -40,8 +40,14 @@ BUNDLE_FILE = "bundle.json"
 TREES_FILE = "trees.npz"
 QUANTITIES = ("time", "power")  # predicted t_s [s] and p_w [W]
 # Physically possible values (checked at load): one op never takes an hour, a GPU never draws 5 kW.
-LIMITS = {"op_time_s": 3600.0, "floor_s": 1.0, "power_w": 5000.0, "clock_mhz": 10000.0, "charge_ratio": 100.0,
-          "dw_efficiency": 10.0}
+LIMITS = {
+    "op_time_s": 3600.0,
+    "floor_s": 1.0,
+    "power_w": 5000.0,
+    "clock_mhz": 10000.0,
+    "charge_ratio": 100.0,
+    "dw_efficiency": 10.0,
+}
 _ARRAYS = {"feature": np.int32, "threshold": np.float64, "left": np.int32, "right": np.int32, "value": np.float64}
 
 
@@ -297,7 +303,10 @@ def _quantity_model(q: str, m: dict[str, Any], arrays: dict[str, np.ndarray]) ->
     if enc["feature_set"] not in FEATURE_SETS:
         raise ValueError(f"unknown feature set {enc['feature_set']!r}")
     encoding = Encoding(
-        str(enc["feature_set"]), tuple(str(k) for k in enc["kinds"]), str(enc["device_config"]), float(enc["floor_s"]),
+        str(enc["feature_set"]),
+        tuple(str(k) for k in enc["kinds"]),
+        str(enc["device_config"]),
+        float(enc["floor_s"]),
         float(enc.get("dw_efficiency", 0.0)),
     )
     if m["transform"] not in TRANSFORMS:

@@ -259,6 +259,4 @@ class ProfileParams:
         if unknown:
             valid = ", ".join(sorted(campaigns)) or "none defined"
             raise OpcostError(f"{where}.campaigns: {', '.join(unknown)} not in profile.campaigns ({valid})")
-        return defaults, {
-            str(n): SlurmParams.from_dict(v, f"{where}.campaigns.{n}", defaults) for n, v in per.items()
-        }
+        return defaults, {str(n): SlurmParams.from_dict(v, f"{where}.campaigns.{n}", defaults) for n, v in per.items()}
