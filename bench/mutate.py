@@ -113,7 +113,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "model/predict.py",
         (("                mm_peak if r.kind in MATMUL_KINDS else fp32_peak,\n", "                fp32_peak,\n"),),
         "the compute share moved by the clock uses the FP32 peak for matmul-like ops too",
-        ("tests/test_roofline_shares.py",),
+        ("tests/model/test_roofline_shares.py",),
     ),
     Mutation(
         "roofline-ignores-tf32",
@@ -152,7 +152,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "model/fit.py",
         (("split(idx, groups=layers))", "split(idx, groups=idx))"),),
         "grouped cross-validation splits rows, not layers: a layer's other shapes train its test rows",
-        ("tests/test_model.py::test_grouped_folds_keep_every_shape_of_a_layer_on_one_side",),
+        ("tests/model/test_model.py::test_grouped_folds_keep_every_shape_of_a_layer_on_one_side",),
     ),
     Mutation(
         "weighted-error-unweighted-denominator",

@@ -1,7 +1,7 @@
 """A fake NVML library (the hardware boundary only) that replays a trace of readings.
 
 It has the names, signatures and constants of `pynvml` that `opcost.measure.nvml.Nvml` calls
-(tests/test_measure.py checks them against the real module). Like the real library, every call
+(tests/measure/test_measure.py checks them against the real module). Like the real library, every call
 fails with NVML_ERROR_UNINITIALIZED before `nvmlInit` and after the matching `nvmlShutdown`.
 
 Readings come from a trace of (seconds, energy_mJ, power_mW, sm_MHz, mem_MHz, temp_C, util_%,
@@ -20,7 +20,7 @@ made to misbehave the way hardware does:
 - `state_file`: the device state (locked clocks, power limit) is kept in a JSON file, so it
   outlives the process that changed it, as a GPU's does (a run killed with SIGKILL).
 
-The trace in tests/data/nvml_trace.json is synthetic (no GPU was available when it was written):
+The trace in tests/fixtures/nvml_trace.json is synthetic (no GPU was available when it was written):
 a card idling at ~60 W that steps to ~250 W under load, with 1410 MHz clocks. Replace it with a
 trace recorded on a real GPU when one is at hand (see the README, "Measuring on a GPU").
 """
@@ -34,7 +34,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable
 
-TRACE = Path(__file__).parent / "data" / "nvml_trace.json"
+TRACE = Path(__file__).parent / "fixtures" / "nvml_trace.json"
 
 KNOBS = ("lock", "reset", "power_limit")
 

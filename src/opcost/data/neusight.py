@@ -24,7 +24,7 @@ from an `NVIDIA A100 80GB PCIe` (`A100_PCIe`), the rest from the 40 GB PCIe card
 
 Paper costs (FLOPs, bytes, output shape) of the nine op kinds are closed formulas here (`op_metrics_of`),
 not a meta-device run per op: the same numbers as `opcost.ops.features.op_metrics` (torch's
-FlopCounterMode; tests/test_neusight.py checks them on a sample), for ~190 000 lines in seconds.
+FlopCounterMode; tests/data/test_neusight.py checks them on a sample), for ~190 000 lines in seconds.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The CLI (`sbatch --parsable`, `squeue`, `sacct --parsable2`) is what every SLURM site has and what
 users type themselves; it needs no extra package and its output is easy to capture for tests
-(tests/data/slurm/ holds output of a real slurmctld). The parsers are pure functions.
+(tests/fixtures/slurm/ holds output of a real slurmctld). The parsers are pure functions.
 
 Finished jobs: `squeue` shows them only for MinJobAge seconds (300 by default). After that, `sacct`
 knows them where the cluster keeps accounting (slurmdbd). A cluster without slurmdbd but with

@@ -448,7 +448,7 @@ with ctl.session():
 
 
 def _env_with_tests() -> dict:
-    here = str(Path(__file__).parent)
+    here = str(Path(__file__).parents[1])
     return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))}
 
 
@@ -459,7 +459,7 @@ def test_sigkill_leaves_state_that_restore_device_puts_back(tmp_root, monkeypatc
     from opcost.cli import app
 
     device_file = tmp_root / "gpu0.json"  # the fake GPU's own state: it outlives the process
-    state_dir = device_state_dir()  # machine-wide (tests/test_trust_device_state.py)
+    state_dir = device_state_dir()  # machine-wide (tests/measure/test_trust_device_state.py)
     proc = subprocess.Popen(
         [sys.executable, "-c", HOLD_SCRIPT, str(device_file), str(state_dir)],
         env=_env_with_tests(),

@@ -245,11 +245,11 @@ def test_merge_with_a_missing_shard_names_it(paths):
 
 
 def test_every_op_failed_exits_non_zero(paths):
+    from test_measure import BROKEN, module_spec
     from torch import nn
 
     from opcost.ops.catalog import operations_table
     from opcost.ops.features import op_metrics
-    from test_measure import BROKEN, module_spec
 
     good = module_spec(nn.Linear(5, 4), (2, 5))  # paper costs of a sound op: BROKEN has none
     ops = pd.read_parquet(paths.operations)

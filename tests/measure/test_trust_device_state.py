@@ -50,7 +50,7 @@ def _clone(tmp_path: Path, name: str) -> Path:
 
 
 def _hold(clone: Path, device_file: Path) -> subprocess.Popen:
-    here = str(Path(__file__).parent)
+    here = str(Path(__file__).parents[1])
     env = {k: v for k, v in os.environ.items() if k not in ("OPCOST_ROOT", "DVC_ROOT")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))
     proc = subprocess.Popen(

@@ -14,13 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from test_registry import small_bundle
 
 from conftest import clone_of
 from opcost.errors import OpcostError
 from opcost.io import read_npz, write_npz
 from opcost.model.bundle import Bundle
 from opcost.model.integrity import dir_md5, locked_md5
-from test_registry import small_bundle
 
 
 def _edit_json(folder: Path, edit) -> None:

@@ -18,7 +18,7 @@ import yaml
 from opcost.paths import Paths
 from opcost.stages import views
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def synthetic_reports(root: Path) -> Paths:

@@ -1,5 +1,5 @@
 """SLURM layer: job scripts, sbatch/squeue/sacct parsing on output captured from a real slurmctld
-(tests/data/slurm/README.md says how), per-shard status, and the `profile.slurm` parameters.
+(tests/fixtures/slurm/README.md says how), per-shard status, and the `profile.slurm` parameters.
 
 Submitting to a running cluster is tested in tests/integration/ against the local stack."""
 
@@ -29,7 +29,7 @@ from opcost.slurm.submit import (
     shard_rows,
 )
 
-DATA = Path(__file__).parent / "data" / "slurm"
+DATA = Path(__file__).parents[1] / "fixtures" / "slurm"
 
 
 def sample(name: str) -> str:

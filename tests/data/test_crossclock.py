@@ -247,7 +247,7 @@ def test_gpu_frequency_grid_points_in_both_sweeps_at_applied_clocks(tmp_path):
 def crossclock_root(tmp_root, external_data):
     (tmp_root / "data").mkdir()
     os.symlink(external_data, tmp_root / "data" / "external")
-    params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    params = yaml.safe_load((Path(__file__).resolve().parents[2] / "params.yaml").read_text())
     params["profile"] = {}
     (tmp_root / "params.yaml").write_text(yaml.safe_dump(params))
     return Paths(tmp_root)

@@ -101,7 +101,7 @@ def test_classifier_keeps_warning_continuations():
 def ingest_root(tmp_root, external_data):
     (tmp_root / "data").mkdir()
     os.symlink(external_data, tmp_root / "data" / "external")
-    params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    params = yaml.safe_load((Path(__file__).resolve().parents[2] / "params.yaml").read_text())
     params.setdefault("extract", {})["sets"] = [
         {"model": "resnet18", "input_shape": [32, 3, 32, 32], "modes": ["inference"]}
     ]

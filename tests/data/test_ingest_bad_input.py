@@ -201,7 +201,7 @@ def corrupt_root(tmp_root, external_data):
     for i, v in planted.items():
         keep[i] = v
     (src / "ops" / "inference" / "A30.log").write_bytes(b"\n".join(keep) + b"\n")
-    params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
+    params = yaml.safe_load((Path(__file__).resolve().parents[2] / "params.yaml").read_text())
     params.setdefault("extract", {})["sets"] = [{"model": "resnet18", "input_shape": [32, 3, 32, 32]}]
     params["profile"] = {}
     params["ingest"]["sources"] = {"thesis-copy": {"path": "data/external/thesis-copy", "kind": "thesis-logs"}}

@@ -21,7 +21,7 @@ from opcost.errors import OpcostError
 from opcost.model.bundle import Bundle, QuantityModel
 from opcost.model.features import Encoding
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 class Payload:

@@ -20,7 +20,7 @@ from opcost.ops.parts import has_parts
 from opcost.params.load import load_params
 from opcost.paths import Paths
 
-DATA = Path(__file__).parent / "data" / "neusight"
+DATA = Path(__file__).parents[1] / "fixtures" / "neusight"
 V100 = DATA / "networks" / "Tesla_V100-PCIE-32GB"
 
 
