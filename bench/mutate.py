@@ -110,7 +110,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "clock-share-ignores-matmul-peak",
-        "model/predict.py",
+        "model/clocktransfer.py",
         (("                mm_peak if r.kind in MATMUL_KINDS else fp32_peak,\n", "                fp32_peak,\n"),),
         "the compute share moved by the clock uses the FP32 peak for matmul-like ops too",
         ("tests/model/test_roofline_shares.py",),
@@ -186,6 +186,52 @@ MUTATIONS: tuple[Mutation, ...] = (
         (("excess = np.clip(costs.t_s - floor_s, 0.0, None)", "excess = np.asarray(costs.t_s, float)"),),
         "the summed term keeps every op's launch floor (counted twice with calls x floor)",
         (KNOWN,),
+    ),
+    # -- round 26: intervals by question, constant power at a clock, depthwise baseline, views ----------
+    Mutation(
+        "new-family-gets-known-scores",
+        "model/compose.py",
+        (
+            (
+                "                res = self.residuals_new_t if t else self.residuals_new_e\n",
+                "                res = self.residuals_known_t if t else self.residuals_known_e\n",
+            ),
+        ),
+        "a network of a new family gets the known-family (model-split) scores: intervals too narrow for it",
+        (KNOWN, "tests/test_intervals_composition.py"),
+    ),
+    Mutation(
+        "constant-power-ignores-clock",
+        "model/answer.py",
+        (
+            (
+                "energy = comp.energy(terms, comp.time(terms), family, k_w) if has_power else None",
+                "energy = comp.energy(terms, comp.time(terms), family, None) if has_power else None",
+            ),
+        ),
+        "the composition's constant power stays at its boost-clock value at a transferred clock",
+        ("tests/test_intervals_composition.py",),
+    ),
+    Mutation(
+        "depthwise-efficiency-from-every-row",
+        "model/fit.py",
+        (("    dw = fit_rows[data.depthwise[fit_rows]]\n", "    dw = np.flatnonzero(data.depthwise)\n"),),
+        "the depthwise efficiency is fitted on every depthwise row, held-out families included",
+        ("tests/model/test_gemm.py",),
+    ),
+    Mutation(
+        "depthwise-baseline-ignored",
+        "model/gemm.py",
+        (("    if efficiency <= 0:\n        return roof\n", "    return roof\n"),),
+        "the depthwise baseline is never applied (the plain roofline for depthwise convs)",
+        ("tests/model/test_gemm.py",),
+    ),
+    Mutation(
+        "views-counted-under-inference-mode",
+        "ops/features.py",
+        (("    with torch.no_grad(), counter:", "    with torch.inference_mode(), counter:"),),
+        "op metrics counted under inference_mode: flatten and reshape copy, so a view is costed as a kernel",
+        ("tests/ops/test_kinds.py",),
     ),
 )
 
