@@ -187,3 +187,14 @@ def test_validate_stage_writes_the_report(trained):
     assert set(headline["summed_vs_measured"]["A30-inference"]) == {"time_mape_pct", "energy_mape_pct"}
     assert leaves(headline) <= 40 < leaves(detail)
     assert metrics["sweeps"]["zeus-power-limit/V100/power_limit_w"]["workloads"] == 68
+
+
+def test_figure_labels_read_torchvision_and_user_set_ids() -> None:
+    """The summed-figure labels parse a user's set id, whose model holds colons and brackets of its own
+    (the validate stage stopped on `networks/recurrent.py:lstm(layers=2):8x64x32`)."""
+    from opcost.validate.report import _label
+
+    assert _label("resnet18:32x3x224x224") == "resnet18\n3x224x224"
+    assert _label("resnet18:32x3x224x224:float16") == "resnet18\n3x224x224"
+    assert _label("networks/recurrent.py:lstm(layers=2):8x64x32") == "lstm(layers=2)\n64x32"
+    assert _label("pkg.mod:net:16:input=int64:vocab=100") == "net\n16"

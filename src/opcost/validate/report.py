@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from opcost.io import atomic_path
+from opcost.params.profile import SET_ID
 from opcost.paths import Paths
 
 
@@ -44,8 +45,16 @@ def write_csv(df: pd.DataFrame, path: Path) -> None:
 
 
 def _label(set_id: str) -> str:
-    model, shape = set_id.split(":")[:2]
-    return f"{model}\n{shape.split('x', 1)[1]}"
+    """An axis label: the model (a user's network by its callable and arguments) over the shape without
+    the batch. Set ids are parsed by the one pattern campaigns check them with (params/profile.SET_ID):
+    a user's `networks/recurrent.py:lstm(layers=2):8x64x32` holds colons of its own."""
+    m = SET_ID.fullmatch(set_id)
+    if m is None:
+        return set_id
+    model = m.group("model")
+    shape = set_id[m.end("model") + 1 :].split(":")[0]
+    name = model.rsplit(":", 1)[-1] if ":" in model else model
+    return f"{name}\n{shape.split('x', 1)[1] if 'x' in shape else shape}"
 
 
 def fig_summed(df: pd.DataFrame, out: Path, figures: list[Path]) -> list[tuple[str, str]]:
