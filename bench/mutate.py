@@ -233,6 +233,18 @@ MUTATIONS: tuple[Mutation, ...] = (
         "op metrics counted under inference_mode: flatten and reshape copy, so a view is costed as a kernel",
         ("tests/ops/test_kinds.py",),
     ),
+    Mutation(
+        "dvfs-curve-on-the-reference-clock",
+        "model/clock.py",
+        (
+            (
+                "        fb = np.asarray(f_ref if f_boost is None else f_boost, float)\n        shape = self.dvfs(",
+                "        fb = np.asarray(f_ref, float)\n        shape = self.dvfs(",
+            ),
+        ),
+        "the DVFS voltage curve is placed on the reference clock, not the boost clock",
+        ("tests/model/test_clock_model.py",),
+    ),
 )
 
 
