@@ -448,8 +448,9 @@ with ctl.session():
 
 
 def _env_with_tests() -> dict:
-    here = str(Path(__file__).parents[1])
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))}
+    """A subprocess that imports this file (test_measure) and the fake NVML (tests/fake_nvml.py)."""
+    dirs = [str(Path(__file__).parent), str(Path(__file__).parents[1])]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [*dirs, os.environ.get("PYTHONPATH")]))}
 
 
 def test_sigkill_leaves_state_that_restore_device_puts_back(tmp_root, monkeypatch):
