@@ -178,10 +178,11 @@ def assemble(
     family = family_of(spec.model)  # a per-family composition term where siblings were measured
     time_s = comp.time(terms, family)
     has_power = "power" in bundle.models and np.isfinite(p).all()
+    clock_source = None if clock is None else ("measured" if bundle.clocks_mhz else "transferred")
+    if clock_source == "transferred" and clocks is None:
+        raise ValueError("an answer at a transferred clock needs the clock model (clocks=)")
     k_w = None  # the constant power follows a transferred clock (compose.constant_power_at, issue 21.6)
-    if clock is not None and not bundle.clocks_mhz:
-        if clocks is None:
-            raise ValueError("an answer at a transferred clock needs the clock model (clocks=)")
+    if clock is not None and clocks is not None and clock_source == "transferred":
         from opcost.model.clocktransfer import transfer_device
 
         k_w = constant_power_at(comp.energy_coef["time"], clocks.model(), transfer_device(bundle.device_config), clock)
@@ -196,12 +197,9 @@ def assemble(
     notes.extend(net.notes)
     time_iv = comp.interval(time_s, "time", bool(warnings), family)  # scores of this question: known/new family
     energy_iv = None if energy is None else comp.interval(energy, "energy", bool(warnings), family)
-    clock_source = None if clock is None else ("measured" if bundle.clocks_mhz else "transferred")
-    if clock is not None and clock_source == "transferred":
+    if clock is not None and clocks is not None and clock_source == "transferred":
         from opcost.model.clocktransfer import transfer_note, widen
 
-        if clocks is None:
-            raise ValueError("an answer at a transferred clock needs the clock model (clocks=)")
         # the clock model's leave-one-GPU-out error widens the intervals (not claimed narrower than that)
         et, ee = clocks.errors(bundle.device_config, clock)
         time_iv = widen(time_iv, et)
