@@ -27,10 +27,11 @@ from opcost.validation import (
     mapping,
 )
 
-# A set id (ModelInputSet.set_id): a torchvision name or a user's `module:callable(args)`, the shape, options.
+# A set id (ModelInputSet.set_id): a torchvision name or a user's `module:callable(args)` (group model), the
+# input shape with the batch first (group shape), options (group dtype). Readers take the groups, never slice.
 SET_ID = re.compile(
     r"(?P<model>[A-Za-z0-9_.-]+|[A-Za-z0-9_./-]+:[A-Za-z_][A-Za-z0-9_.]*(?:\([^()]*\))?)"
-    r":[0-9]+(?:x[0-9]+)*(?::(?P<dtype>[a-z0-9]+))?(?::(?:input|vocab)=[a-z0-9]+)*"
+    r":(?P<shape>[0-9]+(?:x[0-9]+)*)(?::(?P<dtype>[a-z0-9]+))?(?::(?:input|vocab)=[a-z0-9]+)*"
 )
 OP_ID = re.compile(r"[0-9a-f]{16}")
 # Upper bounds of a campaign's knobs: beyond them a campaign measures for years (--trials 1e20) or
