@@ -73,9 +73,8 @@ def load_params(path: Path) -> Params:
     f = path.name
     raw = mapping(raw, f, "a mapping of sections")
     check_keys(raw, TOP_KEYS, f"{f} (top level)")
-    sets_file: Path | None = Paths(path.parent).extract_sets
-    if not sets_file.is_file():
-        sets_file = None  # a small test root: the sets are params.yaml's extract.sets
+    found = Paths(path.parent).extract_sets
+    sets_file = found if found.is_file() else None  # None: a small test root, sets in params.yaml's extract.sets
     return Params(
         extract=ExtractParams.load(
             None if sets_file is None else read_yaml(sets_file),
