@@ -432,3 +432,20 @@ def test_bad_threads_are_refused_before_anything_is_written(paths, value, messag
     r = cli("profile", "--campaign", "tiny", "--no-progress")
     assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "threads" in r.stderr, r.output
     assert not paths.raw_dir("tiny").exists() and not paths.parts_dir("tiny").exists()
+
+
+def test_adhoc_campaign_threads_pin_the_measuring_process(tmp_path, monkeypatch, one_thread):
+    """`opcost profile --models ... --threads 2`: an ad-hoc campaign pins its threads as a params.yaml one does."""
+    import torch
+
+    seen = _thread_spy(monkeypatch)
+    args = ["profile", "--models", "squeezenet1_1:1,3,32,32", "--no-networks", "--trials", "1", "--min-time", "0.005"]
+    args += ["--window", "0.01", "--energy-source", "none", "--no-progress"]
+    r = cli(*args, "--threads", "0", "--out", str(tmp_path / "bad"))
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "threads 0 must be a whole number" in r.stderr, r.output
+    assert not (tmp_path / "bad").exists() and not seen
+    r = cli(*args, "--threads", "2", "--out", str(tmp_path / "two"))
+    assert r.exit_code == 0, r.output
+    assert seen and set(seen) == {(2, "2")} and torch.get_num_threads() == 1
+    meta = json.loads((tmp_path / "two" / "campaign.json").read_text())
+    assert meta["environment"]["cpu_threads"] == 2 and meta["parameters"]["threads"] == 2
