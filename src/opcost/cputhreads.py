@@ -4,8 +4,9 @@ Applied for the whole measuring run, before its first op: torch's intra-op pool 
 where torch still allows it (only before any inter-op work in the process; after that torch refuses and
 the pool stays as it is, which a campaign of single ops does not use). OMP_NUM_THREADS and MKL_NUM_THREADS
 are set for the same span, so an interpreter the run starts uses the same count; a SLURM shard runs
-`opcost profile --shard I/N` in its own interpreter, which reads params.yaml and pins itself. Everything is
-put back afterwards, so a test or an API caller keeps its own setting.
+`opcost profile --shard I/N` in its own interpreter, which reads params.yaml and pins itself. The intra-op
+count and the environment are put back afterwards, so a test or an API caller keeps its own setting (the
+inter-op pool cannot be resized twice in a process; it keeps the campaign's count).
 """
 
 from __future__ import annotations
