@@ -206,6 +206,8 @@ SLOW_TESTS = frozenset(
         "tests/test_schemas.py::test_no_float_column_anywhere_holds_an_infinity",
         "tests/stages/test_stage_extract.py::test_model_that_rejects_the_shape_writes_nothing",
         "tests/stages/test_stage_extract.py::test_stage_is_deterministic",
+        "tests/stages/test_stage_profile.py::test_adhoc_campaign_threads_pin_the_measuring_process",
+        "tests/stages/test_stage_profile.py::test_campaign_threads_pin_the_measuring_process",
         "tests/stages/test_stage_profile.py::test_complete_campaign_is_not_measured_again",
         "tests/stages/test_stage_profile.py::test_gpu_campaign_outputs_reproduce_on_a_machine_without_the_gpu",
         "tests/stages/test_stage_profile.py::test_interrupted_campaign_says_how_to_resume_and_keeps_its_parts",

@@ -602,6 +602,9 @@ def profile(
     power_limits: List[float] = typer.Option([], "--power-limit", help="Ad hoc: power limit to sweep in W (repeat)."),
     networks: bool = typer.Option(True, "--networks/--no-networks", help="Ad hoc: also measure the whole networks."),
     seed: int = typer.Option(0, "--seed"),
+    threads: Optional[int] = typer.Option(
+        None, "--threads", help="Ad hoc: CPU threads to measure on (default: as the process finds them)."
+    ),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Ad hoc: output folder."),
     shard: Optional[str] = typer.Option(
         None, "--shard", help="With --campaign: measure only shard I/N (0-based) into parts; merge with --merge."
@@ -626,6 +629,7 @@ def profile(
     --campaign the options describe an ad-hoc campaign written to --out. Interrupted campaigns
     resume where they stopped. Exits 1 when every measurement failed; 130/143 on SIGINT/SIGTERM.
     """
+    from opcost.cputhreads import pinned_threads
     from opcost.measure import profile as prof
     from opcost.measure.campaign import all_failed_message
     from opcost.measure.interrupts import RESUME_HINT, Interrupted
@@ -671,9 +675,11 @@ def profile(
             window_s=window if window is not None else 4 * min_time,
             energy_source=energy_source,
             seed=seed,
+            threads=threads,
         )
         c.check("command line")
-        return prof.run_adhoc(c, sets, out_dir or Path("."), dry_run, not no_progress, remeasure)
+        with pinned_threads(c.threads):  # a campaign's `threads`, as the profile stage applies it
+            return prof.run_adhoc(c, sets, out_dir or Path("."), dry_run, not no_progress, remeasure)
 
     def staged(paths: Paths, params: Any) -> dict:
         assert campaign is not None

@@ -117,6 +117,38 @@ def test_sets_come_from_sets_yaml_and_never_from_two_places(tmp_path):
         load_params(paths.params)
 
 
+def test_without_a_sets_file_the_sets_are_params_yaml_extract_sets(tmp_path):
+    """The one load_params call with no sets file: params.yaml's extract.sets, errors naming params.yaml."""
+    paths = _root(tmp_path, None, inline=[user_set(), {"model": "resnet18", "input_shape": [1, 3, 32, 32]}])
+    assert not paths.extract_sets.exists()
+    ids = [s.set_id for s in load_params(paths.params).extract.sets]
+    assert ids == ["nets/user.py:lstm:2x5x4", "resnet18:1x3x32x32"]
+    (tmp_path / "params.yaml").write_text("{}\n")
+    assert load_params(paths.params).extract.sets == ()
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({"extract": {"sets": [user_set(), user_set()]}}))
+    with pytest.raises(OpcostError, match=r"^params.yaml: extract.sets lists nets/user.py:lstm:2x5x4 more than once"):
+        load_params(paths.params)
+
+
+@pytest.mark.parametrize(
+    "set_id, model, shape, dtype",
+    [
+        ("resnet18:32x3x224x224", "resnet18", "32x3x224x224", None),
+        ("resnet18:32x3x224x224:float16", "resnet18", "32x3x224x224", "float16"),
+        ("networks/recurrent.py:lstm(layers=2):8x64x32", "networks/recurrent.py:lstm(layers=2)", "8x64x32", None),
+        ("pkg.mod:net:16:input=int64:vocab=100", "pkg.mod:net", "16", None),
+        ("nets/t.py:bert(heads=2):4x128:bfloat16:input=int64", "nets/t.py:bert(heads=2)", "4x128", "bfloat16"),
+    ],
+)
+def test_set_id_pattern_names_model_shape_and_dtype(set_id, model, shape, dtype):
+    """SET_ID's groups are how readers (validate's figure labels) take a set id apart, never by slicing."""
+    from opcost.params.profile import SET_ID
+
+    m = SET_ID.fullmatch(set_id)
+    assert m is not None
+    assert (m.group("model"), m.group("shape"), m.group("dtype")) == (model, shape, dtype)
+
+
 def test_the_repository_keeps_its_sets_out_of_params_yaml(repo_root):
     """`dvc exp show` lists every leaf of params.yaml as a column: the sets (one column holding a list of
     41) live in sets.yaml, a dependency of extract, profile and validate, not a params entry."""

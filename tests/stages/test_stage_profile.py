@@ -333,3 +333,119 @@ def test_interrupted_campaign_says_how_to_resume_and_keeps_its_parts(paths, sig)
     assert meta["parts_resumed"] == len(kept)
     t = pd.read_parquet(paths.raw_dir("slow") / "timings.parquet")
     assert not t.duplicated(["op_id", "trial"]).any() and (t["status"] == "ok").all()
+
+
+@pytest.fixture
+def one_thread():
+    """The test process on one torch thread (a machine's default may be 2, the count the campaigns ask for);
+    its own count back afterwards."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _thread_spy(monkeypatch) -> list[tuple[int, str | None]]:
+    """The real measure loop, noting the torch thread count (and OMP_NUM_THREADS) each part is measured on."""
+    import torch
+
+    import opcost.measure.campaign as campaign_module
+
+    seen: list[tuple[int, str | None]] = []
+
+    def spy(*args, **kwargs):
+        seen.append((torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")))
+        return measure_part(*args, **kwargs)
+
+    monkeypatch.setattr(campaign_module, "measure_part", spy)
+    return seen
+
+
+def test_campaign_threads_pin_the_measuring_process(paths, monkeypatch, one_thread):
+    """threads: 2 measures every part on 2 torch threads, locally and in a shard, records 2 in campaign.json,
+    and gives the process its own count back; a changed count measures afresh, the same count is kept."""
+    import torch
+
+    seen = _thread_spy(monkeypatch)
+    omp = os.environ.get("OMP_NUM_THREADS")
+    add_campaign(paths, "two", 2, threads=2)
+    run_stage(paths, load_params(paths.params), "two", show_progress=False)
+    assert seen == [(2, "2")] * 2
+    assert torch.get_num_threads() == 1 and os.environ.get("OMP_NUM_THREADS") == omp
+    meta = json.loads((paths.raw_dir("two") / "campaign.json").read_text())
+    assert meta["environment"]["cpu_threads"] == 2 and meta["parameters"]["threads"] == 2
+    assert run_stage(paths, load_params(paths.params), "two", show_progress=False)["complete"] is True
+    assert len(seen) == 2
+
+    # threads changed: not "complete" any more (the fingerprint leaves threads out), measured afresh on 1
+    add_campaign(paths, "two", 2, threads=1)
+    again = run_stage(paths, load_params(paths.params), "two", show_progress=False)
+    assert "complete" not in again and again["environment"]["cpu_threads"] == 1 and seen[2:] == [(1, "1")] * 2
+    t = pd.read_parquet(paths.raw_dir("two") / "timings.parquet")
+    assert (t["started_at"] > meta["ended_at"]).all()
+    assert run_stage(paths, load_params(paths.params), "two", show_progress=False)["complete"] is True
+
+    # a shard (its own interpreter on a cluster, the same stage code) pins itself too
+    seen.clear()
+    add_campaign(paths, "sharded", 3, threads=2)
+    for i in (0, 1):
+        run_shard_stage(paths, load_params(paths.params), "sharded", i, 2, show_progress=False)
+    assert seen == [(2, "2")] * 3 and torch.get_num_threads() == 1
+    # parts measured on 2 threads are not resumed or merged under threads: 1; the error names them
+    add_campaign(paths, "sharded", 3, threads=1)
+    params = load_params(paths.params)
+    parts = stage_campaign(paths, params, "sharded").parts_dir
+    for go in (lambda: run_shard_stage(paths, params, "sharded", 0, 2), lambda: merge_stage(paths, params, "sharded")):
+        with pytest.raises(OpcostError, match=f"{parts} was measured with 2 CPU thread.s., but profile.campaigns"):
+            go()
+    assert not paths.raw_dir("sharded").exists() and len(seen) == 3
+
+
+def test_campaign_without_threads_leaves_the_process_as_it_is(paths, monkeypatch, one_thread):
+    seen = _thread_spy(monkeypatch)
+    add_campaign(paths, "asis", 1)
+    meta = run_stage(paths, load_params(paths.params), "asis", show_progress=False)
+    assert seen == [(1, os.environ.get("OMP_NUM_THREADS"))] and meta["environment"]["cpu_threads"] == 1
+    assert meta["parameters"]["threads"] is None
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("0", r"campaigns.tiny.threads: expected an integer >= 1, got 0$"),
+        ("-2", r"campaigns.tiny.threads: expected an integer >= 1, got -2$"),
+        ("2.5", r"campaigns.tiny.threads: expected an integer >= 1, got 2.5$"),
+        ("'2'", r"campaigns.tiny.threads: expected an integer >= 1, got '2'$"),
+        ("true", r"campaigns.tiny.threads: expected an integer >= 1, got True$"),
+        ("null", r"campaigns.tiny.threads: expected an integer >= 1, got None$"),
+        ("5000", r"campaigns.tiny: threads 5000 must be a whole number of CPU threads, 1..1024, or absent$"),
+    ],
+)
+def test_bad_threads_are_refused_before_anything_is_written(paths, value, message):
+    text = paths.params.read_text().replace("trials: 2\n", f"trials: 2\n      threads: {value}\n")
+    assert f"threads: {value}" in text
+    paths.params.write_text(text)
+    with pytest.raises(OpcostError, match=message):
+        load_params(paths.params)
+    r = cli("profile", "--campaign", "tiny", "--no-progress")
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "threads" in r.stderr, r.output
+    assert not paths.raw_dir("tiny").exists() and not paths.parts_dir("tiny").exists()
+
+
+def test_adhoc_campaign_threads_pin_the_measuring_process(tmp_path, monkeypatch, one_thread):
+    """`opcost profile --models ... --threads 2`: an ad-hoc campaign pins its threads as a params.yaml one does."""
+    import torch
+
+    seen = _thread_spy(monkeypatch)
+    args = ["profile", "--models", "squeezenet1_1:1,3,32,32", "--no-networks", "--trials", "1", "--min-time", "0.005"]
+    args += ["--window", "0.01", "--energy-source", "none", "--no-progress"]
+    r = cli(*args, "--threads", "0", "--out", str(tmp_path / "bad"))
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1 and "threads 0 must be a whole number" in r.stderr, r.output
+    assert not (tmp_path / "bad").exists() and not seen
+    r = cli(*args, "--threads", "2", "--out", str(tmp_path / "two"))
+    assert r.exit_code == 0, r.output
+    assert seen and set(seen) == {(2, "2")} and torch.get_num_threads() == 1
+    meta = json.loads((tmp_path / "two" / "campaign.json").read_text())
+    assert meta["environment"]["cpu_threads"] == 2 and meta["parameters"]["threads"] == 2

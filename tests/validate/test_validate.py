@@ -198,3 +198,5 @@ def test_figure_labels_read_torchvision_and_user_set_ids() -> None:
     assert _label("resnet18:32x3x224x224:float16") == "resnet18\n3x224x224"
     assert _label("networks/recurrent.py:lstm(layers=2):8x64x32") == "lstm(layers=2)\n64x32"
     assert _label("pkg.mod:net:16:input=int64:vocab=100") == "net\n16"
+    assert _label("nets/t.py:bert(heads=2):4x128:bfloat16:input=int64") == "bert(heads=2)\n128"
+    assert _label("not a set id") == "not a set id"

@@ -73,14 +73,15 @@ def load_params(path: Path) -> Params:
     f = path.name
     raw = mapping(raw, f, "a mapping of sections")
     check_keys(raw, TOP_KEYS, f"{f} (top level)")
-    sets_file = Paths(path.parent).extract_sets
-    if sets_file.is_file():
-        extract = ExtractParams.load(read_yaml(sets_file), sets_file.name, raw.get("extract"), f)
-    else:
-        extract = ExtractParams.load(None, None, raw.get("extract"), f)
-
+    found = Paths(path.parent).extract_sets
+    sets_file = found if found.is_file() else None  # None: a small test root, sets in params.yaml's extract.sets
     return Params(
-        extract=extract,
+        extract=ExtractParams.load(
+            None if sets_file is None else read_yaml(sets_file),
+            None if sets_file is None else sets_file.name,
+            raw.get("extract"),
+            f,
+        ),
         profile=ProfileParams.from_dict(raw.get("profile"), f"{f}: profile"),
         ingest=IngestParams.from_dict(raw.get("ingest"), f"{f}: ingest"),
         train=TrainParams.from_dict(raw.get("train"), f"{f}: train"),

@@ -27,15 +27,17 @@ from opcost.validation import (
     mapping,
 )
 
-# A set id (ModelInputSet.set_id): a torchvision name or a user's `module:callable(args)`, the shape, options.
+# A set id (ModelInputSet.set_id): a torchvision name or a user's `module:callable(args)` (group model), the
+# input shape with the batch first (group shape), options (group dtype). Readers take the groups, never slice.
 SET_ID = re.compile(
     r"(?P<model>[A-Za-z0-9_.-]+|[A-Za-z0-9_./-]+:[A-Za-z_][A-Za-z0-9_.]*(?:\([^()]*\))?)"
-    r":[0-9]+(?:x[0-9]+)*(?::(?P<dtype>[a-z0-9]+))?(?::(?:input|vocab)=[a-z0-9]+)*"
+    r":(?P<shape>[0-9]+(?:x[0-9]+)*)(?::(?P<dtype>[a-z0-9]+))?(?::(?:input|vocab)=[a-z0-9]+)*"
 )
 OP_ID = re.compile(r"[0-9a-f]{16}")
 # Upper bounds of a campaign's knobs: beyond them a campaign measures for years (--trials 1e20) or
 # overflows (--window 1e308); a real campaign stays far below.
 CAMPAIGN_LIMITS: dict[str, float] = {"trials": 1000, "min_time_s": 600.0, "window_s": 3600.0, "sample_interval_s": 60.0}
+MAX_THREADS = 1024  # a campaign's `threads`: more is a typo (torch takes a C int), not a machine
 
 ENERGY_SOURCES: tuple[str, ...] = ("auto", "nvml", "nvidia-smi", "rapl", "none")
 DEVICE = re.compile(r"cpu|cuda(?::(?:[0-9]|[1-5][0-9]|6[0-3]))?")
@@ -43,7 +45,15 @@ DEVICE = re.compile(r"cpu|cuda(?::(?:[0-9]|[1-5][0-9]|6[0-3]))?")
 
 @dataclass(frozen=True)
 class CampaignParams:
-    """One profiling campaign: where, what, which settings, how long and how often."""
+    """One profiling campaign: where, what, which settings, how long and how often.
+
+    `threads`: the CPU threads the measuring process uses (torch's intra-op and, where torch still allows
+    it, inter-op pools; opcost.cputhreads applies it before any op runs, in local and shard runs alike).
+    None: as the process finds them (OMP_NUM_THREADS, else one per core). It decides the timings of a CPU
+    campaign: the cpu-* campaigns pin 1, so that they do not fight other work on shared cores and repeat.
+    On a GPU campaign it only affects CPU-side work (the Python loop, kernel launches, host copies), not
+    what the GPU does. It is not in the fingerprint (that predates it and would re-measure every campaign);
+    the stage compares it with the thread count recorded in the measured environment instead."""
 
     name: str
     device: str = "cpu"
@@ -62,6 +72,7 @@ class CampaignParams:
     seed: int = 0
     max_instances: int = 16
     instance_budget_mb: float = 256.0
+    threads: int | None = None  # CPU threads while measuring; None: as the process finds them
 
     @classmethod
     def from_dict(cls, name: str, raw: Any, where: str) -> "CampaignParams":
@@ -105,6 +116,12 @@ class CampaignParams:
                 raise OpcostError(f"{where}: {key} must be a finite number > 0, got {v!r}")
             if key in CAMPAIGN_LIMITS and v > CAMPAIGN_LIMITS[key]:
                 raise OpcostError(f"{where}: {key} = {v!r} is more than the {CAMPAIGN_LIMITS[key]:g} allowed")
+        if self.threads is not None and (
+            isinstance(self.threads, bool) or not isinstance(self.threads, int) or not 1 <= self.threads <= MAX_THREADS
+        ):
+            raise OpcostError(
+                f"{where}: threads {self.threads!r} must be a whole number of CPU threads, 1..{MAX_THREADS}, or absent"
+            )
         if self.max_instances < 1 or self.seed < 0:
             raise OpcostError(
                 f"{where}: max_instances must be >= 1 and seed >= 0 (got {self.max_instances}, {self.seed})"
@@ -117,7 +134,9 @@ class CampaignParams:
             raise OpcostError(f"{where}: clocks_mhz and power_limits_w must be positive finite numbers")
 
     def fingerprint_fields(self) -> dict[str, Any]:
-        """What makes two measurements of one unit comparable; resumed parts must agree on it."""
+        """What makes two measurements of one unit comparable; resumed parts must agree on it. `threads`
+        is not here (see the class docstring): opcost.stages.profile checks it against the recorded
+        environment's cpu_threads, so the campaigns measured before it existed keep their fingerprint."""
         return {
             k: getattr(self, k)
             for k in (
@@ -158,6 +177,7 @@ CAMPAIGN_FIELDS: dict[str, Check] = {
     "seed": lambda v, w: as_int(v, w, lo=0),
     "max_instances": lambda v, w: as_int(v, w, lo=1),
     "instance_budget_mb": as_positive,
+    "threads": lambda v, w: as_int(v, w, lo=1),  # absent: None (the key has no null value)
 }
 
 _SLURM_TIME = re.compile(r"^(\d+-\d{1,2}(:\d{2}(:\d{2})?)?|\d+(:\d{2}(:\d{2})?)?)$")

@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from opcost.cputhreads import pinned_threads, threads_measured
 from opcost.errors import OpcostError
 from opcost.locks import device_state_dir
 from opcost.measure.campaign import Campaign, Plan, all_failed_message
@@ -56,6 +57,33 @@ def stage_campaign(paths: Paths, params: Params, name: str) -> Campaign:
     return Campaign(plan, paths.raw_dir(name), paths.parts_dir(name), state_dir=device_state_dir())
 
 
+def other_threads(camp: Campaign, parts: bool = True, output: bool = True) -> set[int]:
+    """The CPU thread counts, other than the campaign's `threads`, that its resumable `parts` and/or its
+    complete `output` were measured with (empty when `threads` is absent: the process's count, set by
+    OMP_NUM_THREADS or the core count, was never a parameter)."""
+    if camp.c.threads is None:
+        return set()
+    envs = [r.get("environment") or {} for r in camp.records()] if parts else []
+    done = camp.completed() if output else None
+    envs += [done.get("environment") or {}] if done is not None else []
+    return threads_measured(envs) - {camp.c.threads}
+
+
+def _refuse_other_threads(camp: Campaign, output: bool) -> None:
+    """Shards and merges do not measure afresh on their own (other shards may be running): say what to delete."""
+    name, threads = camp.c.name, camp.c.threads
+    for where, other in (
+        (camp.parts_dir, other_threads(camp, parts=True, output=False)),
+        (camp.out_dir, other_threads(camp, parts=False, output=True) if output else set()),
+    ):
+        if other:
+            raise OpcostError(
+                f"campaign {name}: {where} was measured with {', '.join(map(str, sorted(other)))} CPU thread(s), but "
+                f"profile.campaigns.{name}.threads is {threads}: delete it and run the shards again, or measure "
+                f"the campaign whole with `opcost profile --campaign {name} --remeasure`"
+            )
+
+
 def run(
     paths: Paths,
     params: Params,
@@ -64,11 +92,20 @@ def run(
     show_progress: bool = True,
     remeasure: bool = False,
 ) -> dict[str, Any]:
-    """Stage `profile@<name>`: measure what is missing into data/raw/<name>/ (nothing if it is complete)."""
+    """Stage `profile@<name>`: measure what is missing into data/raw/<name>/ (nothing if it is complete), on
+    the campaign's `threads`. Output or parts measured on another thread count are measured afresh, as a
+    changed setting in the fingerprint would be."""
     camp = stage_campaign(paths, params, name)
     if dry_run:
         return camp.plan.summary()
-    return camp.run(show_progress, remeasure=remeasure)
+    other = other_threads(camp)
+    if other and not remeasure:
+        camp.say(
+            f"campaign {name} was measured with {', '.join(map(str, sorted(other)))} CPU thread(s) and its "
+            f"threads is now {camp.c.threads}: measuring it afresh"
+        )
+    with pinned_threads(camp.c.threads):
+        return camp.run(show_progress, remeasure=remeasure or bool(other))
 
 
 def run_shard(
@@ -85,12 +122,16 @@ def run_shard(
     camp = stage_campaign(paths, params, name)
     if dry_run:
         return {**camp.plan.shard(index, count).summary(), "shard": index, "shards": count}
-    return camp.run_shard(index, count, show_progress, wait_for_device)
+    _refuse_other_threads(camp, output=False)
+    with pinned_threads(camp.c.threads):
+        return camp.run_shard(index, count, show_progress, wait_for_device)
 
 
 def merge(paths: Paths, params: Params, name: str, count: int | None = None) -> dict[str, Any]:
     """Every shard's parts of campaign `name` into data/raw/<name>/, as a local run writes them."""
-    return stage_campaign(paths, params, name).merge(count)
+    camp = stage_campaign(paths, params, name)
+    _refuse_other_threads(camp, output=True)
+    return camp.merge(count)
 
 
 def summary(result: dict[str, Any]) -> str:

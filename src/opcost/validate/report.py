@@ -51,8 +51,7 @@ def _label(set_id: str) -> str:
     m = SET_ID.fullmatch(set_id)
     if m is None:
         return set_id
-    model = m.group("model")
-    shape = set_id[m.end("model") + 1 :].split(":")[0]
+    model, shape = m.group("model"), m.group("shape")
     name = model.rsplit(":", 1)[-1] if ":" in model else model
     return f"{name}\n{shape.split('x', 1)[1] if 'x' in shape else shape}"
 
