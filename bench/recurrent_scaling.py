@@ -8,8 +8,8 @@ in proportion to kernels or FLOPs, one op). `by_steps`, the costing's form with 
 per-FLOP cost, is fitted per mode on the one-layer, one-direction configurations only, so its layer and
 direction ratios are out of sample; `by_steps_call` adds a cost once per call, fitted the same way.
 Each layer's time is the least of its trials' means (on shared cores contention only adds time).
-Measured single-threaded (OMP_NUM_THREADS=1) where the cores are shared: two threads on two busy cores
-wait on each other, and times of one layer then spread over 50x between trials.
+Measured single-threaded (the cpu-rnn campaign's `threads: 1` in params.yaml) where the cores are
+shared: two threads on two busy cores wait on each other, and times of one layer then spread over 50x between trials.
 
     .venv/bin/python bench/recurrent_scaling.py
 
