@@ -391,10 +391,18 @@ def fit(pts: pd.DataFrame) -> ClockModel:
     w = np.sqrt(point_weights(train))
     t, p = train["t"].to_numpy(float), train["p"].to_numpy(float)
     probe = ClockModel()
+    # The fallback share sigmoid(a + b P_ref / TDP) serves every curve without an observed share (the RTX
+    # 3080 Ti's, an op without FLOPs and bytes). Fitted only on curves that have none, it would stay at its
+    # starting point (sigmoid(0) = 0.5) whenever every training curve has an observed share (leave the
+    # RTX 3080 Ti out): so the time fit also scores every observed-share curve with its share hidden.
+    known = np.isfinite(train["share"].to_numpy(float)) if "share" in train else np.zeros(len(train), bool)
+    hidden = train[known].assign(share=np.nan)
+    w_hidden, t_hidden = w[known], t[known]
 
     def time_res(q: np.ndarray) -> np.ndarray:
         probe.share_a, probe.share_b, probe.cap_k = (float(v) for v in q)
-        return w * (_predict(probe, train)[0] / t - 1.0)
+        seen = w * (_predict(probe, train)[0] / t - 1.0)
+        return np.concatenate([seen, w_hidden * (_predict(probe, hidden)[0] / t_hidden - 1.0)])
 
     tq = least_squares(time_res, x0=[0.0, 0.0, 0.5], bounds=([-20, -20, 0.0], [20, 20, 1.0])).x
     probe.share_a, probe.share_b, probe.cap_k = (float(v) for v in tq)
