@@ -201,6 +201,49 @@ def test_leave_one_gpu_out_never_fits_on_the_held_out_gpu(curves):
     assert len(pred) == len(pts) and (pred.loc[pred["is_ref"], "t_hat"] == pred.loc[pred["is_ref"], "t"]).all()
 
 
+def test_stacked_learner_never_fits_or_chooses_on_the_held_out_gpu(curves):
+    """Stacking: every physical fit behind a held-out GPU's prediction, the inner leave-one-GPU-out fits
+    that choose the blend weights included, sees only the other GPUs; and the inner folds cover exactly them."""
+    pts, _ = curves
+    sl = pts[pts["device"].isin(["A100", "RTX8000", "V100"])]
+    sl = sl[sl["kernel"].str.match(r"(matrixMul|vectorAdd|gpt3-175b/stage0)")]
+    outer: list[str] = []
+    fits: list[tuple[str, set[str]]] = []
+
+    def spy_fit(train):
+        fits.append((outer[-1], set(train["device"])))
+        return fit(train)
+
+    def learner(train):
+        (held,) = set(sl["device"]) - set(train["device"])
+        outer.append(held)
+        return clockval.stacked(train, fitter=spy_fit)
+
+    pred, _ = clockval.leave_one_gpu_out(sl, learner)
+    assert sorted(outer) == ["A100", "RTX8000", "V100"] and len(pred) == len(sl)
+    for held in outer:
+        used = [d for h, d in fits if h == held]
+        rest = set(sl["device"]) - {held}
+        assert all(held not in d for d in used)
+        assert sorted(map(sorted, used)) == sorted([sorted(rest)] + [sorted(rest - {g}) for g in rest])
+
+
+def test_choose_blend_recovers_the_blend_that_made_the_measurements():
+    """Measured time = 0.3 physical + 0.7 memory-bound guess and power = 0.5 physical + 0.5 P ~ f on two
+    GPUs: the inner-fold choice returns exactly those weights (they lie on the grid)."""
+    rng = np.random.default_rng(3)
+    parts = []
+    for n in (40, 25):
+        tp, pp = rng.uniform(1, 3, (4, n)), rng.uniform(50, 200, (3, n))
+        parts.append({"t_parts": tp, "p_parts": pp, "t": 0.3 * tp[0] + 0.7 * tp[3], "p": 0.5 * pp[0] + 0.5 * pp[1]})
+    wt, wp = clockval.choose_blend(parts)
+    assert wt == pytest.approx([0.3, 0.0, 0.0, 0.7]) and wp == pytest.approx([0.5, 0.5, 0.0])
+    m = ClockModel(time_blend=wt, power_blend=wp)
+    t, p, _ = m.predict(np.array([500.0]), 1000.0, 2.0, 100.0, 300.0, share=np.array([0.4]))
+    phys_t, phys_p, _ = ClockModel().predict(np.array([500.0]), 1000.0, 2.0, 100.0, 300.0, share=np.array([0.4]))
+    assert t == pytest.approx(0.3 * phys_t + 0.7 * 2.0) and p == pytest.approx(0.5 * phys_p + 0.5 * 50.0)
+
+
 def test_leave_one_kernel_out_holds_out_every_memory_clock_of_a_kernel(curves):
     pts, _ = curves
     sl = pts[
@@ -312,7 +355,7 @@ def test_train_clock_stage_writes_registers_and_scores(clocked):
     metrics = json.loads(paths.clock_metrics.read_text())
     assert set(metrics["logo"]) == set(model.trained_on)
     logo = pd.read_csv(paths.clock_report_dir / "logo.csv")
-    assert set(logo["learner"]) == {"physical", "trees"} and len(logo) == 10
+    assert set(logo["learner"]) == {"physical", "trees", "stacked"} and len(logo) == 15
     assert result["registered_version"] == "1"
     client = MlflowClient(tracking_uri=f"sqlite:///{db}")
     champ = client.get_model_version_by_alias("opcost-clock", "champion")  # a clone on main: champion moves
