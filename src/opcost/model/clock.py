@@ -85,6 +85,22 @@ def time_ratio(f: np.ndarray | float, f_ref: np.ndarray | float, s: np.ndarray |
     return 1.0 + s * (np.asarray(f_ref, float) / np.asarray(f, float) - 1.0)
 
 
+GUESS_SHARES = (1.0, 0.5, 0.0)  # the zero-parameter time guesses' compute-bound shares (issue 21 section 6)
+GUESS_POWER_EXPS = (1.0, 0.0)  # the zero-parameter power guesses: P = P_ref (f / f_ref)^k
+
+
+def guess_values(
+    f: np.ndarray | float, f_ref: np.ndarray | float, t_ref: np.ndarray | float, p_ref: np.ndarray | float
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Every zero-parameter guess's (times, powers) from the reference point alone: one array per
+    GUESS_SHARES entry and one per GUESS_POWER_EXPS entry."""
+    f, f_ref = np.asarray(f, float), np.asarray(f_ref, float)
+    t_ref, p_ref = np.asarray(t_ref, float), np.asarray(p_ref, float)
+    times = [t_ref * time_ratio(f, f_ref, s) for s in GUESS_SHARES]
+    powers = [p_ref * (f / f_ref) ** k for k in GUESS_POWER_EXPS]
+    return times, powers
+
+
 CAP_BAND = (0.95, 1.03)  # P_ref / TDP that marks a power-capped reference (above: a board limit beyond TDP)
 
 
@@ -117,6 +133,19 @@ class ClockModel:
     # Power cap: a reference drawing within CAP_BAND of the TDP ran throttled; its clock was really
     # f_base + cap_k (f_ref - f_base) (fitted), and no requested clock above that is reached.
     cap_k: float = 1.0
+    # Observed shares are estimates, each biased its own way (fitted, one factor per estimator, applied
+    # before the clip to [0, 1]): 1 - (bytes / bandwidth) / t_ref (Perseus stages; the roofline share of
+    # network ops is the same kind of estimate and takes the same factor) counts as clock-bound every
+    # non-DRAM part, including time that does not follow the core clock (< 1); 1 - DCGM DRAM activity
+    # (NV-DVFS) counts a DRAM-busy kernel as clock-free though its requests are issued at the core clock (> 1).
+    share_scale_bytes: float = 1.0
+    share_scale_dram: float = 1.0
+    # Stacking (model/clockval.stacked): the shipped time and power are convex blends of the physical form
+    # and the zero-parameter guesses, the weights chosen by an inner leave-one-GPU-out on the training GPUs
+    # only. Time: [physical, compute-bound (s = 1), half (s = 0.5), memory-bound (s = 0)]; power: [physical,
+    # P ~ f, P constant] (GUESS_SHARES, GUESS_POWER_EXPS). The defaults are the physical form alone.
+    time_blend: list[float] = field(default_factory=lambda: [1.0, 0.0, 0.0, 0.0])
+    power_blend: list[float] = field(default_factory=lambda: [1.0, 0.0, 0.0])
     trained_on: list[str] = field(default_factory=list)  # device-table names
     n_curves: int = 0
     n_points: int = 0
@@ -200,7 +229,26 @@ class ClockModel:
         f_eff = np.minimum(np.asarray(f, float), top)
         t = np.asarray(t_ref, float) * time_ratio(f_eff, fc, s)
         p = self.power(f_eff, fc, p_ref, tdp, fb)
+        if self.time_blend[0] != 1.0 or self.power_blend[0] != 1.0:
+            t, p = self.blend(t, p, f, f_ref, t_ref, p_ref)
         return t, p, t * p
+
+    def blend(
+        self,
+        t_phys: np.ndarray,
+        p_phys: np.ndarray,
+        f: np.ndarray | float,
+        f_ref: np.ndarray | float,
+        t_ref: np.ndarray | float,
+        p_ref: np.ndarray | float,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The stacked (time, power): `time_blend` / `power_blend` weights on the physical values and on the
+        guesses' (`guess_values`), which use the requested clock and the reference as given."""
+        tg, pg = guess_values(f, f_ref, t_ref, p_ref)
+        wt, wp = self.time_blend, self.power_blend
+        t = wt[0] * np.asarray(t_phys, float) + sum(w * g for w, g in zip(wt[1:], tg))
+        p = wp[0] * np.asarray(p_phys, float) + sum(w * g for w, g in zip(wp[1:], pg))
+        return t, p
 
     def power_capped_clock(
         self,
@@ -233,6 +281,7 @@ class ClockModel:
     def at_clock(self, device: Device, f: float, t_ref: np.ndarray, p_ref: np.ndarray, share: np.ndarray) -> tuple:
         """Per-op (time, power) at core clock f on `device`, from costs at its boost clock."""
         check_clock(device, f)
+        share = np.asarray(share, float) * self.share_scale_bytes  # a roofline share: a bytes-and-FLOPs estimate
         t, p, _ = self.predict(f, device.boost_clock_mhz, t_ref, p_ref, device.tdp_w, share, device.base_clock_mhz)
         return t, p
 
@@ -254,8 +303,12 @@ class ClockModel:
                 static_frac=float(d["static_frac"]),
                 gamma=float(d["gamma"]),
                 cap_k=float(d.get("cap_k", 1.0)),
+                share_scale_bytes=float(d.get("share_scale_bytes", 1.0)),
+                share_scale_dram=float(d.get("share_scale_dram", 1.0)),
                 volt_slope=float(d.get("volt_slope", 1.0)),
                 volt_min=float(d.get("volt_min", 0.0)),
+                time_blend=[float(x) for x in d.get("time_blend", [1.0, 0.0, 0.0, 0.0])],
+                power_blend=[float(x) for x in d.get("power_blend", [1.0, 0.0, 0.0])],
                 trained_on=[str(x) for x in d.get("trained_on", [])],
                 n_curves=int(d.get("n_curves", 0)),
                 n_points=int(d.get("n_points", 0)),
@@ -263,17 +316,23 @@ class ClockModel:
                 logo_error_bins=[[float(x) for x in b] for b in d.get("logo_error_bins", [])],
             )
             assert all(len(b) == 3 for b in m.logo_error_bins)
+            assert len(m.time_blend) == 1 + len(GUESS_SHARES) and len(m.power_blend) == 1 + len(GUESS_POWER_EXPS)
         except (KeyError, TypeError, ValueError, AssertionError):
             raise OpcostError(f"{where} lacks a parameter or holds a non-number; refused") from None
         values = [m.share_a, m.share_b, m.static_frac, m.gamma, m.cap_k, m.volt_slope, m.volt_min]
+        values += [m.share_scale_bytes, m.share_scale_dram]
         values += list(m.logo_error.values())
         values += [x for b in m.logo_error_bins for x in b]
         in_range = 0 <= m.static_frac < 1 and m.gamma > 1 and 0 <= m.cap_k <= 1
         in_range = in_range and m.volt_slope >= 0 and 0 <= m.volt_min <= 1
-        if not all(math.isfinite(v) for v in values) or not in_range:
+        in_range = in_range and m.share_scale_bytes > 0 and m.share_scale_dram > 0
+        values += m.time_blend + m.power_blend
+        convex = all(min(b) >= 0 and abs(sum(b) - 1) < 1e-6 for b in (m.time_blend, m.power_blend))
+        if not all(math.isfinite(v) for v in values) or not in_range or not convex:
             raise OpcostError(
                 f"{where}: parameters out of range (static_frac in [0, 1), gamma > 1, cap_k in [0, 1], "
-                "volt_slope >= 0, volt_min in [0, 1]); refused"
+                "volt_slope >= 0, volt_min in [0, 1], share scales > 0, time_blend and power_blend non-negative "
+                "summing to 1); refused"
             )
         return m
 
@@ -349,24 +408,32 @@ def sweep_curves(sweeps: pd.DataFrame, min_points: int = MIN_POINTS) -> tuple[pd
     pts["f_base"] = pts["device"].map({k: v.base_clock_mhz for k, v in DEVICES.items()}).astype(float)
     pts["f_boost"] = pts["device"].map({k: v.boost_clock_mhz for k, v in DEVICES.items()}).astype(float)
     pts["is_ref"] = pts["f"] == pts["f_ref"]
-    pts["share"] = observed_share(pts)
+    pts["share"], pts["share_kind"] = observed_share(pts)
     return pts.drop(columns=["dram"]), skipped
 
 
-def observed_share(pts: pd.DataFrame) -> np.ndarray:
+def observed_share(pts: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Each curve's compute-bound share from its reference point alone, where the data allow it (NaN
-    elsewhere: the model's P_ref / TDP share applies): 1 - DCGM DRAM activity (NV-DVFS kernels), or
-    `memory_share` of the transformer layer's bytes (Perseus stages, shapes assumed in model/xpower.py)."""
+    elsewhere: the model's P_ref / TDP share applies): 1 - DCGM DRAM activity (NV-DVFS kernels, kind
+    SHARE_DRAM), or `memory_share` of the transformer layer's bytes (Perseus stages, shapes assumed in
+    model/xpower.py, kind SHARE_BYTES). Returns the shares and their kinds ("" where none)."""
     from opcost.model.xpower import PERSEUS_MODELS, perseus_flops_bytes
 
     ref = pts[pts["f"] == pts["f_ref"]].drop_duplicates("curve").set_index("curve")
     share = pd.Series(np.nan, index=ref.index)
+    kind = pd.Series("", index=ref.index, dtype=object)
     share[ref["dram"].notna()] = 1.0 - ref["dram"][ref["dram"].notna()].clip(0, 1)
+    kind[ref["dram"].notna()] = SHARE_DRAM
     for curve, r in ref.iterrows():
         if r["source"] == "perseus-stage-profiles" and str(r["workload"]).split("/")[0] in PERSEUS_MODELS:
             _, nbytes = perseus_flops_bytes(str(r["workload"]))
             share[curve] = float(memory_share(nbytes, DEVICES[r["device"]].bandwidth, r["t"]))
-    return pts["curve"].map(share).to_numpy(float)
+            kind[curve] = SHARE_BYTES
+    return pts["curve"].map(share).to_numpy(float), pts["curve"].map(kind).to_numpy(object)
+
+
+SHARE_BYTES, SHARE_DRAM = "bytes", "dram"  # how an observed share was obtained (`observed_share`)
+SHARE_SCALE_RANGE = (0.2, 3.0)  # bounds of the fitted share scales (ClockModel.share_scale_*)
 
 
 # -- fitting ----------------------------------------------------------------------------------
@@ -391,13 +458,30 @@ def fit(pts: pd.DataFrame) -> ClockModel:
     w = np.sqrt(point_weights(train))
     t, p = train["t"].to_numpy(float), train["p"].to_numpy(float)
     probe = ClockModel()
+    # The fallback share sigmoid(a + b P_ref / TDP) serves every curve without an observed share (the RTX
+    # 3080 Ti's, an op without FLOPs and bytes). Fitted only on curves that have none, it would stay at its
+    # starting point (sigmoid(0) = 0.5) whenever every training curve has an observed share (leave the
+    # RTX 3080 Ti out): so the time fit also scores every observed-share curve with its share hidden.
+    known = np.isfinite(train["share"].to_numpy(float)) if "share" in train else np.zeros(len(train), bool)
+    hidden = train[known].assign(share=np.nan)
+    w_hidden, t_hidden = w[known], t[known]
+
+    time_names = ("share_a", "share_b", "cap_k", "share_scale_bytes", "share_scale_dram")
 
     def time_res(q: np.ndarray) -> np.ndarray:
-        probe.share_a, probe.share_b, probe.cap_k = (float(v) for v in q)
-        return w * (_predict(probe, train)[0] / t - 1.0)
+        for k, v in zip(time_names, q):
+            setattr(probe, k, float(v))
+        seen = w * (_predict(probe, train)[0] / t - 1.0)
+        return np.concatenate([seen, w_hidden * (_predict(probe, hidden)[0] / t_hidden - 1.0)])
 
-    tq = least_squares(time_res, x0=[0.0, 0.0, 0.5], bounds=([-20, -20, 0.0], [20, 20, 1.0])).x
-    probe.share_a, probe.share_b, probe.cap_k = (float(v) for v in tq)
+    # A share scale whose estimator no training curve uses keeps its start (no evidence, no correction).
+    # Where scaled shares clip at 1 the scale has no gradient: so two starts, the better kept.
+    s_lo, s_hi = SHARE_SCALE_RANGE
+    bounds = ([-20, -20, 0.0, s_lo, s_lo], [20, 20, 1.0, s_hi, s_hi])
+    starts = [least_squares(time_res, x0=[0.0, 0.0, 0.5, s0, s0], bounds=bounds) for s0 in (1.0, 0.5)]
+    tq = min(starts, key=lambda r: r.cost).x
+    for k, v in zip(time_names, tq):
+        setattr(probe, k, float(v))
 
     probe.gamma = DVFS_GAMMA
 
@@ -410,6 +494,8 @@ def fit(pts: pd.DataFrame) -> ClockModel:
         share_a=float(tq[0]),
         share_b=float(tq[1]),
         cap_k=float(tq[2]),
+        share_scale_bytes=float(tq[3]),
+        share_scale_dram=float(tq[4]),
         static_frac=float(pq[0]),
         gamma=DVFS_GAMMA,
         volt_slope=float(pq[1]),
@@ -422,6 +508,9 @@ def fit(pts: pd.DataFrame) -> ClockModel:
 
 def _predict(model: ClockModel, pts: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     share = pts["share"].to_numpy(float) if "share" in pts else None
+    if share is not None and "share_kind" in pts:
+        kind = pts["share_kind"].to_numpy(object)
+        share = share * np.where(kind == SHARE_DRAM, model.share_scale_dram, model.share_scale_bytes)
     f_base = pts["f_base"].to_numpy(float) if "f_base" in pts else None
     f_boost = pts["f_boost"].to_numpy(float) if "f_boost" in pts else None
     return model.predict(

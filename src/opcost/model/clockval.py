@@ -67,6 +67,62 @@ def physical(pts: pd.DataFrame) -> tuple[ClockModel, Predictor]:
     return model, lambda held: predict_points(model, held)
 
 
+BLEND_STEP = 0.05  # the simplex grid the stacking weights are chosen on
+
+
+def simplex(k: int, step: float = BLEND_STEP) -> np.ndarray:
+    """Every weight vector of length k with entries on a `step` grid, non-negative, summing to 1 (rows)."""
+    n = int(round(1 / step))
+    rows = [c for c in np.ndindex(*(n + 1,) * (k - 1)) if sum(c) <= n]
+    return np.array([[*c, n - sum(c)] for c in rows], float) / n
+
+
+def choose_blend(parts: list[dict[str, np.ndarray]]) -> tuple[list[float], list[float]]:
+    """Stacking weights from held-out predictions: `parts` holds, per (inner) held-out GPU, the measured
+    off-reference `t`, `p` and the candidates' `t_parts` (4 x n: physical, then the time guesses) and
+    `p_parts` (3 x n: physical, then the power guesses). Time weights minimise the mean over GPUs of the
+    time MAPE; power weights then minimise the mean over GPUs of the energy MAPE (time at its blend).
+    Each GPU weighs the same, as in the fit. Ties go to the first such grid row."""
+    wt_grid, wp_grid = simplex(4), simplex(3)
+    t_score = np.mean([np.abs(wt_grid @ q["t_parts"] / q["t"] - 1).mean(axis=1) for q in parts], axis=0)
+    wt = wt_grid[int(np.argmin(t_score))]
+    e_score = np.mean(
+        [np.abs((wt @ q["t_parts"]) * (wp_grid @ q["p_parts"]) / (q["t"] * q["p"]) - 1).mean(axis=1) for q in parts],
+        axis=0,
+    )
+    wp = wp_grid[int(np.argmin(e_score))]
+    return [float(x) for x in wt], [float(x) for x in wp]
+
+
+def stacked(pts: pd.DataFrame, fitter: Callable[[pd.DataFrame], ClockModel] = fit) -> tuple[ClockModel, Predictor]:
+    """The physical form blended with the zero-parameter guesses (ClockModel.time_blend / power_blend), the
+    weights chosen by an inner leave-one-GPU-out on the GPUs of `pts` only: each of them predicted by a
+    physical fit on the others, every candidate scored on its off-reference points (`choose_blend`).
+    With a single GPU there is nothing to choose on: the physical form alone. `fitter` is the physical
+    fit (tests pass a spy)."""
+    from opcost.model.clock import guess_values
+
+    devices = sorted(set(pts["device"]))
+    parts = []
+    for dev in devices if len(devices) > 1 else []:
+        inner = fitter(pts[pts["device"] != dev])
+        held = pts[(pts["device"] == dev) & ~pts["is_ref"]]
+        ph = predict_points(inner, held)
+        tg, pg = guess_values(held["f"], held["f_ref"], held["t_ref"], held["p_ref"])
+        parts.append(
+            {
+                "t": held["t"].to_numpy(float),
+                "p": held["p"].to_numpy(float),
+                "t_parts": np.vstack([ph["t_hat"].to_numpy(float), *tg]),
+                "p_parts": np.vstack([ph["p_hat"].to_numpy(float), *pg]),
+            }
+        )
+    model = fitter(pts)
+    if parts:
+        model.time_blend, model.power_blend = choose_blend(parts)
+    return model, lambda held: predict_points(model, held)
+
+
 def trees(pts: pd.DataFrame, seed: int = 0, max_iter: int = 100) -> tuple[TreeClock, Predictor]:
     model = TreeClock(seed=seed, max_iter=max_iter).fit(pts)
     return model, model.predict

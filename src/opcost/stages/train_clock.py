@@ -3,7 +3,8 @@
 Reads data/evaluated/sweeps.parquet (the core-clock curves of known devices; model/clock.py says
 what is skipped and why). Then:
 1. leave-one-GPU-out and leave-one-kernel-out validation of the physical form, and leave-one-GPU-out
-   of the comparison tree learner (model/clockval.py);
+   of the comparison learners (model/clockval.py): trees, and the physical form stacked with the
+   zero-parameter guesses (weights from an inner leave-one-GPU-out on the training GPUs only);
 2. the physical form fitted on every GPU, with the pooled leave-one-GPU-out errors stored in it
    (predictions widen their intervals by them).
 3. the zero-parameter guesses' leave-one-GPU-out scores beside the model's (reports/clock/guesses.csv,
@@ -101,7 +102,8 @@ def run_record(model: ClockModel, split: str, logo: pd.DataFrame, chash: str, pr
         "measured": [float(x) for x in pred.loc[~pred["is_ref"], "t"]],
         "predicted": [float(x) for x in pred.loc[~pred["is_ref"], "t_hat"]],
     }
-    names = ("share_a", "share_b", "static_frac", "gamma", "cap_k", "volt_slope", "volt_min")
+    names = ("share_a", "share_b", "static_frac", "gamma", "cap_k", "volt_slope", "volt_min", "share_scale_bytes",
+             "share_scale_dram")  # fmt: skip
     params = {k: v for k, v in model.to_json().items() if k in names}
     return {
         "name": tracking.CLOCK_RUN,
@@ -122,10 +124,12 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
     pred, _ = clockval.leave_one_gpu_out(pts)
     curves = clockval.curve_scores(pred)
     tree_pred, _ = clockval.leave_one_gpu_out(pts, lambda d: clockval.trees(d, cp.seed, cp.tree_iterations))
+    stacked_pred, _ = clockval.leave_one_gpu_out(pts, clockval.stacked)  # compared, not shipped (README)
     logo = pd.concat(
         [
             clockval.summarise(curves, ["device", "source"]).assign(learner="physical"),
             clockval.summarise(clockval.curve_scores(tree_pred), ["device", "source"]).assign(learner="trees"),
+            clockval.summarise(clockval.curve_scores(stacked_pred), ["device", "source"]).assign(learner="stacked"),
         ],
         ignore_index=True,
     )
@@ -153,6 +157,8 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
             "cap_k": model.cap_k,
             "volt_slope": model.volt_slope,
             "volt_min": model.volt_min,
+            "share_scale_bytes": model.share_scale_bytes,
+            "share_scale_dram": model.share_scale_dram,
         },
         "gamma": model.gamma,
     }
@@ -264,7 +270,8 @@ def summary(r: dict[str, Any]) -> str:
     lines = [
         f"clock model: share = sigmoid({m.share_a:.3g} + {m.share_b:.3g} P_ref/TDP), static {m.static_frac:.3g} "
         f"x min(TDP, P_ref), P_dyn ~ f V^{m.gamma - 1:.3g} with V = max({m.volt_min:.3g}, 1 - {m.volt_slope:.3g} "
-        f"(1 - f/f_boost)); {m.n_curves} curves on {', '.join(m.trained_on)}"
+        f"(1 - f/f_boost)); observed shares x {m.share_scale_bytes:.3g} (bytes-based), x {m.share_scale_dram:.3g} "
+        f"(DRAM-activity-based); {m.n_curves} curves on {', '.join(m.trained_on)}"
     ]
     for row in r["logo"].itertuples():
         lines.append(
