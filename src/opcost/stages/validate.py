@@ -230,7 +230,8 @@ def clock_step(rep: Report, inp: Inputs, predictor: Predictor) -> tuple[pd.DataF
             paths.clock_table("logo"),
             sec,
             "leave-one-GPU-out and per source: time, power, energy MAPE and the extra energy/EDP at the "
-            "predicted optimum, the shipped physical form and the comparison trees (stage train-clock)",
+            "predicted optimum, the shipped physical form beside the trees and the stacked blend it is compared with "
+            "(stage train-clock)",
         )
         rep.link(paths.clock_table("logo_points"), sec, "every measured clock point with its LOGO prediction")
         rep.link(paths.clock_figures, sec, "per GPU: measured points and LOGO-predicted curves", suffix="/")
