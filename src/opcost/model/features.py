@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 import numpy as np
 
 from opcost.model import gemm
-from opcost.model.physics import MATMUL_KINDS, device_peaks, gemm_dims, roofline_s
+from opcost.model.physics import device_peaks, gemm_dims, op_peak, roofline_s
 
 if TYPE_CHECKING:  # torch stays out of the import path of predictions
     import pandas as pd
@@ -175,9 +175,8 @@ class Encoding:
                 float(len(shape)),
                 float(bool(metrics["is_view"])),
             ]
-            mm_peak, fp32_peak, bw = device_peaks(self.device_config)
-            compute = flops / (mm_peak if rec.kind in MATMUL_KINDS else fp32_peak)
-            memory = (read + written) / bw
+            compute = flops / op_peak(rec.kind, self.device_config)
+            memory = (read + written) / device_peaks(self.device_config)[2]
             m, n, k = gemm_dims(rec.kind, hp, rec.input_shape, metrics["output_shapes"])
             out += [
                 math.log(roofline_s(rec.kind, metrics, self.device_config)),
