@@ -69,11 +69,18 @@ def op_peak(kind: str, device_config: str, dtype: str = "float32") -> float:
     return peak_of(kind, found[0], found[1], dtype)
 
 
-def roofline_s(kind: str, metrics: dict[str, Any], device_config: str, dtype: str = "float32") -> float:
-    """max(compute time, memory time) of one call on the device; never zero (1 ns floor)."""
+def compute_memory_s(
+    kind: str, metrics: dict[str, Any], device_config: str, dtype: str = "float32"
+) -> tuple[float, float]:
+    """(FLOPs over the op's peak, bytes read and written over the bandwidth) of one call [s]."""
     compute = float(metrics["flops"]) / op_peak(kind, device_config, dtype)
     memory = (float(metrics["bytes_read"]) + float(metrics["bytes_written"])) / device_peaks(device_config)[2]
-    return max(compute, memory, 1e-9)
+    return compute, memory
+
+
+def roofline_s(kind: str, metrics: dict[str, Any], device_config: str, dtype: str = "float32") -> float:
+    """max(compute time, memory time) of one call on the device; never zero (1 ns floor)."""
+    return max(*compute_memory_s(kind, metrics, device_config, dtype), 1e-9)
 
 
 def gemm_dims(
