@@ -1,4 +1,9 @@
-"""A physical baseline for depthwise convolutions, the GEMM-like op that is not a GEMM (issue 21, section 4).
+"""Physical baselines of GEMM-like ops for the `physical` feature set (issue 21, section 4).
+
+Three parts, each below with its why: depthwise convolutions at a fitted fraction of the FP32 peak;
+GEMM-like ops against the peak their unit (TF32 tensor cores or FP32 units) attains; a Linear layer
+shown to the trees as the 1x1 convolution it computes. Depthwise convolutions first, the GEMM-like
+op that is not a GEMM:
 
 Why depthwise convolutions, and only they: a convolution with groups == in_channels does k x k
 multiply-adds per output element and reuses nothing across channels, so cuDNN runs it on the FP32
@@ -12,12 +17,12 @@ per model, the geometric mean over the depthwise rows it trains on (launch floor
 residual, with the depthwise flag and the baseline's compute time as features.
 
 What was tried and is NOT here (bench/family_split.py reproduces each, family left out):
-- TF32 only for convolutions in the roofline (PyTorch's default: cuBLAS matmuls run on the FP32
-  units unless `torch.backends.cuda.matmul.allow_tf32`; the thesis A30's Linear layers take the same
-  time with and without TF32). Physically right, and better on the grouped split, but with ConvNeXt
-  held out the A30 has no large FP32 GEMM left to learn from, and its 4-D Linear layers went from
-  -58 % to +157 %: nothing inside one target tells an FP32 GEMM's efficiency from a TF32
-  convolution's.
+- TF32 only for convolutions in the roofline, alone (now physics.peak_of, for every model: it is
+  what PyTorch does). Without the two other parts ConvNeXt's Linear layers family-out went from -52 %
+  to +206 % on the A30: the trees gave them the TF32 convolutions' ratio to their nominal peak.
+- The attained unit peak without the 1x1-convolution view: +82 % (the trees split on `kind=Linear`,
+  `in_features`, the channels-last shape and `bias`, and found only classifier heads there).
+- Attained peaks on configs with one unit (no TF32): a common rescaling of every GEMM, worse.
 - One efficiency curve for all GEMM-like ops (ridge regression of log(t / roofline) on waves, wave
   quantisation, K, intensity over ridge), trees on the residual: worse everywhere (the linear curve
   extrapolates over shapes no held-out family shares).
