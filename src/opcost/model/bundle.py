@@ -138,6 +138,8 @@ class Bundle:
                         "device_config": m.encoding.device_config,
                         "floor_s": m.encoding.floor_s,
                         "dw_efficiency": m.encoding.dw_efficiency,
+                        "tf32_efficiency": m.encoding.tf32_efficiency,
+                        "fp32_efficiency": m.encoding.fp32_efficiency,
                     },
                     "ensemble": {
                         "depth": m.ensemble.depth,
@@ -257,7 +259,8 @@ def _check_values(b: "Bundle") -> None:
         _in(c, 0.0, LIMITS["clock_mhz"], "clocks_mhz", lo_open=True)
     for q, m in b.models.items():
         _in(m.encoding.floor_s, 0.0, LIMITS["floor_s"], f"models.{q}.encoding.floor_s")
-        _in(m.encoding.dw_efficiency, 0.0, LIMITS["dw_efficiency"], f"models.{q}.encoding.dw_efficiency")
+        for e in ("dw_efficiency", "tf32_efficiency", "fp32_efficiency"):
+            _in(getattr(m.encoding, e), 0.0, LIMITS["dw_efficiency"], f"models.{q}.encoding.{e}")
         _in(m.ensemble.base, -1e6, 1e6, f"models.{q}.ensemble.base")
         if np.isnan(m.ensemble.threshold).any():
             raise ValueError(f"{q} tree thresholds hold NaN")
@@ -308,6 +311,8 @@ def _quantity_model(q: str, m: dict[str, Any], arrays: dict[str, np.ndarray]) ->
         str(enc["device_config"]),
         float(enc["floor_s"]),
         float(enc.get("dw_efficiency", 0.0)),
+        float(enc.get("tf32_efficiency", 0.0)),
+        float(enc.get("fp32_efficiency", 0.0)),
     )
     if m["transform"] not in TRANSFORMS:
         raise ValueError(f"unknown target transform {m['transform']!r}")

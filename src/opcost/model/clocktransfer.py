@@ -28,17 +28,17 @@ if TYPE_CHECKING:
 
 def roofline_shares(records: Sequence[OpRecord], device_config: str) -> np.ndarray:
     """Each op's compute-bound share of its roofline time on the device config (model/clock.py's
-    `roofline_share`, with the matmul peak for matmul-like kinds): what the clock model scales by 1/f."""
+    `roofline_share`, with the peak physics.op_peak gives its kind): what the clock model scales by 1/f."""
     from opcost.model.clock import roofline_share
-    from opcost.model.physics import MATMUL_KINDS, device_peaks
+    from opcost.model.physics import device_peaks, op_peak
 
-    mm_peak, fp32_peak, bw = device_peaks(device_config)
+    bw = device_peaks(device_config)[2]
     return np.array(
         [
             roofline_share(
                 r.metrics.get("flops", 0.0),
                 float(r.metrics.get("bytes_read", 0.0)) + float(r.metrics.get("bytes_written", 0.0)),
-                mm_peak if r.kind in MATMUL_KINDS else fp32_peak,
+                op_peak(r.kind, device_config),
                 bw,
             )
             for r in records

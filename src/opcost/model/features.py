@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 import numpy as np
 
 from opcost.model import gemm
-from opcost.model.physics import MATMUL_KINDS, device_peaks, gemm_dims, roofline_s
+from opcost.model.physics import compute_memory_s, device_peaks, gemm_dims, op_peak, roofline_s
 
 if TYPE_CHECKING:  # torch stays out of the import path of predictions
     import pandas as pd
@@ -117,6 +117,9 @@ class Encoding:
     device_config: str = ""
     floor_s: float = 0.0  # the device's launch floor: anchors log(t / (roofline + floor)) targets
     dw_efficiency: float = 0.0  # `physical`: depthwise convolutions' fraction of the FP32 peak (model/gemm.py)
+    # `physical`: the fraction of the TF32 / FP32 peak GEMM-like ops attain (model/gemm.py); 0: nominal peak
+    tf32_efficiency: float = 0.0
+    fp32_efficiency: float = 0.0
 
     @property
     def columns(self) -> list[str]:
@@ -151,11 +154,14 @@ class Encoding:
 
     def row(self, rec: OpRecord, clock_mhz: float | None) -> list[float]:
         hp, metrics = rec.hp, rec.metrics
-        out: list[float] = [1.0 if rec.kind == k else 0.0 for k in self.kinds]
+        kind, view_hp, view_shape = rec.kind, hp, rec.input_shape
+        if self.feature_set == "physical":  # a Linear layer as its 1x1 convolution (model/gemm.py)
+            kind, view_hp, view_shape = gemm.tree_view(rec.kind, hp, rec.input_shape)
+        out: list[float] = [1.0 if kind == k else 0.0 for k in self.kinds]
         for a in BASELINE_ATTRS:
-            v = _scalar(hp.get(a))
+            v = _scalar(view_hp.get(a))
             out += [NOT_APPLICABLE, 0.0] if v is None else [v, 1.0]
-        shape = list(rec.input_shape)
+        shape = list(view_shape)
         for d in range(SHAPE_DIMS):
             out += [float(shape[d]), 1.0] if d < len(shape) else [NOT_APPLICABLE, 0.0]
         out.append(float(clock_mhz) if clock_mhz is not None else NOT_APPLICABLE)
@@ -175,9 +181,8 @@ class Encoding:
                 float(len(shape)),
                 float(bool(metrics["is_view"])),
             ]
-            mm_peak, fp32_peak, bw = device_peaks(self.device_config)
-            compute = flops / (mm_peak if rec.kind in MATMUL_KINDS else fp32_peak)
-            memory = (read + written) / bw
+            compute = flops / op_peak(rec.kind, self.device_config)
+            memory = (read + written) / device_peaks(self.device_config)[2]
             m, n, k = gemm_dims(rec.kind, hp, rec.input_shape, metrics["output_shapes"])
             out += [
                 math.log(roofline_s(rec.kind, metrics, self.device_config)),
@@ -199,9 +204,17 @@ class Encoding:
     def log_roofline(self, records: Iterable[OpRecord]) -> np.ndarray:
         """log(roofline time + launch floor) per op: the offset of a log(t / (roofline + floor)) target.
         With the floor in it, an op too small to leave the launch floor is anchored there, not at a
-        vanishing roofline time. The `physical` set's depthwise convolutions use model/gemm.py's baseline."""
+        vanishing roofline time. The `physical` set's GEMM-like ops and depthwise convolutions use
+        model/gemm.py's baselines."""
         records = list(records)
         roof = np.array([roofline_s(r.kind, r.metrics, self.device_config) for r in records], float)
+        units = ((gemm.TF32_UNIT, self.tf32_efficiency), (gemm.FP32_UNIT, self.fp32_efficiency))
+        eff = {u: e for u, e in units if e > 0}
+        if self.feature_set == "physical" and eff:
+            cfg = self.device_config
+            unit = np.array([gemm.gemm_unit(r.kind, r.hp, cfg) for r in records], dtype=object)
+            cm = np.array([compute_memory_s(r.kind, r.metrics, cfg) for r in records], float).reshape(-1, 2)
+            roof = gemm.unit_baseline_s(roof, unit, cm[:, 0], cm[:, 1], eff)
         if self.feature_set == "physical" and self.dw_efficiency > 0:
             dw = np.array([gemm.is_depthwise(r.kind, r.hp) for r in records], bool)
             comp = np.array([gemm.fp32_compute_s(r.metrics["flops"], self.device_config) for r in records], float)

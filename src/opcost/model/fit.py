@@ -40,7 +40,7 @@ from opcost.errors import OpcostError
 from opcost.model import gemm
 from opcost.model.bundle import QuantityModel
 from opcost.model.features import FEATURE_SETS, Encoding, OpRecord, encodings, record_of
-from opcost.model.physics import is_noop
+from opcost.model.physics import compute_memory_s, is_noop
 from opcost.model.trees import compile_ensemble
 from opcost.params.train import TrainParams
 
@@ -89,6 +89,9 @@ class TargetData:
     estimated: np.ndarray  # rows estimated from another mode: trained on, never scored against
     depthwise: np.ndarray | None = None  # depthwise convolutions (model/gemm.py)
     dw_compute: np.ndarray | None = None  # their FLOPs over the FP32 peak [s]
+    unit: np.ndarray | None = None  # GEMM-like ops' compute unit (model/gemm.py: "tf32", "fp32"; "" others)
+    compute_s: np.ndarray | None = None  # FLOPs over the peak that applies (physics.op_peak) [s]
+    memory_s: np.ndarray | None = None  # bytes over the bandwidth [s]
 
     @property
     def n(self) -> int:
@@ -104,6 +107,7 @@ def prepare(df: pd.DataFrame, mode: str, device_config: str) -> TargetData:
     clocks = [None if pd.isna(c) else float(c) for c in df["clock_mhz"]]
     items = list(zip(records, clocks))
     encs = encodings(df["kind"], device_config)
+    cms = [compute_memory_s(r.kind, r.metrics, device_config) for r in records]
     X = {fs: encs[fs].matrix(items) for fs in FEATURE_SETS}
     return TargetData(
         df=df,
@@ -119,6 +123,9 @@ def prepare(df: pd.DataFrame, mode: str, device_config: str) -> TargetData:
         estimated=df["estimated"].to_numpy(bool) if "estimated" in df else np.zeros(len(df), bool),
         depthwise=np.array([gemm.is_depthwise(r.kind, r.hp) for r in records], bool),
         dw_compute=np.array([gemm.fp32_compute_s(r.metrics["flops"], device_config) for r in records], float),
+        unit=np.array([gemm.gemm_unit(r.kind, r.hp, device_config) for r in records], dtype=object),
+        compute_s=np.array([cm[0] for cm in cms], float),
+        memory_s=np.array([cm[1] for cm in cms], float),
     )
 
 
@@ -191,9 +198,14 @@ def _ok(data: TargetData, quantity: str) -> np.ndarray:
     return np.isfinite(data.y(quantity))
 
 
-def offsets(data: TargetData, rows: np.ndarray, floor: float, dw_efficiency: float = 0.0) -> np.ndarray:
-    """log(baseline + floor): the roofline, or model/gemm.py's depthwise baseline where `dw_efficiency` > 0."""
+def offsets(
+    data: TargetData, rows: np.ndarray, floor: float, dw_efficiency: float = 0.0, unit_eff: dict | None = None
+) -> np.ndarray:
+    """log(baseline + floor): the roofline, with model/gemm.py's attained unit peaks for GEMM-like ops
+    (`unit_eff`) and its depthwise baseline where `dw_efficiency` > 0."""
     roof = data.roofline[rows]
+    if unit_eff and data.unit is not None and data.compute_s is not None and data.memory_s is not None:
+        roof = gemm.unit_baseline_s(roof, data.unit[rows], data.compute_s[rows], data.memory_s[rows], unit_eff)
     if dw_efficiency > 0 and data.depthwise is not None and data.dw_compute is not None:
         roof = gemm.baseline_s(roof, data.depthwise[rows], data.dw_compute[rows], dw_efficiency)
     return np.log(roof + floor)
@@ -205,6 +217,16 @@ def dw_efficiency_of(data: TargetData, fs: str, quantity: str, fit_rows: np.ndar
         return 0.0
     dw = fit_rows[data.depthwise[fit_rows]]
     return gemm.depthwise_efficiency(data.dw_compute[dw], data.y("time")[dw], floor)
+
+
+def unit_efficiency_of(
+    data: TargetData, fs: str, quantity: str, fit_rows: np.ndarray, floor: float
+) -> dict[str, float]:
+    """The attained fraction of each unit's peak a `physical` time model learns from its own fit rows."""
+    if fs != "physical" or quantity != "time" or data.unit is None or data.compute_s is None or data.memory_s is None:
+        return {}
+    y = data.y("time")[fit_rows]
+    return gemm.unit_efficiencies(data.unit[fit_rows], data.compute_s[fit_rows], data.memory_s[fit_rows], y, floor)
 
 
 @dataclass
@@ -219,9 +241,16 @@ class Fitted:
     noop_time: float
     noop_power: float
     dw_efficiency: float = 0.0  # `physical` time models: learnt from `rows` only (model/gemm.py)
+    unit_eff: dict[str, float] = dataclasses.field(default_factory=dict)  # likewise: attained unit peaks
 
     def encoding(self, data: TargetData) -> Encoding:
-        return dataclasses.replace(data.encs[self.feature_set], floor_s=self.floor, dw_efficiency=self.dw_efficiency)
+        return dataclasses.replace(
+            data.encs[self.feature_set],
+            floor_s=self.floor,
+            dw_efficiency=self.dw_efficiency,
+            tf32_efficiency=self.unit_eff.get(gemm.TF32_UNIT, 0.0),
+            fp32_efficiency=self.unit_eff.get(gemm.FP32_UNIT, 0.0),
+        )
 
 
 def fit_model(data: TargetData, alg: str, fs: str, quantity: str, rows: np.ndarray, tp: TrainParams) -> Fitted:
@@ -230,15 +259,16 @@ def fit_model(data: TargetData, alg: str, fs: str, quantity: str, rows: np.ndarr
     fit_rows = rows[~data.noop[rows] & _ok(data, quantity)[rows]]
     y = data.y(quantity)[fit_rows]
     dw_eff = dw_efficiency_of(data, fs, quantity, fit_rows, floor)
+    unit_eff = unit_efficiency_of(data, fs, quantity, fit_rows, floor)
     tr = transform_of(quantity, fs)
     if tr == "raw":
         target = y
     elif tr == "log":
         target = np.log(y)
     else:
-        target = np.log(y) - offsets(data, fit_rows, floor, dw_eff)
+        target = np.log(y) - offsets(data, fit_rows, floor, dw_eff, unit_eff)
     est = estimator(alg, tp, tp.seed).fit(data.X[fs][fit_rows], target)
-    return Fitted(est, fs, quantity, fit_rows, floor, noop_time, noop_power, dw_eff)
+    return Fitted(est, fs, quantity, fit_rows, floor, noop_time, noop_power, dw_eff, unit_eff)
 
 
 def predict_rows(data: TargetData, fitted: Fitted, rows: np.ndarray) -> np.ndarray:
@@ -247,7 +277,7 @@ def predict_rows(data: TargetData, fitted: Fitted, rows: np.ndarray) -> np.ndarr
     if tr == "log":
         raw = np.exp(raw)
     elif tr == "log_roofline":
-        raw = np.exp(raw + offsets(data, rows, fitted.floor, fitted.dw_efficiency))
+        raw = np.exp(raw + offsets(data, rows, fitted.floor, fitted.dw_efficiency, fitted.unit_eff))
     return np.where(data.noop[rows], fitted.noop_time if fitted.quantity == "time" else fitted.noop_power, raw)
 
 

@@ -1,8 +1,13 @@
 """What the hardware says an op should cost: roofline time, arithmetic intensity, GEMM shape, no-ops.
 
-- Roofline time = max(FLOPs / peak, bytes / bandwidth), with the peak that applies: matmul-like ops
-  (convolutions, linear layers, attention, matmul) run on tensor cores in TF32 only where the device
-  has TF32 and the config allows it (`A30_no_tf32` does not); everything else on the FP32 units.
+- Roofline time = max(FLOPs / peak, bytes / bandwidth), with the peak that applies (`op_peak`, the one
+  place that decides it for physics, features, clock transfer and the cross-device model): under
+  PyTorch's defaults cuDNN convolutions run on the tensor cores in TF32 (`torch.backends.cudnn.
+  allow_tf32` is True) where the device has TF32 and the config allows it (`A30_no_tf32` does not);
+  cuBLAS matmuls (linear layers, attention, matmul, bmm) do not (`torch.backends.cuda.matmul.
+  allow_tf32` is False since torch 1.12), so they and everything else take the FP32 peak. The thesis
+  A30 shows it: its Linear layers take the same time with and without TF32 (median ratio 1.00 in
+  inference, 0.98 in training), its convolutions 2.0x / 1.5x longer without.
   The trees then learn log(t / roofline): how far from the hardware's bound an op runs, a quantity
   that varies over one or two orders of magnitude instead of five.
 - GEMM dimensions (M, N, K) of convolutions (implicit GEMM: M = batch x output pixels,
@@ -16,10 +21,13 @@ consistent, only their absolute scale is arbitrary.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opcost.devices import find_device
 from opcost.ops import kinds
+
+if TYPE_CHECKING:
+    from opcost.devices import Device
 
 # Nominal figures for a device the table does not know (FLOP/s, B/s).
 NOMINAL_PEAK, NOMINAL_BANDWIDTH = 1e12, 1e11
@@ -29,7 +37,8 @@ MATMUL_KINDS = kinds.MATMUL_KINDS
 
 
 def device_peaks(device_config: str) -> tuple[float, float, float]:
-    """(matmul peak, FP32 peak, bandwidth) of a device config."""
+    """(convolution peak, FP32 peak, bandwidth) of a device config: the first is the FP32-input peak of
+    the matrix units where the config allows TF32; which op takes which peak is `op_peak`'s call."""
     found = find_device(device_config)
     if found is None:
         return NOMINAL_PEAK, NOMINAL_PEAK, NOMINAL_BANDWIDTH
@@ -37,16 +46,41 @@ def device_peaks(device_config: str) -> tuple[float, float, float]:
     return dev.peak_flops("float32", tf32), dev.fp32_flops, dev.bandwidth
 
 
+def uses_tf32(kind: str) -> bool:
+    """Whether an op of `kind` runs its FP32 work on TF32 tensor cores under PyTorch's defaults:
+    convolutions (cuDNN, `Conv2d`, `ConvTranspose1d`, `conv2d`, the cross-device kind `conv`) only."""
+    return kind.lower().startswith("conv")
+
+
+def peak_of(kind: str, dev: Device, tf32: bool, dtype: str = "float32") -> float:
+    """THE peak an op of `kind` (a project kind or a cross-device kind) reaches on `dev` [FLOP/s].
+
+    Half precision: the device's FP16 peak (tensor cores with FP32 accumulation where present). FP32:
+    TF32 tensor cores for convolutions where the device has TF32 and the config (`tf32`) allows it;
+    the FP32 units for matmuls (PyTorch leaves cuBLAS TF32 off) and everything else."""
+    return dev.peak_flops(dtype, tf32 and uses_tf32(kind))
+
+
+def op_peak(kind: str, device_config: str, dtype: str = "float32") -> float:
+    """`peak_of` for a device config (`A30`, `A30_no_tf32`); NOMINAL_PEAK where the table lacks it."""
+    found = find_device(device_config)
+    if found is None:
+        return NOMINAL_PEAK
+    return peak_of(kind, found[0], found[1], dtype)
+
+
+def compute_memory_s(
+    kind: str, metrics: dict[str, Any], device_config: str, dtype: str = "float32"
+) -> tuple[float, float]:
+    """(FLOPs over the op's peak, bytes read and written over the bandwidth) of one call [s]."""
+    compute = float(metrics["flops"]) / op_peak(kind, device_config, dtype)
+    memory = (float(metrics["bytes_read"]) + float(metrics["bytes_written"])) / device_peaks(device_config)[2]
+    return compute, memory
+
+
 def roofline_s(kind: str, metrics: dict[str, Any], device_config: str, dtype: str = "float32") -> float:
     """max(compute time, memory time) of one call on the device; never zero (1 ns floor)."""
-    mm_peak, fp32_peak, bw = device_peaks(device_config)
-    peak = mm_peak if kinds.uses_matmul_peak(kind) else fp32_peak
-    if dtype in ("float16", "bfloat16"):
-        found = find_device(device_config)
-        peak = found[0].fp16_flops if found else peak
-    compute = float(metrics["flops"]) / peak
-    memory = (float(metrics["bytes_read"]) + float(metrics["bytes_written"])) / bw
-    return max(compute, memory, 1e-9)
+    return max(*compute_memory_s(kind, metrics, device_config, dtype), 1e-9)
 
 
 def gemm_dims(

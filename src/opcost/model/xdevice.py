@@ -36,6 +36,7 @@ import pandas as pd
 from opcost.devices import DEVICES, NO_TF32_SUFFIX, Device
 from opcost.errors import OpcostError
 from opcost.io import read_json_model, read_npz, write_json, write_npz
+from opcost.model import physics
 from opcost.model.trees import TreeEnsemble
 from opcost.ops.kinds import xkind_of
 from opcost.params.xdevice import XdeviceParams
@@ -119,11 +120,9 @@ def gpu_of(device_config: str) -> str:
 
 
 def op_peak(xkind: str, dev: Device, tf32: bool) -> float:
-    """The FP32 peak that applies under PyTorch's defaults: TF32 tensor cores for cuDNN convolutions
-    where the device has them and the config allows it; matmuls (linear, bmm) on the FP32 units."""
-    if xkind == "conv" and tf32 and dev.tf32_flops is not None:
-        return dev.tf32_flops
-    return dev.fp32_flops
+    """The FP32 peak that applies under PyTorch's defaults: physics.peak_of decides it for every model
+    (TF32 tensor cores for cuDNN convolutions where allowed; matmuls, linear and bmm, on the FP32 units)."""
+    return physics.peak_of(xkind, dev, tf32)
 
 
 def device_vector(dev: Device) -> np.ndarray:

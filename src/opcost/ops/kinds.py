@@ -12,7 +12,8 @@ Facts of a kind:
 - `category`: what an op of a kind the models never saw is predicted as (model/physics.proxy_kind):
   the first kind of its category the models know. The order of the rows within a category is
   that preference order. None: no category (costed from its parts if it has any, else charged).
-- `matmul`: runs on the matrix units, so its roofline takes the matmul peak (TF32 where allowed).
+- `matmul`: a matrix product (GEMM-like: model/gemm.py); which peak it takes (TF32 for convolutions
+  only, under PyTorch's defaults) is model/physics.peak_of's call.
 - `composite`: one op of several kernels (attention): the extractor records the module call whole
   (its children's forward never runs), and costing sums its parts when nothing measured it.
 - `drops`: random dropping (dropout, stochastic depth): no work in eval mode or at p = 0.
