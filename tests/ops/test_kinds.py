@@ -102,7 +102,7 @@ def test_the_facts_agree_with_each_other():
     assert not kinds.launches_work("_unsafe_view") and kinds.launches_work("bmm")
     # a kind the table does not know has no facts
     assert kinds.category_of("NoSuchLayer") is None and kinds.has_parts("NoSuchLayer")
-    assert not kinds.uses_matmul_peak("NoSuchLayer") and not kinds.is_composite("NoSuchLayer")
+    assert not kinds.facts("NoSuchLayer").matmul and not kinds.is_composite("NoSuchLayer")
 
 
 def test_proxies_follow_the_registry_order():

@@ -165,10 +165,6 @@ def category_of(kind: str) -> str | None:
     return facts(kind).category
 
 
-def uses_matmul_peak(kind: str) -> bool:
-    return facts(kind).matmul
-
-
 def is_composite(kind: str) -> bool:
     return facts(kind).composite
 
