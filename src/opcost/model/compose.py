@@ -23,7 +23,20 @@ Where a target has too few measured networks but other device configs of the sam
 calibrated, the composition is *transferred* (`transfer`): the dimensionless coefficients (a, b, o,
 a_e) as fitted there, the constant time c in units of the launch floor and the constant power k in
 units of the median op power, each converted back with this device's own floor and power. It says
-so (`source`).
+so (`source`). Its interval rests on held-out evidence of transfer itself (`transfer_calibrated`):
+- where the mode has two or more calibrated configs, the scores are leave-one-config-out: each
+  calibrated config's measured networks predicted by the composition transferred from the *other*
+  configs (`leave_one_config_out`), in that config's floor and power units: the question a transferred
+  layer answers, asked of configs whose answer is known;
+- where the mode has one calibrated config (training on the thesis data: only the A30 has measured
+  training networks), no config of the mode can be held out. The scores are then the source's own
+  (composition fitted with each model held out), widened by the ratio of the conformal quantiles of
+  leave-one-config-out scores to the same configs' own held-out scores, measured in the modes that
+  have two or more calibrated configs (`transfer_widening`, never below 1: a transferred layer is not
+  surer than its source). That assumes the cost of transfer, in log scale, is alike across modes; the
+  note says where the widening was measured;
+- no mode with two calibrated configs: the sources' own scores, and the note says the transfer is not
+  validated. Bundles written before this rule (no `transfer_widening`) keep their x1.5.
 
 Per-family term: a network whose architecture family has measured siblings (other models, or the
 same model at other input sizes, among the networks the layer was fitted on) is scaled by
@@ -47,7 +60,7 @@ question a prediction faces (split conformal needs the scores exchangeable with 
 The scores of one model's input sizes are not independent; coverage (netval.coverage) therefore
 leaves a network's whole model (and in the family split its family) out of its calibration scores.
 q is widened (x EXTRAPOLATION_WIDENING) when a question extrapolates, and a transferred layer's
-scores (the source configs', model held out from their composition) by TRANSFER_WIDENING.
+by its measured `transfer_widening` (above).
 
 Constant power and the clock (issue 21 section 6): k is the power drawn at the device's reference
 (boost) clock beyond the ops' own energies. At another core clock it is not constant: read as a
@@ -75,7 +88,7 @@ DEFAULT_TIME = {"sum": 1.0, "calls_floor": 0.0, "params_bw": 0.0, "const": 0.0}
 DEFAULT_ENERGY = {"energy_sum": 1.0, "time": 0.0}
 UNCALIBRATED_HALF_WIDTH = 0.3  # +-30 % where no measured network says better
 EXTRAPOLATION_WIDENING = 2.0  # interval half-widths (in log space) doubled when extrapolating
-TRANSFER_WIDENING = 1.5  # a transferred layer: the source configs' scores, half as wide again
+LEGACY_TRANSFER_WIDENING = 1.5  # read only: transferred bundles written before the widening was measured
 INTERVAL_LEVEL = 0.9
 NEW_FAMILY_RULE = (
     "time and energy x exp(term) for a network of a family listed here (log of its measured siblings' "
@@ -179,6 +192,10 @@ class Composition:
     residuals_known_e: list[float] = field(default_factory=list)
     residuals_new_t: list[float] = field(default_factory=list)
     residuals_new_e: list[float] = field(default_factory=list)
+    # a transferred layer: factor on q per quantity ("time", "energy"; 1.0 where the scores are themselves
+    # leave-one-config-out) and where that came from (module docstring, `transfer_calibrated`)
+    transfer_widening: dict[str, float] = field(default_factory=dict)
+    transfer_evidence: str = ""
 
     def __post_init__(self) -> None:
         if not self.source:
@@ -212,7 +229,7 @@ class Composition:
             parts.append(
                 f"the {target} composition layer is transferred from {', '.join(self.transferred_from)} (no measured "
                 f"networks on this config): their coefficients, constant time in launch floors and constant power in "
-                f"median op powers of this device; interval from their held-out errors x{TRANSFER_WIDENING}"
+                f"median op powers of this device; interval: {self.transfer_evidence or 'not validated'}"
             )
         elif not self.calibrated:
             parts.append(
@@ -264,7 +281,7 @@ class Composition:
         _, res = self.scores_for(which, family)
         q, _, _ = interval_quantile(log_scores(res))
         if self.source == "transferred":
-            q *= TRANSFER_WIDENING
+            q *= self.transfer_widening.get(which, 1.0)
         if extrapolating:
             q *= EXTRAPOLATION_WIDENING
         return q
@@ -295,13 +312,19 @@ class Composition:
             "transferred_from": self.transferred_from,
             "family_terms": self.family_terms,
             "family_terms_rule": NEW_FAMILY_RULE,
+            "transfer_widening": self.transfer_widening,
+            "transfer_evidence": self.transfer_evidence,
         }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Composition":
         tc = {k: float(d["time_coef"][k]) for k in TIME_TERMS}
         ec = {k: float(d["energy_coef"][k]) for k in ENERGY_TERMS}
-        return cls(
+        legacy = d.get("source") == "transferred" and "transfer_widening" not in d
+        widening = d.get("transfer_widening", {})
+        if legacy:
+            widening = dict.fromkeys(("time", "energy"), LEGACY_TRANSFER_WIDENING)
+        comp = cls(
             str(d["mode"]),
             tc,
             ec,
@@ -313,7 +336,12 @@ class Composition:
             [str(x) for x in d.get("transferred_from", [])],
             {str(f): {k: float(v) for k, v in t.items()} for f, t in d.get("family_terms", {}).items()},
             *([float(x) for x in d.get(k, [])] for k in RESIDUAL_SETS),
+            {str(q): float(v) for q, v in widening.items()},
+            str(d.get("transfer_evidence", "")),
         )
+        if legacy:
+            comp.transfer_evidence = f"the sources' held-out errors x{LEGACY_TRANSFER_WIDENING} (an older bundle)"
+        return comp
 
 
 RESIDUAL_SETS = ("residuals_known_t", "residuals_known_e", "residuals_new_t", "residuals_new_e")
@@ -367,8 +395,8 @@ def transfer(
     """A composition for a config without measured networks from calibrated ones of the same mode
     (target name, composition, its floor [s], its median op power [W]): dimensionless coefficients
     averaged; the constant time in floors and the constant power in median op powers, converted with
-    this config's floor and power. The sources' held-out residuals (pooled) become this layer's,
-    widened by TRANSFER_WIDENING in `half_width`."""
+    this config's floor and power. The sources' held-out residuals (pooled) become this layer's, with no
+    widening: `transfer_calibrated` puts the held-out evidence of transfer on them."""
     cal = [(n, c, f, p) for n, c, f, p in sources if c.calibrated and c.mode == mode]
     if not cal:
         return Composition(mode)
@@ -384,3 +412,100 @@ def transfer(
         residuals_e=[r for _, c, _, _ in cal for r in c.residuals_e],
         source="transferred", transferred_from=[n for n, _, _, _ in cal],
     )  # fmt: skip
+
+
+@dataclass
+class SourceNetworks:
+    """A calibrated config's composition with what leave-one-config-out needs: its measured networks'
+    terms (in its own floor and power units) and measured time and energy, its floor and median op power."""
+
+    name: str
+    comp: Composition
+    floor_s: float
+    power_w: float
+    terms: list[dict[str, float]]
+    t_s: np.ndarray
+    e_j: np.ndarray | None
+
+    def as_source(self) -> tuple[str, Composition, float, float]:
+        return self.name, self.comp, self.floor_s, self.power_w
+
+
+def leave_one_config_out(sources: Sequence[SourceNetworks], mode: str) -> tuple[list[float], list[float], list[str]]:
+    """Relative errors (predicted / measured - 1; time, energy) of every calibrated config's measured networks
+    predicted by the composition `transfer`red from the other calibrated configs of `mode` only, and the
+    configs so held out. A config is never among the sources of its own prediction; with fewer than two
+    calibrated configs there is nothing to hold out (empty lists)."""
+    cal = [s for s in sources if s.comp.calibrated and s.comp.mode == mode]
+    rt: list[float] = []
+    re: list[float] = []
+    held: list[str] = []
+    if len(cal) < 2:
+        return rt, re, held
+    for s in cal:
+        layer = transfer([o.as_source() for o in cal if o.name != s.name], mode, s.floor_s, s.power_w)
+        t_pred = np.array([layer.time(t) for t in s.terms])
+        rt += [float(x) for x in t_pred / np.asarray(s.t_s, float) - 1]
+        if s.e_j is not None and np.isfinite(s.e_j).all():
+            e_pred = np.array([layer.energy(t, tp) for t, tp in zip(s.terms, t_pred)])
+            re += [float(x) for x in e_pred / np.asarray(s.e_j, float) - 1]
+        held.append(s.name)
+    return rt, re, held
+
+
+def transfer_widening(loco: Sequence[float], own: Sequence[float]) -> float:
+    """q of leave-one-config-out scores over q of the same configs' own held-out scores (interval_quantile,
+    log scale), never below 1."""
+    if not len(loco) or not len(own):
+        return 1.0
+    q_own = interval_quantile(log_scores(own))[0]
+    q_loco = interval_quantile(log_scores(loco))[0]
+    return max(1.0, q_loco / q_own) if q_own > 0 else 1.0
+
+
+def transfer_calibrated(
+    sources: Sequence[SourceNetworks], mode: str, floor_s: float, power_w: float
+) -> Composition:
+    """`transfer` from the calibrated configs of `mode` among `sources`, its interval from held-out evidence of
+    transfer (module docstring): the mode's leave-one-config-out scores where it has two or more calibrated
+    configs; else its sources' own scores widened by the leave-one-config-out widening measured in the other
+    modes of `sources`; else the sources' own scores, said not validated."""
+    same = [s for s in sources if s.comp.calibrated and s.comp.mode == mode]
+    layer = transfer([s.as_source() for s in same], mode, floor_s, power_w)
+    if not layer.transferred_from:
+        return layer
+    rt, re, held = leave_one_config_out(same, mode)
+    if held:
+        layer.residuals_t, layer.residuals_e = rt, re
+        layer.transfer_widening = {"time": 1.0, "energy": 1.0}
+        layer.transfer_evidence = (
+            f"leave-one-config-out errors of {len(rt)} networks of {', '.join(held)}, each predicted by the "
+            f"composition transferred from the others"
+        )
+        return layer
+    lt, le, own_t, own_e, where = [], [], [], [], []
+    for m in sorted({s.comp.mode for s in sources if s.comp.mode != mode}):
+        ms = [s for s in sources if s.comp.calibrated and s.comp.mode == m]
+        t, e, h = leave_one_config_out(ms, m)
+        if not h:
+            continue
+        lt += t
+        le += e
+        own_t += [r for s in ms if s.name in h for r in s.comp.residuals_t]
+        own_e += [r for s in ms if s.name in h for r in s.comp.residuals_e]
+        where.append(f"{m} ({', '.join(h)})")
+    if not where:
+        layer.transfer_widening = {"time": 1.0, "energy": 1.0}
+        layer.transfer_evidence = (
+            f"the held-out errors of {', '.join(layer.transferred_from)} on their own networks; not validated "
+            f"for transfer: no mode has two calibrated configs to hold one out"
+        )
+        return layer
+    layer.transfer_widening = {"time": transfer_widening(lt, own_t), "energy": transfer_widening(le, own_e)}
+    layer.transfer_evidence = (
+        f"the held-out errors of {', '.join(layer.transferred_from)} on their own networks x"
+        f"{layer.transfer_widening['time']:.2f} (time) / x{layer.transfer_widening['energy']:.2f} (energy): "
+        f"{mode} has one calibrated config, none can be held out; the widening is the ratio of leave-one-config-"
+        f"out to own held-out 90 % quantiles measured in {'; '.join(where)}"
+    )
+    return layer
