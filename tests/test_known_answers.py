@@ -449,9 +449,9 @@ def test_no_held_out_networks_score_reaches_its_own_quantile(monkeypatch):
     calls: list[np.ndarray] = []
     real = compose.interval_quantile
 
-    def spy(scores, level=compose.INTERVAL_LEVEL):
+    def spy(scores, level=compose.INTERVAL_LEVEL, groups=None):
         calls.append(np.asarray(scores, float).copy())
-        return real(scores, level)
+        return real(scores, level, groups)
 
     monkeypatch.setattr(compose, "interval_quantile", spy)
     score = compose.log_scores(df["t_error"].to_numpy(float))

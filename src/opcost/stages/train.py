@@ -202,20 +202,23 @@ def source_composition(
     coster = netval.coster_from(data, rows, models)
     terms = netval.all_terms(coster, netval.network_records(nops), data)
     comp = netval.fit_composition(s_mode, terms, nets.drop(columns="family"))
-    rt, re = [], []
-    for _, g in nets.groupby("model", sort=True):
+    rt, re, gt, ge = [], [], [], []
+    for model, g in nets.groupby("model", sort=True):
         others = nets[~nets["set_id"].isin(g["set_id"])].drop(columns="family")
         c = netval.fit_composition(s_mode, terms, others)
         for _, n in g.iterrows():
             t = c.time(terms[n["set_id"]])
             rt.append(float(t / n["t_s"] - 1))
+            gt.append(str(model))
             if pd.notna(n["e_j"]) and "power" in models:
                 re.append(float(c.energy(terms[n["set_id"]], t) / n["e_j"] - 1))
+                ge.append(str(model))
     comp.residuals_t, comp.residuals_e = rt, re
+    comp.residual_groups = {"residuals_t": gt, "residuals_e": ge}
     e = nets["e_j"].to_numpy(float) if "power" in models and nets["e_j"].notna().all() else None
     return netval.compose.SourceNetworks(
         source, comp, coster.floor_s, coster.median_power_w, [terms[s] for s in nets["set_id"]],
-        nets["t_s"].to_numpy(float), e,
+        nets["t_s"].to_numpy(float), e, [str(m) for m in nets["model"]],
     )  # fmt: skip
 
 
@@ -262,6 +265,11 @@ def run(paths: Paths, params: Params, target: str, log_to_mlflow: bool = True) -
         comp.residuals_t, comp.residuals_e = st["pooled"], se["pooled"]
         comp.residuals_known_t, comp.residuals_known_e = st["known"], se["known"]
         comp.residuals_new_t, comp.residuals_new_e = st["new"], se["new"]
+        gt, ge = netval.score_groups(net_pred, "t_error"), netval.score_groups(net_pred, "e_error")
+        comp.residual_groups = {
+            "residuals_t": gt["pooled"], "residuals_e": ge["pooled"], "residuals_known_t": gt["known"],
+            "residuals_known_e": ge["known"], "residuals_new_t": gt["new"], "residuals_new_e": ge["new"],
+        }  # fmt: skip
     if not comp.calibrated:
         comp = transferred_composition(paths, params, target, chosen, coster.floor_s, coster.median_power_w)
     detail = {
