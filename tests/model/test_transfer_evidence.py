@@ -61,8 +61,11 @@ def test_a_mode_with_several_configs_takes_its_leave_one_config_out_scores_unwid
     layer = compose.transfer_calibrated(_inference(), "inference", 4e-5, 50.0)
     assert layer.source == "transferred" and layer.transfer_widening == {"time": 1.0, "energy": 1.0}
     assert layer.residuals_t == pytest.approx([1.5] * 3 + [0.0] * 3 + [-0.5] * 3)
-    # 9 scores: the ceil(10 x 0.9) = 9th smallest, the largest: log 2.5
+    # the question is a new config, and configs are the unit: 3 groups, too few for 90 %: the largest, log 2.5
+    assert layer.residual_groups["residuals_t"] == ["A-inference"] * 3 + ["B-inference"] * 3 + ["C-inference"] * 3
     assert layer.half_width("time") == pytest.approx(np.log(2.5))
+    _, _, conformal = compose.interval_quantile(compose.log_scores(layer.residuals_t), groups=layer.groups_for())
+    assert not conformal
     assert "leave-one-config-out" in layer.note("X-inference", None)
 
 
@@ -77,6 +80,8 @@ def test_a_mode_with_one_config_is_widened_by_the_ratio_measured_in_another_mode
     assert layer.transfer_widening["time"] == pytest.approx(w)
     assert layer.transfer_widening["energy"] == pytest.approx(w)
     assert layer.residuals_t == [0.1]
+    # leave-one-config-out scores grouped by config:model, 9 groups of one: 0.9 x 10 = 9, the largest; the own
+    # scores 4 groups, too few: their largest, log 1.4: w as above
     assert layer.half_width("time") == pytest.approx(np.log(1.3) * w)
     assert "one calibrated config" in layer.transfer_evidence and "inference" in layer.transfer_evidence
     back = Composition.from_json(layer.to_json())

@@ -560,7 +560,7 @@ def transfer_calibrated(
     rt, re, held = leave_one_config_out(same, mode)
     if held:
         layer.residuals_t, layer.residuals_e = rt, re
-        layer.residual_groups = _loco_groups(same, held)
+        layer.residual_groups = _loco_groups(same, held, by_config=True)
         layer.transfer_widening = {"time": 1.0, "energy": 1.0}
         layer.transfer_evidence = (
             f"leave-one-config-out errors of {len(rt)} networks of {', '.join(held)}, each predicted by the "
@@ -605,11 +605,20 @@ def transfer_calibrated(
     return layer
 
 
-def _loco_groups(sources: Sequence[SourceNetworks], held: Sequence[str]) -> dict[str, list[str]]:
-    """Group labels of `leave_one_config_out`'s scores, in its order: config:model per network (energy only
-    for configs with measured energy of every network)."""
+def _loco_groups(
+    sources: Sequence[SourceNetworks], held: Sequence[str], by_config: bool = False
+) -> dict[str, list[str]]:
+    """Group labels of `leave_one_config_out`'s scores, in its order (energy only for configs with measured
+    energy of every network): config:model per network, or with `by_config` the config alone: as the
+    interval of a transferred layer, the question is a new config, and configs are what is exchangeable
+    (with fewer than 9 the quantile is the largest score, at least +-30 %). The widening compares like with
+    like: leave-one-config-out and own scores both by model."""
     by = {s.name: s for s in sources}
+
+    def labels(s: SourceNetworks) -> list[str]:
+        return [s.name] * len(s.terms) if by_config else s.labels()
+
     return {
-        "residuals_t": [x for h in held for x in by[h].labels()],
-        "residuals_e": [x for h in held if by[h].has_energy() for x in by[h].labels()],
+        "residuals_t": [x for h in held for x in labels(by[h])],
+        "residuals_e": [x for h in held if by[h].has_energy() for x in labels(by[h])],
     }
