@@ -71,7 +71,11 @@ question a prediction faces (split conformal needs the scores exchangeable with 
   network of a new family is the harder question, and one badly missed family (ConvNeXt) sets them;
 - neither recorded (older bundles, transferred layers): every `model`-split score (`residuals_*`).
 The scores of one model's input sizes are not independent; coverage (netval.coverage) therefore
-leaves a network's whole model (and in the family split its family) out of its calibration scores.
+leaves a network's whole model (and in the family split its family) out of its calibration scores,
+and the quantile counts groups, not scores (`conformal_q` with the bundle's `residual_groups`: the
+model, or family, held out together, each weighing 1): n above is then the number of groups. Counting
+a model's two or three input sizes as independent scores had claimed a conformal quantile from 10
+scores of 5 models, and covered 83 % of held-out models on two targets.
 q is widened (x EXTRAPOLATION_WIDENING) when a question extrapolates, and a transferred layer's
 by its measured `transfer_widening` (above).
 
