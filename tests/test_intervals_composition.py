@@ -19,6 +19,25 @@ def test_conformal_quantile_is_the_ceil_n_plus_1_level_th_smallest_score() -> No
     assert conformal_q(np.arange(1, 9) / 10.0) is None  # 8 scores cannot give a 90 % quantile
 
 
+def test_grouped_conformal_quantile_counts_each_group_once() -> None:
+    """Pooled empirical CDFs: each group weighs 1, q where the cumulative weight reaches level x (G + 1)."""
+    scores = np.arange(1, 19) / 100.0  # 18 scores
+    assert conformal_q(scores) == pytest.approx(0.18)  # ceil(19 x 0.9) = 18th smallest
+    pairs = [f"m{i // 2}" for i in range(18)]  # 9 models of two input sizes each
+    assert conformal_q(scores, groups=pairs) == pytest.approx(0.18)  # G = 9: weight 9 = 0.9 x 10 at the last
+    quads = [f"m{i // 4}" for i in range(16)] + ["m4", "m5"]  # 6 groups: 0.9 x 7 > 6, too few
+    assert conformal_q(scores, groups=quads) is None
+    q, n, conformal = compose.interval_quantile(scores, groups=quads)
+    assert (q, n, conformal) == (pytest.approx(np.log1p(compose.UNCALIBRATED_HALF_WIDTH)), 18, False)
+    # 19 singletons and one group of 10 tiny scores: G = 20, weight 0.9 x 21 = 18.9: 1 + 18 at the 18th single
+    s = np.r_[np.full(10, 1e-3), np.arange(1, 20) / 100.0]
+    g = ["big"] * 10 + [f"s{i}" for i in range(19)]
+    assert conformal_q(s, groups=g) == pytest.approx(0.18)
+    assert conformal_q(s) == pytest.approx(0.17)  # as 29 independent scores: the 27th smallest
+    with pytest.raises(ValueError):
+        conformal_q(scores, groups=["a"])
+
+
 def test_interval_is_multiplicative_from_the_log_scores_and_never_reaches_zero() -> None:
     # relative errors r = predicted / measured - 1; scores |log(1 + r)|
     r = np.expm1(np.linspace(-0.5, 0.5, 19))  # scores 0.5, 0.444, ...: 18th smallest of |x| is 0.5
@@ -63,10 +82,12 @@ def test_coverage_never_uses_the_scores_of_a_networks_own_group() -> None:
         }  # fmt: skip
     )
     cov = netval.coverage(df)["time"]
-    # A's two networks are not covered (the other groups' q is 0.19 in relative terms); the 19 others
-    # are: for them the 2 large scores of A are among the n = 20 others (18th smallest of 20 is small)
+    # A's two networks are not covered (the other groups' q is at most 0.19 in relative terms). For a g
+    # network the others are 18 g groups and A, whose two scores weigh 1/2 each (one group): G = 19, so q is
+    # the score where the cumulative weight reaches 0.9 x 20 = 18, the largest of the 18 other g: every g is
+    # covered but the largest, g18 (counting A's two scores as two would have let A's 3.0 cover it)
     assert cov["n"] == 21
-    assert cov["coverage_pct"] == pytest.approx(100 * 19 / 21)
+    assert cov["coverage_pct"] == pytest.approx(100 * 18 / 21)
 
 
 def test_family_term_is_the_siblings_mean_log_residual_shrunk_by_one() -> None:
@@ -259,3 +280,17 @@ def test_new_family_coverage_uses_family_split_scores_and_without_them_the_poole
     # below it): 0.28, 0.29 and 0.30 are not covered
     alone = netval.coverage(single, model)["time"]
     assert (alone["n"], alone["coverage_pct"], alone["median_scores"]) == (10, 70.0, 29)
+
+
+def test_a_bundles_interval_counts_each_held_out_model_once() -> None:
+    """18 scores of 6 models (three input sizes each): too few groups for a 90 % quantile (0.9 x 7 > 6), so
+    the largest score, at least +-30 %; read back from JSON the same. Without groups (an older bundle) the 18
+    scores are independent: the 18th smallest, 0.18."""
+    res = list(np.arange(1, 19) / 100.0)
+    comp = Composition("inference", calibrated=True, residuals_t=res)
+    assert comp.half_width("time") == pytest.approx(np.log1p(0.18))
+    comp.residual_groups = {"residuals_t": [f"m{i // 3}" for i in range(18)]}
+    assert comp.half_width("time") == pytest.approx(np.log1p(compose.UNCALIBRATED_HALF_WIDTH))
+    assert comp.groups_for("time") == [f"m{i // 3}" for i in range(18)]
+    back = Composition.from_json(comp.to_json())
+    assert back.half_width("time") == pytest.approx(comp.half_width("time"))

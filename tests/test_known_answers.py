@@ -35,7 +35,8 @@ RNG_SEED = 20261124
 # The composition layer
 # --------------------------------------------------------------------------------------------
 
-TRUE_TIME = {"sum": 1.3, "calls_floor": 0.7, "params_bw": 2.5, "const": 2e-4}
+# matrix products charged 1.3 of their excess, every other op 1.3 - 0.5 = 0.8 (compose: memory_sum)
+TRUE_TIME = {"sum": 1.3, "memory_sum": -0.5, "calls_floor": 0.7, "params_bw": 2.5, "const": 2e-4}
 TRUE_ENERGY = {"energy_sum": 1.1, "time": 60.0}
 BANDWIDTH_A30 = 933e9  # B/s, datasheet
 
@@ -46,7 +47,8 @@ def synthetic_network(rng: np.random.Generator, n_ops: int, scale: float) -> tup
     p = rng.uniform(80.0, 250.0, n_ops)
     calls = rng.integers(1, 6, n_ops).astype(float)
     params = rng.integers(1_000_000, 30_000_000, n_ops) * int(scale)
-    records = [OpRecord(f"op{i}", "Linear", {}, (1,), 1, {"params": int(params[i])}) for i in range(n_ops)]
+    kinds = ["BatchNorm2d" if i % 3 == 0 else "Linear" for i in range(n_ops)]  # a third not matrix products
+    records = [OpRecord(f"op{i}", kinds[i], {}, (1,), 1, {"params": int(params[i])}) for i in range(n_ops)]
     return Costs(t, p, ["measured"] * n_ops, [None] * n_ops), calls, records
 
 
@@ -68,11 +70,13 @@ def test_network_terms_are_the_known_sums():
     t = np.array([1e-5, 3e-6, 2e-4])  # the second is below the floor: contributes nothing above it
     p = np.array([100.0, 50.0, 200.0])
     calls = np.array([2.0, 3.0, 1.0])
-    recs = [OpRecord(f"o{i}", "Linear", {}, (1,), 1, {"params": n}) for i, n in enumerate([1000, 0, 250_000])]
+    recs = [OpRecord(f"o{i}", k, {}, (1,), 1, {"params": n})
+            for i, (k, n) in enumerate(zip(["Linear", "ReLU", "BatchNorm2d"], [1000, 0, 250_000]))]  # fmt: skip
     costs = Costs(t, p, ["measured"] * 3, [None] * 3)
     floor = 5e-6
     tr = compose.network_terms(costs, calls, recs, floor, "A30", "training")
     assert tr["sum"] == pytest.approx(2 * 5e-6 + 0 + 1 * 1.95e-4, rel=1e-12)
+    assert tr["memory_sum"] == pytest.approx(0 + 1 * 1.95e-4, rel=1e-12)  # ReLU and BatchNorm2d, not the Linear
     assert tr["calls_floor"] == pytest.approx(6 * 5e-6, rel=1e-12)
     assert tr["params_bw"] == pytest.approx((2 * 1000 + 250_000) * 4 / BANDWIDTH_A30, rel=1e-12)
     assert tr["energy_sum"] == pytest.approx(2 * 5e-6 * 100 + 1.95e-4 * 200, rel=1e-12)
@@ -447,9 +451,9 @@ def test_no_held_out_networks_score_reaches_its_own_quantile(monkeypatch):
     calls: list[np.ndarray] = []
     real = compose.interval_quantile
 
-    def spy(scores, level=compose.INTERVAL_LEVEL):
+    def spy(scores, level=compose.INTERVAL_LEVEL, groups=None):
         calls.append(np.asarray(scores, float).copy())
-        return real(scores, level)
+        return real(scores, level, groups)
 
     monkeypatch.setattr(compose, "interval_quantile", spy)
     score = compose.log_scores(df["t_error"].to_numpy(float))

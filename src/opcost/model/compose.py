@@ -5,16 +5,29 @@ launch floor), ops no model covers still take time, and a training step adds a l
 optimizer step that no op measurement holds. Per device config and mode, fitted on its measured
 networks by non-negative least squares on relative error:
 
-    time   = a * S + b * N x floor + o * P + c
+    time   = a * S + m * S_m + b * N x floor + o * P + c
     energy = a_e * S_e + k * time
 
-S = sum over all ops of calls x (t - floor)+, N = calls, P = parameter bytes / memory bandwidth
+S = sum over all ops of calls x (t - floor)+, S_m = the same over the ops that are not matrix products
+(every kind but convolutions, linear layers, matmuls and attention: ops/kinds.uses_matmul_peak), N = calls,
+P = parameter bytes / memory bandwidth
 (training: the optimizer reads and writes every parameter; zero in inference), S_e = the same sum as
 S weighted by each op's power. All terms but c are in seconds of the device's own scale, so the
 coefficients are dimensionless and mean the same on every device. Charged ops (costing.py) are in S
 like every op: a coefficient of their own was fitted to zero by non-negative least squares on
 networks that charge almost nothing, which then dropped 95 % of GPT-2's estimated time from its
 time but not from its energy (18 ms at 5 kW). A total is never a partial sum.
+
+Why S_m (issue 21 section 3, the residual pattern of the plain sum): an op measured alone cycles
+through instances whose inputs come from DRAM; in a network a normalisation, activation, pooling or
+add reads what its producer has just written (still in L2) and overlaps its neighbours' tails, while
+a matrix product is compute-bound and costs in a network what it costs alone. So the two classes
+are charged their own share of their isolated excess: matrix products a, the rest a + m (fitted as
+two non-negative coefficients, m = their difference, so no class is ever charged a negative time).
+On the thesis networks, fitted on all of them, the rest cost 0.45-0.8 of their isolated excess and
+matrix products 0.97-1.18: with one share for both, the BN-heavy ResNets were over-predicted and
+AlexNet (almost only convolutions and linear layers) under-predicted (RTX 2080 Ti in sample: -21 % with one
+share, -1 % with two). A bundle without m reads m = 0.
 
 Where a target has fewer than MIN_NETWORKS measured networks the layer is
 *uncalibrated* (a = a_e = 1, the rest 0: the floor-corrected sum) and says so.
@@ -23,7 +36,20 @@ Where a target has too few measured networks but other device configs of the sam
 calibrated, the composition is *transferred* (`transfer`): the dimensionless coefficients (a, b, o,
 a_e) as fitted there, the constant time c in units of the launch floor and the constant power k in
 units of the median op power, each converted back with this device's own floor and power. It says
-so (`source`).
+so (`source`). Its interval rests on held-out evidence of transfer itself (`transfer_calibrated`):
+- where the mode has two or more calibrated configs, the scores are leave-one-config-out: each
+  calibrated config's measured networks predicted by the composition transferred from the *other*
+  configs (`leave_one_config_out`), in that config's floor and power units: the question a transferred
+  layer answers, asked of configs whose answer is known;
+- where the mode has one calibrated config (training on the thesis data: only the A30 has measured
+  training networks), no config of the mode can be held out. The scores are then the source's own
+  (composition fitted with each model held out), widened by the ratio of the conformal quantiles of
+  leave-one-config-out scores to the same configs' own held-out scores, measured in the modes that
+  have two or more calibrated configs (`transfer_widening`, never below 1: a transferred layer is not
+  surer than its source). That assumes the cost of transfer, in log scale, is alike across modes; the
+  note says where the widening was measured;
+- no mode with two calibrated configs: the sources' own scores, and the note says the transfer is not
+  validated. Bundles written before this rule (no `transfer_widening`) keep their x1.5.
 
 Per-family term: a network whose architecture family has measured siblings (other models, or the
 same model at other input sizes, among the networks the layer was fitted on) is scaled by
@@ -45,9 +71,13 @@ question a prediction faces (split conformal needs the scores exchangeable with 
   network of a new family is the harder question, and one badly missed family (ConvNeXt) sets them;
 - neither recorded (older bundles, transferred layers): every `model`-split score (`residuals_*`).
 The scores of one model's input sizes are not independent; coverage (netval.coverage) therefore
-leaves a network's whole model (and in the family split its family) out of its calibration scores.
+leaves a network's whole model (and in the family split its family) out of its calibration scores,
+and the quantile counts groups, not scores (`conformal_q` with the bundle's `residual_groups`: the
+model, or family, held out together, each weighing 1): n above is then the number of groups. Counting
+a model's two or three input sizes as independent scores had claimed a conformal quantile from 10
+scores of 5 models, and covered 83 % of held-out models on two targets.
 q is widened (x EXTRAPOLATION_WIDENING) when a question extrapolates, and a transferred layer's
-scores (the source configs', model held out from their composition) by TRANSFER_WIDENING.
+by its measured `transfer_widening` (above).
 
 Constant power and the clock (issue 21 section 6): k is the power drawn at the device's reference
 (boost) clock beyond the ops' own energies. At another core clock it is not constant: read as a
@@ -67,15 +97,16 @@ from opcost.devices import find_device
 from opcost.model.costing import Costs
 from opcost.model.features import OpRecord
 from opcost.model.physics import NOMINAL_BANDWIDTH
+from opcost.ops.kinds import uses_matmul_peak
 
-TIME_TERMS = ("sum", "calls_floor", "params_bw", "const")
+TIME_TERMS = ("sum", "memory_sum", "calls_floor", "params_bw", "const")
 ENERGY_TERMS = ("energy_sum", "time")
 MIN_NETWORKS = 4
-DEFAULT_TIME = {"sum": 1.0, "calls_floor": 0.0, "params_bw": 0.0, "const": 0.0}
+DEFAULT_TIME = {"sum": 1.0, "memory_sum": 0.0, "calls_floor": 0.0, "params_bw": 0.0, "const": 0.0}
 DEFAULT_ENERGY = {"energy_sum": 1.0, "time": 0.0}
 UNCALIBRATED_HALF_WIDTH = 0.3  # +-30 % where no measured network says better
 EXTRAPOLATION_WIDENING = 2.0  # interval half-widths (in log space) doubled when extrapolating
-TRANSFER_WIDENING = 1.5  # a transferred layer: the source configs' scores, half as wide again
+LEGACY_TRANSFER_WIDENING = 1.5  # read only: transferred bundles written before the widening was measured
 INTERVAL_LEVEL = 0.9
 NEW_FAMILY_RULE = (
     "time and energy x exp(term) for a network of a family listed here (log of its measured siblings' "
@@ -102,24 +133,46 @@ def constant_power_at(k_w: float, clock_model: Any, device: Any, clock_mhz: floa
     return float(np.asarray(p, float)[0])
 
 
-def conformal_q(scores: "Sequence[float] | np.ndarray", level: float = INTERVAL_LEVEL) -> float | None:
+def conformal_q(
+    scores: "Sequence[float] | np.ndarray", level: float = INTERVAL_LEVEL, groups: "Sequence[str] | None" = None
+) -> float | None:
     """The split-conformal quantile of absolute scores: the ceil((n + 1) level)-th smallest; None when
-    there are too few scores for that level (ceil((n + 1) level) > n)."""
-    s = np.sort(np.abs(np.asarray(scores, float)))
-    s = s[np.isfinite(s)]
-    k = int(np.ceil((len(s) + 1) * level))
-    if k > len(s) or k < 1:
-        return None
-    return float(s[k - 1])
+    there are too few scores for that level (ceil((n + 1) level) > n).
 
-
-def interval_quantile(scores: "Sequence[float] | np.ndarray", level: float = INTERVAL_LEVEL) -> tuple[float, int, bool]:
-    """(q, n, conformal) of log scores: the split-conformal quantile and the n scores it rests on; where n
-    is too small for `level` (conformal False) the largest score, never under the uncalibrated +-30 %.
-    One rule for predictions and for the coverage netval reports, so coverage judges what predictions do."""
+    With `groups` (one label per score: the model, or family, held out together), the unit of exchangeability
+    is the group, not the score: a model's input sizes share their layers and their errors. Each score then
+    weighs 1 / (its group's size), so every group weighs 1, and q is the smallest score whose cumulative weight
+    reaches level x (G + 1), G groups (pooled empirical CDFs, Dunn, Wasserman & Ramdas 2022); None when
+    level x (G + 1) > G. With one score per group this is the rule above."""
     s = np.abs(np.asarray(scores, float))
+    g = np.asarray(list(groups), dtype=object) if groups is not None else np.arange(len(s)).astype(object)
+    if len(g) != len(s):
+        raise ValueError(f"{len(s)} scores but {len(g)} group labels")
+    ok = np.isfinite(s)
+    s, g = s[ok], g[ok].astype(str)
+    if not len(s):
+        return None
+    _, inv, count = np.unique(g, return_inverse=True, return_counts=True)
+    n_groups = len(count)
+    need = level * (n_groups + 1)
+    if need > n_groups * (1 + 1e-12) or need <= 0:
+        return None
+    order = np.argsort(s, kind="stable")
+    cum = np.cumsum(1.0 / count[inv][order])
+    k = int(np.searchsorted(cum, need * (1 - 1e-12)))
+    return float(s[order][min(k, len(s) - 1)])
+
+
+def interval_quantile(
+    scores: "Sequence[float] | np.ndarray", level: float = INTERVAL_LEVEL, groups: "Sequence[str] | None" = None
+) -> tuple[float, int, bool]:
+    """(q, n, conformal) of log scores: the split-conformal quantile (`conformal_q`, by group where `groups`
+    are given) and the n scores it rests on; where they are too few for `level` (conformal False) the largest
+    score, never under the uncalibrated +-30 %. One rule for predictions and for the coverage netval reports,
+    so coverage judges what predictions do."""
+    s = np.abs(np.asarray(scores, float))
+    q = conformal_q(s, level, groups)
     s = s[np.isfinite(s)]
-    q = conformal_q(s, level)
     if q is not None:
         return q, len(s), True
     return max(float(s.max()) if len(s) else 0.0, float(np.log1p(UNCALIBRATED_HALF_WIDTH))), len(s), False
@@ -140,8 +193,10 @@ def network_terms(costs: Costs, calls: np.ndarray, records: Sequence[OpRecord], 
     found = find_device(device_config)
     bw = found[0].bandwidth if found else NOMINAL_BANDWIDTH
     param_bytes = sum(c * r.metrics["params"] * 4 for c, r in zip(calls, records))
+    memory = np.array([not uses_matmul_peak(r.kind) for r in records], bool)
     return {
         "sum": float((calls * excess).sum()),
+        "memory_sum": float((calls * excess)[memory].sum()),
         "calls_floor": float(calls.sum() * floor_s),
         "params_bw": float(param_bytes / bw) if mode == "training" else 0.0,
         "const": 1.0,
@@ -179,13 +234,20 @@ class Composition:
     residuals_known_e: list[float] = field(default_factory=list)
     residuals_new_t: list[float] = field(default_factory=list)
     residuals_new_e: list[float] = field(default_factory=list)
+    # a transferred layer: factor on q per quantity ("time", "energy"; 1.0 where the scores are themselves
+    # leave-one-config-out) and where that came from (module docstring, `transfer_calibrated`)
+    transfer_widening: dict[str, float] = field(default_factory=dict)
+    transfer_evidence: str = ""
+    # residual list name (e.g. "residuals_known_t") -> one group label per score (the model, or family, held
+    # out together): the unit `conformal_q` counts. Absent (older bundles): every score its own group.
+    residual_groups: dict[str, list[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.source:
             self.source = "calibrated" if self.calibrated else "uncalibrated"
 
     def time(self, terms: dict[str, float], family: str | None = None) -> float:
-        base = float(sum(self.time_coef[k] * terms[k] for k in TIME_TERMS))
+        base = float(sum(self.time_coef.get(k, 0.0) * terms.get(k, 0.0) for k in TIME_TERMS))
         return base * float(np.exp(self.family_term(family, "time")))
 
     def energy(
@@ -212,7 +274,7 @@ class Composition:
             parts.append(
                 f"the {target} composition layer is transferred from {', '.join(self.transferred_from)} (no measured "
                 f"networks on this config): their coefficients, constant time in launch floors and constant power in "
-                f"median op powers of this device; interval from their held-out errors x{TRANSFER_WIDENING}"
+                f"median op powers of this device; interval: {self.transfer_evidence or 'not validated'}"
             )
         elif not self.calibrated:
             parts.append(
@@ -234,37 +296,47 @@ class Composition:
     def interval_note(self, family: str | None) -> str:
         """Which scores the 90 % time interval rests on, how many, and whether they suffice for the level."""
         kind, res = self.scores_for("time", family)
-        _, n, conformal = interval_quantile(log_scores(res))
+        _, n, conformal = interval_quantile(log_scores(res), groups=self.groups_for("time", family))
         how = (
             f"split conformal, the ceil((n + 1) x {INTERVAL_LEVEL:g})-th smallest"
             if conformal
             else f"too few for a {INTERVAL_LEVEL:.0%} split-conformal quantile: the largest, at least "
             f"+-{UNCALIBRATED_HALF_WIDTH:.0%}"
         )
-        return f"90 % interval from {n} {SCORE_SETS[kind]} ({how})"
+        groups = self.groups_for("time", family)
+        of = f" of {len(set(groups))} held-out groups, each weighing 1" if groups is not None else ""
+        return f"90 % interval from {n} {SCORE_SETS[kind]}{of} ({how})"
 
     def scores_for(self, which: str = "time", family: str | None = ANY_FAMILY) -> tuple[str, list[float]]:
         """(score set, relative errors) an interval for a network of `family` rests on: "known" for a family
         with a term, "new" for any other family (None: a family nobody named), "pooled" where that set is
         empty or no family was asked (ANY_FAMILY)."""
-        t = which == "time"
+        kind, attr = self._score_attr(which, family)
+        return kind, getattr(self, attr)
+
+    def groups_for(self, which: str = "time", family: str | None = ANY_FAMILY) -> list[str] | None:
+        """The group labels of `scores_for`'s scores (None: none recorded, every score its own group)."""
+        kind, attr = self._score_attr(which, family)
+        g = self.residual_groups.get(attr)
+        return g if g is not None and len(g) == len(getattr(self, attr)) else None
+
+    def _score_attr(self, which: str, family: str | None) -> tuple[str, str]:
+        sfx = "t" if which == "time" else "e"
         if family != ANY_FAMILY:
             if family is not None and family in self.family_terms:
-                res = self.residuals_known_t if t else self.residuals_known_e
-                if res:
-                    return "known", res
+                if getattr(self, f"residuals_known_{sfx}"):
+                    return "known", f"residuals_known_{sfx}"
             elif self.family_terms:
-                res = self.residuals_new_t if t else self.residuals_new_e
-                if res:
-                    return "new", res
-        return "pooled", self.residuals_t if t else self.residuals_e
+                if getattr(self, f"residuals_new_{sfx}"):
+                    return "new", f"residuals_new_{sfx}"
+        return "pooled", f"residuals_{sfx}"
 
     def half_width(self, which: str = "time", extrapolating: bool = False, family: str | None = ANY_FAMILY) -> float:
         """q of the multiplicative interval predicted x exp(+-q) (see module docstring)."""
         _, res = self.scores_for(which, family)
-        q, _, _ = interval_quantile(log_scores(res))
+        q, _, _ = interval_quantile(log_scores(res), groups=self.groups_for(which, family))
         if self.source == "transferred":
-            q *= TRANSFER_WIDENING
+            q *= self.transfer_widening.get(which, 1.0)
         if extrapolating:
             q *= EXTRAPOLATION_WIDENING
         return q
@@ -295,13 +367,20 @@ class Composition:
             "transferred_from": self.transferred_from,
             "family_terms": self.family_terms,
             "family_terms_rule": NEW_FAMILY_RULE,
+            "transfer_widening": self.transfer_widening,
+            "transfer_evidence": self.transfer_evidence,
+            "residual_groups": self.residual_groups,
         }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Composition":
-        tc = {k: float(d["time_coef"][k]) for k in TIME_TERMS}
+        tc = {k: float(d["time_coef"].get(k, 0.0)) for k in TIME_TERMS}  # older bundles: no memory_sum (0)
         ec = {k: float(d["energy_coef"][k]) for k in ENERGY_TERMS}
-        return cls(
+        legacy = d.get("source") == "transferred" and "transfer_widening" not in d
+        widening = d.get("transfer_widening", {})
+        if legacy:
+            widening = dict.fromkeys(("time", "energy"), LEGACY_TRANSFER_WIDENING)
+        comp = cls(
             str(d["mode"]),
             tc,
             ec,
@@ -313,7 +392,13 @@ class Composition:
             [str(x) for x in d.get("transferred_from", [])],
             {str(f): {k: float(v) for k, v in t.items()} for f, t in d.get("family_terms", {}).items()},
             *([float(x) for x in d.get(k, [])] for k in RESIDUAL_SETS),
+            {str(q): float(v) for q, v in widening.items()},
+            str(d.get("transfer_evidence", "")),
+            {str(k): [str(x) for x in v] for k, v in d.get("residual_groups", {}).items()},
         )
+        if legacy:
+            comp.transfer_evidence = f"the sources' held-out errors x{LEGACY_TRANSFER_WIDENING} (an older bundle)"
+        return comp
 
 
 RESIDUAL_SETS = ("residuals_known_t", "residuals_known_e", "residuals_new_t", "residuals_new_e")
@@ -324,10 +409,15 @@ def fit(mode: str, terms: list[dict[str, float]], time_s: np.ndarray, energy_j: 
     comp = Composition(mode, n_networks=len(terms))
     if len(terms) < MIN_NETWORKS:
         return comp
+    # the matrix products' excess (S - S_m) and the rest's (S_m) as two non-negative columns; stored as
+    # a on S and m = (share of the rest) - a on S_m (module docstring)
     names = [k for k in TIME_TERMS if not (k == "params_bw" and mode == "inference")]
-    A = np.array([[t[k] for k in names] for t in terms])
-    x = _nnls_relative(A, np.asarray(time_s, float))
-    comp.time_coef = {k: 0.0 for k in TIME_TERMS} | dict(zip(names, map(float, x)))
+    cols = {k: [t.get(k, 0.0) for t in terms] for k in names}
+    cols["sum"] = [t["sum"] - t.get("memory_sum", 0.0) for t in terms]
+    A = np.array([cols[k] for k in names]).T
+    x = dict(zip(names, map(float, _nnls_relative(A, np.asarray(time_s, float)))))
+    x["memory_sum"] -= x["sum"]
+    comp.time_coef = {k: 0.0 for k in TIME_TERMS} | x
     comp.calibrated, comp.source = True, "calibrated"
     if energy_j is not None and np.isfinite(energy_j).all():
         Ae = np.array([[t["energy_sum"], ts] for t, ts in zip(terms, time_s)])
@@ -367,20 +457,172 @@ def transfer(
     """A composition for a config without measured networks from calibrated ones of the same mode
     (target name, composition, its floor [s], its median op power [W]): dimensionless coefficients
     averaged; the constant time in floors and the constant power in median op powers, converted with
-    this config's floor and power. The sources' held-out residuals (pooled) become this layer's,
-    widened by TRANSFER_WIDENING in `half_width`."""
+    this config's floor and power. The sources' held-out residuals (pooled) become this layer's, with no
+    widening: `transfer_calibrated` puts the held-out evidence of transfer on them."""
     cal = [(n, c, f, p) for n, c, f, p in sources if c.calibrated and c.mode == mode]
     if not cal:
         return Composition(mode)
-    tc = {k: float(np.mean([c.time_coef[k] for _, c, _, _ in cal])) for k in TIME_TERMS}
+    tc = {k: float(np.mean([c.time_coef.get(k, 0.0) for _, c, _, _ in cal])) for k in TIME_TERMS}
     tc["const"] = float(np.mean([c.time_coef["const"] / f for _, c, f, _ in cal])) * floor_s
     ec = {"energy_sum": float(np.mean([c.energy_coef["energy_sum"] for _, c, _, _ in cal]))}
     ok_p = [(c, p) for _, c, _, p in cal if np.isfinite(p) and p > 0]
     ec["time"] = float(np.mean([c.energy_coef["time"] / p for c, p in ok_p])) * power_w if ok_p and np.isfinite(
         power_w) else 0.0  # fmt: skip
-    return Composition(
+    out = Composition(
         mode, tc, ec, calibrated=False, n_networks=0,
         residuals_t=[r for _, c, _, _ in cal for r in c.residuals_t],
         residuals_e=[r for _, c, _, _ in cal for r in c.residuals_e],
         source="transferred", transferred_from=[n for n, _, _, _ in cal],
     )  # fmt: skip
+    out.residual_groups = {a: _pooled_groups([(n, c) for n, c, _, _ in cal], a) for a in ("residuals_t", "residuals_e")}
+    return out
+
+
+def _pooled_groups(sources: Sequence[tuple[str, Composition]], attr: str) -> list[str]:
+    """Group labels of sources' pooled scores `attr`, each prefixed with its source (a model held out on
+    two configs is two groups); a source without labels: every score its own group."""
+    out: list[str] = []
+    for name, c in sources:
+        res = getattr(c, attr)
+        g = c.residual_groups.get(attr)
+        g = g if g is not None and len(g) == len(res) else [str(i) for i in range(len(res))]
+        out += [f"{name}:{x}" for x in g]
+    return out
+
+
+@dataclass
+class SourceNetworks:
+    """A calibrated config's composition with what leave-one-config-out needs: its measured networks'
+    terms (in its own floor and power units) and measured time and energy, its floor and median op power."""
+
+    name: str
+    comp: Composition
+    floor_s: float
+    power_w: float
+    terms: list[dict[str, float]]
+    t_s: np.ndarray
+    e_j: np.ndarray | None
+    groups: list[str] | None = None  # each network's model (the unit held out together); None: each its own
+
+    def labels(self) -> list[str]:
+        g = self.groups if self.groups is not None and len(self.groups) == len(self.terms) else range(len(self.terms))
+        return [f"{self.name}:{x}" for x in g]
+
+    def has_energy(self) -> bool:
+        return self.e_j is not None and bool(np.isfinite(self.e_j).all())
+
+    def as_source(self) -> tuple[str, Composition, float, float]:
+        return self.name, self.comp, self.floor_s, self.power_w
+
+
+def leave_one_config_out(sources: Sequence[SourceNetworks], mode: str) -> tuple[list[float], list[float], list[str]]:
+    """Relative errors (predicted / measured - 1; time, energy) of every calibrated config's measured networks
+    predicted by the composition `transfer`red from the other calibrated configs of `mode` only, and the
+    configs so held out. A config is never among the sources of its own prediction; with fewer than two
+    calibrated configs there is nothing to hold out (empty lists)."""
+    cal = [s for s in sources if s.comp.calibrated and s.comp.mode == mode]
+    rt: list[float] = []
+    re: list[float] = []
+    held: list[str] = []
+    if len(cal) < 2:
+        return rt, re, held
+    for s in cal:
+        layer = transfer([o.as_source() for o in cal if o.name != s.name], mode, s.floor_s, s.power_w)
+        t_pred = np.array([layer.time(t) for t in s.terms])
+        rt += [float(x) for x in t_pred / np.asarray(s.t_s, float) - 1]
+        if s.has_energy():
+            e_pred = np.array([layer.energy(t, tp) for t, tp in zip(s.terms, t_pred)])
+            re += [float(x) for x in e_pred / np.asarray(s.e_j, float) - 1]
+        held.append(s.name)
+    return rt, re, held
+
+
+def transfer_widening(
+    loco: Sequence[float], own: Sequence[float], loco_groups: Sequence[str] | None = None,
+    own_groups: Sequence[str] | None = None,
+) -> float:  # fmt: skip
+    """q of leave-one-config-out scores over q of the same configs' own held-out scores (interval_quantile,
+    log scale, by group where given), never below 1."""
+    if not len(loco) or not len(own):
+        return 1.0
+    q_own = interval_quantile(log_scores(own), groups=own_groups)[0]
+    q_loco = interval_quantile(log_scores(loco), groups=loco_groups)[0]
+    return max(1.0, q_loco / q_own) if q_own > 0 else 1.0
+
+
+def transfer_calibrated(
+    sources: Sequence[SourceNetworks], mode: str, floor_s: float, power_w: float
+) -> Composition:
+    """`transfer` from the calibrated configs of `mode` among `sources`, its interval from held-out evidence of
+    transfer (module docstring): the mode's leave-one-config-out scores where it has two or more calibrated
+    configs; else its sources' own scores widened by the leave-one-config-out widening measured in the other
+    modes of `sources`; else the sources' own scores, said not validated."""
+    same = [s for s in sources if s.comp.calibrated and s.comp.mode == mode]
+    layer = transfer([s.as_source() for s in same], mode, floor_s, power_w)
+    if not layer.transferred_from:
+        return layer
+    rt, re, held = leave_one_config_out(same, mode)
+    if held:
+        layer.residuals_t, layer.residuals_e = rt, re
+        layer.residual_groups = _loco_groups(same, held, by_config=True)
+        layer.transfer_widening = {"time": 1.0, "energy": 1.0}
+        layer.transfer_evidence = (
+            f"leave-one-config-out errors of {len(rt)} networks of {', '.join(held)}, each predicted by the "
+            f"composition transferred from the others"
+        )
+        return layer
+    lt, le, own_t, own_e, where = [], [], [], [], []
+    groups: dict[str, list[str]] = {"lt": [], "le": [], "ot": [], "oe": []}
+    for m in sorted({s.comp.mode for s in sources if s.comp.mode != mode}):
+        ms = [s for s in sources if s.comp.calibrated and s.comp.mode == m]
+        t, e, h = leave_one_config_out(ms, m)
+        if not h:
+            continue
+        lt += t
+        le += e
+        own_t += [r for s in ms if s.name in h for r in s.comp.residuals_t]
+        own_e += [r for s in ms if s.name in h for r in s.comp.residuals_e]
+        lg = _loco_groups(ms, h)
+        groups["lt"] += lg["residuals_t"]
+        groups["le"] += lg["residuals_e"]
+        held_comps = [(s.name, s.comp) for s in ms if s.name in h]
+        groups["ot"] += _pooled_groups(held_comps, "residuals_t")
+        groups["oe"] += _pooled_groups(held_comps, "residuals_e")
+        where.append(f"{m} ({', '.join(h)})")
+    if not where:
+        layer.transfer_widening = {"time": 1.0, "energy": 1.0}
+        layer.transfer_evidence = (
+            f"the held-out errors of {', '.join(layer.transferred_from)} on their own networks; not validated "
+            f"for transfer: no mode has two calibrated configs to hold one out"
+        )
+        return layer
+    layer.transfer_widening = {
+        "time": transfer_widening(lt, own_t, groups["lt"], groups["ot"]),
+        "energy": transfer_widening(le, own_e, groups["le"], groups["oe"]),
+    }
+    layer.transfer_evidence = (
+        f"the held-out errors of {', '.join(layer.transferred_from)} on their own networks x"
+        f"{layer.transfer_widening['time']:.2f} (time) / x{layer.transfer_widening['energy']:.2f} (energy): "
+        f"{mode} has one calibrated config, none can be held out; the widening is the ratio of leave-one-config-"
+        f"out to own held-out 90 % quantiles measured in {'; '.join(where)}"
+    )
+    return layer
+
+
+def _loco_groups(
+    sources: Sequence[SourceNetworks], held: Sequence[str], by_config: bool = False
+) -> dict[str, list[str]]:
+    """Group labels of `leave_one_config_out`'s scores, in its order (energy only for configs with measured
+    energy of every network): config:model per network, or with `by_config` the config alone: as the
+    interval of a transferred layer, the question is a new config, and configs are what is exchangeable
+    (with fewer than 9 the quantile is the largest score, at least +-30 %). The widening compares like with
+    like: leave-one-config-out and own scores both by model."""
+    by = {s.name: s for s in sources}
+
+    def labels(s: SourceNetworks) -> list[str]:
+        return [s.name] * len(s.terms) if by_config else s.labels()
+
+    return {
+        "residuals_t": [x for h in held for x in labels(by[h])],
+        "residuals_e": [x for h in held if by[h].has_energy() for x in labels(by[h])],
+    }

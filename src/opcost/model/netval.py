@@ -230,6 +230,22 @@ def score_sets(net_pred: pd.DataFrame, col: str) -> dict[str, list[float]]:
     }
 
 
+def score_groups(net_pred: pd.DataFrame, col: str) -> dict[str, list[str]]:
+    """The group label of every score of `score_sets` (same keys, same order): what was held out together
+    (`held_out`: the model in the model split, the family in the family split), the unit the conformal
+    quantile counts (compose.conformal_q)."""
+    d = net_pred.dropna(subset=[col]) if len(net_pred) else net_pred
+    if d.empty:
+        return {"known": [], "new": [], "pooled": []}
+    model = d[d["split"] == SPLIT_MODEL]
+    known = model[model["family_known"].astype(bool)] if "family_known" in model else model.iloc[:0]
+    return {
+        "known": [str(x) for x in known["held_out"]],
+        "new": [str(x) for x in d.loc[d["split"] == SPLIT_FAMILY, "held_out"]],
+        "pooled": [str(x) for x in model["held_out"]],
+    }
+
+
 def interval_table(comp: compose.Composition) -> dict[str, dict[str, dict[str, Any]]]:
     """What the bundle's intervals rest on, per score set and quantity: the number of scores n, the
     half-width q as a % (x exp(+-q) - 1, upper side), the full width %, and whether n sufficed for a
@@ -241,7 +257,7 @@ def interval_table(comp: compose.Composition) -> dict[str, dict[str, dict[str, A
             got, res = comp.scores_for(q, family)
             if got != kind or not res:
                 continue
-            _, n, conformal = compose.interval_quantile(compose.log_scores(res))
+            _, n, conformal = compose.interval_quantile(compose.log_scores(res), groups=comp.groups_for(q, family))
             hw = comp.half_width(q, False, family)
             out.setdefault(kind, {})[q] = {
                 "n_scores": n,
@@ -261,7 +277,8 @@ def coverage(
     `calib`'s `family`-split rows for one whose did not (none there: its `model`-split rows, as a bundle
     without family-split scores does); without a `family_known` column every
     `model`-split row of `calib`; `calib` default `df` itself), by the same quantile rule
-    (compose.interval_quantile, the largest score where too few for the level), leaving out every
+    (compose.interval_quantile, each held-out group weighing 1, the largest score where too few groups for
+    the level), leaving out every
     calibration network of the same held-out group, the same model, and for a new-family question (and
     in the family split) the same family: never a network's own or its siblings' errors. Coverage %,
     median full width % of the prediction (exp(q) - exp(-q)), the median number of scores an interval
@@ -294,7 +311,8 @@ def coverage(
             drop = (c_held == str(row["held_out"])) | (c_model == str(row["model"]))
             if new or row.get("split") == SPLIT_FAMILY:
                 drop |= c_fam == str(row["family"])
-            qi, n, conformal = compose.interval_quantile(c_scores[use & ~drop], level)
+            m = use & ~drop
+            qi, n, conformal = compose.interval_quantile(c_scores[m], level, groups=c_held[m])
             if n == 0:
                 continue
             few += not conformal

@@ -181,11 +181,11 @@ def run_record(target: str, tp: TrainParams, results: dict, bundle: Bundle, deta
 
 def source_composition(
     paths: Paths, params: Params, source: str, chosen: dict[str, tuple[str, str]]
-) -> tuple[netval.compose.Composition, float, float] | None:
+) -> netval.compose.SourceNetworks | None:
     """A calibrated target's composition with op models refitted here (this target's chosen algorithm
     and features on the source's rows), its residuals with each model's networks held out of the
-    composition fit (op costs in sample), its floor and median op power; None if it has too few
-    networks."""
+    composition fit (op costs in sample), its floor and median op power, and its networks' terms and
+    measurements (for leave-one-config-out); None if it has too few networks."""
     tp = params.train
     s_dev, s_mode = TrainParams.split_target(source)
     df, nets, nops = read_target(paths, source)
@@ -202,32 +202,41 @@ def source_composition(
     coster = netval.coster_from(data, rows, models)
     terms = netval.all_terms(coster, netval.network_records(nops), data)
     comp = netval.fit_composition(s_mode, terms, nets.drop(columns="family"))
-    rt, re = [], []
-    for _, g in nets.groupby("model", sort=True):
+    rt, re, gt, ge = [], [], [], []
+    for model, g in nets.groupby("model", sort=True):
         others = nets[~nets["set_id"].isin(g["set_id"])].drop(columns="family")
         c = netval.fit_composition(s_mode, terms, others)
         for _, n in g.iterrows():
             t = c.time(terms[n["set_id"]])
             rt.append(float(t / n["t_s"] - 1))
+            gt.append(str(model))
             if pd.notna(n["e_j"]) and "power" in models:
                 re.append(float(c.energy(terms[n["set_id"]], t) / n["e_j"] - 1))
+                ge.append(str(model))
     comp.residuals_t, comp.residuals_e = rt, re
-    return comp, coster.floor_s, coster.median_power_w
+    comp.residual_groups = {"residuals_t": gt, "residuals_e": ge}
+    e = nets["e_j"].to_numpy(float) if "power" in models and nets["e_j"].notna().all() else None
+    return netval.compose.SourceNetworks(
+        source, comp, coster.floor_s, coster.median_power_w, [terms[s] for s in nets["set_id"]],
+        nets["t_s"].to_numpy(float), e, [str(m) for m in nets["model"]],
+    )  # fmt: skip
 
 
 def transferred_composition(
     paths: Paths, params: Params, target: str, chosen: dict[str, tuple[str, str]], floor_s: float, power_w: float
 ) -> netval.compose.Composition:
-    """The composition of the calibrated targets of this mode, in this device's floor and power units."""
+    """The composition of the calibrated targets of this mode, in this device's floor and power units, its
+    interval from held-out evidence of transfer (compose.transfer_calibrated): the calibrated targets of
+    every mode are read, since a mode with one calibrated target borrows the widening measured in another."""
     _, mode = TrainParams.split_target(target)
     sources = []
     for src in params.train.targets:
-        if src == target or TrainParams.split_target(src)[1] != mode or not paths.target_networks(src).exists():
+        if src == target or not paths.target_networks(src).exists():
             continue
         got = source_composition(paths, params, src, chosen)
         if got is not None:
-            sources.append((src, *got))
-    return netval.compose.transfer(sources, mode, floor_s, power_w)
+            sources.append(got)
+    return netval.compose.transfer_calibrated(sources, mode, floor_s, power_w)
 
 
 def run(paths: Paths, params: Params, target: str, log_to_mlflow: bool = True) -> dict[str, Any]:
@@ -256,6 +265,11 @@ def run(paths: Paths, params: Params, target: str, log_to_mlflow: bool = True) -
         comp.residuals_t, comp.residuals_e = st["pooled"], se["pooled"]
         comp.residuals_known_t, comp.residuals_known_e = st["known"], se["known"]
         comp.residuals_new_t, comp.residuals_new_e = st["new"], se["new"]
+        gt, ge = netval.score_groups(net_pred, "t_error"), netval.score_groups(net_pred, "e_error")
+        comp.residual_groups = {
+            "residuals_t": gt["pooled"], "residuals_e": ge["pooled"], "residuals_known_t": gt["known"],
+            "residuals_known_e": ge["known"], "residuals_new_t": gt["new"], "residuals_new_e": ge["new"],
+        }  # fmt: skip
     if not comp.calibrated:
         comp = transferred_composition(paths, params, target, chosen, coster.floor_s, coster.median_power_w)
     detail = {

@@ -1,0 +1,103 @@
+"""Known answers and a spy for the interval of a transferred composition layer (model/compose.py,
+`transfer_calibrated`): held-out evidence of transfer, not a hand factor."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from opcost.model import compose
+from opcost.model.compose import Composition, SourceNetworks
+
+SUMS = (1.0, 2.0, 3.0)  # the networks' term "sum"
+
+
+def _terms(s: float) -> dict[str, float]:
+    return {"sum": s, "calls_floor": 0.0, "params_bw": 0.0, "const": 1.0, "energy_sum": s}
+
+
+def _source(name: str, mode: str, a: float, floor: float, residuals: list[float]) -> SourceNetworks:
+    """A calibrated config whose networks take exactly a x sum (time) and a x sum (energy)."""
+    comp = Composition(mode, {"sum": a, "calls_floor": 0.0, "params_bw": 0.0, "const": 0.0},
+                       {"energy_sum": a, "time": 0.0}, calibrated=True, n_networks=len(SUMS),
+                       residuals_t=residuals, residuals_e=residuals)  # fmt: skip
+    t = np.array([a * s for s in SUMS])
+    return SourceNetworks(name, comp, floor, 100.0, [_terms(s) for s in SUMS], t, t.copy())
+
+
+def _inference() -> list[SourceNetworks]:
+    return [_source("A-inference", "inference", 1.0, 1e-5, [0.4, -0.2]),
+            _source("B-inference", "inference", 2.0, 2e-5, [0.1]),
+            _source("C-inference", "inference", 3.0, 3e-5, [-0.1])]  # fmt: skip
+
+
+def test_leave_one_config_out_predicts_each_config_from_the_others_only() -> None:
+    """A is predicted with (2 + 3) / 2 = 2.5 x its own coefficient, B with 2 (exact), C with 1.5 / 3."""
+    rt, re, held = compose.leave_one_config_out(_inference(), "inference")
+    assert held == ["A-inference", "B-inference", "C-inference"]
+    assert rt == pytest.approx([1.5] * 3 + [0.0] * 3 + [-0.5] * 3)
+    assert re == pytest.approx(rt)
+    assert compose.leave_one_config_out(_inference()[:1], "inference") == ([], [], [])
+
+
+def test_no_config_is_among_the_sources_of_its_own_transfer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spy on `transfer`: the config held out (known by its floor) never lends its coefficients."""
+    calls: list[tuple[list[str], float]] = []
+    real = compose.transfer
+
+    def spy(sources, mode, floor_s, power_w):  # type: ignore[no-untyped-def]
+        calls.append(([n for n, *_ in sources], floor_s))
+        return real(sources, mode, floor_s, power_w)
+
+    monkeypatch.setattr(compose, "transfer", spy)
+    compose.leave_one_config_out(_inference(), "inference")
+    by_floor = {1e-5: "A-inference", 2e-5: "B-inference", 3e-5: "C-inference"}
+    assert len(calls) == 3
+    for names, floor in calls:
+        assert by_floor[floor] not in names and len(names) == 2
+
+
+def test_a_mode_with_several_configs_takes_its_leave_one_config_out_scores_unwidened() -> None:
+    layer = compose.transfer_calibrated(_inference(), "inference", 4e-5, 50.0)
+    assert layer.source == "transferred" and layer.transfer_widening == {"time": 1.0, "energy": 1.0}
+    assert layer.residuals_t == pytest.approx([1.5] * 3 + [0.0] * 3 + [-0.5] * 3)
+    # the question is a new config, and configs are the unit: 3 groups, too few for 90 %: the largest, log 2.5
+    assert layer.residual_groups["residuals_t"] == ["A-inference"] * 3 + ["B-inference"] * 3 + ["C-inference"] * 3
+    assert layer.half_width("time") == pytest.approx(np.log(2.5))
+    _, _, conformal = compose.interval_quantile(compose.log_scores(layer.residuals_t), groups=layer.groups_for())
+    assert not conformal
+    assert "leave-one-config-out" in layer.note("X-inference", None)
+
+
+def test_a_mode_with_one_config_is_widened_by_the_ratio_measured_in_another_mode() -> None:
+    """Inference: leave-one-config-out q = log 2.5 (9 scores: the ceil(10 x 0.9) = 9th smallest, the largest);
+    own scores 0.4, -0.2, 0.1, -0.1: q = log 1.4 (the largest, above the +-30 % floor). Training's one source has
+    own scores [0.1]: q = log 1.3 (the floor), widened by log 2.5 / log 1.4."""
+    train = _source("A-training", "training", 1.0, 1e-5, [0.1])
+    layer = compose.transfer_calibrated([train, *_inference()], "training", 4e-5, 50.0)
+    w = np.log(2.5) / np.log(1.4)
+    assert layer.transferred_from == ["A-training"]
+    assert layer.transfer_widening["time"] == pytest.approx(w)
+    assert layer.transfer_widening["energy"] == pytest.approx(w)
+    assert layer.residuals_t == [0.1]
+    # leave-one-config-out scores grouped by config:model, 9 groups of one: 0.9 x 10 = 9, the largest; the own
+    # scores 4 groups, too few: their largest, log 1.4: w as above
+    assert layer.half_width("time") == pytest.approx(np.log(1.3) * w)
+    assert "one calibrated config" in layer.transfer_evidence and "inference" in layer.transfer_evidence
+    back = Composition.from_json(layer.to_json())
+    assert back.half_width("energy") == pytest.approx(layer.half_width("energy"))
+
+
+def test_without_any_held_out_config_the_transfer_says_it_is_not_validated() -> None:
+    train = _source("A-training", "training", 1.0, 1e-5, [0.1])
+    layer = compose.transfer_calibrated([train], "training", 4e-5, 50.0)
+    assert layer.transfer_widening == {"time": 1.0, "energy": 1.0}
+    assert "not validated" in layer.note("X-training", None)
+
+
+def test_an_older_transferred_bundle_keeps_its_widening() -> None:
+    d = compose.transfer([("A", _inference()[0].comp, 1e-5, 100.0)], "inference", 1e-5, 100.0).to_json()
+    del d["transfer_widening"], d["transfer_evidence"]
+    old = Composition.from_json(d)
+    q = compose.interval_quantile(compose.log_scores([0.4, -0.2]))[0]
+    assert old.half_width("time") == pytest.approx(compose.LEGACY_TRANSFER_WIDENING * q)
