@@ -9,7 +9,7 @@ networks by non-negative least squares on relative error:
     energy = a_e * S_e + k * time
 
 S = sum over all ops of calls x (t - floor)+, S_m = the same over the ops that are not matrix products
-(every kind but convolutions, linear layers, matmuls and attention: ops/kinds.uses_matmul_peak), N = calls,
+(every kind but convolutions, linear layers, matmuls and attention: the `matmul` fact of ops/kinds.py), N = calls,
 P = parameter bytes / memory bandwidth
 (training: the optimizer reads and writes every parameter; zero in inference), S_e = the same sum as
 S weighted by each op's power. All terms but c are in seconds of the device's own scale, so the
@@ -97,7 +97,7 @@ from opcost.devices import find_device
 from opcost.model.costing import Costs
 from opcost.model.features import OpRecord
 from opcost.model.physics import NOMINAL_BANDWIDTH
-from opcost.ops.kinds import uses_matmul_peak
+from opcost.ops.kinds import facts as kind_facts
 
 TIME_TERMS = ("sum", "memory_sum", "calls_floor", "params_bw", "const")
 ENERGY_TERMS = ("energy_sum", "time")
@@ -193,7 +193,7 @@ def network_terms(costs: Costs, calls: np.ndarray, records: Sequence[OpRecord], 
     found = find_device(device_config)
     bw = found[0].bandwidth if found else NOMINAL_BANDWIDTH
     param_bytes = sum(c * r.metrics["params"] * 4 for c, r in zip(calls, records))
-    memory = np.array([not uses_matmul_peak(r.kind) for r in records], bool)
+    memory = np.array([not kind_facts(r.kind).matmul for r in records], bool)
     return {
         "sum": float((calls * excess).sum()),
         "memory_sum": float((calls * excess)[memory].sum()),
@@ -391,14 +391,22 @@ class Composition:
             str(d.get("source", "")),
             [str(x) for x in d.get("transferred_from", [])],
             {str(f): {k: float(v) for k, v in t.items()} for f, t in d.get("family_terms", {}).items()},
-            *([float(x) for x in d.get(k, [])] for k in RESIDUAL_SETS),
-            {str(q): float(v) for q, v in widening.items()},
-            str(d.get("transfer_evidence", "")),
-            {str(k): [str(x) for x in v] for k, v in d.get("residual_groups", {}).items()},
+            residuals_known_t=_floats(d, "residuals_known_t"),
+            residuals_known_e=_floats(d, "residuals_known_e"),
+            residuals_new_t=_floats(d, "residuals_new_t"),
+            residuals_new_e=_floats(d, "residuals_new_e"),
         )
+        comp.transfer_widening = {str(q): float(v) for q, v in widening.items()}
+        comp.transfer_evidence = str(d.get("transfer_evidence", ""))
+        comp.residual_groups = {str(k): [str(x) for x in v] for k, v in d.get("residual_groups", {}).items()}
         if legacy:
             comp.transfer_evidence = f"the sources' held-out errors x{LEGACY_TRANSFER_WIDENING} (an older bundle)"
         return comp
+
+
+def _floats(d: dict[str, Any], key: str) -> list[float]:
+    """A list of floats from a bundle's JSON; an older bundle without the key: empty."""
+    return [float(x) for x in d.get(key, [])]
 
 
 RESIDUAL_SETS = ("residuals_known_t", "residuals_known_e", "residuals_new_t", "residuals_new_e")
@@ -550,9 +558,7 @@ def transfer_widening(
     return max(1.0, q_loco / q_own) if q_own > 0 else 1.0
 
 
-def transfer_calibrated(
-    sources: Sequence[SourceNetworks], mode: str, floor_s: float, power_w: float
-) -> Composition:
+def transfer_calibrated(sources: Sequence[SourceNetworks], mode: str, floor_s: float, power_w: float) -> Composition:
     """`transfer` from the calibrated configs of `mode` among `sources`, its interval from held-out evidence of
     transfer (module docstring): the mode's leave-one-config-out scores where it has two or more calibrated
     configs; else its sources' own scores widened by the leave-one-config-out widening measured in the other
