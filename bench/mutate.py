@@ -245,6 +245,40 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the DVFS voltage curve is placed on the reference clock, not the boost clock",
         ("tests/model/test_clock_model.py",),
     ),
+    # -- round 27 --------------------------------------------------------------------------------
+    Mutation(
+        "matmul-on-tf32-units",
+        "model/physics.py",
+        (("return dev.peak_flops(dtype, tf32 and uses_tf32(kind))", "return dev.peak_flops(dtype, tf32)"),),
+        "Linear/matmul/bmm get the TF32 peak where the config allows TF32 (PyTorch leaves cuBLAS TF32 off)",
+        ("tests/model/test_op_peak.py", KNOWN),
+    ),
+    Mutation(
+        "conformal-counts-sizes-as-models",
+        "model/compose.py",
+        (("    n_groups = len(count)\n", "    n_groups = len(s)\n"),),
+        "the grouped conformal quantile counts every input size of a model as its own exchangeable unit",
+        ("tests/test_intervals_composition.py",),
+    ),
+    Mutation(
+        "clock-fallback-share-not-fitted",
+        "model/clock.py",
+        (
+            (
+                "return np.concatenate([seen, w_hidden * (_predict(probe, hidden)[0] / t_hidden - 1.0)])",
+                "return seen",
+            ),
+        ),
+        "the fallback compute share is never fitted when every training curve has an observed share",
+        ("tests/model/test_clock_model.py",),
+    ),
+    Mutation(
+        "transfer-evidence-uses-own-config",
+        "model/compose.py",
+        (("transfer([o.as_source() for o in cal if o.name != s.name]", "transfer([o.as_source() for o in cal]"),),
+        "a config's leave-one-config-out score comes from a layer that saw its own networks",
+        ("tests/model/test_transfer_evidence.py",),
+    ),
 )
 
 
