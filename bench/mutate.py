@@ -104,14 +104,14 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "interval-from-quartiles",
         "model/compose.py",
-        (("k = int(np.ceil((len(s) + 1) * level))", "k = int(np.ceil((len(s) + 1) * 0.5))"),),
+        (("    need = level * (n_groups + 1)\n", "    need = 0.5 * (n_groups + 1)\n"),),
         'the "90 %" interval is built from the middle half of the scores (25th to 75th percentile)',
         (KNOWN, "tests/test_intervals_composition.py"),
     ),
     Mutation(
         "clock-share-ignores-matmul-peak",
         "model/clocktransfer.py",
-        (("                mm_peak if r.kind in MATMUL_KINDS else fp32_peak,\n", "                fp32_peak,\n"),),
+        (("                op_peak(r.kind, device_config),\n", "                device_peaks(device_config)[1],\n"),),
         "the compute share moved by the clock uses the FP32 peak for matmul-like ops too",
         ("tests/model/test_roofline_shares.py",),
     ),
@@ -120,8 +120,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "model/physics.py",
         (
             (
-                'return dev.peak_flops("float32", tf32), dev.fp32_flops, dev.bandwidth',
-                'return dev.peak_flops("float32", True), dev.fp32_flops, dev.bandwidth',
+                "return dev.peak_flops(dtype, tf32 and uses_tf32(kind))",
+                "return dev.peak_flops(dtype, uses_tf32(kind))",
             ),
         ),
         "the roofline ignores the config's TF32 switch, so A30_no_tf32 gets the TF32 peak",
@@ -193,8 +193,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "model/compose.py",
         (
             (
-                "                res = self.residuals_new_t if t else self.residuals_new_e\n",
-                "                res = self.residuals_known_t if t else self.residuals_known_e\n",
+                '                    return "new", f"residuals_new_{sfx}"\n',
+                '                    return "new", f"residuals_known_{sfx}"\n',
             ),
         ),
         "a network of a new family gets the known-family (model-split) scores: intervals too narrow for it",
