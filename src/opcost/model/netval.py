@@ -218,32 +218,25 @@ def score_sets(net_pred: pd.DataFrame, col: str) -> dict[str, list[float]]:
     """The relative errors (column `col`) behind prediction intervals, by the question they answer
     (model/compose.py): "known" (model split, the family kept a sibling in the fold), "new" (family
     split), "pooled" (model split, all)."""
-    d = net_pred.dropna(subset=[col]) if len(net_pred) else net_pred
-    if d.empty:
-        return {"known": [], "new": [], "pooled": []}
-    model = d[d["split"] == SPLIT_MODEL]
-    known = model[model["family_known"].astype(bool)] if "family_known" in model else model.iloc[:0]
-    return {
-        "known": [float(x) for x in known[col]],
-        "new": [float(x) for x in d.loc[d["split"] == SPLIT_FAMILY, col]],
-        "pooled": [float(x) for x in model[col]],
-    }
+    return {k: [float(x) for x in v] for k, v in _score_rows(net_pred, col, col).items()}
 
 
 def score_groups(net_pred: pd.DataFrame, col: str) -> dict[str, list[str]]:
     """The group label of every score of `score_sets` (same keys, same order): what was held out together
     (`held_out`: the model in the model split, the family in the family split), the unit the conformal
     quantile counts (compose.conformal_q)."""
+    return {k: [str(x) for x in v] for k, v in _score_rows(net_pred, col, "held_out").items()}
+
+
+def _score_rows(net_pred: pd.DataFrame, col: str, take: str) -> dict[str, pd.Series]:
+    """Column `take` of the rows with a score in `col`, per score set: one selection for the scores and
+    their group labels, so the two always line up."""
     d = net_pred.dropna(subset=[col]) if len(net_pred) else net_pred
     if d.empty:
-        return {"known": [], "new": [], "pooled": []}
+        return {"known": pd.Series(dtype=object), "new": pd.Series(dtype=object), "pooled": pd.Series(dtype=object)}
     model = d[d["split"] == SPLIT_MODEL]
     known = model[model["family_known"].astype(bool)] if "family_known" in model else model.iloc[:0]
-    return {
-        "known": [str(x) for x in known["held_out"]],
-        "new": [str(x) for x in d.loc[d["split"] == SPLIT_FAMILY, "held_out"]],
-        "pooled": [str(x) for x in model["held_out"]],
-    }
+    return {"known": known[take], "new": d.loc[d["split"] == SPLIT_FAMILY, take], "pooled": model[take]}
 
 
 def interval_table(comp: compose.Composition) -> dict[str, dict[str, dict[str, Any]]]:
