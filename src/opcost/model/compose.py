@@ -317,8 +317,7 @@ class Composition:
     def groups_for(self, which: str = "time", family: str | None = ANY_FAMILY) -> list[str] | None:
         """The group labels of `scores_for`'s scores (None: none recorded, every score its own group)."""
         kind, attr = self._score_attr(which, family)
-        g = self.residual_groups.get(attr)
-        return g if g is not None and len(g) == len(getattr(self, attr)) else None
+        return _labels(self.residual_groups.get(attr), len(getattr(self, attr)))
 
     def _score_attr(self, which: str, family: str | None) -> tuple[str, str]:
         sfx = "t" if which == "time" else "e"
@@ -397,10 +396,12 @@ class Composition:
             residuals_new_e=_floats(d, "residuals_new_e"),
         )
         comp.transfer_widening = {str(q): float(v) for q, v in widening.items()}
-        comp.transfer_evidence = str(d.get("transfer_evidence", ""))
+        comp.transfer_evidence = (
+            f"the sources' held-out errors x{LEGACY_TRANSFER_WIDENING} (an older bundle)"
+            if legacy
+            else str(d.get("transfer_evidence", ""))
+        )
         comp.residual_groups = {str(k): [str(x) for x in v] for k, v in d.get("residual_groups", {}).items()}
-        if legacy:
-            comp.transfer_evidence = f"the sources' held-out errors x{LEGACY_TRANSFER_WIDENING} (an older bundle)"
         return comp
 
 
@@ -491,11 +492,15 @@ def _pooled_groups(sources: Sequence[tuple[str, Composition]], attr: str) -> lis
     two configs is two groups); a source without labels: every score its own group."""
     out: list[str] = []
     for name, c in sources:
-        res = getattr(c, attr)
-        g = c.residual_groups.get(attr)
-        g = g if g is not None and len(g) == len(res) else [str(i) for i in range(len(res))]
-        out += [f"{name}:{x}" for x in g]
+        n = len(getattr(c, attr))
+        out += [f"{name}:{x}" for x in _labels(c.residual_groups.get(attr), n) or range(n)]
     return out
+
+
+def _labels(groups: "Sequence[str] | None", n: int) -> list[str] | None:
+    """Group labels recorded for n scores, or None (every score its own group) where none were recorded or
+    they do not match the scores one to one (a bundle whose scores and labels were written apart)."""
+    return list(groups) if groups is not None and len(groups) == n else None
 
 
 @dataclass
@@ -513,8 +518,8 @@ class SourceNetworks:
     groups: list[str] | None = None  # each network's model (the unit held out together); None: each its own
 
     def labels(self) -> list[str]:
-        g = self.groups if self.groups is not None and len(self.groups) == len(self.terms) else range(len(self.terms))
-        return [f"{self.name}:{x}" for x in g]
+        n = len(self.terms)
+        return [f"{self.name}:{x}" for x in _labels(self.groups, n) or range(n)]
 
     def has_energy(self) -> bool:
         return self.e_j is not None and bool(np.isfinite(self.e_j).all())

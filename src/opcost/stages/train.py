@@ -261,15 +261,13 @@ def run(paths: Paths, params: Params, target: str, log_to_mlflow: bool = True) -
     terms = netval.all_terms(coster, netval.network_records(nops), data) if len(networks) else {}
     comp = netval.fit_composition(mode, terms, networks) if len(networks) else netval.compose.Composition(mode)
     if len(net_pred):  # interval scores by question: known family, new family, pooled (model/compose.py)
-        st, se = netval.score_sets(net_pred, "t_error"), netval.score_sets(net_pred, "e_error")
-        comp.residuals_t, comp.residuals_e = st["pooled"], se["pooled"]
-        comp.residuals_known_t, comp.residuals_known_e = st["known"], se["known"]
-        comp.residuals_new_t, comp.residuals_new_e = st["new"], se["new"]
-        gt, ge = netval.score_groups(net_pred, "t_error"), netval.score_groups(net_pred, "e_error")
-        comp.residual_groups = {
-            "residuals_t": gt["pooled"], "residuals_e": ge["pooled"], "residuals_known_t": gt["known"],
-            "residuals_known_e": ge["known"], "residuals_new_t": gt["new"], "residuals_new_e": ge["new"],
-        }  # fmt: skip
+        cols = {"t": "t_error", "e": "e_error"}
+        scores = {q: netval.score_sets(net_pred, c) for q, c in cols.items()}
+        groups = {q: netval.score_groups(net_pred, c) for q, c in cols.items()}
+        for key, attr in (("pooled", "residuals"), ("known", "residuals_known"), ("new", "residuals_new")):
+            for q in cols:  # each score list beside its group labels, under the same name
+                setattr(comp, f"{attr}_{q}", scores[q][key])
+                comp.residual_groups[f"{attr}_{q}"] = groups[q][key]
     if not comp.calibrated:
         comp = transferred_composition(paths, params, target, chosen, coster.floor_s, coster.median_power_w)
     detail = {
