@@ -71,6 +71,7 @@ def test_a_mode_with_several_configs_takes_its_leave_one_config_out_scores_unwid
     assert iv.rule == "normal" and (iv.lo, iv.hi) == pytest.approx((-means.mean() - h, -means.mean() + h))
     assert layer.half_width("time") == pytest.approx(h)
     assert "leave-one-config-out" in layer.note("X-inference", None)
+    assert "a normal prediction interval on the group means" in layer.note("X-inference", None)  # names the rule
 
 
 def test_a_mode_with_one_config_is_widened_by_the_ratio_measured_in_another_mode() -> None:

@@ -232,7 +232,8 @@ class Composition:
             parts.append(
                 f"the {target} composition layer is transferred from {', '.join(self.transferred_from)} (no measured "
                 f"networks on this config): their coefficients, constant time in launch floors and constant power in "
-                f"median op powers of this device; interval: {self.transfer_evidence or 'not validated'}"
+                f"median op powers of this device; interval: {self.transfer_evidence or 'not validated'} "
+                f"({self._log_interval('time', family).note(INTERVAL_LEVEL)})"
             )
         elif not self.calibrated:
             parts.append(
