@@ -4,7 +4,7 @@ it does there, reported, never used to choose).
 
     PYTHONPATH=src python bench/interval_rules.py [--reps 2000]
 
-Rules: `current` (model/intervals.log_interval: conformal from 9 groups, the normal prediction interval on
+Rules: `current` (model/intervals.log_interval: conformal from 19 groups, the normal prediction interval on
 group means below), `old` (conformal from 9 groups, below it the largest |score|, at least +-30 %), and for
 G >= 9 the two candidates alone (`conformal`, `normal`). Synthetic errors log(predicted / measured) per held-out
 group: bias 0.05 + a group effect (normal sd 0.1; Student t3 of the same scale; or a mixture where 10 % of

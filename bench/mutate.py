@@ -306,10 +306,18 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/model/test_intervals.py",),
     ),
     Mutation(
-        "normal-interval-below-nine-groups-dropped",
+        "conformal-largest-score-from-nine-groups",
+        "model/intervals.py",
+        (("    q = conformal_q(e, level, g) if n_groups >= min_conformal_groups(level) else None\n",
+          "    q = conformal_q(e, level, g)\n"),),
+        "from 9 to 18 groups the interval is the largest score (conformal's degenerate quantile), not the normal rule",
+        ("tests/model/test_intervals.py",),
+    ),
+    Mutation(
+        "normal-interval-dropped",
         "model/intervals.py",
         (("    got = normal_interval(e, level, g)\n", "    got = None\n"),),
-        "below 9 groups the interval is the old largest score, at least +-30 % (over-covers, wide)",
+        "below 19 groups the interval is the old largest score, at least +-30 % (over-covers, wide)",
         ("tests/model/test_intervals.py",),
     ),
 )

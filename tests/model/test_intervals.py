@@ -39,9 +39,13 @@ def test_one_score_per_group_is_the_textbook_prediction_interval() -> None:
 
 
 def test_the_rule_follows_the_number_of_groups() -> None:
+    """Conformal where its 90 % quantile is not the largest score (19 groups and more), the normal rule from 2
+    groups up to there, the fallback below."""
+    assert intervals.min_conformal_groups(0.9) == 19 and intervals.min_conformal_groups(0.8) == 9
     e = np.linspace(-0.1, 0.5, 18)
-    assert intervals.log_interval(e).rule == "conformal"  # 18 groups of one
-    assert intervals.log_interval(e, groups=[f"m{i // 2}" for i in range(18)]).rule == "conformal"  # 9 groups
+    assert intervals.log_interval(np.append(e, 0.3)).rule == "conformal"  # 19 groups of one
+    assert intervals.log_interval(e).rule == "normal"  # 18 groups of one: the conformal quantile is the largest
+    assert intervals.log_interval(e, groups=[f"m{i // 2}" for i in range(18)]).rule == "normal"  # 9 groups
     assert intervals.log_interval(e, groups=[f"m{i // 3}" for i in range(18)]).rule == "normal"  # 6 groups
     one = intervals.log_interval(e, groups=["m"] * 18)  # one group: no spread between groups to estimate
     assert one.rule == "fallback" and one.hi == pytest.approx(0.5) and one.lo == pytest.approx(-0.5)
@@ -116,7 +120,7 @@ def _planted(kind: str):  # type: ignore[no-untyped-def]
     return rule
 
 
-@pytest.mark.parametrize("n_groups", [4, 5, 6, 7, 8])
+@pytest.mark.parametrize("n_groups", [4, 5, 6, 7, 8, 12, 18])
 def test_normal_rule_covers_ninety_percent_of_a_new_groups_network(n_groups: int) -> None:
     """4000 repetitions: the Monte Carlo standard error of a 90 % coverage is 0.5 %; the band is 3 of them."""
     cover, _ = _simulate(n_groups, _new)
@@ -145,8 +149,17 @@ def test_planted_bugs_leave_the_coverage_band(kind: str, n_groups: int) -> None:
     assert 0.885 <= right <= 0.915 and bug < 0.875, (kind, right, bug)
 
 
-def test_conformal_from_nine_groups_covers_at_least_the_level() -> None:
-    """From 9 groups the rule is grouped split-conformal: at least 90 % (conservative with several scores per
-    group), the price of not assuming normal errors."""
-    cover, _ = _simulate(12, _new, reps=2000)
-    assert 0.89 <= cover <= 0.97, cover
+def test_from_nine_to_eighteen_groups_the_normal_rule_is_narrower_than_the_largest_score() -> None:
+    """At 9 <= G < 19 a 90 % conformal quantile exists but is the largest score: it covers G / (G + 1) or more
+    (conservative with several scores per group) at the width of the worst group; the normal rule covers 90 %
+    at a narrower width."""
+    conformal = lambda e, g: (lambda q: (-q, q))(intervals.conformal_q(e, groups=g))  # noqa: E731
+    c_cov, c_width = _simulate(12, conformal, reps=2000)
+    n_cov, n_width = _simulate(12, _new, reps=2000)
+    assert 0.925 <= c_cov and 0.88 <= n_cov <= 0.92 and n_width < 0.85 * c_width, (c_cov, n_cov, c_width, n_width)
+
+
+def test_conformal_from_nineteen_groups_covers_about_the_level() -> None:
+    cover, _ = _simulate(19, _new, reps=2000)
+    assert intervals.log_interval(np.arange(19.0)).rule == "conformal"
+    assert 0.89 <= cover <= 0.96, cover

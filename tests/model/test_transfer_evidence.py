@@ -75,19 +75,21 @@ def test_a_mode_with_several_configs_takes_its_leave_one_config_out_scores_unwid
 
 
 def test_a_mode_with_one_config_is_widened_by_the_ratio_measured_in_another_mode() -> None:
-    """Inference: leave-one-config-out q = log 2.5 (9 scores: the ceil(10 x 0.9) = 9th smallest, the largest);
-    own scores 0.4, -0.2, 0.1, -0.1 (4 groups): the normal rule's half-width h_own = t_{0.95, 3} s sqrt(1 + 1/4).
-    Training's one source has own scores [0.1], one group: q = log 1.3 (the floor), widened by log 2.5 / h_own."""
+    """Inference: leave-one-config-out log errors log 2.5, 0, log 0.5, three each (9 groups config:model, too
+    few for a conformal quantile under the largest): h_loco = t_{0.95, 8} s sqrt(1 + 1/9); own scores 0.4, -0.2,
+    0.1, -0.1 (4 groups): h_own = t_{0.95, 3} s sqrt(1 + 1/4). Training's one source has own scores [0.1], one
+    group: q = log 1.3 (the floor), widened by h_loco / h_own."""
     train = _source("A-training", "training", 1.0, 1e-5, [0.1])
     layer = compose.transfer_calibrated([train, *_inference()], "training", 4e-5, 50.0)
     own = np.log([1.4, 0.8, 1.1, 0.9])
-    w = np.log(2.5) / (2.353363 * np.std(own, ddof=1) * np.sqrt(1.25))
+    loco = np.repeat(np.log([2.5, 1.0, 0.5]), 3)
+    w = 1.859548 * np.std(loco, ddof=1) * np.sqrt(1 + 1 / 9) / (2.353363 * np.std(own, ddof=1) * np.sqrt(1.25))
     assert layer.transferred_from == ["A-training"]
     assert layer.transfer_widening["time"] == pytest.approx(w)
     assert layer.transfer_widening["energy"] == pytest.approx(w)
     assert layer.residuals_t == [0.1]
-    # leave-one-config-out scores grouped by config:model, 9 groups of one: 0.9 x 10 = 9, the largest; the own
-    # scores 4 groups, too few for conformal: the normal rule, w as above
+    # leave-one-config-out scores grouped by config:model, 9 groups of one; the own scores 4 groups: both the
+    # normal rule, w as above
     assert layer.half_width("time") == pytest.approx(np.log(1.3) * w)
     assert "one calibrated config" in layer.transfer_evidence and "inference" in layer.transfer_evidence
     back = Composition.from_json(layer.to_json())

@@ -60,10 +60,11 @@ held out with their whole family (below).
 
 Intervals are multiplicative: the scores are the signed log(predicted / measured) of out-of-sample
 predictions (model/netval.py), and the 90 % interval is predicted x [exp(lo), exp(hi)] by the rule of
-model/intervals.py, which counts groups (below): with G >= 9 groups split-conformal, +-q, q the
-ceil((G + 1) x 0.9)-th smallest |score|; with 2 <= G < 9, where no 90 % conformal quantile exists, the
-normal prediction interval on the group means of the signed scores (centred on their mean, Student t with
-G - 1 degrees of freedom); with fewer, the largest score, never under +-30 %. The note says which rule.
+model/intervals.py, which counts groups (below): with G >= 19 groups split-conformal, +-q, q the
+ceil((G + 1) x 0.9)-th smallest |score|; with 2 <= G < 19, where a 90 % conformal quantile does not exist
+(G < 9) or is the largest score, the normal prediction interval on the group means of the signed scores
+(centred on their mean, Student t with G - 1 degrees of freedom); with fewer, the largest score, never under
++-30 %. The note says which rule.
 A multiplicative interval never reaches zero or a negative time. The scores match the
 question a prediction faces (split conformal needs the scores exchangeable with the question):
 - a network of a *known family* (a family with a term here): the `model`-split scores of networks
@@ -589,7 +590,7 @@ def _loco_groups(
     """Group labels of `leave_one_config_out`'s scores, in its order (energy only for configs with measured
     energy of every network): config:model per network, or with `by_config` the config alone: as the
     interval of a transferred layer, the question is a new config, and configs are what is exchangeable
-    (with fewer than 9, model/intervals.py's normal rule on the configs' mean errors). The widening compares like with
+    (with fewer than 19, model/intervals.py's normal rule on the configs' mean errors). The widening compares like with
     like: leave-one-config-out and own scores both by model."""
     by = {s.name: s for s in sources}
 
