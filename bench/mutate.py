@@ -103,7 +103,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "interval-from-quartiles",
-        "model/compose.py",
+        "model/intervals.py",
         (("    need = level * (n_groups + 1)\n", "    need = 0.5 * (n_groups + 1)\n"),),
         'the "90 %" interval is built from the middle half of the scores (25th to 75th percentile)',
         (KNOWN, "tests/test_intervals_composition.py"),
@@ -255,8 +255,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "conformal-counts-sizes-as-models",
-        "model/compose.py",
-        (("    n_groups = len(count)\n", "    n_groups = len(s)\n"),),
+        "model/intervals.py",
+        (("    n_groups = len(count)\n    need = ", "    n_groups = len(s)\n    need = "),),
         "the grouped conformal quantile counts every input size of a model as its own exchangeable unit",
         ("tests/test_intervals_composition.py",),
     ),
@@ -278,6 +278,47 @@ MUTATIONS: tuple[Mutation, ...] = (
         (("transfer([o.as_source() for o in cal if o.name != s.name]", "transfer([o.as_source() for o in cal]"),),
         "a config's leave-one-config-out score comes from a layer that saw its own networks",
         ("tests/model/test_transfer_evidence.py",),
+    ),
+    # -- round 28: the normal rule below 9 groups (model/intervals.py) ------------------------------------
+    Mutation(
+        "normal-interval-z-for-t",
+        "model/intervals.py",
+        (("    h = t_quantile(0.5 * (1 + level), n_groups - 1) * float(np.sqrt(v))\n",
+          "    h = 1.644854 * float(np.sqrt(v))\n"),),
+        "the small-sample interval takes the normal quantile, not Student t with G - 1 degrees of freedom",
+        ("tests/model/test_intervals.py",),
+    ),
+    Mutation(
+        "normal-interval-centre-known",
+        "model/intervals.py",
+        (("    v = s_b2 * (1 + 1 / n_groups) + ", "    v = s_b2 + "),),
+        "the small-sample interval treats the centre m as known (no sqrt(1 + 1/G))",
+        ("tests/model/test_intervals.py",),
+    ),
+    Mutation(
+        "normal-interval-ignores-groups",
+        "model/intervals.py",
+        (("    e, g = e[ok], g[ok].astype(str)\n    _, inv, count = np.unique(g, return_inverse=True, "
+          "return_counts=True)\n    n_groups = len(count)\n    if n_groups < MIN_NORMAL_GROUPS",
+          "    e, g = e[ok], np.arange(ok.sum()).astype(str)\n    _, inv, count = np.unique(g, return_inverse=True, "
+          "return_counts=True)\n    n_groups = len(count)\n    if n_groups < MIN_NORMAL_GROUPS"),),
+        "the small-sample interval treats a model's input sizes as independent networks",
+        ("tests/model/test_intervals.py",),
+    ),
+    Mutation(
+        "conformal-largest-score-from-nine-groups",
+        "model/intervals.py",
+        (("    q = conformal_q(e, level, g) if n_groups >= min_conformal_groups(level) else None\n",
+          "    q = conformal_q(e, level, g)\n"),),
+        "from 9 to 18 groups the interval is the largest score (conformal's degenerate quantile), not the normal rule",
+        ("tests/model/test_intervals.py",),
+    ),
+    Mutation(
+        "normal-interval-dropped",
+        "model/intervals.py",
+        (("    got = normal_interval(e, level, g)\n", "    got = None\n"),),
+        "below 19 groups the interval is the old largest score, at least +-30 % (over-covers, wide)",
+        ("tests/model/test_intervals.py",),
     ),
 )
 

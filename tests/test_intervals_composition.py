@@ -27,8 +27,8 @@ def test_grouped_conformal_quantile_counts_each_group_once() -> None:
     assert conformal_q(scores, groups=pairs) == pytest.approx(0.18)  # G = 9: weight 9 = 0.9 x 10 at the last
     quads = [f"m{i // 4}" for i in range(16)] + ["m4", "m5"]  # 6 groups: 0.9 x 7 > 6, too few
     assert conformal_q(scores, groups=quads) is None
-    q, n, conformal = compose.interval_quantile(scores, groups=quads)
-    assert (q, n, conformal) == (pytest.approx(np.log1p(compose.UNCALIBRATED_HALF_WIDTH)), 18, False)
+    iv = compose.log_interval(scores, groups=quads)
+    assert (iv.rule, iv.n, iv.groups) == ("normal", 18, 6)  # model/intervals.py: the normal rule below 9 groups
     # 19 singletons and one group of 10 tiny scores: G = 20, weight 0.9 x 21 = 18.9: 1 + 18 at the 18th single
     s = np.r_[np.full(10, 1e-3), np.arange(1, 20) / 100.0]
     g = ["big"] * 10 + [f"s{i}" for i in range(19)]
@@ -139,15 +139,17 @@ def test_family_split_coverage_leaves_out_the_whole_family_of_the_calibration_sc
     models) are not among its calibration scores."""
     calib = pd.DataFrame({"held_out": [f"m{i}" for i in range(20)], "model": [f"m{i}" for i in range(20)],
                           "family": ["big"] * 2 + ["small"] * 18, "split": "model",
-                          "t_error": [2.0, 2.0] + [0.01] * 18, "e_error": np.nan})  # fmt: skip
+                          "t_error": [2.0, 1.0] + [0.01] * 18, "e_error": np.nan})  # fmt: skip
     fam = calib.assign(split="family", held_out=calib["family"])
     cov = netval.coverage(fam, calib)["time"]
-    # "big" networks see only the 18 small scores (q = log 1.01): not covered; "small" ones see the 2 big
-    # ones only (their own family dropped): too few for a quantile, so the predictor's rule, the largest
-    # score (log 3), covers them; no interval is skipped (a skipped one hid a whole family's misses)
+    # "big" networks see only the 18 small scores (all log 1.01, 18 groups: the normal rule, no spread): not
+    # covered; "small" ones see the 2 big ones only (their own family dropped): 2 groups, the normal rule (log
+    # errors log 3, log 2; t_{0.95, 1} = 6.313752) covers them; no interval is skipped (a skipped one hid a
+    # whole family's misses)
     assert cov["n"] == 20 and cov["coverage_pct"] == pytest.approx(90.0)
-    assert cov["too_few_scores"] == 18 and cov["median_scores"] == 2
-    assert cov["median_width_pct"] == pytest.approx(100 * (3.0 - 1 / 3.0))
+    assert cov["too_few_scores"] == 20 and cov["normal_rule"] == 20 and cov["median_scores"] == 2
+    m, h = np.log(6) / 2, 6.313752 * np.std(np.log([3.0, 2.0]), ddof=1) * np.sqrt(1.5)
+    assert cov["median_width_pct"] == pytest.approx(100 * (np.exp(-m + h) - np.exp(-m - h)), rel=1e-6)
 
 
 # --------------------------------------------------------------------------------------------
@@ -223,7 +225,8 @@ def test_a_prediction_gets_the_scores_of_its_question_and_says_how_many() -> Non
     """Known family: the model-split scores of known-family networks; new family (or a family nobody named):
     the family-split scores; no family asked, or an older bundle without the sets: every model-split score."""
     known = list(np.expm1(np.linspace(-0.1, 0.1, 19)))  # 19 scores: the 18th smallest of |log| is 0.1 - 1/90
-    new = list(np.expm1(np.linspace(-0.6, 0.6, 9)))  # 9 scores: the largest, 0.6
+    new = list(np.expm1(np.linspace(-0.6, 0.6, 9)))  # 9 groups: the normal rule, mean 0, t_{0.95, 8} = 1.859548
+    h_new = 1.859548 * np.std(np.linspace(-0.6, 0.6, 9), ddof=1) * np.sqrt(1 + 1 / 9)
     pooled = [0.01] * 20
     comp = Composition("inference", calibrated=True, residuals_t=pooled, residuals_e=pooled,
                        family_terms={"resnet": {"time": 0.0, "energy": 0.0, "n": 3.0}},
@@ -231,25 +234,34 @@ def test_a_prediction_gets_the_scores_of_its_question_and_says_how_many() -> Non
                        residuals_new_e=new)  # fmt: skip
     s_known = np.sort(np.abs(np.log1p(known)))[17]
     assert comp.half_width("time", family="resnet") == pytest.approx(s_known)
-    assert comp.half_width("energy", family="convnext") == pytest.approx(0.6)
-    assert comp.half_width("time", family=None) == pytest.approx(0.6)  # nobody named its family: a new one
+    assert comp.half_width("energy", family="convnext") == pytest.approx(h_new)
+    assert comp.half_width("time", family=None) == pytest.approx(h_new)  # nobody named its family: a new one
     assert comp.half_width("time") == pytest.approx(np.log1p(0.01))  # no family asked: pooled
-    assert comp.interval(1.0, "time", family="convnext") == pytest.approx((np.exp(-0.6), np.exp(0.6)))
+    assert comp.interval(1.0, "time", family="convnext") == pytest.approx((np.exp(-h_new), np.exp(h_new)))
     assert "90 % interval from 19 model-left-out scores of networks whose family had measured siblings" in comp.note(
         "A30-inference", "resnet")  # fmt: skip
     note = comp.note("A30-inference", "convnext")
     assert "a new family" in note and "90 % interval from 9 family-left-out scores" in note
     back = Composition.from_json(comp.to_json())
     assert back.half_width("time", family="resnet") == pytest.approx(s_known)
-    assert back.half_width("time", family="convnext") == pytest.approx(0.6)
+    assert back.half_width("time", family="convnext") == pytest.approx(h_new)
     old = comp.to_json()
     for k in compose.RESIDUAL_SETS:
         del old[k]
     assert Composition.from_json(old).half_width("time", family="convnext") == pytest.approx(np.log1p(0.01))
-    few = Composition("inference", calibrated=True, residuals_t=[0.05] * 5, family_terms={"a": {"time": 0.0}},
-                      residuals_new_t=[0.05] * 5)  # fmt: skip
-    assert few.half_width("time", family="b") == pytest.approx(np.log1p(compose.UNCALIBRATED_HALF_WIDTH))
-    assert "too few for a 90% split-conformal quantile" in few.note("A30-inference", "b")
+    five = [0.01, 0.02, 0.03, 0.04, 0.05]
+    few = Composition("inference", calibrated=True, residuals_t=five, family_terms={"a": {"time": 0.0}},
+                      residuals_new_t=five)  # fmt: skip
+    e = np.log1p(five)  # 5 groups of one: the normal prediction interval, t_{0.95, 4} = 2.131847
+    h = 2.131847 * np.std(e, ddof=1) * np.sqrt(1.2)
+    assert few.interval(1.0, "time", family="b") == pytest.approx((np.exp(-e.mean() - h), np.exp(-e.mean() + h)))
+    assert few.half_width("time", family="b") == pytest.approx(h)
+    assert "split-conformal quantile below the largest score: a normal prediction interval" in few.note(
+        "A30-inference", "b")  # fmt: skip
+    one = Composition("inference", calibrated=True, residuals_t=[0.05], family_terms={"a": {"time": 0.0}},
+                      residuals_new_t=[0.05])  # fmt: skip
+    assert one.half_width("time", family="b") == pytest.approx(np.log1p(compose.UNCALIBRATED_HALF_WIDTH))
+    assert "too few groups for any spread" in one.note("A30-inference", "b")
 
 
 def test_the_bundles_score_sets_come_from_the_split_of_their_question() -> None:
@@ -284,13 +296,19 @@ def test_new_family_coverage_uses_family_split_scores_and_without_them_the_poole
 
 def test_a_bundles_interval_counts_each_held_out_model_once() -> None:
     """18 scores of 6 models (three input sizes each): too few groups for a 90 % quantile (0.9 x 7 > 6), so
-    the largest score, at least +-30 %; read back from JSON the same. Without groups (an older bundle) the 18
-    scores are independent: the 18th smallest, 0.18."""
+    the normal rule on the 6 model means (t_{0.95, 5} = 2.015048) with the within-model spread added back; read
+    back from JSON the same. Without groups (an older bundle) the 18 scores are 18 groups of one: still below the
+    19 a conformal quantile under the largest score needs, so the textbook normal interval (t_{0.95, 17})."""
     res = list(np.arange(1, 19) / 100.0)
     comp = Composition("inference", calibrated=True, residuals_t=res)
-    assert comp.half_width("time") == pytest.approx(np.log1p(0.18))
+    h18 = 1.739607 * np.std(np.log1p(res), ddof=1) * np.sqrt(1 + 1 / 18)
+    assert comp.half_width("time") == pytest.approx(h18)
     comp.residual_groups = {"residuals_t": [f"m{i // 3}" for i in range(18)]}
-    assert comp.half_width("time") == pytest.approx(np.log1p(compose.UNCALIBRATED_HALF_WIDTH))
+    e = np.log1p(res).reshape(6, 3)  # model i's three sizes in row i
+    s_b2, s_w2 = np.var(e.mean(1), ddof=1), ((e - e.mean(1, keepdims=True)) ** 2).sum() / (18 - 6)
+    h = 2.015048 * np.sqrt(s_b2 * (1 + 1 / 6) + s_w2 * (1 - 1 / 3))
+    assert comp.half_width("time") == pytest.approx(h)
+    assert comp.log_interval("time").lo == pytest.approx(-e.mean() - h)
     assert comp.groups_for("time") == [f"m{i // 3}" for i in range(18)]
     back = Composition.from_json(comp.to_json())
     assert back.half_width("time") == pytest.approx(comp.half_width("time"))

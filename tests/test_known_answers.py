@@ -449,14 +449,14 @@ def test_no_held_out_networks_score_reaches_its_own_quantile(monkeypatch):
     own, its model's, or (for a new-family question) its family's."""
     df = held_out_predictions()
     calls: list[np.ndarray] = []
-    real = compose.interval_quantile
+    real = compose.log_interval
 
-    def spy(scores, level=compose.INTERVAL_LEVEL, groups=None):
-        calls.append(np.asarray(scores, float).copy())
-        return real(scores, level, groups)
+    def spy(errors, level=compose.INTERVAL_LEVEL, groups=None):
+        calls.append(np.asarray(errors, float).copy())
+        return real(errors, level, groups)
 
-    monkeypatch.setattr(compose, "interval_quantile", spy)
-    score = compose.log_scores(df["t_error"].to_numpy(float))
+    monkeypatch.setattr(compose, "log_interval", spy)
+    score = compose.log_errors(df["t_error"].to_numpy(float))
     netval.coverage(df, df)
     assert len(calls) == len(df)  # one quantile per network, in row order
     for (_, row), s, used in zip(df.iterrows(), score, calls):

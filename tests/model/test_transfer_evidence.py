@@ -61,27 +61,35 @@ def test_a_mode_with_several_configs_takes_its_leave_one_config_out_scores_unwid
     layer = compose.transfer_calibrated(_inference(), "inference", 4e-5, 50.0)
     assert layer.source == "transferred" and layer.transfer_widening == {"time": 1.0, "energy": 1.0}
     assert layer.residuals_t == pytest.approx([1.5] * 3 + [0.0] * 3 + [-0.5] * 3)
-    # the question is a new config, and configs are the unit: 3 groups, too few for 90 %: the largest, log 2.5
+    # the question is a new config, and configs are the unit: 3 groups, too few for a 90 % conformal quantile:
+    # the normal rule on the configs' mean log errors log 2.5, 0, log 0.5 (no spread within a config),
+    # t_{0.95, 2} = 2.919986
     assert layer.residual_groups["residuals_t"] == ["A-inference"] * 3 + ["B-inference"] * 3 + ["C-inference"] * 3
-    assert layer.half_width("time") == pytest.approx(np.log(2.5))
-    _, _, conformal = compose.interval_quantile(compose.log_scores(layer.residuals_t), groups=layer.groups_for())
-    assert not conformal
+    means = np.log([2.5, 1.0, 0.5])
+    h = 2.919986 * np.sqrt(np.var(means, ddof=1) * (1 + 1 / 3))
+    iv = layer.log_interval("time")
+    assert iv.rule == "normal" and (iv.lo, iv.hi) == pytest.approx((-means.mean() - h, -means.mean() + h))
+    assert layer.half_width("time") == pytest.approx(h)
     assert "leave-one-config-out" in layer.note("X-inference", None)
+    assert "a normal prediction interval on the group means" in layer.note("X-inference", None)  # names the rule
 
 
 def test_a_mode_with_one_config_is_widened_by_the_ratio_measured_in_another_mode() -> None:
-    """Inference: leave-one-config-out q = log 2.5 (9 scores: the ceil(10 x 0.9) = 9th smallest, the largest);
-    own scores 0.4, -0.2, 0.1, -0.1: q = log 1.4 (the largest, above the +-30 % floor). Training's one source has
-    own scores [0.1]: q = log 1.3 (the floor), widened by log 2.5 / log 1.4."""
+    """Inference: leave-one-config-out log errors log 2.5, 0, log 0.5, three each (9 groups config:model, too
+    few for a conformal quantile under the largest): h_loco = t_{0.95, 8} s sqrt(1 + 1/9); own scores 0.4, -0.2,
+    0.1, -0.1 (4 groups): h_own = t_{0.95, 3} s sqrt(1 + 1/4). Training's one source has own scores [0.1], one
+    group: q = log 1.3 (the floor), widened by h_loco / h_own."""
     train = _source("A-training", "training", 1.0, 1e-5, [0.1])
     layer = compose.transfer_calibrated([train, *_inference()], "training", 4e-5, 50.0)
-    w = np.log(2.5) / np.log(1.4)
+    own = np.log([1.4, 0.8, 1.1, 0.9])
+    loco = np.repeat(np.log([2.5, 1.0, 0.5]), 3)
+    w = 1.859548 * np.std(loco, ddof=1) * np.sqrt(1 + 1 / 9) / (2.353363 * np.std(own, ddof=1) * np.sqrt(1.25))
     assert layer.transferred_from == ["A-training"]
     assert layer.transfer_widening["time"] == pytest.approx(w)
     assert layer.transfer_widening["energy"] == pytest.approx(w)
     assert layer.residuals_t == [0.1]
-    # leave-one-config-out scores grouped by config:model, 9 groups of one: 0.9 x 10 = 9, the largest; the own
-    # scores 4 groups, too few: their largest, log 1.4: w as above
+    # leave-one-config-out scores grouped by config:model, 9 groups of one; the own scores 4 groups: both the
+    # normal rule, w as above
     assert layer.half_width("time") == pytest.approx(np.log(1.3) * w)
     assert "one calibrated config" in layer.transfer_evidence and "inference" in layer.transfer_evidence
     back = Composition.from_json(layer.to_json())
@@ -99,5 +107,5 @@ def test_an_older_transferred_bundle_keeps_its_widening() -> None:
     d = compose.transfer([("A", _inference()[0].comp, 1e-5, 100.0)], "inference", 1e-5, 100.0).to_json()
     del d["transfer_widening"], d["transfer_evidence"]
     old = Composition.from_json(d)
-    q = compose.interval_quantile(compose.log_scores([0.4, -0.2]))[0]
+    q = 6.313752 * np.std(np.log([1.4, 0.8]), ddof=1) * np.sqrt(1.5)  # 2 groups: normal rule, t_{0.95, 1}
     assert old.half_width("time") == pytest.approx(compose.LEGACY_TRANSFER_WIDENING * q)

@@ -58,11 +58,14 @@ toward zero by one pseudo-sibling. A new family (no sibling measured) gets no te
 layer then predicts it like any other network, and its interval is the one measured on networks
 held out with their whole family (below).
 
-Intervals are multiplicative split-conformal: the scores are |log(measured / predicted)| of
-out-of-sample predictions (model/netval.py); with n scores the 90 % interval is predicted x exp(+-q),
-q the ceil((n + 1) x 0.9)-th smallest score (the finite-sample correction: with n < 19 that is the
-largest score, with n < 9 there is none and q is the largest score, never under +-30 %, and the note
-says so). A multiplicative interval never reaches zero or a negative time. The scores match the
+Intervals are multiplicative: the scores are the signed log(predicted / measured) of out-of-sample
+predictions (model/netval.py), and the 90 % interval is predicted x [exp(lo), exp(hi)] by the rule of
+model/intervals.py, which counts groups (below): with G >= 19 groups split-conformal, +-q, q the
+ceil((G + 1) x 0.9)-th smallest |score|; with 2 <= G < 19, where a 90 % conformal quantile does not exist
+(G < 9) or is the largest score, the normal prediction interval on the group means of the signed scores
+(centred on their mean, Student t with G - 1 degrees of freedom); with fewer, the largest score, never under
++-30 %. The note says which rule.
+A multiplicative interval never reaches zero or a negative time. The scores match the
 question a prediction faces (split conformal needs the scores exchangeable with the question):
 - a network of a *known family* (a family with a term here): the `model`-split scores of networks
   whose family had a sibling left in their fold (`residuals_known_*`);
@@ -73,11 +76,11 @@ question a prediction faces (split conformal needs the scores exchangeable with 
 The scores of one model's input sizes are not independent; coverage (netval.coverage) therefore
 leaves a network's whole model (and in the family split its family) out of its calibration scores,
 and the quantile counts groups, not scores (`conformal_q` with the bundle's `residual_groups`: the
-model, or family, held out together, each weighing 1): n above is then the number of groups. Counting
+model, or family, held out together, each weighing 1; the normal rule's group means): G above. Counting
 a model's two or three input sizes as independent scores had claimed a conformal quantile from 10
 scores of 5 models, and covered 83 % of held-out models on two targets.
-q is widened (x EXTRAPOLATION_WIDENING) when a question extrapolates, and a transferred layer's
-by its measured `transfer_widening` (above).
+The half-width is widened about its centre (x EXTRAPOLATION_WIDENING) when a question extrapolates, and
+a transferred layer's by its measured `transfer_widening` (above).
 
 Constant power and the clock (issue 21 section 6): k is the power drawn at the device's reference
 (boost) clock beyond the ops' own energies. At another core clock it is not constant: read as a
@@ -96,6 +99,15 @@ import numpy as np
 from opcost.devices import find_device
 from opcost.model.costing import Costs
 from opcost.model.features import OpRecord
+from opcost.model.intervals import (  # noqa: F401  (conformal_q, log_scores: re-exported, their old home)
+    INTERVAL_LEVEL,
+    UNCALIBRATED_HALF_WIDTH,
+    LogInterval,
+    conformal_q,
+    log_errors,
+    log_interval,
+    log_scores,
+)
 from opcost.model.physics import NOMINAL_BANDWIDTH
 from opcost.ops.kinds import facts as kind_facts
 
@@ -104,10 +116,8 @@ ENERGY_TERMS = ("energy_sum", "time")
 MIN_NETWORKS = 4
 DEFAULT_TIME = {"sum": 1.0, "memory_sum": 0.0, "calls_floor": 0.0, "params_bw": 0.0, "const": 0.0}
 DEFAULT_ENERGY = {"energy_sum": 1.0, "time": 0.0}
-UNCALIBRATED_HALF_WIDTH = 0.3  # +-30 % where no measured network says better
 EXTRAPOLATION_WIDENING = 2.0  # interval half-widths (in log space) doubled when extrapolating
 LEGACY_TRANSFER_WIDENING = 1.5  # read only: transferred bundles written before the widening was measured
-INTERVAL_LEVEL = 0.9
 NEW_FAMILY_RULE = (
     "time and energy x exp(term) for a network of a family listed here (log of its measured siblings' "
     "measured / composed, summed, / (n + 1)); a family not listed (a new family) gets no term"
@@ -131,57 +141,6 @@ def constant_power_at(k_w: float, clock_model: Any, device: Any, clock_mhz: floa
         return 0.0
     _, p = clock_model.at_clock(device, float(clock_mhz), np.array([1.0]), np.array([float(k_w)]), np.array([1.0]))
     return float(np.asarray(p, float)[0])
-
-
-def conformal_q(
-    scores: "Sequence[float] | np.ndarray", level: float = INTERVAL_LEVEL, groups: "Sequence[str] | None" = None
-) -> float | None:
-    """The split-conformal quantile of absolute scores: the ceil((n + 1) level)-th smallest; None when
-    there are too few scores for that level (ceil((n + 1) level) > n).
-
-    With `groups` (one label per score: the model, or family, held out together), the unit of exchangeability
-    is the group, not the score: a model's input sizes share their layers and their errors. Each score then
-    weighs 1 / (its group's size), so every group weighs 1, and q is the smallest score whose cumulative weight
-    reaches level x (G + 1), G groups (pooled empirical CDFs, Dunn, Wasserman & Ramdas 2022); None when
-    level x (G + 1) > G. With one score per group this is the rule above."""
-    s = np.abs(np.asarray(scores, float))
-    g = np.asarray(list(groups), dtype=object) if groups is not None else np.arange(len(s)).astype(object)
-    if len(g) != len(s):
-        raise ValueError(f"{len(s)} scores but {len(g)} group labels")
-    ok = np.isfinite(s)
-    s, g = s[ok], g[ok].astype(str)
-    if not len(s):
-        return None
-    _, inv, count = np.unique(g, return_inverse=True, return_counts=True)
-    n_groups = len(count)
-    need = level * (n_groups + 1)
-    if need > n_groups * (1 + 1e-12) or need <= 0:
-        return None
-    order = np.argsort(s, kind="stable")
-    cum = np.cumsum(1.0 / count[inv][order])
-    k = int(np.searchsorted(cum, need * (1 - 1e-12)))
-    return float(s[order][min(k, len(s) - 1)])
-
-
-def interval_quantile(
-    scores: "Sequence[float] | np.ndarray", level: float = INTERVAL_LEVEL, groups: "Sequence[str] | None" = None
-) -> tuple[float, int, bool]:
-    """(q, n, conformal) of log scores: the split-conformal quantile (`conformal_q`, by group where `groups`
-    are given) and the n scores it rests on; where they are too few for `level` (conformal False) the largest
-    score, never under the uncalibrated +-30 %. One rule for predictions and for the coverage netval reports,
-    so coverage judges what predictions do."""
-    s = np.abs(np.asarray(scores, float))
-    q = conformal_q(s, level, groups)
-    s = s[np.isfinite(s)]
-    if q is not None:
-        return q, len(s), True
-    return max(float(s.max()) if len(s) else 0.0, float(np.log1p(UNCALIBRATED_HALF_WIDTH))), len(s), False
-
-
-def log_scores(rel_errors: Sequence[float]) -> np.ndarray:
-    """|log(measured / predicted)| from relative errors r = predicted / measured - 1."""
-    r = np.asarray(rel_errors, float)
-    return np.abs(np.log1p(np.clip(r, -0.999, None)))
 
 
 def network_terms(costs: Costs, calls: np.ndarray, records: Sequence[OpRecord], floor_s: float, device_config: str,
@@ -274,7 +233,8 @@ class Composition:
             parts.append(
                 f"the {target} composition layer is transferred from {', '.join(self.transferred_from)} (no measured "
                 f"networks on this config): their coefficients, constant time in launch floors and constant power in "
-                f"median op powers of this device; interval: {self.transfer_evidence or 'not validated'}"
+                f"median op powers of this device; interval: {self.transfer_evidence or 'not validated'} "
+                f"({self._log_interval('time', family).note(INTERVAL_LEVEL)})"
             )
         elif not self.calibrated:
             parts.append(
@@ -294,18 +254,12 @@ class Composition:
         return "; ".join(parts)
 
     def interval_note(self, family: str | None) -> str:
-        """Which scores the 90 % time interval rests on, how many, and whether they suffice for the level."""
-        kind, res = self.scores_for("time", family)
-        _, n, conformal = interval_quantile(log_scores(res), groups=self.groups_for("time", family))
-        how = (
-            f"split conformal, the ceil((n + 1) x {INTERVAL_LEVEL:g})-th smallest"
-            if conformal
-            else f"too few for a {INTERVAL_LEVEL:.0%} split-conformal quantile: the largest, at least "
-            f"+-{UNCALIBRATED_HALF_WIDTH:.0%}"
-        )
+        """Which scores the 90 % time interval rests on, how many, and which rule (model/intervals.py) made it."""
+        kind, _ = self.scores_for("time", family)
+        iv = self._log_interval("time", family)
         groups = self.groups_for("time", family)
-        of = f" of {len(set(groups))} held-out groups, each weighing 1" if groups is not None else ""
-        return f"90 % interval from {n} {SCORE_SETS[kind]}{of} ({how})"
+        of = f" of {iv.groups} held-out groups, each weighing 1" if groups is not None else ""
+        return f"90 % interval from {iv.n} {SCORE_SETS[kind]}{of} ({iv.note(INTERVAL_LEVEL)})"
 
     def scores_for(self, which: str = "time", family: str | None = ANY_FAMILY) -> tuple[str, list[float]]:
         """(score set, relative errors) an interval for a network of `family` rests on: "known" for a family
@@ -330,24 +284,34 @@ class Composition:
                     return "new", f"residuals_new_{sfx}"
         return "pooled", f"residuals_{sfx}"
 
-    def half_width(self, which: str = "time", extrapolating: bool = False, family: str | None = ANY_FAMILY) -> float:
-        """q of the multiplicative interval predicted x exp(+-q) (see module docstring)."""
+    def _log_interval(self, which: str, family: str | None) -> LogInterval:
+        """The interval of the scores that match the question, before any widening (model/intervals.py)."""
         _, res = self.scores_for(which, family)
-        q, _, _ = interval_quantile(log_scores(res), groups=self.groups_for(which, family))
+        return log_interval(log_errors(res), groups=self.groups_for(which, family))
+
+    def log_interval(
+        self, which: str = "time", extrapolating: bool = False, family: str | None = ANY_FAMILY
+    ) -> LogInterval:
+        """Bounds on log(measured / predicted) (module docstring; the rule: model/intervals.py), the half-width
+        widened about its centre for a transferred layer (its measured `transfer_widening`) and when extrapolating."""
+        iv = self._log_interval(which, family)
         if self.source == "transferred":
-            q *= self.transfer_widening.get(which, 1.0)
+            iv = iv.widened(self.transfer_widening.get(which, 1.0))
         if extrapolating:
-            q *= EXTRAPOLATION_WIDENING
-        return q
+            iv = iv.widened(EXTRAPOLATION_WIDENING)
+        return iv
+
+    def half_width(self, which: str = "time", extrapolating: bool = False, family: str | None = ANY_FAMILY) -> float:
+        """Half the log width of `log_interval`: q of predicted x exp(+-q) where the interval is symmetric."""
+        return self.log_interval(which, extrapolating, family).half_width
 
     def interval(
         self, value: float, which: str = "time", extrapolating: bool = False, family: str | None = ANY_FAMILY
     ) -> tuple[float, float]:
-        """90 % interval of the measured value given the predicted one: value x exp(+-q), q the
-        split-conformal quantile of the held-out |log(measured / predicted)| that match `family`'s
-        question (module docstring)."""
-        q = self.half_width(which, extrapolating, family)
-        return float(value * np.exp(-q)), float(value * np.exp(q))
+        """90 % interval of the measured value given the predicted one: value x [exp(lo), exp(hi)], from the
+        held-out errors that match `family`'s question (module docstring) by model/intervals.py's rule;
+        asymmetric where that rule centres on the errors' mean."""
+        return self.log_interval(which, extrapolating, family).bounds(value)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -554,12 +518,12 @@ def transfer_widening(
     loco: Sequence[float], own: Sequence[float], loco_groups: Sequence[str] | None = None,
     own_groups: Sequence[str] | None = None,
 ) -> float:  # fmt: skip
-    """q of leave-one-config-out scores over q of the same configs' own held-out scores (interval_quantile,
-    log scale, by group where given), never below 1."""
+    """Half-width of the leave-one-config-out scores' interval over that of the same configs' own held-out
+    scores (model/intervals.py's rule, log scale, by group where given), never below 1."""
     if not len(loco) or not len(own):
         return 1.0
-    q_own = interval_quantile(log_scores(own), groups=own_groups)[0]
-    q_loco = interval_quantile(log_scores(loco), groups=loco_groups)[0]
+    q_own = log_interval(log_errors(own), groups=own_groups).half_width
+    q_loco = log_interval(log_errors(loco), groups=loco_groups).half_width
     return max(1.0, q_loco / q_own) if q_own > 0 else 1.0
 
 
@@ -626,7 +590,7 @@ def _loco_groups(
     """Group labels of `leave_one_config_out`'s scores, in its order (energy only for configs with measured
     energy of every network): config:model per network, or with `by_config` the config alone: as the
     interval of a transferred layer, the question is a new config, and configs are what is exchangeable
-    (with fewer than 9 the quantile is the largest score, at least +-30 %). The widening compares like with
+    (with fewer than 19, model/intervals.py's normal rule on the configs' mean errors). The widening compares like with
     like: leave-one-config-out and own scores both by model."""
     by = {s.name: s for s in sources}
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from opcost.model import compose
+from opcost.model import compose, intervals
 from opcost.model.costing import OpCoster
 from opcost.model.features import Encoding, OpRecord, record_of
 from opcost.model.fit import TargetData, fit_model, noop_values, transform_of
@@ -240,9 +240,9 @@ def _score_rows(net_pred: pd.DataFrame, col: str, take: str) -> dict[str, pd.Ser
 
 
 def interval_table(comp: compose.Composition) -> dict[str, dict[str, dict[str, Any]]]:
-    """What the bundle's intervals rest on, per score set and quantity: the number of scores n, the
-    half-width q as a % (x exp(+-q) - 1, upper side), the full width %, and whether n sufficed for a
-    split-conformal quantile at the level (else the largest score)."""
+    """What the bundle's intervals rest on, per score set and quantity: the number of scores and of groups,
+    half the log width as a % (exp(q) - 1), the full width % of the prediction, the bounds as % of it, and the
+    rule (model/intervals.py: conformal, or with too few groups normal or fallback)."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
     probe = {"known": next(iter(comp.family_terms), None), "new": None, "pooled": compose.ANY_FAMILY}
     for kind, family in probe.items():
@@ -250,13 +250,16 @@ def interval_table(comp: compose.Composition) -> dict[str, dict[str, dict[str, A
             got, res = comp.scores_for(q, family)
             if got != kind or not res:
                 continue
-            _, n, conformal = compose.interval_quantile(compose.log_scores(res), groups=comp.groups_for(q, family))
-            hw = comp.half_width(q, False, family)
+            iv = comp.log_interval(q, False, family)
             out.setdefault(kind, {})[q] = {
-                "n_scores": n,
-                "half_width_pct": 100 * float(np.expm1(hw)),
-                "width_pct": 100 * float(np.exp(hw) - np.exp(-hw)),
-                "conformal": bool(conformal),
+                "n_scores": iv.n,
+                "n_groups": iv.groups,
+                "half_width_pct": 100 * float(np.expm1(iv.half_width)),
+                "width_pct": 100 * float(np.exp(iv.hi) - np.exp(iv.lo)),
+                "low_pct": 100 * float(np.expm1(iv.lo)),
+                "high_pct": 100 * float(np.expm1(iv.hi)),
+                "conformal": iv.rule == intervals.RULE_CONFORMAL,
+                "rule": iv.rule,
             }
     return out
 
@@ -270,12 +273,13 @@ def coverage(
     `calib`'s `family`-split rows for one whose did not (none there: its `model`-split rows, as a bundle
     without family-split scores does); without a `family_known` column every
     `model`-split row of `calib`; `calib` default `df` itself), by the same quantile rule
-    (compose.interval_quantile, each held-out group weighing 1, the largest score where too few groups for
-    the level), leaving out every
+    (compose.log_interval, model/intervals.py: each held-out group weighing 1; conformal, or with too few
+    groups for the level the normal prediction interval on the group means), leaving out every
     calibration network of the same held-out group, the same model, and for a new-family question (and
     in the family split) the same family: never a network's own or its siblings' errors. Coverage %,
-    median full width % of the prediction (exp(q) - exp(-q)), the median number of scores an interval
-    rested on and how many intervals had too few for a conformal quantile, for time and energy."""
+    median full width % of the prediction (exp(hi) - exp(lo)), the median number of scores an interval
+    rested on, how many intervals had too few groups for a conformal quantile, and of those how many took the
+    normal rule and the fallback, for time and energy."""
     out: dict[str, Any] = {}
     if df.empty:
         return out
@@ -285,8 +289,9 @@ def coverage(
         d, c = df.dropna(subset=[col]), calib.dropna(subset=[col])
         if d.empty or c.empty:
             continue
-        scores = compose.log_scores(d[col].to_numpy(float))
-        c_scores = compose.log_scores(c[col].to_numpy(float))
+        # signed: the interval may be centred on the errors' mean (model/intervals.py); -err = log(measured / pred)
+        errs = intervals.log_errors(d[col].to_numpy(float))
+        c_errs = intervals.log_errors(c[col].to_numpy(float))
         c_held, c_model = c["held_out"].astype(str).to_numpy(), c["model"].astype(str).to_numpy()
         c_fam = c["family"].astype(str).to_numpy()
         c_split = c["split"].astype(str).to_numpy() if "split" in c else np.full(len(c), SPLIT_MODEL)
@@ -294,7 +299,8 @@ def coverage(
         # no family-split score at all: a new family's interval falls back to the pooled model-split scores,
         # as compose.Composition.scores_for does for a bundle without them
         new_set = (c_split == SPLIT_FAMILY) if (c_split == SPLIT_FAMILY).any() else (c_split == SPLIT_MODEL)
-        covered, widths, ns, few = [], [], [], 0
+        covered, widths, ns = [], [], []
+        rules = dict.fromkeys((intervals.RULE_CONFORMAL, intervals.RULE_NORMAL, intervals.RULE_FALLBACK), 0)
         for i, (_, row) in enumerate(d.iterrows()):
             known = bool(row["family_known"]) if by_family else True
             new = by_family and not known
@@ -305,19 +311,21 @@ def coverage(
             if new or row.get("split") == SPLIT_FAMILY:
                 drop |= c_fam == str(row["family"])
             m = use & ~drop
-            qi, n, conformal = compose.interval_quantile(c_scores[m], level, groups=c_held[m])
-            if n == 0:
+            iv = compose.log_interval(c_errs[m], level, groups=c_held[m])
+            if iv.n == 0:
                 continue
-            few += not conformal
-            covered.append(scores[i] <= qi)
-            widths.append(np.exp(qi) - np.exp(-qi))
-            ns.append(n)
+            rules[iv.rule] += 1
+            covered.append(iv.contains(-errs[i]))
+            widths.append(np.exp(iv.hi) - np.exp(iv.lo))
+            ns.append(iv.n)
         if covered:
             out[q] = {
                 "coverage_pct": float(100 * np.mean(covered)),
                 "median_width_pct": float(100 * np.median(widths)),
                 "n": len(covered),
                 "median_scores": float(np.median(ns)),
-                "too_few_scores": int(few),
+                "too_few_scores": len(covered) - rules[intervals.RULE_CONFORMAL],
+                "normal_rule": rules[intervals.RULE_NORMAL],
+                "fallback_rule": rules[intervals.RULE_FALLBACK],
             }
     return out

@@ -144,7 +144,8 @@ def run_record(target: str, tp: TrainParams, results: dict, bundle: Bundle, deta
                 net_metrics[f"net_{split}_{q}_interval_{k}"] = v
     for kind, by_q in detail.get("intervals", {}).items():
         for q, v in by_q.items():
-            net_metrics |= {f"interval_{kind}_{q}_{k}": float(x) for k, x in v.items() if k != "conformal"}
+            numeric = {k: x for k, x in v.items() if k not in ("conformal", "rule")}  # the rule: a name
+            net_metrics |= {f"interval_{kind}_{q}_{k}": float(x) for k, x in numeric.items()}
     comp = bundle.composition
     if comp is None:  # the train stage attaches a composition layer (calibrated or not) to every bundle
         raise OpcostError(f"{target}: the trained bundle has no composition layer to log")
