@@ -50,9 +50,6 @@ from opcost.paths import Paths  # noqa: E402
 from opcost.stages.train import read_target  # noqa: E402
 
 TARGETS = ("A30-inference", "A30_no_tf32-inference", "RTX2080Ti-inference", "A30-training")
-# L2 sizes [B] of the devices with measured networks, as devices.py's notes give them (the table has no
-# field for it: a candidate that used L2 in production would add one there)
-L2_BYTES = {"A30": 24e6, "RTX2080Ti": 5.5e6}
 
 
 class Ops:
@@ -66,9 +63,8 @@ class Ops:
         self.matmul = np.array([kind_facts(r.kind).matmul for r in records], bool)
         cm = np.array([compute_memory_s(r.kind, r.metrics, data.device_config) for r in records], float)
         self.compute_s, self.memory_s = cm[:, 0], cm[:, 1]
-        self.bytes_read = np.array([float(r.metrics["bytes_read"]) for r in records])
         found = find_device(data.device_config)
-        self.l2 = L2_BYTES.get(found[0].name if found else "", 0.0)
+        self.l2_share = compose.l2_share(records, found[0].l2_bytes if found else 0.0)
         base = compose.network_terms(costs, calls, records, floor_s, data.device_config, data.mode)
         self.base = base
 
@@ -81,24 +77,19 @@ def _rest(o: Ops, mode: str) -> list[float]:
     return [o.base["calls_floor"]] + ([o.base["params_bw"]] if mode == "training" else []) + [1.0]
 
 
-def _l2_fraction(o: Ops) -> np.ndarray:
-    return np.minimum(1.0, o.l2 / np.maximum(o.bytes_read, 1.0)) if o.l2 > 0 else np.zeros(len(o.excess))
-
-
 # name -> columns of one network (each a non-negative time): the hypothesis each one tests
 CANDIDATES: dict[str, Callable[[Ops, str], list[float]]] = {
+    # round 27's layer: matrix products and the rest, without the L2 split (`current` is compose.fit's)
+    "two shares (no L2)": lambda o, m: [o.weighted(o.matmul), o.weighted(~o.matmul)] + _rest(o, m),
     # one share for every op's excess (no class of op saves more than another)
     "one share": lambda o, m: [o.base["sum"]] + _rest(o, m),
     # the share acts on each op's roofline memory part: memory-bound time is what a network saves
     "memory-bound time": lambda o, m: [
         o.weighted(1 - (f := o.memory_s / np.maximum(o.memory_s + o.compute_s, 1e-30))), o.weighted(f)
     ] + _rest(o, m),
-    # the part of an op's input that fits in L2 is read from there (its producer has just written it)
-    "L2-resident input": lambda o, m: [o.weighted(1 - (f := _l2_fraction(o))), o.weighted(f)] + _rest(o, m),
-    # the same for the non-matrix ops only, matrix products keeping their own share
-    "L2, non-matrix ops": lambda o, m: [
-        o.weighted(o.matmul), o.weighted(~o.matmul * _l2_fraction(o)), o.weighted(~o.matmul * (1 - _l2_fraction(o)))
-    ] + _rest(o, m),
+    # the part of every op's input that fits in L2 is read from there, matrix products too (`current` splits
+    # the non-matrix ops only)
+    "L2 for every op": lambda o, m: [o.weighted(1 - o.l2_share), o.weighted(o.l2_share)] + _rest(o, m),
     # the first launch floor of each call's excess is overhead a network's asynchronous launches hide
     "first floor of excess": lambda o, m: [
         float((o.calls * (np.clip(o.excess - o.floor_s, 0, None)))[o.matmul].sum()),
