@@ -35,8 +35,10 @@ RNG_SEED = 20261124
 # The composition layer
 # --------------------------------------------------------------------------------------------
 
-# matrix products charged 1.3 of their excess, every other op 1.3 - 0.5 = 0.8 (compose: memory_sum)
-TRUE_TIME = {"sum": 1.3, "memory_sum": -0.5, "calls_floor": 0.7, "params_bw": 2.5, "const": 2e-4}
+# matrix products charged 1.3 of their excess, every other op 1.3 - 0.5 = 0.8 (compose: memory_sum) where its
+# input does not fit in L2 and 0.8 - 0.3 = 0.5 where it does (compose: l2_sum)
+TRUE_TIME = {"sum": 1.3, "memory_sum": -0.5, "l2_sum": -0.3, "calls_floor": 0.7, "params_bw": 2.5, "const": 2e-4}
+L2_A30 = 24 * 2**20  # B, GA100 per-SM share (devices.py)
 TRUE_ENERGY = {"energy_sum": 1.1, "time": 60.0}
 BANDWIDTH_A30 = 933e9  # B/s, datasheet
 
@@ -48,7 +50,9 @@ def synthetic_network(rng: np.random.Generator, n_ops: int, scale: float) -> tup
     calls = rng.integers(1, 6, n_ops).astype(float)
     params = rng.integers(1_000_000, 30_000_000, n_ops) * int(scale)
     kinds = ["BatchNorm2d" if i % 3 == 0 else "Linear" for i in range(n_ops)]  # a third not matrix products
-    records = [OpRecord(f"op{i}", kinds[i], {}, (1,), 1, {"params": int(params[i])}) for i in range(n_ops)]
+    read = rng.uniform(0.1, 4.0, n_ops) * L2_A30  # inputs from a tenth of the A30's L2 to four times it
+    records = [OpRecord(f"op{i}", kinds[i], {}, (1,), 1, {"params": int(params[i]), "bytes_read": int(read[i])})
+               for i in range(n_ops)]  # fmt: skip
     return Costs(t, p, ["measured"] * n_ops, [None] * n_ops), calls, records
 
 
@@ -72,11 +76,14 @@ def test_network_terms_are_the_known_sums():
     calls = np.array([2.0, 3.0, 1.0])
     recs = [OpRecord(f"o{i}", k, {}, (1,), 1, {"params": n})
             for i, (k, n) in enumerate(zip(["Linear", "ReLU", "BatchNorm2d"], [1000, 0, 250_000]))]  # fmt: skip
+    for r in recs:  # the BatchNorm2d reads twice the A30's L2: half its input can be there
+        r.metrics["bytes_read"] = 2 * L2_A30 if r.kind == "BatchNorm2d" else 1000
     costs = Costs(t, p, ["measured"] * 3, [None] * 3)
     floor = 5e-6
     tr = compose.network_terms(costs, calls, recs, floor, "A30", "training")
     assert tr["sum"] == pytest.approx(2 * 5e-6 + 0 + 1 * 1.95e-4, rel=1e-12)
     assert tr["memory_sum"] == pytest.approx(0 + 1 * 1.95e-4, rel=1e-12)  # ReLU and BatchNorm2d, not the Linear
+    assert tr["l2_sum"] == pytest.approx(0.5 * 1.95e-4, rel=1e-12)  # the BatchNorm2d's half in L2; ReLU: no excess
     assert tr["calls_floor"] == pytest.approx(6 * 5e-6, rel=1e-12)
     assert tr["params_bw"] == pytest.approx((2 * 1000 + 250_000) * 4 / BANDWIDTH_A30, rel=1e-12)
     assert tr["energy_sum"] == pytest.approx(2 * 5e-6 * 100 + 1.95e-4 * 200, rel=1e-12)
@@ -467,3 +474,21 @@ def test_no_held_out_networks_score_reaches_its_own_quantile(monkeypatch):
         assert not np.isin(score[mine], used).any(), row["set_id"]
         want_split = "model" if row["family_known"] else "family"  # the scores of the question it faces
         assert np.isin(used, score[df["split"].eq(want_split).to_numpy()]).all(), row["set_id"]
+
+
+def test_a_class_no_network_has_takes_its_neighbours_share():
+    """On a device whose L2 the table does not know (S_l2 = 0 everywhere) the fit cannot see the L2 class:
+    l is 0 (no difference claimed), and the other coefficients are the two-share layer's, recovered exactly.
+    Networks of matrix products only: m and l are both 0, the one share is a."""
+    terms, _ = synthetic_networks("inference", 12)
+    no_l2 = [{**t, "l2_sum": 0.0} for t in terms]
+    expected = {**TRUE_TIME, "params_bw": 0.0, "l2_sum": 0.0}
+    time_s = np.array([sum(expected[k] * t[k] for k in compose.TIME_TERMS) for t in no_l2])
+    comp = compose.fit("inference", no_l2, time_s, None)
+    for k in compose.TIME_TERMS:
+        assert comp.time_coef[k] == pytest.approx(expected[k], rel=1e-6, abs=1e-9), k
+    only_mm = [{**t, "sum": t["sum"] - t["memory_sum"], "memory_sum": 0.0, "l2_sum": 0.0} for t in terms]
+    time_s = np.array([1.3 * t["sum"] + 0.7 * t["calls_floor"] + 2e-4 for t in only_mm])
+    comp = compose.fit("inference", only_mm, time_s, None)
+    assert comp.time_coef["sum"] == pytest.approx(1.3, rel=1e-6)
+    assert comp.time_coef["memory_sum"] == 0.0 and comp.time_coef["l2_sum"] == 0.0

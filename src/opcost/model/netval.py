@@ -20,7 +20,7 @@ groups' scores only, contained the measured value.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pandas as pd
@@ -135,35 +135,62 @@ def fit_composition(mode: str, terms: dict[str, dict], networks: pd.DataFrame) -
     return comp
 
 
+def held_out_groups(networks: pd.DataFrame, split: str) -> list[tuple[str, list[str]]]:
+    """(name, set_ids) of what `split` holds out together, in the order `evaluate` visits them: each network,
+    each model (every input size) or each family."""
+    if split == SPLIT_NETWORK:
+        return [(s, [s]) for s in networks["set_id"]]
+    by = "model" if split == SPLIT_MODEL else "family"
+    return [(str(m), list(g["set_id"])) for m, g in networks.groupby(by, sort=True)]
+
+
+@dataclass
+class Fold:
+    """One held-out group of a split: what was held out, the op rows the fold's models learned from, and
+    the coster built on them (its op models and its measured look-up know none of the held-out ops)."""
+
+    name: str
+    held: list[str]
+    train_rows: np.ndarray
+    coster: OpCoster
+    models: dict[str, Any]
+
+
+def folds(
+    data: TargetData, networks: pd.DataFrame, nops: pd.DataFrame, chosen: dict[str, tuple[str, str]],
+    tp: TrainParams, split: str,
+) -> Iterator[Fold]:  # fmt: skip
+    """The folds of `split`, op models refitted without every op any held-out network calls (in the family
+    split also without every op of the family): one place for what a fold may learn from, used by `evaluate`
+    and by bench/net_split.py. A group is skipped where fewer than 8 op rows or MIN_NETWORKS other networks
+    remain."""
+    op_sets = {s: set(g["op_id"]) for s, g in nops.groupby("set_id")}
+    for name, held in held_out_groups(networks, split):
+        held_ops = set().union(*(op_sets[s] for s in held))
+        keep = ~data.df["op_id"].isin(held_ops).to_numpy()
+        if split == SPLIT_FAMILY:
+            keep &= np.array([name not in fs for fs in data.families])
+        train_rows = np.flatnonzero(keep)
+        if len(train_rows) < 8 or (~networks["set_id"].isin(held)).sum() < compose.MIN_NETWORKS:
+            continue
+        models = {}
+        for q, (alg, fs) in chosen.items():
+            f = fit_model(data, alg, fs, q, train_rows, tp)
+            models[q] = LibraryModel(f.model, f.encoding(data), transform_of(q, fs))
+        yield Fold(name, held, train_rows, coster_from(data, train_rows, models), models)
+
+
 def evaluate(
     data: TargetData, networks: pd.DataFrame, nops: pd.DataFrame, chosen: dict[str, tuple[str, str]],
     tp: TrainParams, split: str,
 ) -> pd.DataFrame:  # fmt: skip
     """One row per measured network, predicted with it (or its family) held out."""
     recs = network_records(nops)
-    op_sets = {s: set(g["op_id"]) for s, g in nops.groupby("set_id")}
-    if split == SPLIT_NETWORK:
-        groups = [(s, [s]) for s in networks["set_id"]]
-    elif split == SPLIT_MODEL:
-        groups = [(m, list(g["set_id"])) for m, g in networks.groupby("model", sort=True)]
-    else:
-        groups = [(f, list(g["set_id"])) for f, g in networks.groupby("family", sort=True)]
     rows = []
-    for name, held in groups:
-        held_ops = set().union(*(op_sets[s] for s in held))
-        keep = ~data.df["op_id"].isin(held_ops).to_numpy()
-        if split == SPLIT_FAMILY:
-            keep &= np.array([name not in fs for fs in data.families])
-        train_rows = np.flatnonzero(keep)
+    for fold in folds(data, networks, nops, chosen, tp, split):
+        name, held, models = fold.name, fold.held, fold.models
         others = networks[~networks["set_id"].isin(held)]
-        if len(train_rows) < 8 or len(others) < compose.MIN_NETWORKS:
-            continue
-        models = {}
-        for q, (alg, fs) in chosen.items():
-            f = fit_model(data, alg, fs, q, train_rows, tp)
-            models[q] = LibraryModel(f.model, f.encoding(data), transform_of(q, fs))
-        coster = coster_from(data, train_rows, models)
-        terms = all_terms(coster, recs, data)
+        terms = all_terms(fold.coster, recs, data)
         comp = fit_composition(data.mode, terms, others)
         for _, n in networks[networks["set_id"].isin(held)].iterrows():
             tt = terms[n["set_id"]]

@@ -1,0 +1,225 @@
+"""Whole networks with their model (or family) held out: per-network errors, where the error comes from,
+and composition candidates judged on the same folds (issue 21, section 3).
+
+For each target with measured networks and each split (`model`, `family`), the folds are netval.folds:
+exactly the op models, measured look-up and held-out groups of `train@<target>`'s network validation
+(the chosen algorithm and features are read from reports/train/targets/<target>.json). Per fold:
+- `current`: the composition layer as the train stage fits it (netval.fit_composition, with its
+  per-family terms in the model split): the figures must equal reports/train/networks/<target>.csv;
+- candidates: other composition columns, fitted in-fold the same way (non-negative least squares on
+  relative error, the energy layer a_e x S_e + k x time, the same per-family terms); each one a physical
+  hypothesis about what a network saves against its ops measured alone (CANDIDATES below);
+- `ops measured` (a diagnostic, never an accuracy figure): the held-out networks' ops at their own
+  measured cost (the rows the fold held out), everything else as in `current`. What is left is the
+  composition's own error; the difference to `current` is the op models' error on the held-out model.
+Prints per-network errors and, per target, split and layer, time and energy MAPE, median APE,
+time-weighted error and R²; writes reports/bench/net_split.json.
+
+    PYTHONPATH=src python bench/net_split.py [--targets A30-inference,...] [--splits model,family]
+
+Needs `dvc pull` (data/evaluated/targets/, reports/train/targets/). About half a minute per target and
+split on two cores (one op-model fit per held-out group).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from opcost.devices import find_device  # noqa: E402
+from opcost.io import write_report  # noqa: E402
+from opcost.model import compose, netval  # noqa: E402
+from opcost.model.costing import Costs, OpCoster  # noqa: E402
+from opcost.model.features import OpRecord  # noqa: E402
+from opcost.model.fit import TargetData, prepare  # noqa: E402
+from opcost.model.physics import compute_memory_s  # noqa: E402
+from opcost.ops.kinds import facts as kind_facts  # noqa: E402
+from opcost.params.load import load_params  # noqa: E402
+from opcost.params.train import TrainParams  # noqa: E402
+from opcost.paths import Paths  # noqa: E402
+from opcost.stages.train import read_target  # noqa: E402
+
+TARGETS = ("A30-inference", "A30_no_tf32-inference", "RTX2080Ti-inference", "A30-training")
+
+
+class Ops:
+    """One network's ops under one fold's coster: cost per call and what the candidates need."""
+
+    def __init__(self, costs: Costs, calls: np.ndarray, records: list[OpRecord], floor_s: float, data: TargetData):
+        self.calls = np.asarray(calls, float)
+        self.excess = np.clip(costs.t_s - floor_s, 0.0, None)
+        self.floor_s = floor_s
+        self.p_w = np.nan_to_num(costs.p_w, nan=0.0)
+        self.matmul = np.array([kind_facts(r.kind).matmul for r in records], bool)
+        cm = np.array([compute_memory_s(r.kind, r.metrics, data.device_config) for r in records], float)
+        self.compute_s, self.memory_s = cm[:, 0], cm[:, 1]
+        found = find_device(data.device_config)
+        self.l2_share = compose.l2_share(records, found[0].l2_bytes if found else 0.0)
+        base = compose.network_terms(costs, calls, records, floor_s, data.device_config, data.mode)
+        self.base = base
+
+    def weighted(self, share: np.ndarray) -> float:
+        """sum over ops of calls x excess x share."""
+        return float((self.calls * self.excess * share).sum())
+
+
+def _rest(o: Ops, mode: str) -> list[float]:
+    return [o.base["calls_floor"]] + ([o.base["params_bw"]] if mode == "training" else []) + [1.0]
+
+
+# name -> columns of one network (each a non-negative time): the hypothesis each one tests
+CANDIDATES: dict[str, Callable[[Ops, str], list[float]]] = {
+    # round 27's layer: matrix products and the rest, without the L2 split (`current` is compose.fit's)
+    "two shares (no L2)": lambda o, m: [o.weighted(o.matmul), o.weighted(~o.matmul)] + _rest(o, m),
+    # one share for every op's excess (no class of op saves more than another)
+    "one share": lambda o, m: [o.base["sum"]] + _rest(o, m),
+    # the share acts on each op's roofline memory part: memory-bound time is what a network saves
+    "memory-bound time": lambda o, m: [
+        o.weighted(1 - (f := o.memory_s / np.maximum(o.memory_s + o.compute_s, 1e-30))), o.weighted(f)
+    ] + _rest(o, m),
+    # the part of every op's input that fits in L2 is read from there, matrix products too (`current` splits
+    # the non-matrix ops only)
+    "L2 for every op": lambda o, m: [o.weighted(1 - o.l2_share), o.weighted(o.l2_share)] + _rest(o, m),
+    # the first launch floor of each call's excess is overhead a network's asynchronous launches hide
+    "first floor of excess": lambda o, m: [
+        float((o.calls * (np.clip(o.excess - o.floor_s, 0, None)))[o.matmul].sum()),
+        float((o.calls * (np.clip(o.excess - o.floor_s, 0, None)))[~o.matmul].sum()),
+        float((o.calls * np.minimum(o.excess, o.floor_s)).sum()),
+    ] + _rest(o, m),
+}
+
+
+class Layer:
+    """A candidate composition fitted on in-fold networks: time = x . columns, energy = a_e S_e + k time,
+    per-family terms as compose.fit_family_terms makes them (it calls `time` and `energy`)."""
+
+    def __init__(self, cols: Callable[[Ops, str], list[float]], mode: str, ops: list[Ops], t_s: np.ndarray,
+                 e_j: np.ndarray | None, families: list[str]):  # fmt: skip
+        self.cols, self.mode = cols, mode
+        self.x = compose._nnls_relative(np.array([cols(o, mode) for o in ops]), t_s)
+        self.xe = None
+        if e_j is not None:
+            ae = np.array([[o.base["energy_sum"], t] for o, t in zip(ops, t_s)])
+            self.xe = compose._nnls_relative(ae, e_j)
+        self.family_terms: dict[str, dict[str, float]] = {}
+        layer: Any = self  # fit_family_terms asks only for time(terms) and energy(terms, time)
+        self.family_terms = compose.fit_family_terms(layer, ops, families, t_s, e_j)
+
+    def time(self, o: Ops, family: str | None = None) -> float:
+        return float(np.dot(self.x, self.cols(o, self.mode))) * float(np.exp(self._term(family, "time")))
+
+    def energy(self, o: Ops, time_s: float, family: str | None = None) -> float:
+        if self.xe is None:
+            return float("nan")
+        base = float(self.xe[0] * o.base["energy_sum"] + self.xe[1] * time_s)
+        return base * float(np.exp(self._term(family, "energy")))
+
+    def _term(self, family: str | None, which: str) -> float:
+        return float(self.family_terms.get(family or "", {}).get(which, 0.0))
+
+
+def measured_coster(fold: netval.Fold, data: TargetData, held_ops: set[str]) -> OpCoster:
+    """The fold's coster (same models, floor and power) with the held-out ops' own measured rows added to its
+    look-up: a diagnostic of the composition alone, never an accuracy figure."""
+    rows = np.flatnonzero(data.df["op_id"].isin(held_ops).to_numpy())
+    own = netval.coster_params(data, rows)["lookup"] if len(rows) else {}
+    return dataclasses.replace(fold.coster, lookup={**fold.coster.lookup, **own})
+
+
+def run_split(data: TargetData, nets: pd.DataFrame, nops: pd.DataFrame, chosen: dict, tp: TrainParams,
+              split: str) -> pd.DataFrame:  # fmt: skip
+    recs = netval.network_records(nops)
+    has_e = bool(nets["e_j"].notna().all()) and "power" in chosen
+    op_sets = {s: set(g["op_id"]) for s, g in nops.groupby("set_id")}
+    rows = []
+    for fold in netval.folds(data, nets, nops, chosen, tp, split):
+        held = nets["set_id"].isin(fold.held).to_numpy()
+        tr = nets[~held]
+        fams = list(tr["family"])  # in the family split the held-out family is never among them: no term
+        t_tr = tr["t_s"].to_numpy(float)
+        e_tr = tr["e_j"].to_numpy(float) if has_e else None
+        ops = {s: Ops(fold.coster.cost(r), c, r, fold.coster.floor_s, data) for s, (r, c) in recs.items()}
+        # `current`: the train stage's own layer (netval.fit_composition), so its rows equal the report's
+        terms = {s: o.base for s, o in ops.items()}
+        comp = netval.fit_composition(data.mode, terms, tr)
+        layers: dict[str, Any] = {"current": comp}
+        for name, cols in CANDIDATES.items():
+            layers[name] = Layer(cols, data.mode, [ops[s] for s in tr["set_id"]], t_tr, e_tr, fams)
+        held_ops = set().union(*(op_sets[s] for s in fold.held))
+        mc = measured_coster(fold, data, held_ops)
+        for _, n in nets[held].iterrows():
+            s, fam = n["set_id"], n["family"]
+            r, c = recs[s]
+            measured_ops = Ops(mc.cost(r), c, r, mc.floor_s, data)
+            for name, layer in layers.items():
+                for label, o in ((name, ops[s]), (f"{name} | ops measured", measured_ops)):
+                    if label.endswith("ops measured") and name != "current":
+                        continue
+                    x = o.base if name == "current" else o
+                    t_base = layer.time(x)
+                    t = layer.time(x, fam)
+                    e = layer.energy(x, t_base, fam) if has_e else np.nan
+                    rows.append({"set_id": s, "family": fam, "split": split, "layer": label, "measured_t_s": n["t_s"],
+                                 "predicted_t_s": t, "measured_e_j": n["e_j"], "predicted_e_j": e})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def summary(d: pd.DataFrame) -> dict[str, float]:
+    """MAPE, median APE, time-weighted error (%) and R² of time and energy."""
+    out: dict[str, float] = {"n": float(len(d))}
+    for q, m, p in (("time", "measured_t_s", "predicted_t_s"), ("energy", "measured_e_j", "predicted_e_j")):
+        x = d.dropna(subset=[m, p])
+        if x.empty:
+            continue
+        y, f = x[m].to_numpy(float), x[p].to_numpy(float)
+        ape = np.abs(f - y) / y
+        out[f"{q}_mape_pct"] = float(100 * ape.mean())
+        out[f"{q}_mdape_pct"] = float(100 * np.median(ape))
+        out[f"{q}_twe_pct"] = float(100 * np.abs(f - y).sum() / y.sum())
+        out[f"{q}_r2"] = float(1 - ((f - y) ** 2).sum() / ((y - y.mean()) ** 2).sum())
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--targets", default=",".join(TARGETS))
+    ap.add_argument("--splits", default=f"{netval.SPLIT_MODEL},{netval.SPLIT_FAMILY}")
+    a = ap.parse_args(argv)
+    paths = Paths(ROOT)
+    tp = load_params(paths.params).train
+    report: dict[str, Any] = {}
+    for target in a.targets.split(","):
+        device, mode = TrainParams.split_target(target)
+        df, nets, nops = read_target(paths, target)
+        detail = json.loads((ROOT / "reports" / "train" / "targets" / f"{target}.json").read_text())[target]
+        chosen = {q: tuple(v.split("-", 1)) for q, v in detail["chosen"].items()}
+        data = prepare(df, mode, device)
+        for split in a.splits.split(","):
+            d = run_split(data, nets, nops, chosen, tp, split)
+            piv = d.assign(t_err=100 * (d["predicted_t_s"] / d["measured_t_s"] - 1))
+            table = piv.pivot_table(index="set_id", columns="layer", values="t_err", sort=False)
+            print(f"\n{target}, {split} left out: time error % per network")
+            print(table.round(1).to_string())
+            for layer, g in d.groupby("layer", sort=False):
+                s = summary(g)
+                report.setdefault(target, {}).setdefault(split, {})[str(layer)] = s
+                print(f"  {layer:34s} time MAPE {s['time_mape_pct']:5.1f} median {s['time_mdape_pct']:5.1f} "
+                      f"weighted {s['time_twe_pct']:5.1f} R2 {s['time_r2']:.3f}"
+                      + (f" | energy MAPE {s['energy_mape_pct']:5.1f} median {s['energy_mdape_pct']:5.1f} "
+                         f"weighted {s['energy_twe_pct']:5.1f}" if "energy_mape_pct" in s else ""))  # fmt: skip
+    write_report(report, ROOT / "reports" / "bench" / "net_split.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
