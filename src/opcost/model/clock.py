@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from opcost.devices import DEVICES, Device, find_device, lookup_device
+from opcost.devices import DEVICES, NOMINAL_MEMORY_CLOCK_MHZ, Device, find_device, lookup_device
 from opcost.errors import OpcostError
 from opcost.io import read_json_model, write_json
 from opcost.params.clock import ClockParams
@@ -112,6 +112,27 @@ def memory_share(bytes_moved: np.ndarray | float, bandwidth: float, t_ref: np.nd
     return 1.0 - np.clip(busy, 0.0, 1.0)
 
 
+def memory_clock_share(s0: np.ndarray | float, mem_ratio: np.ndarray | float) -> np.ndarray:
+    """The compute-bound share at a memory clock `mem_ratio` times the nominal one, from the share s0 at the
+    nominal memory clock: the memory-bound time scales with 1 / bandwidth, i.e. 1 / mem_ratio, the core-clock
+    time does not, so s = s0 / (s0 + (1 - s0) / mem_ratio). No parameter: bandwidth is proportional to the
+    memory clock. NaN or non-positive ratios leave s0 unchanged (memory clock unknown: nominal)."""
+    s0 = np.clip(np.asarray(s0, float), 0.0, 1.0)
+    r = np.asarray(mem_ratio, float)
+    r = np.where(np.isfinite(r) & (r > 0), r, 1.0)
+    return s0 / np.maximum(s0 + (1.0 - s0) / r, 1e-12)
+
+
+BALANCE_REF = 30.0  # FLOP/B: machine balance at which the balance term of the fallback share is zero
+
+
+def curve_balance(source: str, dev: Device) -> float:
+    """Machine balance (peak FLOP/s / bandwidth at the nominal memory clock) that applies to a sweep's
+    workload: the bf16 tensor peak for the Perseus transformer stages, the FP32 peak for the CUDA kernels
+    (NV-DVFS, GPU-FREQUENCY-DVFS: FP32 SDK, Rodinia and PolyBench codes)."""
+    return dev.ridge_point
+
+
 def roofline_share(flops: float, bytes_moved: float, peak: float, bandwidth: float) -> float:
     """The compute-bound share of an op's time by the roofline: t_c / (t_c + t_m) = I / (I + ridge)."""
     tc, tm = max(float(flops), 0.0) / peak, max(float(bytes_moved), 0.0) / bandwidth
@@ -124,6 +145,9 @@ class ClockModel:
 
     share_a: float = 0.0
     share_b: float = 0.0
+    # The fallback share's machine-balance term: + share_balance * log(balance / BALANCE_REF) inside the
+    # sigmoid (a device whose FLOPs outrun its memory leaves a kernel of unknown intensity more memory-bound).
+    share_balance: float = 0.0
     static_frac: float = 0.3
     gamma: float = 2.0
     # DVFS voltage curve (module docstring): V(y) = max(volt_min, 1 - volt_slope (1 - y)), y = f / f_boost.
@@ -169,9 +193,22 @@ class ClockModel:
         return self.logo_error_bins[-1][1], self.logo_error_bins[-1][2]
 
     # -- the form --------------------------------------------------------------------------
-    def share_from_power(self, p_ref: np.ndarray | float, tdp: np.ndarray | float) -> np.ndarray:
-        """Compute-bound share from the reference power's fraction of TDP (when FLOPs/bytes are unknown)."""
-        return _sigmoid(self.share_a + self.share_b * np.asarray(p_ref, float) / np.asarray(tdp, float))
+    def share_from_power(
+        self,
+        p_ref: np.ndarray | float,
+        tdp: np.ndarray | float,
+        balance: np.ndarray | float | None = None,
+        mem_ratio: np.ndarray | float | None = None,
+    ) -> np.ndarray:
+        """Compute-bound share when FLOPs/bytes are unknown: sigmoid(a + b P_ref / TDP + c log(balance /
+        BALANCE_REF)) at the nominal memory clock (`balance` None: the balance term is left out), moved to
+        the curve's memory clock by `memory_clock_share` (`mem_ratio` None: nominal). Nothing here comes from
+        the curve's other clocks: the reference power, the device table and the memory clock setting."""
+        z = self.share_a + self.share_b * np.asarray(p_ref, float) / np.asarray(tdp, float)
+        if balance is not None:
+            z = z + self.share_balance * np.log(np.asarray(balance, float) / BALANCE_REF)
+        s0 = _sigmoid(z)
+        return s0 if mem_ratio is None else memory_clock_share(s0, mem_ratio)
 
     def dvfs(self, y: np.ndarray | float) -> np.ndarray:
         """g(y) = y V(y)^(gamma - 1), the dynamic power's clock dependence at y = f / f_boost (increasing in y)."""
@@ -216,11 +253,14 @@ class ClockModel:
         share: np.ndarray | float | None = None,
         f_base: np.ndarray | float | None = None,
         f_boost: np.ndarray | float | None = None,
+        balance: np.ndarray | float | None = None,
+        mem_ratio: np.ndarray | float | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(time, power, energy) at clock(s) f from the reference point; `share` None (or NaN entries): from
         P_ref / TDP; `f_base` None: no throttled reference is considered; `f_boost` None: f_ref is the
-        boost clock (where the DVFS curve is placed)."""
-        s = self.share_from_power(p_ref, tdp)
+        boost clock (where the DVFS curve is placed); `balance`, `mem_ratio`: the fallback share's machine
+        balance and memory-clock ratio (`share_from_power`)."""
+        s = self.share_from_power(p_ref, tdp, balance, mem_ratio)
         if share is not None:
             s = np.where(np.isfinite(np.asarray(share, float)), share, s)
         fc = np.asarray(f_ref if f_base is None else self.reached_clock(f_ref, f_base, p_ref, tdp), float)
@@ -282,7 +322,10 @@ class ClockModel:
         """Per-op (time, power) at core clock f on `device`, from costs at its boost clock."""
         check_clock(device, f)
         share = np.asarray(share, float) * self.share_scale_bytes  # a roofline share: a bytes-and-FLOPs estimate
-        t, p, _ = self.predict(f, device.boost_clock_mhz, t_ref, p_ref, device.tdp_w, share, device.base_clock_mhz)
+        t, p, _ = self.predict(
+            f, device.boost_clock_mhz, t_ref, p_ref, device.tdp_w, share, device.base_clock_mhz,
+            balance=device.ridge_point,
+        )  # fmt: skip
         return t, p
 
     # -- storage (data only) ---------------------------------------------------------------
@@ -300,6 +343,7 @@ class ClockModel:
             m = cls(
                 share_a=float(d["share_a"]),
                 share_b=float(d["share_b"]),
+                share_balance=float(d.get("share_balance", 0.0)),
                 static_frac=float(d["static_frac"]),
                 gamma=float(d["gamma"]),
                 cap_k=float(d.get("cap_k", 1.0)),
@@ -319,7 +363,7 @@ class ClockModel:
             assert len(m.time_blend) == 1 + len(GUESS_SHARES) and len(m.power_blend) == 1 + len(GUESS_POWER_EXPS)
         except (KeyError, TypeError, ValueError, AssertionError):
             raise OpcostError(f"{where} lacks a parameter or holds a non-number; refused") from None
-        values = [m.share_a, m.share_b, m.static_frac, m.gamma, m.cap_k, m.volt_slope, m.volt_min]
+        values = [m.share_a, m.share_b, m.share_balance, m.static_frac, m.gamma, m.cap_k, m.volt_slope, m.volt_min]
         values += [m.share_scale_bytes, m.share_scale_dram]
         values += list(m.logo_error.values())
         values += [x for b in m.logo_error_bins for x in b]
@@ -376,7 +420,7 @@ def sweep_curves(sweeps: pd.DataFrame, min_points: int = MIN_POINTS) -> tuple[pd
             skipped["device not in the device table"] = skipped.get("device not in the device table", 0) + len(g)
             continue
         g = g.dropna(subset=["value", "time_s", "power_w"]).groupby("value", as_index=False)
-        g = g[["time_s", "power_w", "dram_active"]].mean().sort_values("value")
+        g = g[["time_s", "power_w", "dram_active", "mem_clock_mhz"]].mean().sort_values("value")
         if len(g) < min_points:
             skipped[f"curve with fewer than {min_points} clocks"] = skipped.get(
                 f"curve with fewer than {min_points} clocks", 0
@@ -394,6 +438,8 @@ def sweep_curves(sweeps: pd.DataFrame, min_points: int = MIN_POINTS) -> tuple[pd
                     "t": g["time_s"].to_numpy(float),
                     "p": g["power_w"].to_numpy(float),
                     "dram": g["dram_active"].to_numpy(float),
+                    "mem_ratio": g["mem_clock_mhz"].to_numpy(float) / NOMINAL_MEMORY_CLOCK_MHZ.get(d.name, np.nan),
+                    "balance": curve_balance(str(src), d),
                 }
             )
         )
@@ -444,6 +490,7 @@ def point_weights(pts: pd.DataFrame) -> np.ndarray:
     return (1.0 / (per_curve * curves_per_dev)).to_numpy(float)
 
 
+BALANCE_COEF_MAX = 5.0  # bound of |share_balance| (per unit of log machine balance)
 DVFS_GAMMA = 3.0  # dynamic power ~ f V^2: the exponent of V is 2 (gamma - 1), physics, not fitted
 
 
@@ -466,7 +513,7 @@ def fit(pts: pd.DataFrame) -> ClockModel:
     hidden = train[known].assign(share=np.nan)
     w_hidden, t_hidden = w[known], t[known]
 
-    time_names = ("share_a", "share_b", "cap_k", "share_scale_bytes", "share_scale_dram")
+    time_names = ("share_a", "share_b", "cap_k", "share_scale_bytes", "share_scale_dram", "share_balance")
 
     def time_res(q: np.ndarray) -> np.ndarray:
         for k, v in zip(time_names, q):
@@ -477,8 +524,8 @@ def fit(pts: pd.DataFrame) -> ClockModel:
     # A share scale whose estimator no training curve uses keeps its start (no evidence, no correction).
     # Where scaled shares clip at 1 the scale has no gradient: so two starts, the better kept.
     s_lo, s_hi = SHARE_SCALE_RANGE
-    bounds = ([-20, -20, 0.0, s_lo, s_lo], [20, 20, 1.0, s_hi, s_hi])
-    starts = [least_squares(time_res, x0=[0.0, 0.0, 0.5, s0, s0], bounds=bounds) for s0 in (1.0, 0.5)]
+    bounds = ([-20, -20, 0.0, s_lo, s_lo, -BALANCE_COEF_MAX], [20, 20, 1.0, s_hi, s_hi, BALANCE_COEF_MAX])
+    starts = [least_squares(time_res, x0=[0.0, 0.0, 0.5, s0, s0, 0.0], bounds=bounds) for s0 in (1.0, 0.5)]
     tq = min(starts, key=lambda r: r.cost).x
     for k, v in zip(time_names, tq):
         setattr(probe, k, float(v))
@@ -496,6 +543,7 @@ def fit(pts: pd.DataFrame) -> ClockModel:
         cap_k=float(tq[2]),
         share_scale_bytes=float(tq[3]),
         share_scale_dram=float(tq[4]),
+        share_balance=float(tq[5]),
         static_frac=float(pq[0]),
         gamma=DVFS_GAMMA,
         volt_slope=float(pq[1]),
@@ -513,9 +561,11 @@ def _predict(model: ClockModel, pts: pd.DataFrame) -> tuple[np.ndarray, np.ndarr
         share = share * np.where(kind == SHARE_DRAM, model.share_scale_dram, model.share_scale_bytes)
     f_base = pts["f_base"].to_numpy(float) if "f_base" in pts else None
     f_boost = pts["f_boost"].to_numpy(float) if "f_boost" in pts else None
+    balance = pts["balance"].to_numpy(float) if "balance" in pts else None
+    mem_ratio = pts["mem_ratio"].to_numpy(float) if "mem_ratio" in pts else None
     return model.predict(
         pts["f"].to_numpy(float), pts["f_ref"].to_numpy(float), pts["t_ref"].to_numpy(float),
-        pts["p_ref"].to_numpy(float), pts["tdp"].to_numpy(float), share, f_base, f_boost,
+        pts["p_ref"].to_numpy(float), pts["tdp"].to_numpy(float), share, f_base, f_boost, balance, mem_ratio,
     )  # fmt: skip
 
 
