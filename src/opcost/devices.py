@@ -227,6 +227,11 @@ DEVICES: dict[str, Device] = {
     )
 }  # fmt: skip
 
+# Nominal memory clock (MHz, as nvidia-smi / NVML report it) at which `bandwidth` holds, where a sweep ran
+# the card at other memory clocks: bandwidth scales with the memory clock (model/clock.py uses the ratio).
+# RTX 3080 Ti: GDDR6X 19 Gbps on 384 bits = 912 GB/s, reported as 9501 MHz (GPU-FREQUENCY-DVFS' top memory clock).
+NOMINAL_MEMORY_CLOCK_MHZ: dict[str, float] = {"RTX3080Ti": 9501.0}
+
 # Short names users type, each for one documented variant (the most common one in clouds today).
 ALIASES: dict[str, str] = {
     "H100_SXM": "H100",  # H100 = the SXM5 80GB (HBM3)

@@ -20,7 +20,9 @@ from opcost.model.clock import (
     CLOCK_MODEL_FILE,
     ClockModel,
     check_clock,
+    curve_balance,
     fit,
+    memory_clock_share,
     predict_points,
     roofline_share,
     sweep_curves,
@@ -98,6 +100,43 @@ def test_dvfs_power_is_linear_in_the_clock_on_the_voltage_floor_and_cubic_above(
     assert float(m.power_capped_clock(400.0, 10.0, 50.0, 1000.0)) == pytest.approx(1000.0 * 0.5 ** (1 / 3), rel=1e-6)
 
 
+def test_memory_clock_share_is_the_share_of_a_two_part_kernel_at_the_lower_bandwidth():
+    """A kernel of 3 ms on the core clock and 1 ms of DRAM transfer at the nominal memory clock (s0 = 0.75):
+    at a quarter of the memory clock the transfer takes 4 ms, so s = 3 / 7; its time over the core clock,
+    t = 3 ms f_ref / f + 4 ms, is what the time form gives with that share, at every clock."""
+    t_c, t_m0, r = 3e-3, 1e-3, 0.25
+    s = float(memory_clock_share(0.75, r))
+    assert s == pytest.approx(3 / 7, rel=1e-12)
+    f, f_ref = np.array([300.0, 600.0, 900.0, 1200.0]), 1200.0
+    truth = t_c * f_ref / f + t_m0 / r
+    assert (t_c + t_m0 / r) * time_ratio(f, f_ref, s) == pytest.approx(truth, rel=1e-12)
+    # the nominal clock, an unknown one and the ends change nothing
+    assert float(memory_clock_share(0.75, 1.0)) == 0.75 and float(memory_clock_share(0.75, np.nan)) == 0.75
+    assert float(memory_clock_share(1.0, 0.1)) == 1.0 and float(memory_clock_share(0.0, 0.1)) == 0.0
+    # the fallback share applies it (and leaves it out with no ratio); the balance term is log-linear
+    m = ClockModel(share_a=0.4, share_b=-0.5, share_balance=-2.0)
+    z = 0.4 - 0.5 * 0.6 - 2.0 * np.log(60.0 / 30.0)
+    s0 = 1 / (1 + np.exp(-z))
+    assert float(m.share_from_power(180.0, 300.0, 60.0)) == pytest.approx(s0, rel=1e-12)
+    got = float(m.share_from_power(180.0, 300.0, 60.0, 0.5))
+    assert got == pytest.approx(s0 / (s0 + (1 - s0) / 0.5), rel=1e-12)
+    assert curve_balance("nv-dvfs-kernels", DEVICES["RTX3080Ti"]) == pytest.approx(34.1e12 / 912e9)
+
+
+def test_static_power_grows_with_the_memory_bound_share():
+    """static_frac + static_mem (1 - s) of the reference power does not follow the clock: known answers on
+    the plain power law (no static part: 100 W at 1000 MHz, (f / f_ref)^2, so 25 W at 500 MHz)."""
+    m = ClockModel(static_frac=0.2, static_mem=0.3, gamma=2.0)
+    assert m.static_fraction(None) == pytest.approx(0.2) and m.static_fraction(0.0) == pytest.approx(0.5)
+    # compute-bound: 20 W static + 80 W x 0.25; memory-bound: 50 W + 50 W x 0.25
+    assert float(m.power(500.0, 1000.0, 100.0, 300.0, share=1.0)) == pytest.approx(40.0)
+    assert float(m.power(500.0, 1000.0, 100.0, 300.0, share=0.0)) == pytest.approx(62.5)
+    # predict passes its share on: s = 0 via the share argument
+    _, p, _ = m.predict(np.array([500.0]), 1000.0, 1.0, 100.0, 300.0, share=0.0)
+    assert p[0] == pytest.approx(62.5)
+    assert ClockModel(static_frac=0.9, static_mem=0.5).static_fraction(0.0) == pytest.approx(0.95)
+
+
 def test_roofline_share_is_the_compute_part_of_the_roofline_sum():
     dev = DEVICES["A30"]
     flops, nbytes = 1e9, 1e6  # intensity 1000 FLOP/B, far above the ridge (~11)
@@ -127,6 +166,11 @@ def test_sweep_curves_keep_core_clock_curves_of_known_devices(curves):
     refs = pts[pts["is_ref"]]
     assert refs["curve"].is_unique and len(refs) == pts["curve"].nunique()
     assert (pts.groupby("curve")["f"].max() == refs.set_index("curve")["f"]).all()
+    # the memory clock of each RTX 3080 Ti curve as a ratio to the nominal 9501 MHz (NaN: not swept)
+    rtx = pts["device"] == "RTX3080Ti"
+    assert set(pts.loc[rtx, "mem_ratio"].round(4)) <= {round(m / 9501, 4) for m in (810, 5001, 9251, 9501)}
+    assert pts.loc[~rtx, "mem_ratio"].isna().all()
+    assert (pts["balance"] == pts["device"].map(lambda d: DEVICES[d].fp32_flops / DEVICES[d].bandwidth)).all()
     v = pts[pts["workload"] == "matrixMul/matrixMulCUDA"]
     assert sorted(v["device"].unique()) == ["RTX8000", "V100"] and len(v[v["device"] == "V100"]) == 10
 
@@ -155,15 +199,15 @@ def test_fit_recovers_the_parameters_that_made_the_curves(curves):
     scores every curve with its observed share hidden, so in a world it can recover both must agree)."""
     pts, _ = curves
     truth = ClockModel(share_a=-1.0, share_b=2.0, static_frac=0.25, gamma=3.0, volt_slope=1.4, volt_min=0.45,
-                       share_scale_bytes=0.7, share_scale_dram=1.6)  # fmt: skip
+                       share_scale_bytes=0.7, share_scale_dram=1.6, share_balance=-0.8, static_mem=0.15)  # fmt: skip
     assert set(pts["share_kind"]) == {"bytes", "dram", ""}
     scale = pts["share_kind"].map({"bytes": 0.7, "dram": 1.6, "": np.nan})
-    pts = pts.assign(share=truth.share_from_power(pts["p_ref"], pts["tdp"]) / scale)
+    pts = pts.assign(share=truth.share_from_power(pts["p_ref"], pts["tdp"], pts["balance"]) / scale)
     synth = predict_points(truth, pts)
     synth = synth.assign(t=synth["t_hat"], p=synth["p_hat"]).drop(columns=["t_hat", "p_hat", "e_hat"])
     got = fit(synth)
     for k in ("share_a", "share_b", "static_frac", "gamma", "volt_slope", "volt_min", "share_scale_bytes",
-              "share_scale_dram"):  # fmt: skip
+              "share_scale_dram", "share_balance", "static_mem"):  # fmt: skip
         assert getattr(got, k) == pytest.approx(getattr(truth, k), abs=1e-3), k
 
 

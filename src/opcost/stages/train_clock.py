@@ -28,7 +28,7 @@ import pandas as pd
 
 from opcost.io import atomic_path, write_report
 from opcost.model import clockval, registry, runlog, tracking, xpower
-from opcost.model.clock import ClockModel, fit, sweep_curves
+from opcost.model.clock import BALANCE_REF, ClockModel, fit, sweep_curves
 from opcost.params.load import Params
 from opcost.paths import Paths
 from opcost.schemas import SWEEPS
@@ -102,8 +102,8 @@ def run_record(model: ClockModel, split: str, logo: pd.DataFrame, chash: str, pr
         "measured": [float(x) for x in pred.loc[~pred["is_ref"], "t"]],
         "predicted": [float(x) for x in pred.loc[~pred["is_ref"], "t_hat"]],
     }
-    names = ("share_a", "share_b", "static_frac", "gamma", "cap_k", "volt_slope", "volt_min", "share_scale_bytes",
-             "share_scale_dram")  # fmt: skip
+    names = ("share_a", "share_b", "share_balance", "static_frac", "static_mem", "gamma", "cap_k", "volt_slope",
+             "volt_min", "share_scale_bytes", "share_scale_dram")  # fmt: skip
     params = {k: v for k, v in model.to_json().items() if k in names}
     return {
         "name": tracking.CLOCK_RUN,
@@ -153,7 +153,9 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
         "params": {
             "share_a": model.share_a,
             "share_b": model.share_b,
+            "share_balance": model.share_balance,
             "static_frac": model.static_frac,
+            "static_mem": model.static_mem,
             "cap_k": model.cap_k,
             "volt_slope": model.volt_slope,
             "volt_min": model.volt_min,
@@ -268,7 +270,8 @@ def run_xpower(paths: Paths, sweeps: pd.DataFrame) -> dict[str, Any]:
 def summary(r: dict[str, Any]) -> str:
     m: ClockModel = r["model"]
     lines = [
-        f"clock model: share = sigmoid({m.share_a:.3g} + {m.share_b:.3g} P_ref/TDP), static {m.static_frac:.3g} "
+        f"clock model: share = sigmoid({m.share_a:.3g} + {m.share_b:.3g} P_ref/TDP + {m.share_balance:.3g} "
+        f"log(balance/{BALANCE_REF:g})) at the memory clock, static {m.static_frac:.3g} + {m.static_mem:.3g} (1 - s) "
         f"x min(TDP, P_ref), P_dyn ~ f V^{m.gamma - 1:.3g} with V = max({m.volt_min:.3g}, 1 - {m.volt_slope:.3g} "
         f"(1 - f/f_boost)); observed shares x {m.share_scale_bytes:.3g} (bytes-based), x {m.share_scale_dram:.3g} "
         f"(DRAM-activity-based); {m.n_curves} curves on {', '.join(m.trained_on)}"
