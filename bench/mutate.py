@@ -283,8 +283,12 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "normal-interval-z-for-t",
         "model/intervals.py",
-        (("    h = t_quantile(0.5 * (1 + level), n_groups - 1) * float(np.sqrt(v))\n",
-          "    h = 1.644854 * float(np.sqrt(v))\n"),),
+        (
+            (
+                "    h = t_quantile(0.5 * (1 + level), n_groups - 1) * float(np.sqrt(v))\n",
+                "    h = 1.644854 * float(np.sqrt(v))\n",
+            ),
+        ),
         "the small-sample interval takes the normal quantile, not Student t with G - 1 degrees of freedom",
         ("tests/model/test_intervals.py",),
     ),
@@ -298,18 +302,26 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "normal-interval-ignores-groups",
         "model/intervals.py",
-        (("    e, g = e[ok], g[ok].astype(str)\n    _, inv, count = np.unique(g, return_inverse=True, "
-          "return_counts=True)\n    n_groups = len(count)\n    if n_groups < MIN_NORMAL_GROUPS",
-          "    e, g = e[ok], np.arange(ok.sum()).astype(str)\n    _, inv, count = np.unique(g, return_inverse=True, "
-          "return_counts=True)\n    n_groups = len(count)\n    if n_groups < MIN_NORMAL_GROUPS"),),
+        (
+            (
+                "    e, g = e[ok], g[ok].astype(str)\n    _, inv, count = np.unique(g, return_inverse=True, "
+                "return_counts=True)\n    n_groups = len(count)\n    if n_groups < MIN_NORMAL_GROUPS",
+                "    e, g = e[ok], np.arange(ok.sum()).astype(str)\n    _, inv, count = np.unique(g, return_inverse=True, "
+                "return_counts=True)\n    n_groups = len(count)\n    if n_groups < MIN_NORMAL_GROUPS",
+            ),
+        ),
         "the small-sample interval treats a model's input sizes as independent networks",
         ("tests/model/test_intervals.py",),
     ),
     Mutation(
         "conformal-largest-score-from-nine-groups",
         "model/intervals.py",
-        (("    q = conformal_q(e, level, g) if n_groups >= min_conformal_groups(level) else None\n",
-          "    q = conformal_q(e, level, g)\n"),),
+        (
+            (
+                "    q = conformal_q(e, level, g) if n_groups >= min_conformal_groups(level) else None\n",
+                "    q = conformal_q(e, level, g)\n",
+            ),
+        ),
         "from 9 to 18 groups the interval is the largest score (conformal's degenerate quantile), not the normal rule",
         ("tests/model/test_intervals.py",),
     ),

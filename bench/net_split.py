@@ -84,18 +84,21 @@ CANDIDATES: dict[str, Callable[[Ops, str], list[float]]] = {
     # one share for every op's excess (no class of op saves more than another)
     "one share": lambda o, m: [o.base["sum"]] + _rest(o, m),
     # the share acts on each op's roofline memory part: memory-bound time is what a network saves
-    "memory-bound time": lambda o, m: [
-        o.weighted(1 - (f := o.memory_s / np.maximum(o.memory_s + o.compute_s, 1e-30))), o.weighted(f)
-    ] + _rest(o, m),
+    "memory-bound time": lambda o, m: (
+        [o.weighted(1 - (f := o.memory_s / np.maximum(o.memory_s + o.compute_s, 1e-30))), o.weighted(f)] + _rest(o, m)
+    ),
     # the part of every op's input that fits in L2 is read from there, matrix products too (`current` splits
     # the non-matrix ops only)
     "L2 for every op": lambda o, m: [o.weighted(1 - o.l2_share), o.weighted(o.l2_share)] + _rest(o, m),
     # the first launch floor of each call's excess is overhead a network's asynchronous launches hide
-    "first floor of excess": lambda o, m: [
-        float((o.calls * (np.clip(o.excess - o.floor_s, 0, None)))[o.matmul].sum()),
-        float((o.calls * (np.clip(o.excess - o.floor_s, 0, None)))[~o.matmul].sum()),
-        float((o.calls * np.minimum(o.excess, o.floor_s)).sum()),
-    ] + _rest(o, m),
+    "first floor of excess": lambda o, m: (
+        [
+            float((o.calls * (np.clip(o.excess - o.floor_s, 0, None)))[o.matmul].sum()),
+            float((o.calls * (np.clip(o.excess - o.floor_s, 0, None)))[~o.matmul].sum()),
+            float((o.calls * np.minimum(o.excess, o.floor_s)).sum()),
+        ]
+        + _rest(o, m)
+    ),
 }
 
 
