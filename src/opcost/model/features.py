@@ -193,7 +193,7 @@ class Encoding:
                 math.log1p(m),
                 math.log1p(n),
                 math.log1p(k),
-                *gemm.kernel_features(rec.kind, hp),
+                *gemm.kernel_features(kind, view_hp),  # as the trees see it: a Linear layer as its 1x1 convolution
             ]
         if self.feature_set == "physical":
             out += gemm.features(rec.kind, hp, float(metrics["flops"]), self.device_config)
