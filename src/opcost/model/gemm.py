@@ -27,6 +27,17 @@ What was tried and is NOT here (bench/family_split.py reproduces each, family le
   quantisation, K, intensity over ridge), trees on the residual: worse everywhere (the linear curve
   extrapolates over shapes no held-out family shares).
 - GEMM-shape features only (waves, wave efficiency, tensor-core unit, Winograd-eligible 3x3): no gain.
+Round 28 (xgb-physical unless said; grouped / family MAPE-twe on all six targets):
+- An attained fraction per cuDNN algorithm class (Winograd 3x3, other convolutions, matmuls) on every
+  config: worse (A30 inference family twe 21.6 -> 39.7 %, RTX 2080 Ti 14.4 -> 16.6 %).
+- Wave quantisation (log waves, last-wave occupancy over 128x128 tiles and the SM count) as features:
+  mixed (RTX inference better, RTX training family twe 22 -> 26.5 %). Tensor-core channel alignment
+  (C % 8) as features: no gain.
+- The tensor-core fallback in physics.op_peak for every encoding: the `improved` set's depthwise
+  rooflines move to the FP32 peak too and its A30 training family twe went 17.5 -> 21.9 % (EfficientNet's
+  depthwise 20 -> 62 %). Kept in this module, for the `physical` baseline only (tf32_fallback below).
+- Depthwise training work scaled by (2 + stride area) / 3 (the input gradient of a strided convolution
+  covers its input): physical A30 training grouped twe 17.4 -> 15.3 %, family no better; not kept.
 The baseline is offered as its own feature set (`physical`), next to `improved`; the champion is
 still chosen on the grouped split, so a target where it does not help (training, where the backward
 pass of a depthwise convolution scales with its output, not its taps) keeps its old model.
