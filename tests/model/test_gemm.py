@@ -74,9 +74,11 @@ def test_fit_recovers_the_efficiency_and_predicts_an_unseen_kernel_size():
     # splits on kernel size that put some unseen rows with the dense convolutions)
     assert ape.max() < 0.15
     # the plain roofline target cannot carry the law across kernel sizes (why the baseline exists):
-    # measured +42 to +77 %, as EfficientNet's +41 % with ConvNeXt's 7x7 layers to learn from
+    # measured +42 to +77 %, as EfficientNet's +41 % with ConvNeXt's 7x7 layers to learn from; with the
+    # kernel columns (gemm.KERNEL_COLUMNS) the trees split some unseen rows elsewhere: -34 to +92 %,
+    # 43 % on average, still three times the baseline's worst
     old = fit.cross_validate(data, "rf", "improved", "time", "family", SMALL)
-    assert (old["predicted"] / old["measured"] - 1)[small].min() > 0.3
+    assert np.abs(old["predicted"] / old["measured"] - 1)[small].mean() > 0.3
 
 
 def test_the_efficiency_is_learnt_from_training_rows_only(monkeypatch):

@@ -147,6 +147,7 @@ class Encoding:
                 "log_gemm_m",
                 "log_gemm_n",
                 "log_gemm_k",
+                *gemm.KERNEL_COLUMNS,
             ]
         if self.feature_set == "physical":
             cols += list(gemm.FEATURE_COLUMNS)
@@ -192,6 +193,7 @@ class Encoding:
                 math.log1p(m),
                 math.log1p(n),
                 math.log1p(k),
+                *gemm.kernel_features(kind, view_hp),  # as the trees see it: a Linear layer as its 1x1 convolution
             ]
         if self.feature_set == "physical":
             out += gemm.features(rec.kind, hp, float(metrics["flops"]), self.device_config)
@@ -208,6 +210,12 @@ class Encoding:
         model/gemm.py's baselines."""
         records = list(records)
         roof = np.array([roofline_s(r.kind, r.metrics, self.device_config) for r in records], float)
+        if self.feature_set == "physical":  # convolutions off the TF32 tensor cores: FP32 roofline
+            fb = np.array([gemm.tf32_fallback(r.kind, r.hp, self.device_config) for r in records], bool)
+            if fb.any():
+                mem = np.array([compute_memory_s(r.kind, r.metrics, self.device_config)[1] for r in records], float)
+                fp32 = np.array([gemm.fp32_compute_s(r.metrics["flops"], self.device_config) for r in records], float)
+                roof = gemm.fallback_baseline_s(roof, fb, fp32, mem)
         units = ((gemm.TF32_UNIT, self.tf32_efficiency), (gemm.FP32_UNIT, self.fp32_efficiency))
         eff = {u: e for u, e in units if e > 0}
         if self.feature_set == "physical" and eff:

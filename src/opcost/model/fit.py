@@ -92,6 +92,7 @@ class TargetData:
     unit: np.ndarray | None = None  # GEMM-like ops' compute unit (model/gemm.py: "tf32", "fp32"; "" others)
     compute_s: np.ndarray | None = None  # FLOPs over the peak that applies (physics.op_peak) [s]
     memory_s: np.ndarray | None = None  # bytes over the bandwidth [s]
+    fallback: np.ndarray | None = None  # convolutions off the TF32 tensor cores (model/gemm.py)
 
     @property
     def n(self) -> int:
@@ -126,6 +127,7 @@ def prepare(df: pd.DataFrame, mode: str, device_config: str) -> TargetData:
         unit=np.array([gemm.gemm_unit(r.kind, r.hp, device_config) for r in records], dtype=object),
         compute_s=np.array([cm[0] for cm in cms], float),
         memory_s=np.array([cm[1] for cm in cms], float),
+        fallback=np.array([gemm.tf32_fallback(r.kind, r.hp, device_config) for r in records], bool),
     )
 
 
@@ -199,11 +201,19 @@ def _ok(data: TargetData, quantity: str) -> np.ndarray:
 
 
 def offsets(
-    data: TargetData, rows: np.ndarray, floor: float, dw_efficiency: float = 0.0, unit_eff: dict | None = None
+    data: TargetData,
+    rows: np.ndarray,
+    floor: float,
+    dw_efficiency: float = 0.0,
+    unit_eff: dict | None = None,
+    physical: bool = False,
 ) -> np.ndarray:
     """log(baseline + floor): the roofline, with model/gemm.py's attained unit peaks for GEMM-like ops
-    (`unit_eff`) and its depthwise baseline where `dw_efficiency` > 0."""
+    (`unit_eff`), its depthwise baseline where `dw_efficiency` > 0 and, for a `physical` model, its
+    FP32 roofline of the convolutions the TF32 tensor cores cannot take."""
     roof = data.roofline[rows]
+    if physical and data.fallback is not None and data.dw_compute is not None and data.memory_s is not None:
+        roof = gemm.fallback_baseline_s(roof, data.fallback[rows], data.dw_compute[rows], data.memory_s[rows])
     if unit_eff and data.unit is not None and data.compute_s is not None and data.memory_s is not None:
         roof = gemm.unit_baseline_s(roof, data.unit[rows], data.compute_s[rows], data.memory_s[rows], unit_eff)
     if dw_efficiency > 0 and data.depthwise is not None and data.dw_compute is not None:
@@ -266,7 +276,7 @@ def fit_model(data: TargetData, alg: str, fs: str, quantity: str, rows: np.ndarr
     elif tr == "log":
         target = np.log(y)
     else:
-        target = np.log(y) - offsets(data, fit_rows, floor, dw_eff, unit_eff)
+        target = np.log(y) - offsets(data, fit_rows, floor, dw_eff, unit_eff, fs == "physical")
     est = estimator(alg, tp, tp.seed).fit(data.X[fs][fit_rows], target)
     return Fitted(est, fs, quantity, fit_rows, floor, noop_time, noop_power, dw_eff, unit_eff)
 
@@ -277,7 +287,8 @@ def predict_rows(data: TargetData, fitted: Fitted, rows: np.ndarray) -> np.ndarr
     if tr == "log":
         raw = np.exp(raw)
     elif tr == "log_roofline":
-        raw = np.exp(raw + offsets(data, rows, fitted.floor, fitted.dw_efficiency, fitted.unit_eff))
+        off = offsets(data, rows, fitted.floor, fitted.dw_efficiency, fitted.unit_eff, fitted.feature_set == "physical")
+        raw = np.exp(raw + off)
     return np.where(data.noop[rows], fitted.noop_time if fitted.quantity == "time" else fitted.noop_power, raw)
 
 

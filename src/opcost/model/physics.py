@@ -61,6 +61,27 @@ def peak_of(kind: str, dev: Device, tf32: bool, dtype: str = "float32") -> float
     return dev.peak_flops(dtype, tf32 and uses_tf32(kind))
 
 
+# Why: cuDNN runs a convolution's FP32 work on the TF32 tensor cores only where its channels per
+# group are multiples of TF32_CHANNEL_MULTIPLE; otherwise it falls back to the FP32 units. The thesis
+# A30 shows it: its stems (3 input channels: ResNet, DenseNet, AlexNet, EfficientNet, Inception,
+# ConvNeXt, ViT) take the same time with TF32 on and off (median ratio 1.00 in inference, 1.09 in
+# training), every other compute-bound convolution 2.6x / 2.2x longer without TF32. Charged at the
+# TF32 peak, the stems ran at 5-9 % of it and their family-out error was -45 % (the trees had no
+# unseen stem's shape to learn the fallback from); at the FP32 peak they sit where their siblings do.
+TF32_CHANNEL_MULTIPLE = 4
+
+
+def tensor_core_eligible(kind: str, hp: dict[str, Any] | None) -> bool:
+    """Whether a convolution can take the TF32 tensor cores: in and out channels per group multiples of
+    TF32_CHANNEL_MULTIPLE. True for every other op and where the hyper-parameters are not known (the
+    kind alone decides, as before: `peak_of`)."""
+    if not hp or not kind.lower().startswith("conv") or "in_channels" not in hp or "out_channels" not in hp:
+        return True
+    groups = int(hp.get("groups", 1) or 1)
+    per_group = (int(hp["in_channels"]) // groups, int(hp["out_channels"]) // groups)
+    return all(c % TF32_CHANNEL_MULTIPLE == 0 for c in per_group)
+
+
 def op_peak(kind: str, device_config: str, dtype: str = "float32") -> float:
     """`peak_of` for a device config (`A30`, `A30_no_tf32`); NOMINAL_PEAK where the table lacks it."""
     found = find_device(device_config)
