@@ -306,7 +306,8 @@ MUTATIONS: tuple[Mutation, ...] = (
             (
                 "    e, g = e[ok], g[ok].astype(str)\n    _, inv, count = np.unique(g, return_inverse=True, "
                 "return_counts=True)\n    n_groups = len(count)\n    if n_groups < MIN_NORMAL_GROUPS",
-                "    e, g = e[ok], np.arange(ok.sum()).astype(str)\n    _, inv, count = np.unique(g, return_inverse=True, "
+                "    e, g = e[ok], np.arange(ok.sum()).astype(str)\n"
+                "    _, inv, count = np.unique(g, return_inverse=True, "
                 "return_counts=True)\n    n_groups = len(count)\n    if n_groups < MIN_NORMAL_GROUPS",
             ),
         ),

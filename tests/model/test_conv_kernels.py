@@ -85,8 +85,18 @@ def stem_target() -> fit.TargetData:
     for j, (k, s, hw) in enumerate([(7, 2, 224), (3, 2, 224), (7, 2, 112), (4, 4, 224), (11, 4, 224), (3, 2, 160)]):
         add(nn.Conv2d(3, 64, k, stride=s, padding=k // 2, bias=False), (16, 3, hw, hw), fp32_roof, ["new"], f"s{j}")
     # compute-bound at the TF32 peak (at least gemm.COMPUTE_BOUND_RATIO): the unit's fraction is learnt
-    dense = [(256, 256, 56), (256, 256, 28), (384, 384, 28), (384, 256, 14), (512, 512, 14),
-             (320, 320, 28), (448, 448, 14), (256, 512, 28), (512, 256, 28), (288, 288, 42)]
+    dense = [
+        (256, 256, 56),
+        (256, 256, 28),
+        (384, 384, 28),
+        (384, 256, 14),
+        (512, 512, 14),
+        (320, 320, 28),
+        (448, 448, 14),
+        (256, 512, 28),
+        (512, 256, 28),
+        (288, 288, 42),
+    ]
     for j, (cin, cout, hw) in enumerate(dense):
         add(nn.Conv2d(cin, cout, 3, padding=1, bias=False), (16, cin, hw, hw),
             lambda r: r["flops"] / (TF32_A30 * E_TF32), ["old"] if j % 2 else [], f"d{j}")  # fmt: skip
