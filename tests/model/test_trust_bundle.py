@@ -47,6 +47,33 @@ def test_impossible_values_are_refused_at_load(tmp_path, edit, message):
         Bundle.load(tmp_path)
 
 
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda cols: cols[:-1], "trained on [0-9]+ other feature columns"),  # a column added since it was trained
+        (lambda cols: cols[1:] + cols[:1], "trained on [0-9]+ other feature columns"),  # same count, moved
+        (lambda cols: None, "trained on unrecorded feature columns"),  # written before columns were recorded
+    ],
+)
+def test_a_bundle_trained_on_another_column_layout_is_refused(tmp_path, edit, message):
+    """Trees split on columns by position: loading a bundle whose encoding had other columns would read
+    wrong features and answer silently wrong, so load compares the recorded layout with the code's."""
+    small_bundle().save(tmp_path)
+    Bundle.load(tmp_path)  # as saved: the layouts agree
+
+    def change(meta):
+        for m in meta["models"].values():
+            cols = edit(m["encoding"]["columns"])
+            if cols is None:
+                del m["encoding"]["columns"]
+            else:
+                m["encoding"]["columns"] = cols
+
+    _edit_json(tmp_path, change)
+    with pytest.raises(OpcostError, match=message + ".*retrain"):
+        Bundle.load(tmp_path)
+
+
 def test_non_finite_measured_times_are_refused(tmp_path):
     b = small_bundle()
     b.lookup = {"0" * 16: (1e-3, 100.0, False)}

@@ -140,6 +140,7 @@ class Bundle:
                         "dw_efficiency": m.encoding.dw_efficiency,
                         "tf32_efficiency": m.encoding.tf32_efficiency,
                         "fp32_efficiency": m.encoding.fp32_efficiency,
+                        "columns": m.encoding.columns,
                     },
                     "ensemble": {
                         "depth": m.ensemble.depth,
@@ -326,6 +327,12 @@ def _quantity_model(q: str, m: dict[str, Any], arrays: dict[str, np.ndarray]) ->
     if any(arr.shape != shape for arr in a.values()) or shape[0] == 0 or shape[1] == 0:
         raise ValueError(f"{q} tree arrays disagree in shape")
     ncols = len(encoding.columns)
+    written = enc.get("columns")  # the trees index columns by position: a layout change must refuse, not misread
+    if not isinstance(written, list) or [str(c) for c in written] != encoding.columns:
+        told = f"{len(written)} other" if isinstance(written, list) else "unrecorded"
+        raise ValueError(
+            f"{q} was trained on {told} feature columns, this code encodes {ncols}; retrain it (dvc repro train)"
+        )
     if a["feature"].min() < 0 or a["feature"].max() >= ncols:
         raise ValueError(f"{q} trees split on a feature outside the encoding's {ncols} columns")
     for side in ("left", "right"):
