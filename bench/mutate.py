@@ -333,6 +333,62 @@ MUTATIONS: tuple[Mutation, ...] = (
         "below 19 groups the interval is the old largest score, at least +-30 % (over-covers, wide)",
         ("tests/model/test_intervals.py",),
     ),
+    # -- round 28 --------------------------------------------------------------------------------
+    Mutation(
+        "compose-l2-share-inverted",
+        "model/compose.py",
+        (
+            (
+                "return np.minimum(1.0, l2_bytes / np.maximum(read, 1.0))",
+                "return np.minimum(1.0, np.maximum(read, 1.0) / l2_bytes)",
+            ),
+        ),
+        "an op's share of its input in L2 is read the wrong way round (bytes / L2)",
+        (KNOWN, "tests/model/test_model_left_out.py"),
+    ),
+    Mutation(
+        "stem-channels-not-checked",
+        "model/physics.py",
+        (
+            (
+                "return all(c % TF32_CHANNEL_MULTIPLE == 0 for c in per_group)",
+                "return any(c % TF32_CHANNEL_MULTIPLE == 0 for c in per_group)",
+            ),
+        ),
+        "a 3-channel stem counts as tensor-core eligible because its out channels are a multiple of 4",
+        ("tests/model/test_conv_kernels.py",),
+    ),
+    Mutation(
+        "memory-clock-share-scales-compute",
+        "model/clock.py",
+        (("return s0 / np.maximum(s0 + (1.0 - s0) / r, 1e-12)", "return s0 / np.maximum(s0 / r + (1.0 - s0), 1e-12)"),),
+        "a lower memory clock stretches the compute-bound part instead of the memory-bound part",
+        ("tests/model/test_clock_model.py",),
+    ),
+    Mutation(
+        "static-power-ignores-share",
+        "model/clock.py",
+        (
+            (
+                "return np.minimum(self.static_frac + self.static_mem * (1.0 - s), STATIC_MAX)",
+                "return np.minimum(self.static_frac + self.static_mem * s, STATIC_MAX)",
+            ),
+        ),
+        "static power grows with the compute-bound share instead of the memory-bound one",
+        ("tests/model/test_clock_model.py",),
+    ),
+    Mutation(
+        "bundle-column-layout-unchecked",
+        "model/bundle.py",
+        (
+            (
+                "if not isinstance(written, list) or [str(c) for c in written] != encoding.columns:",
+                "if not isinstance(written, list) or len(written) != len(encoding.columns):",
+            ),
+        ),
+        "a bundle with the same number of feature columns in another order loads and misreads its features",
+        ("tests/model/test_trust_bundle.py",),
+    ),
 )
 
 
