@@ -265,8 +265,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "model/clock.py",
         (
             (
-                "return np.concatenate([seen, w_hidden * (_predict(probe, hidden)[0] / t_hidden - 1.0)])",
-                "return seen",
+                "    solve(step2, rows2, w2, t2, ([box[k][2] for k in step2],))",
+                "    if (~known).any():\n        solve(step2, rows2, w2, t2, ([box[k][2] for k in step2],))",
             ),
         ),
         "the fallback compute share is never fitted when every training curve has an observed share",
