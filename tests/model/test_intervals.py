@@ -11,13 +11,42 @@ from opcost.model import intervals
 from opcost.model.compose import Composition
 
 # t_{0.95, df} from a table (not from the code under test)
-T95 = {1: 6.313752, 2: 2.919986, 3: 2.353363, 4: 2.131847, 5: 2.015048, 6: 1.943180, 7: 1.894579}
+T95 = {
+    1: 6.313752,
+    2: 2.919986,
+    3: 2.353363,
+    4: 2.131847,
+    5: 2.015048,
+    6: 1.943180,
+    7: 1.894579,
+    8: 1.859548,
+    9: 1.833113,
+    10: 1.812461,
+    12: 1.782288,
+    15: 1.753050,
+    17: 1.739607,
+    18: 1.734064,
+    30: 1.697261,
+}
+T975 = {1: 12.706205, 2: 4.302653, 5: 2.570582, 10: 2.228139, 30: 2.042272}
 Z95 = 1.644854
 
 
 @pytest.mark.parametrize("df", sorted(T95))
 def test_t_quantile_matches_the_table(df: int) -> None:
     assert intervals.t_quantile(0.95, df) == pytest.approx(T95[df], abs=1e-6)
+
+
+@pytest.mark.parametrize("df", sorted(T975))
+def test_t_quantile_at_another_level_matches_the_table(df: int) -> None:
+    """Odd and even df take different series (intervals._t_central): both are checked at a second level."""
+    assert intervals.t_quantile(0.975, df) == pytest.approx(T975[df], abs=1e-6)
+
+
+@pytest.mark.parametrize("p, df", [(0.95, 2.5), (0.95, 0), (0.5, 3), (1.0, 3)])
+def test_t_quantile_refuses_what_its_series_cannot_answer(p: float, df: float) -> None:
+    with pytest.raises(ValueError, match="whole df"):
+        intervals.t_quantile(p, df)
 
 
 def test_normal_interval_by_hand_with_groups_of_unequal_size() -> None:

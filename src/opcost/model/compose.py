@@ -109,6 +109,7 @@ clock falls, would charge a low clock the full reference power and push the ener
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -315,7 +316,8 @@ class Composition:
     def _log_interval(self, which: str, family: str | None) -> LogInterval:
         """The interval of the scores that match the question, before any widening (model/intervals.py)."""
         _, res = self.scores_for(which, family)
-        return log_interval(log_errors(res), groups=self.groups_for(which, family))
+        groups = self.groups_for(which, family)
+        return _interval_of(tuple(res), None if groups is None else tuple(groups))
 
     def log_interval(
         self, which: str = "time", extrapolating: bool = False, family: str | None = ANY_FAMILY
@@ -395,6 +397,15 @@ class Composition:
         )
         comp.residual_groups = {str(k): [str(x) for x in v] for k, v in d.get("residual_groups", {}).items()}
         return comp
+
+
+@functools.lru_cache(maxsize=256)
+def _interval_of(res: tuple[float, ...], groups: tuple[str, ...] | None) -> LogInterval:
+    """`log_interval` of relative errors, memoised on their values: a prediction asks for the same few
+    intervals (time and energy, its note and its bounds) of the same scores, and the rule's group means and t
+    quantile were a quarter of a warm predict_many (bench/predictor_latency.py). Keyed on the values, not on
+    the Composition, whose score lists the train stage sets after construction."""
+    return log_interval(log_errors(res), groups=groups)
 
 
 def _floats(d: dict[str, Any], key: str) -> list[float]:
