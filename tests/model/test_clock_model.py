@@ -20,7 +20,6 @@ from opcost.model.clock import (
     CLOCK_MODEL_FILE,
     ClockModel,
     check_clock,
-    curve_balance,
     fit,
     memory_clock_share,
     predict_points,
@@ -120,7 +119,7 @@ def test_memory_clock_share_is_the_share_of_a_two_part_kernel_at_the_lower_bandw
     assert float(m.share_from_power(180.0, 300.0, 60.0)) == pytest.approx(s0, rel=1e-12)
     got = float(m.share_from_power(180.0, 300.0, 60.0, 0.5))
     assert got == pytest.approx(s0 / (s0 + (1 - s0) / 0.5), rel=1e-12)
-    assert curve_balance("nv-dvfs-kernels", DEVICES["RTX3080Ti"]) == pytest.approx(34.1e12 / 912e9)
+    assert DEVICES["RTX3080Ti"].ridge_point == pytest.approx(34.1e12 / 912e9)  # the balance sweep_curves gives
 
 
 def test_static_power_grows_with_the_memory_bound_share():

@@ -130,13 +130,6 @@ def memory_clock_share(s0: np.ndarray | float, mem_ratio: np.ndarray | float) ->
 BALANCE_REF = 30.0  # FLOP/B: machine balance at which the balance term of the fallback share is zero
 
 
-def curve_balance(source: str, dev: Device) -> float:
-    """Machine balance (peak FLOP/s / bandwidth at the nominal memory clock) that applies to a sweep's
-    workload: the bf16 tensor peak for the Perseus transformer stages, the FP32 peak for the CUDA kernels
-    (NV-DVFS, GPU-FREQUENCY-DVFS: FP32 SDK, Rodinia and PolyBench codes)."""
-    return dev.ridge_point
-
-
 def roofline_share(flops: float, bytes_moved: float, peak: float, bandwidth: float) -> float:
     """The compute-bound share of an op's time by the roofline: t_c / (t_c + t_m) = I / (I + ridge)."""
     tc, tm = max(float(flops), 0.0) / peak, max(float(bytes_moved), 0.0) / bandwidth
@@ -457,7 +450,8 @@ def sweep_curves(sweeps: pd.DataFrame, min_points: int = MIN_POINTS) -> tuple[pd
                     "p": g["power_w"].to_numpy(float),
                     "dram": g["dram_active"].to_numpy(float),
                     "mem_ratio": g["mem_clock_mhz"].to_numpy(float) / NOMINAL_MEMORY_CLOCK_MHZ.get(d.name, np.nan),
-                    "balance": curve_balance(str(src), d),
+                    # FP32 balance for every sweep (also Perseus' bf16 stages), as `at_clock` uses for an op
+                    "balance": d.ridge_point,
                 }
             )
         )
@@ -567,8 +561,6 @@ def fit(pts: pd.DataFrame) -> ClockModel:
     rows2 = pd.concat([train[~known], hidden], ignore_index=True)
     w2, t2 = np.concatenate([w[~known], w_hidden]), np.concatenate([t[~known], t_hidden])
     solve(step2, rows2, w2, t2, ([box[k][2] for k in step2],))
-    tq = [getattr(probe, k) for k in ("share_a", "share_b", "cap_k", "share_scale_bytes", "share_scale_dram",
-                                      "share_balance")]  # fmt: skip
 
     probe.gamma = DVFS_GAMMA
 
@@ -579,12 +571,12 @@ def fit(pts: pd.DataFrame) -> ClockModel:
     bounds = ([0.0, 0.0, 0.0, 0.0], [0.95, 5.0, 1.0, STATIC_MEM_MAX])
     pq = least_squares(power_res, x0=[0.3, 1.0, 0.5, 0.0], bounds=bounds).x
     return ClockModel(
-        share_a=float(tq[0]),
-        share_b=float(tq[1]),
-        cap_k=float(tq[2]),
-        share_scale_bytes=float(tq[3]),
-        share_scale_dram=float(tq[4]),
-        share_balance=float(tq[5]),
+        share_a=probe.share_a,
+        share_b=probe.share_b,
+        cap_k=probe.cap_k,
+        share_scale_bytes=probe.share_scale_bytes,
+        share_scale_dram=probe.share_scale_dram,
+        share_balance=probe.share_balance,
         static_frac=float(pq[0]),
         static_mem=float(pq[3]),
         gamma=DVFS_GAMMA,
