@@ -9,6 +9,8 @@ exactly the op models, measured look-up and held-out groups of `train@<target>`'
 - candidates: other composition columns, fitted in-fold the same way (non-negative least squares on
   relative error, the energy layer a_e x S_e + k x time, the same per-family terms); each one a physical
   hypothesis about what a network saves against its ops measured alone (CANDIDATES below);
+- `current, strict ops (round 28)` (with --strict-ops): `current` on round 28's folds, which also dropped
+  every op row another model calls (resnet34's layers with resnet18's): what the split rule changed;
 - `ops measured` (a diagnostic, never an accuracy figure): the held-out networks' ops at their own
   measured cost (the rows the fold held out), everything else as in `current`. What is left is the
   composition's own error; the difference to `current` is the op models' error on the held-out model.
@@ -49,6 +51,7 @@ from opcost.params.train import TrainParams  # noqa: E402
 from opcost.paths import Paths  # noqa: E402
 from opcost.stages.train import read_target  # noqa: E402
 
+STRICT = "current, strict ops (round 28)"
 TARGETS = ("A30-inference", "A30_no_tf32-inference", "RTX2080Ti-inference", "A30-training")
 
 
@@ -140,12 +143,14 @@ def measured_coster(fold: netval.Fold, data: TargetData, held_ops: set[str]) -> 
 
 
 def run_split(data: TargetData, nets: pd.DataFrame, nops: pd.DataFrame, chosen: dict, tp: TrainParams,
-              split: str) -> pd.DataFrame:  # fmt: skip
+              split: str, keep_shared: bool = True) -> pd.DataFrame:  # fmt: skip
+    """Rows of every layer for every held-out network of `split`; `keep_shared=False`: round 28's folds
+    (netval.folds), which also drop the op rows another model calls."""
     recs = netval.network_records(nops)
     has_e = bool(nets["e_j"].notna().all()) and "power" in chosen
     op_sets = {s: set(g["op_id"]) for s, g in nops.groupby("set_id")}
     rows = []
-    for fold in netval.folds(data, nets, nops, chosen, tp, split):
+    for fold in netval.folds(data, nets, nops, chosen, tp, split, keep_shared):
         held = nets["set_id"].isin(fold.held).to_numpy()
         tr = nets[~held]
         fams = list(tr["family"])  # in the family split the held-out family is never among them: no term
@@ -197,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--targets", default=",".join(TARGETS))
     ap.add_argument("--splits", default=f"{netval.SPLIT_MODEL},{netval.SPLIT_FAMILY}")
+    ap.add_argument("--strict-ops", action="store_true",
+                    help=f"also report `{STRICT}`: round 28's folds, without the op rows another model calls too")
     a = ap.parse_args(argv)
     paths = Paths(ROOT)
     tp = load_params(paths.params).train
@@ -209,6 +216,9 @@ def main(argv: list[str] | None = None) -> int:
         data = prepare(df, mode, device)
         for split in a.splits.split(","):
             d = run_split(data, nets, nops, chosen, tp, split)
+            if a.strict_ops:
+                strict = run_split(data, nets, nops, chosen, tp, split, keep_shared=False)
+                d = pd.concat([d, strict[strict["layer"] == "current"].assign(layer=STRICT)], ignore_index=True)
             piv = d.assign(t_err=100 * (d["predicted_t_s"] / d["measured_t_s"] - 1))
             table = piv.pivot_table(index="set_id", columns="layer", values="t_err", sort=False)
             print(f"\n{target}, {split} left out: time error % per network")

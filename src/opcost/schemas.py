@@ -638,6 +638,7 @@ TARGET_OPERATIONS = Table(
         *(c for c in OPERATIONS.columns if c.name in TARGET_SPEC_COLUMNS),
         Col("layer_id", "str", doc="the op without its input shapes (opcost.ops.keys.layer_id): grouped CV unit"),
         Col("families", "list", doc="architecture families of the extracted networks that call this op"),
+        Col("models", "list", doc="models of the extracted networks of this mode that call this op"),
         Col("estimated", "bool", doc="not measured: forward+backward estimated from inference x a reference ratio"),
     ),
 )

@@ -138,3 +138,56 @@ def test_net_split_bench_reproduces_the_stage_and_isolates_the_composition():
     assert err_measured.max() < 0.05
     assert (err_predicted[slow] > 0.25).all()
     assert (err_measured[slow] < 0.05).all()
+
+
+def _shared_build():
+    """`_build`'s six models, each op listing the model that calls it (the target table's `models`), plus
+    three ops: `shared-x` called by net_a and net_c (another family), `shared-ab` by net_a and its sibling
+    net_b, and `net_a-extra` that only an unmeasured input size of net_a calls (in `models`, not in `nops`)."""
+    data, nets, nops = _build()
+    df = data.df.drop(columns=["models"], errors="ignore").copy()
+    df["models"] = [[o.split("-")[0]] for o in df["op_id"]]
+    extra = []
+    for op_id, k, models, fams in (("shared-x", 512, ["net_a", "net_c"], ["fam1", "fam2"]),
+                                   ("shared-ab", 576, ["net_a", "net_b"], ["fam1"]),
+                                   ("net_a-extra", 640, ["net_a"], ["fam1"])):  # fmt: skip
+        extra.append(_op(op_id, 256, k, 64, fams) | {"models": models})
+    df = pd.concat([df, pd.DataFrame(extra)], ignore_index=True)
+    add = [{"set_id": f"{m}:{size}", "op_id": o, "calls": 1}
+           for o, ms in (("shared-x", ["net_a", "net_c"]), ("shared-ab", ["net_a", "net_b"]))
+           for m in ms for size in SIZES]  # fmt: skip
+    catalog = df.drop(columns=["t_s", "p_w", "e_j"]).set_index("op_id")
+    spec_cols = [c for c in nops.columns if c not in ("set_id", "op_id", "calls")]
+    add = pd.DataFrame(add).join(catalog[spec_cols], on="op_id")
+    return prepare(df, "inference", "A30"), nets, pd.concat([nops, add], ignore_index=True)
+
+
+@pytest.mark.parametrize(
+    "split, keep_shared, held, kept, dropped",
+    [
+        # a layer net_c also calls stays (measured for net_c); net_a's own ops go, at every input size
+        (netval.SPLIT_MODEL, True, "net_a", {"shared-x", "shared-ab"}, {"net_a-extra", "net_a-8-0", "net_a-16-3"}),
+        # a new family: what only its models call goes, siblings' shared layer too; a layer of fam2 stays
+        (netval.SPLIT_FAMILY, True, "fam1", {"shared-x"}, {"shared-ab", "net_a-extra", "net_b-8-0"}),
+        # round 28's rule, kept for comparison: every op the held-out networks call goes
+        (netval.SPLIT_MODEL, False, "net_a", set(), {"shared-x", "shared-ab"}),
+    ],
+)
+def test_a_layer_another_model_calls_stays_and_the_models_own_layers_go(monkeypatch, split, keep_shared, held, kept,
+                                                                         dropped):  # fmt: skip
+    data, nets, nops = _shared_build()
+    seen: dict[str, set[str]] = {}
+    real_fit = netval.fit_model
+
+    def spy_fit(d, alg, fs, q, rows, tp):
+        seen.setdefault("rows", set()).update(d.df["op_id"].iloc[rows])
+        return real_fit(d, alg, fs, q, rows, tp)
+
+    monkeypatch.setattr(netval, "fit_model", spy_fit)
+    tp = TrainParams(folds=3, seed=0, random_forest={"n_estimators": 5})
+    fold = next(f for f in netval.folds(data, nets, nops, {"time": ("rf", "improved")}, tp, split, keep_shared)
+                if f.name == held)  # fmt: skip
+    fit_ops = set(data.df["op_id"].iloc[fold.train_rows])
+    assert kept <= fit_ops and not (dropped & fit_ops)
+    assert not (dropped & set(fold.coster.lookup))  # nor in the measured look-up
+    assert seen["rows"] >= fit_ops

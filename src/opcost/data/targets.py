@@ -5,7 +5,8 @@ data/evaluated/targets/<device>-<mode>/:
 - operations.parquet: the measured rows of the phase its models predict, with each op's spec,
   paper costs, `layer_id` (the op without its input shapes: the unit of grouped cross-validation),
   `families` (architecture families of every extracted network that calls the op: the unit of
-  leave-one-family-out) and `estimated` (see below);
+  leave-one-family-out), `models` (the models of the extracted networks of this mode that call it: what a
+  network split may keep when it holds a model out) and `estimated` (see below);
 - networks.parquet: the whole networks measured on that device config and mode (default clock and
   power limit), with their family: what the composition layer is fitted and judged on;
 - network_ops.parquet: every op those networks call (measured or not), with calls and spec.
@@ -62,6 +63,13 @@ def op_families(occurrences: pd.DataFrame) -> dict[str, list[str]]:
     """op_id -> sorted families of the extracted networks (any mode) that call it."""
     fam = occurrences.assign(family=occurrences["model"].map(family_of))
     return {k: sorted(set(v)) for k, v in fam.groupby("op_id")["family"]}
+
+
+def op_models(occurrences: pd.DataFrame, mode: str) -> dict[str, list[str]]:
+    """op_id -> sorted models of the extracted networks of `mode` that call it: which models' measurements
+    an op row stands for (model/netval.py holds a model out by removing the rows no other model calls)."""
+    occ = occurrences[occurrences["mode"] == mode]
+    return {str(k): sorted(set(v)) for k, v in occ.groupby("op_id")["model"]}
 
 
 def train_mode_only(rows: pd.DataFrame, mode: str) -> np.ndarray:
@@ -170,6 +178,8 @@ def target_tables(
         dropped, rows = rows[excluded], rows[~excluded].copy()
         rows["layer_id"] = rows["op_id"].map(layer)
         rows["families"] = [fams.get(i, []) for i in rows["op_id"]]
+        callers = op_models(occurrences, mode)
+        rows["models"] = [callers.get(i, []) for i in rows["op_id"]]
         rows = rows.sort_values(["op_id", "clock_mhz", "power_limit_w"], kind="stable").reset_index(drop=True)
         target = f"{device}-{mode}"
         out[target] = {

@@ -46,6 +46,10 @@ chosen among the candidates that script lists, on these same folds (a selection,
 each op's roofline memory-bound time instead of the kind list (no better), L2 residency for every op
 (better in inference, worse in training: time-weighted 6.4 -> 11.3 %), the first launch floor of each
 call's excess, one share for all. One parameter more than two shares. A bundle without l reads l = 0.
+Re-judged in round 29 on folds that keep a layer another model also calls (model/netval.py `held_only`; again a
+choice on the same folds): model-left-out time MAPE 6.0 / 8.2 / 7.7 / 9.6 %, energy 6.0 / 7.7 / 5.3 / 9.8 %; no
+candidate of bench/net_split.py wins on 3 of the 4 targets (one share: 4.8 % on the A30, 12.4 % on the RTX 2080
+Ti), and with the held-out ops measured the layer is 2.8-6.5 % off, so it stays.
 
 Where a target has fewer than MIN_NETWORKS measured networks the layer is
 *uncalibrated* (a = a_e = 1, the rest 0: the floor-corrected sum) and says so.

@@ -5,16 +5,19 @@
   through the op data and the composition fit;
 - `family`: every model of one architecture family held out (the question about a new family);
 - `network`: one (model, input size) pair held out (round 1's figure, kept for comparison).
-For each held-out group: every op any of its networks calls is removed from the op models' training
-rows and from the measured look-up (in the family split also every op any network of the family
-calls); op models are refitted on what remains (the chosen algorithm and features), the composition
-layer and its per-family terms (model/compose.py) are refitted on the other networks, and the held
-out networks are predicted from scratch. A held-out network gets a family term only from siblings
-left in the fold; in the family split it never has one (what a new family gets). The relative errors
-are the scores behind prediction intervals (model/compose.py): those of the `model` split whose family
-kept a sibling in the fold (`family_known`) for a network of a known family, those of the `family`
-split for a new family; `coverage` says how often intervals built that way, each from the other
-groups' scores only, contained the measured value.
+For each held-out group: every op that only the held-out model (family) calls, at any input size, is removed
+from the op models' training rows and from the measured look-up; an op that another model calls too (the same
+kind, attributes and input shape: resnet18 and resnet34 share every layer at 224x224) was measured for that
+model and stays, as in a project that never saw the held-out one (`held_only`; round 28 removed it, which
+bench/net_split.py still reports as `strict ops`). In the `network` split every op the held-out network calls
+is removed. Op models are refitted on what remains (the chosen algorithm and features), the composition layer
+and its per-family terms (model/compose.py) are refitted on the other networks, and the held-out networks are
+predicted from scratch. A held-out network gets a family term only from siblings left in the fold; in the
+family split it never has one (what a new family gets). The relative errors are the scores behind prediction
+intervals (model/compose.py): those of the `model` split whose family kept a sibling in the fold
+(`family_known`) for a network of a known family, those of the `family` split for a new family; `coverage`
+says how often intervals built that way, each from the other groups' scores only, contained the measured
+value.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from opcost.model import compose, intervals
 from opcost.model.costing import OpCoster
 from opcost.model.features import Encoding, OpRecord, record_of
 from opcost.model.fit import TargetData, fit_model, noop_values, transform_of
+from opcost.ops.families import family_of
 from opcost.params.train import TrainParams
 
 SPLIT_NETWORK, SPLIT_FAMILY, SPLIT_MODEL = "network", "family", "model"
@@ -156,20 +160,51 @@ class Fold:
     models: dict[str, Any]
 
 
+def op_callers(data: TargetData, networks: pd.DataFrame, nops: pd.DataFrame) -> list[frozenset[str]]:
+    """Per op row of `data`, the models that call that op: the extracted networks of the target's mode (the
+    `models` column of the target table, where it has one) and the target's measured networks (`nops`)."""
+    model_of = dict(zip(networks["set_id"].astype(str), networks["model"].astype(str)))
+    by_op: dict[str, set[str]] = {}
+    for set_id, op_id in zip(nops["set_id"].astype(str), nops["op_id"].astype(str)):
+        by_op.setdefault(op_id, set()).add(model_of.get(set_id, set_id.split(":", 1)[0]))
+    listed = data.df["models"] if "models" in data.df else pd.Series([[]] * data.n)
+    return [frozenset(by_op.get(str(o), set()) | {str(m) for m in ms}) for o, ms in zip(data.df["op_id"], listed)]
+
+
+def held_only(callers: list[frozenset[str]], group: set[str], family: str | None = None) -> np.ndarray:
+    """Op rows no model outside the held-out group calls, among those it calls: what a project that never
+    saw the group would not have measured. The group: the models `group` (the model split), or with `family`
+    every model of that family (opcost.ops.families), measured or only extracted. An op that another model
+    also calls (the same kind, attributes and input shape) was measured for that model and stays."""
+    def inside(m: str) -> bool:
+        return m in group or (family is not None and family_of(m) == family)
+
+    return np.array([bool(c) and all(inside(m) for m in c) for c in callers], bool)
+
+
 def folds(
     data: TargetData, networks: pd.DataFrame, nops: pd.DataFrame, chosen: dict[str, tuple[str, str]],
-    tp: TrainParams, split: str,
+    tp: TrainParams, split: str, keep_shared: bool = True,
 ) -> Iterator[Fold]:  # fmt: skip
-    """The folds of `split`, op models refitted without every op any held-out network calls (in the family
-    split also without every op of the family): one place for what a fold may learn from, used by `evaluate`
-    and by bench/net_split.py. A group is skipped where fewer than 8 op rows or MIN_NETWORKS other networks
-    remain."""
+    """The folds of `split`: one place for what a fold may learn from, used by `evaluate` and by
+    bench/net_split.py. In the `model` and `family` splits the op models are refitted without every op row
+    that only the held-out model (or family) calls, at any input size, measured as a network or only
+    extracted (`held_only`); a row another model also calls stays, as it would in a project that never saw
+    the held-out one. `keep_shared=False` (round 28's rule, kept for comparison in bench/net_split.py) drops
+    every op any held-out network calls, shared or not (in the family split also every op any network of the
+    family calls); the `network` split always does. A group is skipped where fewer than 8 op rows or
+    MIN_NETWORKS other networks remain."""
     op_sets = {s: set(g["op_id"]) for s, g in nops.groupby("set_id")}
+    callers = op_callers(data, networks, nops)
     for name, held in held_out_groups(networks, split):
         held_ops = set().union(*(op_sets[s] for s in held))
-        keep = ~data.df["op_id"].isin(held_ops).to_numpy()
-        if split == SPLIT_FAMILY:
-            keep &= np.array([name not in fs for fs in data.families])
+        if split == SPLIT_NETWORK or not keep_shared:
+            keep = ~data.df["op_id"].isin(held_ops).to_numpy()
+            if split == SPLIT_FAMILY:
+                keep &= np.array([name not in fs for fs in data.families])
+        else:
+            group = {m for m in networks.loc[networks["set_id"].isin(held), "model"].astype(str)}
+            keep = ~held_only(callers, group, name if split == SPLIT_FAMILY else None)
         train_rows = np.flatnonzero(keep)
         if len(train_rows) < 8 or (~networks["set_id"].isin(held)).sum() < compose.MIN_NETWORKS:
             continue
