@@ -18,6 +18,7 @@ from opcost.errors import OpcostError
 from opcost.model import clockval
 from opcost.model.clock import (
     CLOCK_MODEL_FILE,
+    UNREACHED_REASON,
     ClockModel,
     check_clock,
     fit,
@@ -26,6 +27,7 @@ from opcost.model.clock import (
     roofline_share,
     sweep_curves,
     time_ratio,
+    unreached_settings,
 )
 from opcost.schemas import SWEEPS
 from opcost.tables import read_table
@@ -171,7 +173,33 @@ def test_sweep_curves_keep_core_clock_curves_of_known_devices(curves):
     assert pts.loc[~rtx, "mem_ratio"].isna().all()
     assert (pts["balance"] == pts["device"].map(lambda d: DEVICES[d].fp32_flops / DEVICES[d].bandwidth)).all()
     v = pts[pts["workload"] == "matrixMul/matrixMulCUDA"]
-    assert sorted(v["device"].unique()) == ["RTX8000", "V100"] and len(v[v["device"] == "V100"]) == 10
+    assert sorted(v["device"].unique()) == ["RTX8000", "V100"] and len(v[v["device"] == "RTX8000"]) == 10
+    # the V100's 405 MHz setting ran at about half that clock on every compute-bound kernel: not reached, not
+    # kept (`unreached_settings`), on its 20 kernels; no other setting of any sweep GPU is flagged
+    assert sorted(v.loc[v["device"] == "V100", "f"])[0] == 502 and len(v[v["device"] == "V100"]) == 9
+    assert skipped[UNREACHED_REASON] == 20
+
+
+def test_a_setting_slower_than_one_over_f_on_most_curves_is_flagged_as_not_reached():
+    """Known answer: three curves t = a / f + b (f t never rises as f falls); at 400 MHz two of them ran at half
+    the clock (f t doubled against 500 MHz): the setting is flagged on all three. At 600 MHz one curve is slow
+    (one noisy kernel; median 1): kept. The highest clock is never flagged."""
+    f = np.array([400.0, 500.0, 600.0, 700.0])
+    rows = []
+    for i, (a, b) in enumerate([(1.0, 0.0), (1.0, 1e-3), (0.2, 2e-3)]):
+        t = a / f + b
+        if i < 2:
+            t[0] = a / (f[0] / 2) + b  # ran at 200 MHz
+        if i == 2:
+            t[2] *= 1.6
+        rows += [{"curve": f"c{i}", "source": "s", "device": "D", "f": x, "t": y} for x, y in zip(f, t)]
+    pts = pd.DataFrame(rows).sample(frac=1.0, random_state=0)  # order must not matter
+    flagged = unreached_settings(pts)
+    assert set(pts.loc[flagged, "f"]) == {400.0} and flagged.sum() == 3
+    # the same points as another device's: each device's settings are judged on its own curves
+    other = pts.assign(device="E", curve=pts["curve"] + "E", t=pts["t"].where(pts["f"] != 400.0, 1.0 / 400.0))
+    both = pd.concat([pts, other], ignore_index=True)
+    assert set(both.loc[unreached_settings(both), "device"]) == {"D"}
 
 
 def test_fit_on_a_real_slice_beats_the_naive_forms(curves):

@@ -458,6 +458,10 @@ def sweep_curves(sweeps: pd.DataFrame, min_points: int = MIN_POINTS) -> tuple[pd
     if not frames:
         raise OpcostError("the sweeps table holds no core-clock curve of a known device to fit the clock model on")
     pts = pd.concat(frames, ignore_index=True)
+    unreached = unreached_settings(pts)
+    if unreached.any():
+        skipped[UNREACHED_REASON] = skipped.get(UNREACHED_REASON, 0) + int(unreached.sum())
+        pts = pts[~unreached].reset_index(drop=True)
     pts["e"] = pts["t"] * pts["p"]
     ref = pts.loc[pts.groupby("curve")["f"].idxmax(), ["curve", "f", "t", "p"]]
     ref = ref.rename(columns={"f": "f_ref", "t": "t_ref", "p": "p_ref"})
@@ -468,6 +472,26 @@ def sweep_curves(sweeps: pd.DataFrame, min_points: int = MIN_POINTS) -> tuple[pd
     pts["is_ref"] = pts["f"] == pts["f_ref"]
     pts["share"], pts["share_kind"] = observed_share(pts)
     return pts.drop(columns=["dram"]), skipped
+
+
+UNREACHED_JUMP = 1.25  # median (f t) / (f' t') over a device's curves above which a clock setting was not reached
+UNREACHED_REASON = "clock setting not reached (time grew faster than 1/f against the next higher clock)"
+
+
+def unreached_settings(pts: pd.DataFrame) -> np.ndarray:
+    """Points of clock settings the GPU did not run at (a rule on the physics, stated before any score and applied
+    to every GPU): with only the core clock changing, time is compute-bound part / f + memory-bound rest, so f t
+    never rises when the clock falls. Per curve, each point's f t against the curve's next higher clock; a
+    setting (source, device, clock) whose median of that over the device's curves exceeds UNREACHED_JUMP ran
+    slower than the requested clock allows on most kernels at once (e.g. the V100 sweep's lowest clock, 405 MHz:
+    median 1.35, 1.8-2.1 on its compute-bound kernels, i.e. about half the requested clock; every other
+    setting of every sweep GPU is at most 1.17). Those points' clock is unknown: not fitted, not scored. The
+    highest clock of a curve (its reference) has no higher neighbour and is never flagged."""
+    order = pts.sort_values(["curve", "f"])
+    ft = order["f"] * order["t"]
+    jump = ft / ft.groupby(order["curve"]).shift(-1)
+    med = jump.groupby([order["source"], order["device"], order["f"]]).transform("median")
+    return (med > UNREACHED_JUMP).reindex(pts.index).fillna(False).to_numpy(bool)
 
 
 def observed_share(pts: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
