@@ -572,3 +572,21 @@ def test_sync_registry_replays_the_clock_model_into_a_fresh_store(clocked, tmp_p
     assert client.get_run(xp.run_id).data.tags["replayed_from"] == "models/xpower/run.json"
     again = sync_registry(paths, load_params(paths.params))
     assert again["opcost-clock"] is None and again["opcost-xpower"] is None  # once per content hash
+
+
+def test_share_bounds_find_the_shares_that_made_the_curves():
+    """Known answer: GPU A's two curves both have compute-bound share 0.3 (exact two-part times): the best
+    device share is 0.3 and both bounds are 0. GPU B's curves have shares 0.1 and 0.9: a share per curve
+    is exact (0), one share for both is not (> 5 %), and lies in [0.1, 0.9] (a MAPE minimiser may sit at either end)."""
+    f = np.array([500.0, 700.0, 900.0, 1000.0])
+    rows = []
+    for dev, shares in (("A", (0.3, 0.3)), ("B", (0.1, 0.9))):
+        for i, s in enumerate(shares):
+            t = 2.0 * time_ratio(f, 1000.0, s)
+            rows += [{"device": dev, "source": "x", "curve": f"{dev}{i}", "f": a, "f_ref": 1000.0, "t": b,
+                      "t_ref": 2.0, "is_ref": a == 1000.0} for a, b in zip(f, t)]  # fmt: skip
+    b = clockval.share_bounds(pd.DataFrame(rows)).set_index("device")
+    assert b.loc["A", "best_device_share"] == pytest.approx(0.3)
+    assert b.loc["A", "best_device_share_time_mape"] == pytest.approx(0.0, abs=1e-9)
+    assert b.loc["B", "best_curve_share_time_mape"] == pytest.approx(0.0, abs=1e-9)
+    assert b.loc["B", "best_device_share_time_mape"] > 5.0 and 0.1 <= b.loc["B", "best_device_share"] <= 0.9
