@@ -17,6 +17,7 @@ from opcost.devices import DEVICES
 from opcost.errors import OpcostError
 from opcost.model import clockval
 from opcost.model.clock import (
+    CAP_K,
     CLOCK_MODEL_FILE,
     UNREACHED_REASON,
     ClockModel,
@@ -226,7 +227,8 @@ def test_fit_recovers_the_parameters_that_made_the_curves(curves):
     scores every curve with its observed share hidden, so in a world it can recover both must agree)."""
     pts, _ = curves
     truth = ClockModel(share_a=-1.0, share_b=2.0, static_frac=0.25, gamma=3.0, volt_slope=1.4, volt_min=0.45,
-                       share_scale_bytes=0.7, share_scale_dram=1.6, share_balance=-0.8, static_mem=0.15)  # fmt: skip
+                       share_scale_bytes=0.7, share_scale_dram=1.6, share_balance=-0.8, static_mem=0.15,
+                       cap_k=CAP_K)  # fmt: skip
     assert set(pts["share_kind"]) == {"bytes", "dram", ""}
     scale = pts["share_kind"].map({"bytes": 0.7, "dram": 1.6, "": np.nan})
     pts = pts.assign(share=truth.share_from_power(pts["p_ref"], pts["tdp"], pts["balance"]) / scale)
@@ -245,7 +247,8 @@ def test_fallback_share_is_fitted_even_when_every_training_curve_has_an_observed
     pts, _ = curves
     sl = pts[pts["device"].isin(["RTX8000", "V100"])]
     assert np.isfinite(sl["share"]).all()
-    truth = ClockModel(share_a=-1.5, share_b=2.5, static_frac=0.25, gamma=3.0, volt_slope=1.2, volt_min=0.4)
+    truth = ClockModel(share_a=-1.5, share_b=2.5, static_frac=0.25, gamma=3.0, volt_slope=1.2, volt_min=0.4,
+                       cap_k=CAP_K)  # two RTX 8000 references sit at 0.97-0.98 TDP: capped  # fmt: skip
     synth = predict_points(truth, sl.assign(share=np.nan))
     observed = truth.share_from_power(sl["p_ref"], sl["tdp"])
     synth = synth.assign(t=synth["t_hat"], p=synth["p_hat"], share=observed).drop(columns=["t_hat", "p_hat", "e_hat"])
@@ -590,3 +593,21 @@ def test_share_bounds_find_the_shares_that_made_the_curves():
     assert b.loc["A", "best_device_share_time_mape"] == pytest.approx(0.0, abs=1e-9)
     assert b.loc["B", "best_curve_share_time_mape"] == pytest.approx(0.0, abs=1e-9)
     assert b.loc["B", "best_device_share_time_mape"] > 5.0 and 0.1 <= b.loc["B", "best_device_share"] <= 0.9
+
+
+def test_a_capped_reference_runs_at_the_base_clock_whatever_the_curves(curves):
+    """The A40's Perseus references draw their TDP: their clock is the device table's base clock (CAP_K = 0),
+    not a fitted one (fitted, it was unidentified: the A40-only cost is flat within 6 % for cap_k 0.3-0.8, and
+    the held-out A100's share scale followed it). A fit on the A40 alone, and one on every GPU, keep it; the
+    A40's predicted time is flat from its base clock 1305 MHz up to the reference 1740 MHz."""
+    pts, _ = curves
+    assert CAP_K == 0.0
+    for sl in (pts[pts["device"] == "A40"], pts):
+        assert fit(sl).cap_k == CAP_K
+    a40 = pts[pts["device"] == "A40"]
+    model = fit(a40)
+    ref = a40[a40["is_ref"]].iloc[0]
+    f = np.array([1305.0, 1500.0, 1740.0])
+    t, _, _ = model.predict(f, ref["f_ref"], ref["t_ref"], ref["p_ref"], ref["tdp"], ref["share"], ref["f_base"],
+                            ref["f_boost"])  # fmt: skip
+    assert DEVICES["A40"].base_clock_mhz == 1305.0 and t == pytest.approx([ref["t_ref"]] * 3, rel=1e-12)
