@@ -17,7 +17,9 @@ from opcost.devices import DEVICES
 from opcost.errors import OpcostError
 from opcost.model import clockval
 from opcost.model.clock import (
+    CAP_K,
     CLOCK_MODEL_FILE,
+    UNREACHED_REASON,
     ClockModel,
     check_clock,
     fit,
@@ -26,6 +28,7 @@ from opcost.model.clock import (
     roofline_share,
     sweep_curves,
     time_ratio,
+    unreached_settings,
 )
 from opcost.schemas import SWEEPS
 from opcost.tables import read_table
@@ -171,7 +174,33 @@ def test_sweep_curves_keep_core_clock_curves_of_known_devices(curves):
     assert pts.loc[~rtx, "mem_ratio"].isna().all()
     assert (pts["balance"] == pts["device"].map(lambda d: DEVICES[d].fp32_flops / DEVICES[d].bandwidth)).all()
     v = pts[pts["workload"] == "matrixMul/matrixMulCUDA"]
-    assert sorted(v["device"].unique()) == ["RTX8000", "V100"] and len(v[v["device"] == "V100"]) == 10
+    assert sorted(v["device"].unique()) == ["RTX8000", "V100"] and len(v[v["device"] == "RTX8000"]) == 10
+    # the V100's 405 MHz setting ran at about half that clock on every compute-bound kernel: not reached, not
+    # kept (`unreached_settings`), on its 20 kernels; no other setting of any sweep GPU is flagged
+    assert sorted(v.loc[v["device"] == "V100", "f"])[0] == 502 and len(v[v["device"] == "V100"]) == 9
+    assert skipped[UNREACHED_REASON] == 20
+
+
+def test_a_setting_slower_than_one_over_f_on_most_curves_is_flagged_as_not_reached():
+    """Known answer: three curves t = a / f + b (f t never rises as f falls); at 400 MHz two of them ran at half
+    the clock (f t doubled against 500 MHz): the setting is flagged on all three. At 600 MHz one curve is slow
+    (one noisy kernel; median 1): kept. The highest clock is never flagged."""
+    f = np.array([400.0, 500.0, 600.0, 700.0])
+    rows = []
+    for i, (a, b) in enumerate([(1.0, 0.0), (1.0, 1e-3), (0.2, 2e-3)]):
+        t = a / f + b
+        if i < 2:
+            t[0] = a / (f[0] / 2) + b  # ran at 200 MHz
+        if i == 2:
+            t[2] *= 1.6
+        rows += [{"curve": f"c{i}", "source": "s", "device": "D", "f": x, "t": y} for x, y in zip(f, t)]
+    pts = pd.DataFrame(rows).sample(frac=1.0, random_state=0)  # order must not matter
+    flagged = unreached_settings(pts)
+    assert set(pts.loc[flagged, "f"]) == {400.0} and flagged.sum() == 3
+    # the same points as another device's: each device's settings are judged on its own curves
+    other = pts.assign(device="E", curve=pts["curve"] + "E", t=pts["t"].where(pts["f"] != 400.0, 1.0 / 400.0))
+    both = pd.concat([pts, other], ignore_index=True)
+    assert set(both.loc[unreached_settings(both), "device"]) == {"D"}
 
 
 def test_fit_on_a_real_slice_beats_the_naive_forms(curves):
@@ -198,7 +227,8 @@ def test_fit_recovers_the_parameters_that_made_the_curves(curves):
     scores every curve with its observed share hidden, so in a world it can recover both must agree)."""
     pts, _ = curves
     truth = ClockModel(share_a=-1.0, share_b=2.0, static_frac=0.25, gamma=3.0, volt_slope=1.4, volt_min=0.45,
-                       share_scale_bytes=0.7, share_scale_dram=1.6, share_balance=-0.8, static_mem=0.15)  # fmt: skip
+                       share_scale_bytes=0.7, share_scale_dram=1.6, share_balance=-0.8, static_mem=0.15,
+                       cap_k=CAP_K)  # fmt: skip
     assert set(pts["share_kind"]) == {"bytes", "dram", ""}
     scale = pts["share_kind"].map({"bytes": 0.7, "dram": 1.6, "": np.nan})
     pts = pts.assign(share=truth.share_from_power(pts["p_ref"], pts["tdp"], pts["balance"]) / scale)
@@ -217,7 +247,8 @@ def test_fallback_share_is_fitted_even_when_every_training_curve_has_an_observed
     pts, _ = curves
     sl = pts[pts["device"].isin(["RTX8000", "V100"])]
     assert np.isfinite(sl["share"]).all()
-    truth = ClockModel(share_a=-1.5, share_b=2.5, static_frac=0.25, gamma=3.0, volt_slope=1.2, volt_min=0.4)
+    truth = ClockModel(share_a=-1.5, share_b=2.5, static_frac=0.25, gamma=3.0, volt_slope=1.2, volt_min=0.4,
+                       cap_k=CAP_K)  # two RTX 8000 references sit at 0.97-0.98 TDP: capped  # fmt: skip
     synth = predict_points(truth, sl.assign(share=np.nan))
     observed = truth.share_from_power(sl["p_ref"], sl["tdp"])
     synth = synth.assign(t=synth["t_hat"], p=synth["p_hat"], share=observed).drop(columns=["t_hat", "p_hat", "e_hat"])
@@ -544,3 +575,39 @@ def test_sync_registry_replays_the_clock_model_into_a_fresh_store(clocked, tmp_p
     assert client.get_run(xp.run_id).data.tags["replayed_from"] == "models/xpower/run.json"
     again = sync_registry(paths, load_params(paths.params))
     assert again["opcost-clock"] is None and again["opcost-xpower"] is None  # once per content hash
+
+
+def test_share_bounds_find_the_shares_that_made_the_curves():
+    """Known answer: GPU A's two curves both have compute-bound share 0.3 (exact two-part times): the best
+    device share is 0.3 and both bounds are 0. GPU B's curves have shares 0.1 and 0.9: a share per curve
+    is exact (0), one share for both is not (> 5 %), and lies in [0.1, 0.9] (a MAPE minimiser may sit at either end)."""
+    f = np.array([500.0, 700.0, 900.0, 1000.0])
+    rows = []
+    for dev, shares in (("A", (0.3, 0.3)), ("B", (0.1, 0.9))):
+        for i, s in enumerate(shares):
+            t = 2.0 * time_ratio(f, 1000.0, s)
+            rows += [{"device": dev, "source": "x", "curve": f"{dev}{i}", "f": a, "f_ref": 1000.0, "t": b,
+                      "t_ref": 2.0, "is_ref": a == 1000.0} for a, b in zip(f, t)]  # fmt: skip
+    b = clockval.share_bounds(pd.DataFrame(rows)).set_index("device")
+    assert b.loc["A", "best_device_share"] == pytest.approx(0.3)
+    assert b.loc["A", "best_device_share_time_mape"] == pytest.approx(0.0, abs=1e-9)
+    assert b.loc["B", "best_curve_share_time_mape"] == pytest.approx(0.0, abs=1e-9)
+    assert b.loc["B", "best_device_share_time_mape"] > 5.0 and 0.1 <= b.loc["B", "best_device_share"] <= 0.9
+
+
+def test_a_capped_reference_runs_at_the_base_clock_whatever_the_curves(curves):
+    """The A40's Perseus references draw their TDP: their clock is the device table's base clock (CAP_K = 0),
+    not a fitted one (fitted, it was unidentified: the A40-only cost is flat within 6 % for cap_k 0.3-0.8, and
+    the held-out A100's share scale followed it). A fit on the A40 alone, and one on every GPU, keep it; the
+    A40's predicted time is flat from its base clock 1305 MHz up to the reference 1740 MHz."""
+    pts, _ = curves
+    assert CAP_K == 0.0
+    for sl in (pts[pts["device"] == "A40"], pts):
+        assert fit(sl).cap_k == CAP_K
+    a40 = pts[pts["device"] == "A40"]
+    model = fit(a40)
+    ref = a40[a40["is_ref"]].iloc[0]
+    f = np.array([1305.0, 1500.0, 1740.0])
+    t, _, _ = model.predict(f, ref["f_ref"], ref["t_ref"], ref["p_ref"], ref["tdp"], ref["share"], ref["f_base"],
+                            ref["f_boost"])  # fmt: skip
+    assert DEVICES["A40"].base_clock_mhz == 1305.0 and t == pytest.approx([ref["t_ref"]] * 3, rel=1e-12)

@@ -33,7 +33,11 @@ Form (physical, a few global parameters):
   is not reached (the board throttles): time and power stay at their values there.
 Energy follows as E(f) = P(f) * t(f).
 
-The global parameters (a, b, c, cap_k, the observed-share scales; sigma, mu, kappa, v_min) are fitted by
+A reference drawing its TDP (CAP_BAND) ran throttled: its clock is taken as the device's base clock (devices.py:
+the clock a board sustains at its TDP; CAP_K = 0, not fitted). Fitted, the throttled clock was not identified:
+only the A40's Perseus stages are capped, and on them the clock and the bytes-share scale trade off (cost flat
+within 6 % for cap_k 0.3-0.8), so the held-out A100's share followed the optimiser's path.
+The global parameters (a, b, c, the observed-share scales; sigma, mu, kappa, v_min) are fitted by
 least squares on relative errors over the training GPUs' curves (time in two steps, `fit`), each GPU
 weighing the same and each curve the same within its GPU (the RTX 3080 Ti has 260 curves, the A100 eight).
 
@@ -106,6 +110,7 @@ def guess_values(
 
 
 CAP_BAND = (0.95, 1.03)  # P_ref / TDP that marks a power-capped reference (above: a board limit beyond TDP)
+CAP_K = 0.0  # a capped reference ran at the base clock (not fitted; see ClockModel.cap_k)
 
 
 def memory_share(bytes_moved: np.ndarray | float, bandwidth: float, t_ref: np.ndarray | float) -> np.ndarray:
@@ -156,7 +161,8 @@ class ClockModel:
     volt_slope: float = 1.0
     volt_min: float = 0.0
     # Power cap: a reference drawing within CAP_BAND of the TDP ran throttled; its clock was really
-    # f_base + cap_k (f_ref - f_base) (fitted), and no requested clock above that is reached.
+    # f_base + cap_k (f_ref - f_base), and no requested clock above that is reached. `fit` sets CAP_K (the base
+    # clock, from the device table); the field stays so that a model can state another rule.
     cap_k: float = 1.0
     # Observed shares are estimates, each biased its own way (fitted, one factor per estimator, applied
     # before the clip to [0, 1]): 1 - (bytes / bandwidth) / t_ref (Perseus stages; the roofline share of
@@ -458,6 +464,10 @@ def sweep_curves(sweeps: pd.DataFrame, min_points: int = MIN_POINTS) -> tuple[pd
     if not frames:
         raise OpcostError("the sweeps table holds no core-clock curve of a known device to fit the clock model on")
     pts = pd.concat(frames, ignore_index=True)
+    unreached = unreached_settings(pts)
+    if unreached.any():
+        skipped[UNREACHED_REASON] = skipped.get(UNREACHED_REASON, 0) + int(unreached.sum())
+        pts = pts[~unreached].reset_index(drop=True)
     pts["e"] = pts["t"] * pts["p"]
     ref = pts.loc[pts.groupby("curve")["f"].idxmax(), ["curve", "f", "t", "p"]]
     ref = ref.rename(columns={"f": "f_ref", "t": "t_ref", "p": "p_ref"})
@@ -468,6 +478,26 @@ def sweep_curves(sweeps: pd.DataFrame, min_points: int = MIN_POINTS) -> tuple[pd
     pts["is_ref"] = pts["f"] == pts["f_ref"]
     pts["share"], pts["share_kind"] = observed_share(pts)
     return pts.drop(columns=["dram"]), skipped
+
+
+UNREACHED_JUMP = 1.25  # median (f t) / (f' t') over a device's curves above which a clock setting was not reached
+UNREACHED_REASON = "clock setting not reached (time grew faster than 1/f against the next higher clock)"
+
+
+def unreached_settings(pts: pd.DataFrame) -> np.ndarray:
+    """Points of clock settings the GPU did not run at (a rule on the physics, stated before any score and applied
+    to every GPU): with only the core clock changing, time is compute-bound part / f + memory-bound rest, so f t
+    never rises when the clock falls. Per curve, each point's f t against the curve's next higher clock; a
+    setting (source, device, clock) whose median of that over the device's curves exceeds UNREACHED_JUMP ran
+    slower than the requested clock allows on most kernels at once (e.g. the V100 sweep's lowest clock, 405 MHz:
+    median 1.35, 1.8-2.1 on its compute-bound kernels, i.e. about half the requested clock; every other
+    setting of every sweep GPU is at most 1.17). Those points' clock is unknown: not fitted, not scored. The
+    highest clock of a curve (its reference) has no higher neighbour and is never flagged."""
+    order = pts.sort_values(["curve", "f"])
+    ft = order["f"] * order["t"]
+    jump = ft / ft.groupby(order["curve"]).shift(-1)
+    med = jump.groupby([order["source"], order["device"], order["f"]]).transform("median")
+    return (med > UNREACHED_JUMP).reindex(pts.index).fillna(False).to_numpy(bool)
 
 
 def observed_share(pts: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -529,16 +559,17 @@ def fit(pts: pd.DataFrame) -> ClockModel:
     w_hidden, t_hidden = w[known], t[known]
 
     # Two steps, so that the curves without an observed share (all on one GPU, the RTX 3080 Ti's) cannot pull the
-    # parameters the observed-share curves determine (the power cap's reached clock, the share scales), and so
-    # the held-out A100's time when the 3080 Ti trains: (1) cap_k and the share scales on the curves with an
+    # parameters the observed-share curves determine (the share scales), and so
+    # the held-out A100's time when the 3080 Ti trains: (1) the share scales on the curves with an
     # observed share; (2) the fallback share (a, b, balance) on the curves without one and on every
-    # observed-share curve with its share hidden, step 1's values fixed. With no observed share at all, cap_k
-    # moves to step 2.
+    # observed-share curve with its share hidden, step 1's values fixed. A capped reference's clock is not fitted
+    # (CAP_K: the base clock).
     s_lo, s_hi = SHARE_SCALE_RANGE
-    step1 = ("cap_k", "share_scale_bytes", "share_scale_dram") if known.any() else ()
-    step2 = ("share_a", "share_b", "share_balance") + (() if known.any() else ("cap_k",))
+    step1 = ("share_scale_bytes", "share_scale_dram") if known.any() else ()
+    step2 = ("share_a", "share_b", "share_balance")
+    probe.cap_k = CAP_K
     box = {"share_a": (-20, 20, 0.0), "share_b": (-20, 20, 0.0),
-           "share_balance": (-BALANCE_COEF_MAX, BALANCE_COEF_MAX, 0.0), "cap_k": (0.0, 1.0, 0.5),
+           "share_balance": (-BALANCE_COEF_MAX, BALANCE_COEF_MAX, 0.0),
            "share_scale_bytes": (s_lo, s_hi, 1.0), "share_scale_dram": (s_lo, s_hi, 1.0)}  # fmt: skip
 
     def solve(names: tuple[str, ...], rows: pd.DataFrame, w_rows: np.ndarray, t_rows: np.ndarray, starts: tuple):
@@ -557,7 +588,7 @@ def fit(pts: pd.DataFrame) -> ClockModel:
     if step1:
         # A share scale whose estimator no training curve uses keeps its start (no evidence, no correction).
         # Where scaled shares clip at 1 the scale has no gradient: so two starts, the better kept.
-        solve(step1, train[known], w[known], t[known], ([0.5, 1.0, 1.0], [0.5, 0.5, 0.5]))
+        solve(step1, train[known], w[known], t[known], ([1.0, 1.0], [0.5, 0.5]))
     rows2 = pd.concat([train[~known], hidden], ignore_index=True)
     w2, t2 = np.concatenate([w[~known], w_hidden]), np.concatenate([t[~known], t_hidden])
     solve(step2, rows2, w2, t2, ([box[k][2] for k in step2],))

@@ -305,3 +305,32 @@ def path_validation(pts: pd.DataFrame) -> pd.DataFrame:
             pred = predict(held.assign(share=np.asarray(s, float)))
             out.append(summarise(curve_scores(pred), ["device", "source"]).assign(share_path=name))
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
+SHARE_GRID = np.linspace(0.0, 1.0, 201)  # the compute-bound shares `share_bounds` searches (step 0.005)
+
+
+def share_bounds(pts: pd.DataFrame) -> pd.DataFrame:
+    """How far any share-based time prediction could get, chosen in hindsight on the scored points themselves
+    (a bound, not a model; nothing here is fitted for prediction): per GPU x source, the time MAPE of (a) the
+    best single compute-bound share for all of the GPU's curves (what a model that knows the device but nothing
+    per kernel can at best reach) and (b) the best share per curve (what per-kernel FLOPs and bytes, or
+    counters, could at best add), both in the form t = t_ref (1 + s (f_ref / f - 1)) from each curve's
+    reference, over its off-reference clocks. A GPU whose (a) is above the goal cannot meet it without
+    per-kernel information, whatever the device-level terms."""
+    from opcost.model.clock import time_ratio
+
+    off = pts[~pts["is_ref"]]
+    ratio = (off["f_ref"] / off["f"]).to_numpy(float)
+    rel = (off["t_ref"] / off["t"]).to_numpy(float)
+    # APE of every grid share at every point: |rel (1 + s (ratio - 1)) - 1|, points x shares
+    ape = np.abs(rel[:, None] * time_ratio(1.0, ratio[:, None], SHARE_GRID[None, :]) - 1.0)
+    rows = []
+    for (dev, src), idx in off.groupby(["device", "source"], sort=True).indices.items():
+        a = ape[idx]
+        k = int(np.argmin(a.mean(axis=0)))
+        per_curve = [ape[idx][j].mean(axis=0).min() * len(j) for j in off.iloc[idx].groupby("curve").indices.values()]
+        rows.append({"device": dev, "source": src, "best_device_share": float(SHARE_GRID[k]),
+                     "best_device_share_time_mape": float(100 * a[:, k].mean()),
+                     "best_curve_share_time_mape": float(100 * sum(per_curve) / len(idx))})  # fmt: skip
+    return pd.DataFrame(rows)

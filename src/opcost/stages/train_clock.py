@@ -175,6 +175,13 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
         for r in versus.itertuples()
     }  # fmt: skip
     metrics["gpus_where_model_beats_every_guess"] = int((versus["beats_time_mape"] & versus["beats_energy_mape"]).sum())
+    # what any device-level share could at best reach, chosen in hindsight on each GPU's own points: a bound
+    # that says which goal misses need per-kernel information rather than better device-level terms
+    metrics["share_bounds"] = {
+        r.device: {"best_device_share": r.best_device_share, "time_mape": r.best_device_share_time_mape,
+                   "per_curve_time_mape": r.best_curve_share_time_mape}
+        for r in clockval.share_bounds(pts).itertuples()
+    }  # fmt: skip
     path = clockval.path_validation(pts)
     metrics["path_validation"] = {
         f"{r.device} {r.share_path}": {"time_mape": float(r.time_mape), "energy_mape": float(r.energy_mape)}
