@@ -47,7 +47,11 @@ regressed on [1, c^2] by non-negative least squares, each group weighing 1). Sco
 scale s(c) = sqrt(1 + r c^2), the rule above runs on the normalised scores (normalised conformal /
 normal), and a question's bounds are the normalised bounds x s(c_question). With r = 0 (no trend, or no
 covariates recorded: older bundles) this is exactly the unnormalised rule. The fallback is never
-normalised (it has no spread to scale).
+normalised (it has no spread to scale). The normal rule on normalised scores spends one more degree of
+freedom (t with G - 2), for r. On synthetic errors of two strata (sd 0.05 and 0.158, tests/model/
+test_hetero_intervals.py, 2000 draws) it covered 91 / 86 % (easy / hard) at G = 10 and 91 / 88 % at G = 30,
+where one half-width for all covered 99 / 79 % and 100 / 81 %: the hard stratum stays a few points short
+at small G because r itself is estimated from those few groups.
 """
 
 from __future__ import annotations
@@ -205,7 +209,8 @@ def _t_central(t: float, nu: int) -> float:
 
 
 def normal_interval(
-    errors: "Sequence[float] | np.ndarray", level: float = INTERVAL_LEVEL, groups: "Sequence[str] | None" = None
+    errors: "Sequence[float] | np.ndarray", level: float = INTERVAL_LEVEL, groups: "Sequence[str] | None" = None,
+    extra_params: int = 0,
 ) -> tuple[float, float] | None:
     """(m, h): centre and half-width of the normal prediction interval of a new group's error from signed
     errors by group (module docstring): m the mean of the group means, h = t_{(1+level)/2, G-1} x sqrt(s_b^2
@@ -224,7 +229,7 @@ def normal_interval(
     df_w = len(e) - n_groups
     s_w2 = float(dev @ dev / df_w) if df_w > 0 else 0.0
     v = s_b2 * (1 + 1 / n_groups) + s_w2 * (1 - float(np.mean(1.0 / count)))
-    h = t_quantile(0.5 * (1 + level), n_groups - 1) * float(np.sqrt(v))
+    h = t_quantile(0.5 * (1 + level), max(n_groups - 1 - extra_params, 1)) * float(np.sqrt(v))
     return float(means.mean()), h
 
 
@@ -307,7 +312,7 @@ def log_interval(
     q = conformal_q(e, level, g) if n_groups >= min_conformal_groups(level) else None
     if q is not None:
         return LogInterval(-q, q, n, n_groups, RULE_CONFORMAL, ratio)
-    got = normal_interval(e, level, g)
+    got = normal_interval(e, level, g, extra_params=int(ratio > 0))  # the scale model's r: one more df spent
     if got is not None:
         m, h = got
         return LogInterval(-m - h, -m + h, n, n_groups, RULE_NORMAL, ratio)
