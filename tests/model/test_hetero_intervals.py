@@ -131,3 +131,26 @@ def test_the_coverage_note_says_how_likely_the_band_is_by_chance() -> None:
     p = stats.binom.pmf(16, 18, 0.9) + stats.binom.pmf(17, 18, 0.9)
     note = netval.coverage_note(17, 18)
     assert f"probability {p:.0%}" in note and "17 of 18" in note
+
+
+def test_coverage_reports_its_binomial_interval_and_each_family_weighing_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rule stubbed to +-0.1 (log) for every network (its own known answers are above): family a's three
+    networks are off by 0, 0 and +0.5 (2 of 3 inside), family b's one by 0 (inside). Coverage 3 / 4 = 75 %,
+    each family weighing 1: (2/3 + 1) / 2 = 83.3 %, and the Clopper-Pearson interval of 3 of 4."""
+    import pandas as pd
+
+    from opcost.model import compose
+
+    monkeypatch.setattr(compose, "log_interval",
+                        lambda e, level=0.9, groups=None, covariates=None: intervals.LogInterval(-0.1, 0.1, 1, 1,
+                                                                                                 "normal"))  # fmt: skip
+    err = [0.0, 0.0, float(np.expm1(0.5)), 0.0]
+    df = pd.DataFrame({"set_id": ["a1", "a2", "a3", "b1"], "model": ["a1", "a2", "a3", "b1"],
+                       "family": ["a", "a", "a", "b"], "split": "model", "held_out": ["a1", "a2", "a3", "b1"],
+                       "family_known": [True, True, True, False], "t_error": err, "e_error": err,
+                       "predicted_t_s": 1.0, "summed_t_s": 1.0})  # fmt: skip
+    got = netval.coverage(df)["time"]
+    assert got["coverage_pct"] == 75.0 and got["family_weighted_coverage_pct"] == pytest.approx(250 / 3)
+    lo, hi = stats.beta.ppf(0.05, 3, 2), stats.beta.ppf(0.95, 4, 1)
+    assert (got["coverage_ci_lo_pct"], got["coverage_ci_hi_pct"]) == (pytest.approx(100 * lo), pytest.approx(100 * hi))
+    assert got["n_families"] == 2 and "3 of 4 networks covered" in netval.coverage(df)["coverage_note"]["time"]
