@@ -97,6 +97,9 @@ and the quantile counts groups, not scores (`conformal_q` with the bundle's `res
 model, or family, held out together, each weighing 1; the normal rule's group means): G above. Counting
 a model's two or three input sizes as independent scores had claimed a conformal quantile from 10
 scores of 5 models, and covered 83 % of held-out models on two targets.
+Each score may carry a covariate (`residual_covariates`: log(predicted / plain sum of op costs) of its
+network); the scores are then normalised by the scale model of model/intervals.py and a question's interval
+is scaled by its own covariate (`covariate=` of `log_interval` / `interval`), before any widening.
 The half-width is widened about its centre (x EXTRAPOLATION_WIDENING) when a question extrapolates, and
 a transferred layer's by its measured `transfer_widening` (above).
 
