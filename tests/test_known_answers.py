@@ -458,9 +458,11 @@ def test_no_held_out_networks_score_reaches_its_own_quantile(monkeypatch):
     calls: list[np.ndarray] = []
     real = compose.log_interval
 
-    def spy(errors, level=compose.INTERVAL_LEVEL, groups=None):
+    def spy(errors, level=compose.INTERVAL_LEVEL, groups=None, covariates=None):
         calls.append(np.asarray(errors, float).copy())
-        return real(errors, level, groups)
+        if covariates is not None:  # one covariate per score, from the same rows (never the network's own)
+            assert len(covariates) == len(errors)
+        return real(errors, level, groups, covariates)
 
     monkeypatch.setattr(compose, "log_interval", spy)
     score = compose.log_errors(df["t_error"].to_numpy(float))

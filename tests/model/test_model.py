@@ -167,6 +167,26 @@ def test_every_op_gets_a_cost_and_the_total_follows_the_composition(trained):
     assert sum(cov["calls"].values()) == pytest.approx(1.0) and sum(cov["time"].values()) == pytest.approx(1.0)
 
 
+def test_a_prediction_scales_its_interval_by_its_own_composition_correction(trained, monkeypatch):
+    """Spy on the composition's interval: `opcost predict` asks it with the question's covariate,
+    log(predicted time / plain sum of op costs), the figure the interval scores carry (model/intervals.py)."""
+    from opcost.model.compose import Composition
+
+    paths, _, _ = trained
+    asked: list[tuple[str, float]] = []
+    real = Composition.interval
+
+    def spy(self, value, which="time", extrapolating=False, family="*", covariate=0.0):  # type: ignore[no-untyped-def]
+        asked.append((which, covariate))
+        return real(self, value, which, extrapolating, family, covariate)
+
+    monkeypatch.setattr(Composition, "interval", spy)
+    p = Predictor(paths=paths).predict("resnet18", "32,3,32,32", "RTX2080Ti", "training")
+    want = math.log(p.time_s / p.sum_s)
+    assert want != 0.0 and [w for w, _ in asked] == ["time", "energy"][: len(asked)] and asked
+    assert all(c == pytest.approx(want, rel=1e-12) for _, c in asked)
+
+
 def test_predict_errors_say_what_exists(trained, tmp_path):
     paths, _, _ = trained
     pr = Predictor(paths=paths)

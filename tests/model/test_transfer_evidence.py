@@ -109,3 +109,23 @@ def test_an_older_transferred_bundle_keeps_its_widening() -> None:
     old = Composition.from_json(d)
     q = 6.313752 * np.std(np.log([1.4, 0.8]), ddof=1) * np.sqrt(1.5)  # 2 groups: normal rule, t_{0.95, 1}
     assert old.half_width("time") == pytest.approx(compose.LEGACY_TRANSFER_WIDENING * q)
+
+
+def test_transferred_scores_carry_their_covariates_so_the_normalised_rule_applies_there_too() -> None:
+    """Leave-one-config-out: each score's covariate is log(transferred prediction / the network's plain op sum)
+    (raw_sum_s = sum / 2 here: A predicted 2.5 x sum -> log 5, B 2 x -> log 4, C 1.5 x -> log 3). Pooled
+    own scores keep their sources' covariates, and none where a source recorded none."""
+    srcs = _inference()
+    for s in srcs:
+        s.terms = [{**t, "raw_sum_s": t["sum"] / 2} for t in s.terms]
+    layer = compose.transfer_calibrated(srcs, "inference", 4e-5, 50.0)
+    want = list(np.log([5.0] * 3 + [4.0] * 3 + [3.0] * 3))
+    assert layer.residual_covariates["residuals_t"] == pytest.approx(want)
+    assert layer.residual_covariates["residuals_e"] == pytest.approx(want)
+    assert layer.covariates_for("time") == pytest.approx(want)
+    srcs[0].comp.residual_covariates = {"residuals_t": [0.1, 0.2]}
+    srcs[1].comp.residual_covariates = {"residuals_t": [0.3]}
+    pooled = compose.transfer([s.as_source() for s in srcs[:2]], "inference", 4e-5, 50.0)
+    assert pooled.residual_covariates == {"residuals_t": pytest.approx([0.1, 0.2, 0.3])}  # energy: none recorded
+    pooled = compose.transfer([s.as_source() for s in srcs], "inference", 4e-5, 50.0)  # C recorded none
+    assert "residuals_t" not in pooled.residual_covariates

@@ -195,8 +195,10 @@ def assemble(
     if not has_power:
         notes.append("no power model for this device (time-only measurements)")
     notes.extend(net.notes)
-    time_iv = comp.interval(time_s, "time", bool(warnings), family)  # scores of this question: known/new family
-    energy_iv = None if energy is None else comp.interval(energy, "energy", bool(warnings), family)
+    # scores of this question (known/new family), scaled to its covariate (model/intervals.py, heteroscedastic)
+    c = interval_covariate(time_s, terms["raw_sum_s"])
+    time_iv = comp.interval(time_s, "time", bool(warnings), family, c)
+    energy_iv = None if energy is None else comp.interval(energy, "energy", bool(warnings), family, c)
     if clock is not None and clocks is not None and clock_source == "transferred":
         from opcost.model.clocktransfer import transfer_note, widen
 
@@ -229,6 +231,12 @@ def assemble(
         warnings=warnings,
         clock_source=clock_source,
     )
+
+
+def interval_covariate(time_s: float, sum_s: float) -> float:
+    """The question's interval covariate, log(predicted time / plain sum of op costs) (netval.covariate, the same
+    figure the scores carry); 0 (the narrowest scale) where either is not a positive number."""
+    return float(np.log(time_s / sum_s)) if time_s > 0 and sum_s > 0 and np.isfinite(time_s / sum_s) else 0.0
 
 
 # How far outside the training range a figure may lie before a prediction says it extrapolates.

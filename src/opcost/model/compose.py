@@ -101,6 +101,9 @@ and the quantile counts groups, not scores (`conformal_q` with the bundle's `res
 model, or family, held out together, each weighing 1; the normal rule's group means): G above. Counting
 a model's two or three input sizes as independent scores had claimed a conformal quantile from 10
 scores of 5 models, and covered 83 % of held-out models on two targets.
+Each score may carry a covariate (`residual_covariates`: log(predicted / plain sum of op costs) of its
+network); the scores are then normalised by the scale model of model/intervals.py and a question's interval
+is scaled by its own covariate (`covariate=` of `log_interval` / `interval`), before any widening.
 The half-width is widened about its centre (x EXTRAPOLATION_WIDENING) when a question extrapolates, and
 a transferred layer's by its measured `transfer_widening` (above).
 
@@ -233,6 +236,10 @@ class Composition:
     # residual list name (e.g. "residuals_known_t") -> one group label per score (the model, or family, held
     # out together): the unit `conformal_q` counts. Absent (older bundles): every score its own group.
     residual_groups: dict[str, list[str]] = field(default_factory=dict)
+    # residual list name -> one covariate per score, log(predicted / plain sum of op costs) of that network
+    # (netval.covariate): the heteroscedastic scale of model/intervals.py. Absent (older bundles, or labels
+    # that do not match the scores): the plain, unnormalised rule.
+    residual_covariates: dict[str, list[float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.source:
@@ -317,18 +324,30 @@ class Composition:
                     return "new", f"residuals_new_{sfx}"
         return "pooled", f"residuals_{sfx}"
 
-    def _log_interval(self, which: str, family: str | None) -> LogInterval:
-        """The interval of the scores that match the question, before any widening (model/intervals.py)."""
+    def covariates_for(self, which: str = "time", family: str | None = ANY_FAMILY) -> list[float] | None:
+        """The covariates of `scores_for`'s scores (None: none recorded: the unnormalised rule)."""
+        _, attr = self._score_attr(which, family)
+        cov = self.residual_covariates.get(attr)
+        return [float(x) for x in cov] if cov is not None and len(cov) == len(getattr(self, attr)) else None
+
+    def _log_interval(self, which: str, family: str | None, covariate: float = 0.0) -> LogInterval:
+        """The interval of the scores that match the question, before any widening (model/intervals.py),
+        scaled to the question's covariate where the scores carry covariates."""
         _, res = self.scores_for(which, family)
         groups = self.groups_for(which, family)
-        return _interval_of(tuple(res), None if groups is None else tuple(groups))
+        cov = self.covariates_for(which, family)
+        iv = _interval_of(tuple(res), None if groups is None else tuple(groups), None if cov is None else tuple(cov))
+        return iv.scaled(covariate if np.isfinite(covariate) else 0.0)
 
     def log_interval(
-        self, which: str = "time", extrapolating: bool = False, family: str | None = ANY_FAMILY
-    ) -> LogInterval:
-        """Bounds on log(measured / predicted) (module docstring; the rule: model/intervals.py), the half-width
-        widened about its centre for a transferred layer (its measured `transfer_widening`) and when extrapolating."""
-        iv = self._log_interval(which, family)
+        self, which: str = "time", extrapolating: bool = False, family: str | None = ANY_FAMILY,
+        covariate: float = 0.0,
+    ) -> LogInterval:  # fmt: skip
+        """Bounds on log(measured / predicted) (module docstring; the rule: model/intervals.py), scaled to the
+        question's `covariate` (log(predicted / plain sum of op costs); 0: the scale of a network the
+        composition layer did not move), the half-width widened about its centre for a transferred layer (its
+        measured `transfer_widening`) and when extrapolating."""
+        iv = self._log_interval(which, family, covariate)
         if self.source == "transferred":
             iv = iv.widened(self.transfer_widening.get(which, 1.0))
         if extrapolating:
@@ -340,12 +359,13 @@ class Composition:
         return self.log_interval(which, extrapolating, family).half_width
 
     def interval(
-        self, value: float, which: str = "time", extrapolating: bool = False, family: str | None = ANY_FAMILY
-    ) -> tuple[float, float]:
+        self, value: float, which: str = "time", extrapolating: bool = False, family: str | None = ANY_FAMILY,
+        covariate: float = 0.0,
+    ) -> tuple[float, float]:  # fmt: skip
         """90 % interval of the measured value given the predicted one: value x [exp(lo), exp(hi)], from the
-        held-out errors that match `family`'s question (module docstring) by model/intervals.py's rule;
-        asymmetric where that rule centres on the errors' mean."""
-        return self.log_interval(which, extrapolating, family).bounds(value)
+        held-out errors that match `family`'s question (module docstring) by model/intervals.py's rule, scaled
+        to the question's `covariate` (`log_interval`); asymmetric where that rule centres on the errors' mean."""
+        return self.log_interval(which, extrapolating, family, covariate).bounds(value)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -367,6 +387,7 @@ class Composition:
             "transfer_widening": self.transfer_widening,
             "transfer_evidence": self.transfer_evidence,
             "residual_groups": self.residual_groups,
+            "residual_covariates": self.residual_covariates,
         }
 
     @classmethod
@@ -400,16 +421,22 @@ class Composition:
             else str(d.get("transfer_evidence", ""))
         )
         comp.residual_groups = {str(k): [str(x) for x in v] for k, v in d.get("residual_groups", {}).items()}
+        comp.residual_covariates = {
+            str(k): [float(x) for x in v] for k, v in d.get("residual_covariates", {}).items()
+        }  # older bundles: none, the unnormalised rule (same intervals as when they were written)
         return comp
 
 
 @functools.lru_cache(maxsize=256)
-def _interval_of(res: tuple[float, ...], groups: tuple[str, ...] | None) -> LogInterval:
+def _interval_of(
+    res: tuple[float, ...], groups: tuple[str, ...] | None, covariates: tuple[float, ...] | None = None
+) -> LogInterval:
     """`log_interval` of relative errors, memoised on their values: a prediction asks for the same few
     intervals (time and energy, its note and its bounds) of the same scores, and the rule's group means and t
     quantile were a quarter of a warm predict_many (bench/predictor_latency.py). Keyed on the values, not on
-    the Composition, whose score lists the train stage sets after construction."""
-    return log_interval(log_errors(res), groups=groups)
+    the Composition, whose score lists the train stage sets after construction. With covariates: the
+    normalised interval, which each question scales to its own covariate (cheap, outside the cache)."""
+    return log_interval(log_errors(res), groups=groups, covariates=covariates)
 
 
 def _floats(d: dict[str, Any], key: str) -> list[float]:
@@ -501,6 +528,21 @@ def transfer(
         source="transferred", transferred_from=[n for n, _, _, _ in cal],
     )  # fmt: skip
     out.residual_groups = {a: _pooled_groups([(n, c) for n, c, _, _ in cal], a) for a in ("residuals_t", "residuals_e")}
+    out.residual_covariates = {
+        a: cov for a in ("residuals_t", "residuals_e") if (cov := _pooled_covariates([c for _, c, _, _ in cal], a))
+    }
+    return out
+
+
+def _pooled_covariates(sources: Sequence[Composition], attr: str) -> list[float] | None:
+    """The covariates of sources' pooled scores `attr`, or None where any source recorded none for them (a
+    partly normalised pool would mix two scales)."""
+    out: list[float] = []
+    for c in sources:
+        cov = c.residual_covariates.get(attr)
+        if cov is None or len(cov) != len(getattr(c, attr)):
+            return None
+        out += [float(x) for x in cov]
     return out
 
 
@@ -550,21 +592,35 @@ def leave_one_config_out(sources: Sequence[SourceNetworks], mode: str) -> tuple[
     predicted by the composition `transfer`red from the other calibrated configs of `mode` only, and the
     configs so held out. A config is never among the sources of its own prediction; with fewer than two
     calibrated configs there is nothing to hold out (empty lists)."""
+    rt, re, held, _ = _leave_one_config_out(sources, mode)
+    return rt, re, held
+
+
+def _leave_one_config_out(
+    sources: Sequence[SourceNetworks], mode: str
+) -> tuple[list[float], list[float], list[str], dict[str, list[float]]]:
+    """`leave_one_config_out` and each score's covariate, log(predicted / plain sum of op costs) (model/
+    intervals.py), under the residual list names ("residuals_t", "residuals_e")."""
     cal = [s for s in sources if s.comp.calibrated and s.comp.mode == mode]
     rt: list[float] = []
     re: list[float] = []
     held: list[str] = []
+    cov: dict[str, list[float]] = {"residuals_t": [], "residuals_e": []}
     if len(cal) < 2:
-        return rt, re, held
+        return rt, re, held, cov
     for s in cal:
         layer = transfer([o.as_source() for o in cal if o.name != s.name], mode, s.floor_s, s.power_w)
         t_pred = np.array([layer.time(t) for t in s.terms])
         rt += [float(x) for x in t_pred / np.asarray(s.t_s, float) - 1]
+        c = [float(np.log(tp / t["raw_sum_s"])) if tp > 0 and t.get("raw_sum_s", 0) > 0 else 0.0
+             for t, tp in zip(s.terms, t_pred)]  # fmt: skip
+        cov["residuals_t"] += c
         if s.has_energy():
             e_pred = np.array([layer.energy(t, tp) for t, tp in zip(s.terms, t_pred)])
             re += [float(x) for x in e_pred / np.asarray(s.e_j, float) - 1]
+            cov["residuals_e"] += c
         held.append(s.name)
-    return rt, re, held
+    return rt, re, held, cov
 
 
 def transfer_widening(
@@ -589,10 +645,11 @@ def transfer_calibrated(sources: Sequence[SourceNetworks], mode: str, floor_s: f
     layer = transfer([s.as_source() for s in same], mode, floor_s, power_w)
     if not layer.transferred_from:
         return layer
-    rt, re, held = leave_one_config_out(same, mode)
+    rt, re, held, cov = _leave_one_config_out(same, mode)
     if held:
         layer.residuals_t, layer.residuals_e = rt, re
         layer.residual_groups = _loco_groups(same, held, by_config=True)
+        layer.residual_covariates = cov
         layer.transfer_widening = {"time": 1.0, "energy": 1.0}
         layer.transfer_evidence = (
             f"leave-one-config-out errors of {len(rt)} networks of {', '.join(held)}, each predicted by the "

@@ -22,6 +22,7 @@ value.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -276,6 +277,60 @@ def error_summary(df: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
+COVARIATE = "the composition layer's correction, log(predicted time / plain sum of op costs)"
+
+
+def covariate(predicted_t_s: "float | np.ndarray", summed_t_s: "float | np.ndarray") -> "float | np.ndarray":
+    """A network's interval covariate (model/intervals.py, heteroscedastic scores): log(predicted / plain sum of
+    op costs), known before the network is measured: how far its answer rests on the composition layer's
+    fitted overhead terms rather than on op costs."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log(np.asarray(predicted_t_s, float) / np.asarray(summed_t_s, float))
+
+
+def score_covariates(net_pred: pd.DataFrame, col: str) -> dict[str, list[float]]:
+    """The covariate of every score of `score_sets` (same keys, same order)."""
+    if net_pred.empty:
+        return {"known": [], "new": [], "pooled": []}
+    d = net_pred.assign(_cov=covariate(net_pred["predicted_t_s"], net_pred["summed_t_s"]))
+    return {k: [float(x) for x in v] for k, v in _score_rows(d, col, "_cov").items()}
+
+
+def binomial_ci(k: int, n: int, level: float = 0.9) -> tuple[float, float]:
+    """Clopper-Pearson `level` interval of a proportion from k successes in n trials, exact: the bounds solve
+    P(X >= k | p_lo) = (1 - level) / 2 and P(X <= k | p_hi) = (1 - level) / 2 (bisection on the binomial
+    CDF; n here is a few dozen networks)."""
+    if n <= 0 or not 0 <= k <= n:
+        raise ValueError(f"a binomial interval needs 0 <= k <= n, n >= 1; got k={k}, n={n}")
+    tail = 0.5 * (1 - level)
+
+    def cdf(j: int, p: float) -> float:  # P(X <= j)
+        return float(sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(j + 1)))
+
+    def solve(f: Any) -> float:  # f increasing in p on [0, 1], root of f
+        lo, hi = 0.0, 1.0
+        for _ in range(100):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if f(mid) < 0 else (lo, mid)
+        return 0.5 * (lo + hi)
+
+    p_lo = 0.0 if k == 0 else solve(lambda p: (1 - cdf(k - 1, p)) - tail)
+    p_hi = 1.0 if k == n else solve(lambda p: tail - cdf(k, p))
+    return p_lo, p_hi
+
+
+def coverage_note(k: int, n: int, level: float = compose.INTERVAL_LEVEL) -> str:
+    """What k of n held-out networks inside their intervals can say: the binomial 90 % interval of the
+    coverage, and whether a well-calibrated interval could have shown this figure by chance."""
+    lo, hi = binomial_ci(k, n)
+    p_band = sum(math.comb(n, i) * level**i * (1 - level) ** (n - i) for i in range(n + 1) if 0.85 <= i / n <= 0.95)
+    return (
+        f"{k} of {n} networks covered: 90 % binomial interval of the coverage {100 * lo:.0f}-{100 * hi:.0f} %; "
+        f"an exactly calibrated {level:.0%} interval lands in 85-95 % with probability {p_band:.0%} at n = {n} "
+        "(networks of one model or family are not independent draws, so the real uncertainty is wider)"
+    )
+
+
 def score_sets(net_pred: pd.DataFrame, col: str) -> dict[str, list[float]]:
     """The relative errors (column `col`) behind prediction intervals, by the question they answer
     (model/compose.py): "known" (model split, the family kept a sibling in the fold), "new" (family
@@ -322,13 +377,15 @@ def interval_table(comp: compose.Composition) -> dict[str, dict[str, dict[str, A
                 "high_pct": 100 * float(np.expm1(iv.hi)),
                 "conformal": iv.rule == intervals.RULE_CONFORMAL,
                 "rule": iv.rule,
+                "scale_ratio": iv.ratio,  # r of s(c) = sqrt(1 + r c^2); the figures above are at c = 0
             }
     return out
 
 
 def coverage(
-    df: pd.DataFrame, calib: pd.DataFrame | None = None, level: float = compose.INTERVAL_LEVEL
-) -> dict[str, Any]:
+    df: pd.DataFrame, calib: pd.DataFrame | None = None, level: float = compose.INTERVAL_LEVEL,
+    normalise: bool = True,
+) -> dict[str, Any]:  # fmt: skip
     """How often the multiplicative conformal interval (model/compose.py) contained the measured value.
     Each network's interval is built as predictions build it: from the scores that match its question
     (`calib`'s `model`-split rows whose family kept a sibling for a network whose own family did,
@@ -341,8 +398,15 @@ def coverage(
     in the family split) the same family: never a network's own or its siblings' errors. Coverage %,
     median full width % of the prediction (exp(hi) - exp(lo)), the median number of scores an interval
     rested on, how many intervals had too few groups for a conformal quantile, and of those how many took the
-    normal rule and the fallback, for time and energy."""
+    normal rule and the fallback, for time and energy.
+
+    With `normalise` and the predicted and summed times in the frames, the scores are heteroscedastic
+    (model/intervals.py): each normalised by the scale model fitted on that interval's own calibration scores,
+    and the interval scaled by the network's own covariate (`covariate`), as predictions do. Beside each
+    coverage: its binomial 90 % interval (`binomial_ci`), the coverage with each family weighing 1, how many
+    intervals were normalised, and under "coverage_note" what the figure can say (`coverage_note`)."""
     out: dict[str, Any] = {}
+    notes: dict[str, str] = {}
     if df.empty:
         return out
     calib = df if calib is None else calib
@@ -358,10 +422,14 @@ def coverage(
         c_fam = c["family"].astype(str).to_numpy()
         c_split = c["split"].astype(str).to_numpy() if "split" in c else np.full(len(c), SPLIT_MODEL)
         c_known = c["family_known"].astype(bool).to_numpy() if by_family else np.ones(len(c), bool)
+        hetero = normalise and {"predicted_t_s", "summed_t_s"} <= set(c.columns)
+        c_cov = np.asarray(covariate(c["predicted_t_s"], c["summed_t_s"]), float) if hetero else None
+        d_cov = np.asarray(covariate(d["predicted_t_s"], d["summed_t_s"]), float) if hetero else None
         # no family-split score at all: a new family's interval falls back to the pooled model-split scores,
         # as compose.Composition.scores_for does for a bundle without them
         new_set = (c_split == SPLIT_FAMILY) if (c_split == SPLIT_FAMILY).any() else (c_split == SPLIT_MODEL)
-        covered, widths, ns = [], [], []
+        covered, widths, ns, fams = [], [], [], []
+        ratios: list[float] = []
         rules = dict.fromkeys((intervals.RULE_CONFORMAL, intervals.RULE_NORMAL, intervals.RULE_FALLBACK), 0)
         for i, (_, row) in enumerate(d.iterrows()):
             known = bool(row["family_known"]) if by_family else True
@@ -373,21 +441,38 @@ def coverage(
             if new or row.get("split") == SPLIT_FAMILY:
                 drop |= c_fam == str(row["family"])
             m = use & ~drop
-            iv = compose.log_interval(c_errs[m], level, groups=c_held[m])
+            cov_m = None if c_cov is None else c_cov[m]
+            iv = compose.log_interval(c_errs[m], level, groups=c_held[m], covariates=cov_m)
             if iv.n == 0:
                 continue
+            if d_cov is not None:
+                iv = iv.scaled(float(d_cov[i]) if np.isfinite(d_cov[i]) else 0.0)
+            fams.append(str(row["family"]))
             rules[iv.rule] += 1
+            ratios.append(iv.ratio)
             covered.append(iv.contains(-errs[i]))
             widths.append(np.exp(iv.hi) - np.exp(iv.lo))
             ns.append(iv.n)
         if covered:
+            k, n = int(np.sum(covered)), len(covered)
+            ci = binomial_ci(k, n)
+            # each family weighing 1: the coverage a new family's network gets (a family is one draw)
+            fam = pd.Series(covered, index=fams, dtype=float).groupby(level=0).mean()
             out[q] = {
                 "coverage_pct": float(100 * np.mean(covered)),
+                "coverage_ci_lo_pct": 100 * ci[0],
+                "coverage_ci_hi_pct": 100 * ci[1],
+                "family_weighted_coverage_pct": float(100 * fam.mean()),
+                "n_families": int(len(fam)),
                 "median_width_pct": float(100 * np.median(widths)),
                 "n": len(covered),
                 "median_scores": float(np.median(ns)),
                 "too_few_scores": len(covered) - rules[intervals.RULE_CONFORMAL],
                 "normal_rule": rules[intervals.RULE_NORMAL],
                 "fallback_rule": rules[intervals.RULE_FALLBACK],
+                "normalised": int(sum(1 for r in ratios if r > 0)),
             }
+            notes[q] = coverage_note(k, n, level)
+    if notes:
+        out["coverage_note"] = notes
     return out
