@@ -86,3 +86,48 @@ def test_bundle_hash_keys_on_its_own_target_and_shaping_params_not_the_target_li
     assert fit.bundle_hash("v1", dataclasses.replace(tp, folds=5), "A30-inference") != h
     assert fit.bundle_hash("v2", tp, "A30-inference") != h
     assert fit.bundle_hash("v1", tp, "A30-training") != h
+
+
+def test_kept_parses_give_the_same_hash_without_parsing_again_and_follow_edits(src_copy, tmp_path, monkeypatch):
+    """A cold `opcost predict` keys its network cache on the extraction closure; the parses kept on disk
+    (closure-imports.json) make that hash without parsing the files again, and a file's new text is a new
+    key: an edit that adds an import is followed, never answered from a stale parse."""
+    facts = tmp_path / "cache" / "closure-imports.json"
+    entries = network.EXTRACTION_ENTRIES
+    want = code_hash(entries, src=src_copy)
+
+    def cold(monkeypatch) -> list[str]:
+        """A new process: nothing in memory; every ast.parse counted."""
+        monkeypatch.setattr(closure_module, "_FACTS", {})
+        closure_module._imported_modules.cache_clear()
+        parsed: list[str] = []
+        real = closure_module.ast.parse
+
+        def parse(text: str, *a, **k):
+            parsed.append(text)
+            return real(text, *a, **k)
+
+        monkeypatch.setattr(closure_module.ast, "parse", parse)
+        return parsed
+
+    parsed = cold(monkeypatch)
+    assert code_hash(entries, src=src_copy, facts_file=facts) == want
+    n_files = len(closure(*entries, src=src_copy))
+    assert len(parsed) == n_files and facts.is_file()
+    parsed = cold(monkeypatch)
+    assert code_hash(entries, src=src_copy, facts_file=facts) == want and parsed == []
+    # an edit that imports a module outside the closure: parsed afresh, the module joins the closure
+    feats = src_copy / "opcost" / "model" / "features.py"
+    assert "opcost/cputhreads.py" not in rel(closure(*entries, src=src_copy), src_copy)
+    feats.write_text(feats.read_text() + "\n\ndef _late():\n    import opcost.cputhreads  # noqa\n")
+    parsed = cold(monkeypatch)
+    edited = code_hash(entries, src=src_copy, facts_file=facts)
+    assert edited != want and len(parsed) == 2  # features.py's new text and cputhreads.py
+    assert "opcost/cputhreads.py" in rel(closure(*entries, src=src_copy), src_copy)
+    assert edited == code_hash(entries, src=src_copy)  # the same as without kept parses
+    # a file that is not the parses' JSON is ignored and rewritten
+    facts.write_text("{not json")
+    parsed = cold(monkeypatch)
+    assert code_hash(entries, src=src_copy, facts_file=facts) == edited and len(parsed) == n_files + 1
+    parsed = cold(monkeypatch)
+    assert code_hash(entries, src=src_copy, facts_file=facts) == edited and parsed == []

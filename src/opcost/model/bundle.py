@@ -74,7 +74,7 @@ class QuantityModel:
 
     def predict(self, items: Sequence[tuple[OpRecord, float | None]]) -> np.ndarray:
         offsets = self.encoding.log_roofline([r for r, _ in items]) if self.transform == "log_roofline" else None
-        return self.predict_matrix(self.encoding.matrix(items), offsets)
+        return self.predict_matrix(self.encoding.matrix(items, cached=True), offsets)  # warm: rows memoised
 
 
 @dataclass

@@ -20,14 +20,13 @@ A prediction is then never a partial sum presented as a total.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
-from opcost.model.features import OpRecord
+from opcost.model.features import OpRecord, with_kind
 from opcost.model.physics import is_noop, proxy_kind, roofline_s
 from opcost.ops.kinds import bias_first, is_gemm_part
 from opcost.ops.recurrent import recurrent_steps
@@ -117,7 +116,7 @@ class OpCoster:
             elif (k := proxy_kind(r.kind, known)) is not None:
                 source[i], proxy[i] = "proxy", k
                 to_model.append(i)
-                model_records.append(dataclasses.replace(r, kind=k))
+                model_records.append(with_kind(r, k))  # keeps its cached rows (features.py)
             else:
                 t[i] = self.floor_s + roofline_s(r.kind, r.metrics, self.device_config) * self.charge_ratio
                 p[i] = self.median_power_w

@@ -14,13 +14,17 @@ prediction from a cached extraction start in well under a second.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 
+from opcost.devices import find_device
 from opcost.model import gemm
 from opcost.model.physics import compute_memory_s, device_peaks, gemm_dims, op_peak, roofline_s
 
@@ -78,6 +82,9 @@ class OpRecord:
     input_shape: tuple[int, ...] = ()
     in_numel: int = 0
     metrics: dict[str, Any] = field(default_factory=dict)
+    # Everything but the kind as canonical JSON, memoised by `record_key` ("" where it is not JSON): with
+    # the kind, the row cache's key. Not part of the record's identity; `with_kind` hands it on.
+    _content_key: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -199,7 +206,12 @@ class Encoding:
             out += gemm.features(rec.kind, hp, float(metrics["flops"]), self.device_config)
         return out
 
-    def matrix(self, items: Iterable[tuple[OpRecord, float | None]]) -> np.ndarray:
+    def matrix(self, items: Iterable[tuple[OpRecord, float | None]], cached: bool = False) -> np.ndarray:
+        """The rows of (record, clock) pairs. `cached`: rows come from the process's row cache
+        (`ROW_CACHE`), the same numbers, encoded once per (layout, clock, record content): what a warm
+        prediction asks again and again. Training encodes each row once and leaves the cache alone."""
+        if cached:
+            return ROW_CACHE.matrix(self, items)
         rows = [self.row(r, c) for r, c in items]
         return np.asarray(rows, dtype=np.float64).reshape(len(rows), len(self.columns))
 
@@ -228,6 +240,104 @@ class Encoding:
             comp = np.array([gemm.fp32_compute_s(r.metrics["flops"], self.device_config) for r in records], float)
             roof = gemm.baseline_s(roof, dw, comp, self.dw_efficiency)
         return np.log(roof + self.floor_s)
+
+
+# -- encoded rows, memoised -------------------------------------------------------------------------
+# Why: a warm prediction costs the same few hundred ops of every network again at each question, and
+# encoding them (`Encoding.row`, pure Python) was a third of a warm `predict_many`. A row is a pure
+# function of the encoding's layout (its fields and the device table entry its physics features
+# read), the clock and the record's content, so it is cached under exactly those: the content as
+# canonical JSON, not the op_id (a proxy keeps its op's id under another kind; a hand-made record
+# may reuse an id), so two records share a row only where they would encode to the same row.
+ROW_CACHE_SIZE = 16384  # rows (about 1 kB each), least recently used dropped first
+_LAYOUTS_MAX = 256
+
+
+def _rest_key(rec: OpRecord) -> str:
+    """Everything but the kind as canonical JSON, memoised on the record (frozen data); "" where it
+    holds something JSON cannot say exactly."""
+    key = rec._content_key
+    if key is None:
+        d = rec.to_json()
+        del d["kind"]
+        try:
+            key = json.dumps(d, sort_keys=True, separators=(",", ":"), allow_nan=True)
+        except (TypeError, ValueError):
+            key = ""
+        object.__setattr__(rec, "_content_key", key)
+    return key
+
+
+def record_key(rec: OpRecord) -> tuple[str, str] | None:
+    """The record's content: (kind, the rest as canonical JSON); None where JSON cannot say it exactly
+    (then its rows are encoded every time)."""
+    rest = _rest_key(rec)
+    return (rec.kind, rest) if rest else None
+
+
+def with_kind(rec: OpRecord, kind: str) -> OpRecord:
+    """The record under another kind (a proxy, model/costing.py), its content key handed on: a proxy
+    made afresh at every costing still finds its cached rows."""
+    new = dataclasses.replace(rec, kind=kind)
+    object.__setattr__(new, "_content_key", _rest_key(rec))
+    return new
+
+
+class RowCache:
+    """A bounded LRU of encoded rows keyed by (layout, clock, record content); thread-safe."""
+
+    def __init__(self, size: int = ROW_CACHE_SIZE) -> None:
+        self.size = size
+        self._rows: OrderedDict[tuple[int, Any, str, str], np.ndarray] = OrderedDict()
+        self._layouts: dict[Any, int] = {}
+        self._next_layout = 0  # never reused: a row keyed under a dropped layout is never found again
+        self._lock = threading.Lock()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._rows.clear()
+            self._layouts.clear()
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def _layout(self, enc: Encoding) -> int:
+        layout = (enc, find_device(enc.device_config))  # a patched device table is another layout
+        with self._lock:
+            if layout not in self._layouts:
+                if len(self._layouts) >= _LAYOUTS_MAX:
+                    self._rows.clear()
+                    self._layouts.clear()
+                self._layouts[layout] = self._next_layout
+                self._next_layout += 1
+            return self._layouts[layout]
+
+    def matrix(self, enc: Encoding, items: Iterable[tuple[OpRecord, float | None]]) -> np.ndarray:
+        lid = self._layout(enc)
+        rows: list[np.ndarray] = []
+        for rec, clock in items:
+            content = record_key(rec)
+            key = (lid, clock, *content) if content is not None else None
+            row = None
+            if key is not None:
+                with self._lock:
+                    row = self._rows.get(key)
+                    if row is not None:
+                        self._rows.move_to_end(key)
+            if row is None:
+                row = np.asarray(enc.row(rec, clock), dtype=np.float64)
+                row.setflags(write=False)
+                if key is not None:
+                    with self._lock:
+                        self._rows[key] = row
+                        while len(self._rows) > self.size:
+                            self._rows.popitem(last=False)
+            rows.append(row)
+        ncols = len(enc.columns)
+        return np.asarray(rows, dtype=np.float64).reshape(len(rows), ncols) if rows else np.zeros((0, ncols))
+
+
+ROW_CACHE = RowCache()
 
 
 def metrics_of(catalog_row: "pd.Series | dict[str, Any]") -> dict[str, Any]:

@@ -51,7 +51,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from opcost.devices import find_device
-from opcost.model.physics import device_peaks, op_peak, tensor_core_eligible
+from opcost.model.physics import device_peaks, op_peak, spatial_size, tensor_core_eligible
 from opcost.ops import kinds
 
 CONV_PREFIX = "Conv"
@@ -227,11 +227,9 @@ NOT_A_CONV = -1.0
 
 
 def _pair(value: Any) -> tuple[int, int]:
-    """A 2-D size from an int or a list (a 1-D size repeats its one element)."""
-    if isinstance(value, (list, tuple)):
-        vals = [int(v) for v in value] or [1]
-        return vals[0], vals[1] if len(vals) > 1 else vals[0]
-    return int(value), int(value)
+    """A 2-D size from an int or a list (a 1-D size repeats its one element): physics.spatial_size."""
+    h, w = spatial_size(value, 2)
+    return h, w
 
 
 def kernel_features(kind: str, hp: dict[str, Any]) -> list[float]:

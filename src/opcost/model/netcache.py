@@ -28,11 +28,12 @@ def _version(pkg: str) -> str:
         return "unknown"
 
 
-def extraction_code_hash() -> str:
-    """The hash of the extraction code's import closure: part of every cache key."""
+def extraction_code_hash(facts_file: Path | None = None) -> str:
+    """The hash of the extraction code's import closure: part of every cache key. `facts_file`: where
+    the closure's parses are kept (opcost.closure), so a cold process does not parse its files again."""
     from opcost.closure import code_hash
 
-    return code_hash(EXTRACTION_ENTRIES)[:12]
+    return code_hash(EXTRACTION_ENTRIES, facts_file=facts_file)[:12]
 
 
 def read_cached(f: Path) -> Network | None:
@@ -63,7 +64,8 @@ class NetworkCache:
         """The disk entry of a key (the folder must be set)."""
         if self.folder is None:
             raise ValueError("a network cache without a folder has no files")
-        ident = json.dumps([*key, _version("torch"), _version("torchvision"), extraction_code_hash()])
+        code = extraction_code_hash(self.folder.parent / "closure-imports.json")
+        ident = json.dumps([*key, _version("torch"), _version("torchvision"), code])
         name = hashlib.sha256(ident.encode()).hexdigest()[:20]
         return self.folder / f"{name}.json"
 

@@ -24,6 +24,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from opcost.devices import find_device
+from opcost.errors import OpcostError
 from opcost.ops import kinds
 
 if TYPE_CHECKING:
@@ -104,15 +105,41 @@ def roofline_s(kind: str, metrics: dict[str, Any], device_config: str, dtype: st
     return max(*compute_memory_s(kind, metrics, device_config, dtype), 1e-9)
 
 
+def spatial_size(value: Any, rank: int = 2) -> tuple[int, ...]:
+    """A convolution's kernel_size, stride, padding or dilation as `rank` integers, as PyTorch reads them:
+    an int (or a one-element list) stands for the same size on every spatial axis (`Conv2d(.., 3)` is a
+    3x3 kernel); a longer list keeps its first `rank`; an empty one is 1s; one of 2 values for 3 axes
+    says no size, and is refused. The one reading of a size for the GEMM dimensions here and the kernel
+    features (model/gemm.kernel_features)."""
+    if isinstance(value, (list, tuple)):
+        vals = [int(v) for v in value] or [1]
+        if len(vals) == 1:
+            return (vals[0],) * rank
+        if len(vals) < rank:
+            raise OpcostError(f"convolution size {list(value)}: {len(vals)} values for {rank} spatial axes; "
+                              f"give one value or {rank}")  # fmt: skip
+        return tuple(vals[:rank])
+    return (int(value),) * rank
+
+
+def conv_rank(kind: str, input_shape: tuple[int, ...]) -> int:
+    """Spatial axes of a convolution: its kind's `1d`/`2d`/`3d`, else its input's rank less batch and
+    channels (2 where neither says)."""
+    for r in (1, 2, 3):
+        if kind.lower().endswith(f"{r}d"):
+            return r
+    return max(len(input_shape) - 2, 1) if input_shape else 2
+
+
 def gemm_dims(
     kind: str, hp: dict[str, Any], input_shape: tuple[int, ...], output_shapes: list
 ) -> tuple[float, float, float]:
-    """(M, N, K) of the GEMM a convolution or linear layer performs; zeros for other ops."""
+    """(M, N, K) of the GEMM a convolution or linear layer performs; zeros for other ops. K counts the
+    whole kernel: an int kernel_size k of a 2-D convolution is k x k (`spatial_size`)."""
     out = [int(x) for x in output_shapes[0]] if output_shapes else []
     if kind.startswith("Conv") and out and "out_channels" in hp:
         groups = int(hp.get("groups", 1) or 1)
-        kernel = hp.get("kernel_size", [1])
-        ksize = math.prod(int(k) for k in (kernel if isinstance(kernel, (list, tuple)) else [kernel]))
+        ksize = math.prod(spatial_size(hp.get("kernel_size", 1), conv_rank(kind, input_shape)))
         m = out[0] * math.prod(out[2:]) if len(out) > 2 else out[0]
         return float(m), float(int(hp["out_channels"]) // groups), float(int(hp["in_channels"]) // groups * ksize)
     if kind == "Linear" and input_shape and "in_features" in hp:

@@ -122,11 +122,12 @@ class Predictor:
         """Several (model, input_shape, device, mode, clock) questions; each device's model runs once."""
         prepared: list[tuple[NetSpec, Bundle, float | None, Network, int]] = []
         transferred: dict[int, NetworkPrediction] = {}  # GPUs without own bundles (model/xdevice_predict.py)
+        own = self.targets()  # listed once, not once per question (a glob of models/)
         for k, (model, input_shape, device, mode, clock) in enumerate(requests):
             spec = as_netspec(model, input_shape, dtype)
             if mode == "training":
                 footprint_key(mode, optimizer)  # an unknown optimizer fails before any work
-            device, xfer = self.transfer(device, mode)
+            device, xfer = self.transfer(device, mode, own)
             if xfer is not None:
                 transferred[k] = self._transferred_answer(spec, xfer, mode, optimizer, clock)
                 continue
@@ -147,12 +148,13 @@ class Predictor:
         own = {k: assemble(s, b, c, n, costed[(b.target, c)], optimizer, self.clocks) for s, b, c, n, k in prepared}
         return [own[k] if k in own else transferred[k] for k in range(len(requests))]
 
-    def transfer(self, device: str, mode: str) -> tuple[str, str | None]:
+    def transfer(self, device: str, mode: str, own: list[str] | None = None) -> tuple[str, str | None]:
         """(device config, config to answer with the cross-device model or None). None where the device
-        has its own bundle in this mode (an NVML name becomes its key) or no models/xdevice is there."""
+        has its own bundle in this mode (an NVML name becomes its key) or no models/xdevice is there.
+        `own`: the targets, where the caller listed them already."""
         from opcost.model.xdevice_predict import own_config
 
-        own = self.targets()
+        own = self.targets() if own is None else own
         mine = own_config(device, mode, own)  # first: an own bundle needs neither the cross-device model nor pandas
         if mode not in MODES or mine is not None:
             return mine or device, None

@@ -143,12 +143,19 @@ def ref_kind(name: str) -> str:
     return "torchvision"
 
 
-def _file_hash(name: str) -> str | None:
+def user_file(path: str, base_dir: str = "") -> Path:
+    """A user's model file: a relative path from a set file is found in that file's folder (`base_dir`);
+    one given on the command line (`base_dir` "") in the current directory, as a shell would."""
+    p = Path(path)
+    return p if p.is_absolute() or not base_dir else Path(base_dir) / p
+
+
+def _file_hash(name: str, base_dir: str = "") -> str | None:
     """SHA-256 of the source that defines the model (a user file, or an importable module's file)."""
     kind = ref_kind(name)
     path: str | None = None
     if kind == "file":
-        path = name.rpartition(":")[0]
+        path = str(user_file(name.rpartition(":")[0], base_dir))
     elif kind == "import":
         with contextlib.suppress(Exception):
             spec = importlib.util.find_spec(name.partition(":")[0])
@@ -170,6 +177,9 @@ class NetSpec:
     inputs: tuple[InputSpec, ...] = ()
     model_args: tuple[tuple[str, Any], ...] = ()
     dtype: str = "float32"
+    # Where a relative model file is found: the folder of the set file it came from ("": the current
+    # directory, as for `--model`). Not part of the question's identity (key(): the file's content is).
+    base_dir: str = field(default="", compare=False, repr=False)
 
     @classmethod
     def make(
@@ -218,11 +228,11 @@ class NetSpec:
             "model_args": [[k, v] for k, v in self.model_args],
             "inputs": [i.to_json() for i in self.inputs],
             "dtype": self.dtype,
-            "source": _file_hash(self.model),
+            "source": _file_hash(self.model, self.base_dir),
         }
 
     def with_inputs(self, inputs: tuple[InputSpec, ...]) -> "NetSpec":
-        return NetSpec(self.model, tuple(inputs), self.model_args, self.dtype)
+        return NetSpec(self.model, tuple(inputs), self.model_args, self.dtype, self.base_dir)
 
     # The identity columns the extraction tables and coverage rows carry (as ModelInputSet has).
     @property
@@ -238,7 +248,7 @@ class NetSpec:
         """An extract set (config.ModelInputSet: a torchvision name or a user's module:callable with its
         builder's arguments, one N-D input, its dtype and token bound) as a NetSpec."""
         spec = InputSpec(tuple(mis.input_shape), mis.input_dtype or mis.dtype, mis.vocab)
-        return cls(mis.model, (spec,), tuple(mis.model_args), mis.dtype)
+        return cls(mis.model, (spec,), tuple(mis.model_args), mis.dtype, getattr(mis, "base_dir", ""))
 
 
 # --------------------------------------------------------------------------------------------
@@ -309,7 +319,7 @@ def _builder(net: NetSpec) -> tuple[Any, dict[str, Any], str]:
             f"malformed model {net.model!r}: expected package.module:callable or path/to/file.py:callable"
         )
     if kind == "file":
-        module = _load_file(target, net.model)
+        module = _load_file(target, net.model, net.base_dir)
     else:
         try:
             module = importlib.import_module(target)
@@ -336,10 +346,11 @@ def resolve_builder(net: NetSpec) -> None:
     _builder(net)
 
 
-def _load_file(path: str, name: str) -> Any:
-    p = Path(path)
+def _load_file(path: str, name: str, base_dir: str = "") -> Any:
+    p = user_file(path, base_dir)
     if not p.is_file():
-        raise OpcostError(f"model file {path!r} of {name!r} not found")
+        where = f"in {base_dir} (the set file's folder)" if base_dir and not Path(path).is_absolute() else ""
+        raise OpcostError(f"model file {path!r} of {name!r} not found{' ' + where if where else ''}")
     mod_name = "opcost_user_" + hashlib.sha256(str(p.resolve()).encode()).hexdigest()[:12]
     spec = importlib.util.spec_from_file_location(mod_name, p)
     if spec is None or spec.loader is None:

@@ -36,6 +36,9 @@ class ModelInputSet:
     model_args: tuple[tuple[str, Any], ...] = ()
     input_dtype: str | None = None  # None: the same as dtype
     vocab: int | None = None
+    # The folder of the file the set was read from: a relative `path/to/file.py:callable` is found there,
+    # wherever the command runs ("": the current directory). Not part of the set's identity.
+    base_dir: str = field(default="", compare=False, repr=False)
 
     @property
     def is_user(self) -> bool:
@@ -62,7 +65,7 @@ class ModelInputSet:
         return ":".join([f"{self.label}:{shape_text(self.input_shape)}", *extra])
 
     @classmethod
-    def from_dict(cls, raw: Any, where: str) -> "ModelInputSet":
+    def from_dict(cls, raw: Any, where: str, base_dir: str = "") -> "ModelInputSet":
         if not isinstance(raw, dict) or "model" not in raw or "input_shape" not in raw:
             raise OpcostError(f"{where}: expected a mapping with 'model' and 'input_shape', got {raw!r}")
         check_keys(raw, SET_KEYS, where)
@@ -111,6 +114,7 @@ class ModelInputSet:
             model_args=tuple(sorted(args.items())),
             input_dtype=None if input_dtype in (None, dtype) else input_dtype,
             vocab=vocab,
+            base_dir=base_dir,
         )
 
 
@@ -121,7 +125,8 @@ USER_MODEL = re.compile(r"[A-Za-z0-9_./-]+:[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][
 
 
 def check_user_model(model: str, where: str) -> str:
-    """`package.module:callable` or `path/to/file.py:callable` (relative: a set file travels with the repository)."""
+    """`package.module:callable` or `path/to/file.py:callable` (relative to the set file's folder: a set file
+    travels with the repository)."""
     if not USER_MODEL.fullmatch(model) or model.startswith("/"):
         raise OpcostError(
             f"{where}: model {model!r} is neither a torchvision name nor package.module:callable or "
@@ -162,10 +167,13 @@ class ExtractParams:
     sets: tuple[ModelInputSet, ...] = field(default_factory=tuple)
 
     @classmethod
-    def load(cls, file_raw: Any, file_name: str | None, inline: Any, params_name: str) -> "ExtractParams":
+    def load(
+        cls, file_raw: Any, file_name: str | None, inline: Any, params_name: str, base_dir: str = ""
+    ) -> "ExtractParams":
         """The sets of the sets file (`file_raw`, parsed by load.read_yaml: a mapping with `sets:`), else (a
         small test root without one: `file_name` None) the `extract.sets` of params.yaml; both at once is an
-        error, so no set is silently ignored."""
+        error, so no set is silently ignored. `base_dir`: the folder of the file(s), where a set's relative
+        model file is found."""
         ex = mapping(inline, f"{params_name}: extract")
         check_keys(ex, ("sets",), f"{params_name}: extract")
         if file_name is not None:
@@ -180,7 +188,7 @@ class ExtractParams:
             raw_sets, where = ex.get("sets") or [], f"{params_name}: extract.sets"
         if not isinstance(raw_sets, list):
             raise OpcostError(f"{where} must be a list of model-input sets")
-        sets = tuple(ModelInputSet.from_dict(s, f"{where}[{i}]") for i, s in enumerate(raw_sets))
+        sets = tuple(ModelInputSet.from_dict(s, f"{where}[{i}]", base_dir) for i, s in enumerate(raw_sets))
         ids = [s.set_id for s in sets]
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:

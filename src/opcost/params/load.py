@@ -81,6 +81,7 @@ def load_params(path: Path) -> Params:
             None if sets_file is None else sets_file.name,
             raw.get("extract"),
             f,
+            str(path.parent.resolve()),  # a set's relative model file: beside the set file, not in the cwd
         ),
         profile=ProfileParams.from_dict(raw.get("profile"), f"{f}: profile"),
         ingest=IngestParams.from_dict(raw.get("ingest"), f"{f}: ingest"),
