@@ -285,3 +285,19 @@ def test_the_physical_offset_overlaps_compute_and_memory_in_fit_and_bundle():
     got = fit.offsets(data, rows, f.floor, f.dw_efficiency, f.unit_eff, True)
     assert got == pytest.approx(expected, rel=1e-12)
     assert f.encoding(data).log_roofline(data.records) == pytest.approx(expected, rel=1e-12)
+
+
+def test_no_depthwise_baseline_in_training():
+    """In training a depthwise convolution's time follows its output (the backward pass), not its taps:
+    the `physical` fit learns no depthwise efficiency there (its rows keep the overlapped roofline), and
+    the same rows in inference give E_TRUE."""
+    inference = depthwise_target()
+    training = fit.prepare(inference.df, "training", "A30")
+    assert fit.fit_model(inference, "xgb", "physical", "time", np.arange(inference.n), SMALL).dw_efficiency == (
+        pytest.approx(E_TRUE, rel=1e-9))  # fmt: skip
+    f = fit.fit_model(training, "xgb", "physical", "time", np.arange(training.n), SMALL)
+    assert f.dw_efficiency == 0.0 and f.encoding(training).dw_efficiency == 0.0
+    flops = training.df["flops"].to_numpy(float)
+    mem = (training.df["bytes_read"] + training.df["bytes_written"]).to_numpy(float) / 933e9
+    expected = np.log(np.maximum(np.hypot(flops / 82e12, mem), 1e-9) + f.floor)  # every row at its TF32 roofline
+    assert fit.offsets(training, np.arange(training.n), f.floor, 0.0, f.unit_eff, True) == pytest.approx(expected)
