@@ -38,6 +38,13 @@ Round 28 (xgb-physical unless said; grouped / family MAPE-twe on all six targets
   depthwise 20 -> 62 %). Kept in this module, for the `physical` baseline only (tf32_fallback below).
 - Depthwise training work scaled by (2 + stride area) / 3 (the input gradient of a strided convolution
   covers its input): physical A30 training grouped twe 17.4 -> 15.3 %, family no better; not kept.
+Round 29 (xgb-physical, family MAPE/twe, all six targets; kept: overlap_s below, no depthwise baseline in
+training, fit.dw_efficiency_of):
+- The sum of compute and memory time (overlap norm 1): A30 inference twe 20.4 -> 16.8 %, RTX 2080 Ti
+  training 22.2 -> 24.3 %; the L2 norm is kept.
+- The depthwise efficiency learnt consistently with the overlapped baseline (c / sqrt((t - floor)^2 - m^2)):
+  within noise everywhere (A30 inference twe 15.2 -> 15.6 %, RTX 2080 Ti inference 13.5 -> 12.9 %).
+- The input shape columns (in_dim*) left out of the trees: mixed (A30 no-TF32 inference twe 20.6 -> 22.8 %).
 The baseline is offered as its own feature set (`physical`), next to `improved`; the champion is
 still chosen on the grouped split, so a target where it does not help (training, where the backward
 pass of a depthwise convolution scales with its output, not its taps) keeps its old model.
