@@ -71,7 +71,8 @@ def test_fallback_baseline_is_the_fp32_roofline() -> None:
 
 
 def stem_target() -> fit.TargetData:
-    """Stems (3 -> 64 channels, family `new`) at exactly their FP32 roofline; dense convolutions (family
+    """Stems (3 -> 64 channels, family `new`) at exactly their FP32 baseline (compute and memory time
+    overlapped as gemm.overlap_s: their hypotenuse, where the two are close as in a stem); dense convolutions (family
     `old`, and some in no family) at E_TF32 of the TF32 peak; three no-ops at the floor."""
     rows = []
 
@@ -79,8 +80,8 @@ def stem_target() -> fit.TargetData:
         row = catalog_row(module_spec(module, shape))
         rows.append(row | {"t_s": FLOOR + t(row), "families": fam, "layer_id": layer})
 
-    def fp32_roof(r: dict) -> float:
-        return max(r["flops"] / FP32_A30, (r["bytes_read"] + r["bytes_written"]) / BW_A30)
+    def fp32_roof(r: dict) -> float:  # compute at the FP32 peak overlapped with memory (gemm.overlap_s)
+        return math.hypot(r["flops"] / FP32_A30, (r["bytes_read"] + r["bytes_written"]) / BW_A30)
 
     for j, (k, s, hw) in enumerate([(7, 2, 224), (3, 2, 224), (7, 2, 112), (4, 4, 224), (11, 4, 224), (3, 2, 160)]):
         add(nn.Conv2d(3, 64, k, stride=s, padding=k // 2, bias=False), (16, 3, hw, hw), fp32_roof, ["new"], f"s{j}")
@@ -120,7 +121,7 @@ def test_a_held_out_familys_stems_at_their_fp32_roofline() -> None:
 
 def test_the_stems_baseline_is_the_same_in_training_and_in_a_bundle() -> None:
     """Encoding.log_roofline (what a saved bundle predicts with) and fit.offsets (what the fit trains on)
-    give a stem the same baseline: its FP32 roofline plus the floor."""
+    give a stem the same baseline: its FP32 compute time overlapped with its memory time, plus the floor."""
     data = stem_target()
     f = fit.fit_model(data, "xgb", "physical", "time", np.arange(data.n), SMALL)
     enc = f.encoding(data)
@@ -129,7 +130,7 @@ def test_the_stems_baseline_is_the_same_in_training_and_in_a_bundle() -> None:
     assert got == pytest.approx(fit.offsets(data, rows, f.floor, f.dw_efficiency, f.unit_eff, True), rel=1e-12)
     stem = data.records[0]
     m = stem.metrics
-    expected = math.log(max(m["flops"] / FP32_A30, (m["bytes_read"] + m["bytes_written"]) / BW_A30) + f.floor)
+    expected = math.log(math.hypot(m["flops"] / FP32_A30, (m["bytes_read"] + m["bytes_written"]) / BW_A30) + f.floor)
     assert got[0] == pytest.approx(expected, rel=1e-9)
     # the improved encoding keeps the kind's TF32 roofline (its models are unchanged)
     improved = data.encs["improved"].log_roofline([stem])[0]

@@ -242,3 +242,62 @@ def test_a_saved_bundle_keeps_the_unit_efficiencies(tmp_path):
     loaded = Bundle.load(tmp_path).models["time"]
     assert (loaded.encoding.tf32_efficiency, loaded.encoding.fp32_efficiency) == pytest.approx((E_TF32, E_FP32))
     assert loaded.predict(items) == pytest.approx(expected, rel=1e-6)
+
+
+# --------------------------------------------------------------------------------------------
+# Compute and memory overlapped (gemm.overlap_s): the `physical` baseline
+# --------------------------------------------------------------------------------------------
+
+
+def test_overlap_is_the_hypotenuse_of_compute_and_memory_time():
+    # 3-4-5: balanced-ish ops cost more than the larger part; one part alone is itself; never below 1 ns
+    got = gemm.overlap_s(np.array([3e-4, 1e-4, 0.0, 0.0]), np.array([4e-4, 1e-4, 2e-4, 0.0]))
+    assert got.tolist() == pytest.approx([5e-4, 2**0.5 * 1e-4, 2e-4, 1e-9], rel=1e-12)
+
+
+def test_compute_part_is_the_time_at_the_peak_each_op_attains():
+    """Five ops by hand: a plain op (nominal compute), a TF32 fallback (its FP32 time), a TF32 and an
+    FP32 GEMM (over their unit's fraction; the FP32 unit unfitted stays nominal), a depthwise convolution
+    (the larger of its nominal compute and FP32 time over the depthwise fraction)."""
+    compute = np.array([1e-4, 1e-4, 4e-4, 5e-4, 1e-5])  # FLOPs over the op's peak (physics.op_peak)
+    fp32 = np.array([1e-4, 8e-4, 3.2e-3, 5e-4, 1e-5])  # FLOPs over the FP32 peak
+    fallback = np.array([False, True, False, False, False])
+    unit = np.array(["", "", gemm.TF32_UNIT, gemm.FP32_UNIT, ""], dtype=object)
+    depthwise = np.array([False, False, False, False, True])
+    got = gemm.compute_part_s(compute, fp32, fallback, unit, {gemm.TF32_UNIT: 0.4}, depthwise, 0.05)
+    assert got.tolist() == pytest.approx([1e-4, 8e-4, 1e-3, 5e-4, 2e-4], rel=1e-12)
+    got = gemm.compute_part_s(compute, fp32, fallback, unit, {gemm.TF32_UNIT: 0.4, gemm.FP32_UNIT: 0.8}, depthwise, 0)
+    assert got.tolist() == pytest.approx([1e-4, 8e-4, 1e-3, 6.25e-4, 1e-5], rel=1e-12)
+
+
+def test_the_physical_offset_overlaps_compute_and_memory_in_fit_and_bundle():
+    """fit.offsets and Encoding.log_roofline give every row log(hypot(C, M) + floor), C at the peak the
+    row attains: the depthwise rows at FLOPs / (FP32 peak x e), the dense 1x1 convolutions at the TF32
+    roofline (the generator has too few compute-bound ones to fit a unit fraction)."""
+    data = depthwise_target()
+    f = fit.fit_model(data, "xgb", "physical", "time", np.arange(data.n), SMALL)
+    assert f.unit_eff == {} and f.dw_efficiency == pytest.approx(E_TRUE, rel=1e-9)
+    rows = np.arange(data.n)
+    flops = data.df["flops"].to_numpy(float)
+    mem = (data.df["bytes_read"] + data.df["bytes_written"]).to_numpy(float) / 933e9  # A30 bandwidth
+    c = np.where(data.depthwise, np.maximum(flops / 82e12, flops / (FP32_A30 * E_TRUE)), flops / 82e12)
+    expected = np.log(np.maximum(np.hypot(c, mem), 1e-9) + f.floor)
+    got = fit.offsets(data, rows, f.floor, f.dw_efficiency, f.unit_eff, True)
+    assert got == pytest.approx(expected, rel=1e-12)
+    assert f.encoding(data).log_roofline(data.records) == pytest.approx(expected, rel=1e-12)
+
+
+def test_no_depthwise_baseline_in_training():
+    """In training a depthwise convolution's time follows its output (the backward pass), not its taps:
+    the `physical` fit learns no depthwise efficiency there (its rows keep the overlapped roofline), and
+    the same rows in inference give E_TRUE."""
+    inference = depthwise_target()
+    training = fit.prepare(inference.df, "training", "A30")
+    assert fit.fit_model(inference, "xgb", "physical", "time", np.arange(inference.n), SMALL).dw_efficiency == (
+        pytest.approx(E_TRUE, rel=1e-9))  # fmt: skip
+    f = fit.fit_model(training, "xgb", "physical", "time", np.arange(training.n), SMALL)
+    assert f.dw_efficiency == 0.0 and f.encoding(training).dw_efficiency == 0.0
+    flops = training.df["flops"].to_numpy(float)
+    mem = (training.df["bytes_read"] + training.df["bytes_written"]).to_numpy(float) / 933e9
+    expected = np.log(np.maximum(np.hypot(flops / 82e12, mem), 1e-9) + f.floor)  # every row at its TF32 roofline
+    assert fit.offsets(training, np.arange(training.n), f.floor, 0.0, f.unit_eff, True) == pytest.approx(expected)

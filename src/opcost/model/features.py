@@ -218,27 +218,21 @@ class Encoding:
     def log_roofline(self, records: Iterable[OpRecord]) -> np.ndarray:
         """log(roofline time + launch floor) per op: the offset of a log(t / (roofline + floor)) target.
         With the floor in it, an op too small to leave the launch floor is anchored there, not at a
-        vanishing roofline time. The `physical` set's GEMM-like ops and depthwise convolutions use
-        model/gemm.py's baselines."""
+        vanishing roofline time. The `physical` set uses model/gemm.py's baseline: each op's compute time
+        at the peak it attains (TF32 fallbacks, unit fractions, depthwise), overlapped with its memory time."""
         records = list(records)
-        roof = np.array([roofline_s(r.kind, r.metrics, self.device_config) for r in records], float)
-        if self.feature_set == "physical":  # convolutions off the TF32 tensor cores: FP32 roofline
-            fb = np.array([gemm.tf32_fallback(r.kind, r.hp, self.device_config) for r in records], bool)
-            if fb.any():
-                mem = np.array([compute_memory_s(r.kind, r.metrics, self.device_config)[1] for r in records], float)
-                fp32 = np.array([gemm.fp32_compute_s(r.metrics["flops"], self.device_config) for r in records], float)
-                roof = gemm.fallback_baseline_s(roof, fb, fp32, mem)
-        units = ((gemm.TF32_UNIT, self.tf32_efficiency), (gemm.FP32_UNIT, self.fp32_efficiency))
-        eff = {u: e for u, e in units if e > 0}
-        if self.feature_set == "physical" and eff:
-            cfg = self.device_config
-            unit = np.array([gemm.gemm_unit(r.kind, r.hp, cfg) for r in records], dtype=object)
+        cfg = self.device_config
+        if self.feature_set == "physical":  # model/gemm.py: compute at the attained peak, overlapped with memory
             cm = np.array([compute_memory_s(r.kind, r.metrics, cfg) for r in records], float).reshape(-1, 2)
-            roof = gemm.unit_baseline_s(roof, unit, cm[:, 0], cm[:, 1], eff)
-        if self.feature_set == "physical" and self.dw_efficiency > 0:
+            fp32 = np.array([gemm.fp32_compute_s(r.metrics["flops"], cfg) for r in records], float)
+            fb = np.array([gemm.tf32_fallback(r.kind, r.hp, cfg) for r in records], bool)
+            unit = np.array([gemm.gemm_unit(r.kind, r.hp, cfg) for r in records], dtype=object)
             dw = np.array([gemm.is_depthwise(r.kind, r.hp) for r in records], bool)
-            comp = np.array([gemm.fp32_compute_s(r.metrics["flops"], self.device_config) for r in records], float)
-            roof = gemm.baseline_s(roof, dw, comp, self.dw_efficiency)
+            units = ((gemm.TF32_UNIT, self.tf32_efficiency), (gemm.FP32_UNIT, self.fp32_efficiency))
+            eff = {u: e for u, e in units if e > 0}
+            c = gemm.compute_part_s(cm[:, 0], fp32, fb, unit, eff, dw, self.dw_efficiency)
+            return np.log(gemm.overlap_s(c, cm[:, 1]) + self.floor_s)
+        roof = np.array([roofline_s(r.kind, r.metrics, cfg) for r in records], float)
         return np.log(roof + self.floor_s)
 
 
