@@ -34,7 +34,9 @@ ROOT = Path(__file__).resolve().parents[1]
 Rule = Callable[[np.ndarray, np.ndarray], "tuple[float, float] | None"]
 
 
-def old_rule(e: np.ndarray, level: float = intervals.INTERVAL_LEVEL, groups=None, covariates=None) -> intervals.LogInterval:  # type: ignore[no-untyped-def]  # noqa: E501
+def old_rule(
+    e: np.ndarray, level: float = intervals.INTERVAL_LEVEL, groups=None, covariates=None
+) -> intervals.LogInterval:  # type: ignore[no-untyped-def]  # noqa: E501
     """The rule before round 28: conformal where it exists, else the largest |score|, at least +-30 %
     (covariates ignored: it had none)."""
     e = np.asarray(e, float)

@@ -202,8 +202,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--targets", default=",".join(TARGETS))
     ap.add_argument("--splits", default=f"{netval.SPLIT_MODEL},{netval.SPLIT_FAMILY}")
-    ap.add_argument("--strict-ops", action="store_true",
-                    help=f"also report `{STRICT}`: round 28's folds, without the op rows another model calls too")
+    ap.add_argument(
+        "--strict-ops",
+        action="store_true",
+        help=f"also report `{STRICT}`: round 28's folds, without the op rows another model calls too",
+    )
     a = ap.parse_args(argv)
     paths = Paths(ROOT)
     tp = load_params(paths.params).train

@@ -37,8 +37,15 @@ def records() -> list[OpRecord]:
 LAYOUTS = [
     Encoding("baseline", ("BatchNorm2d", "Conv2d", "Linear", "ReLU")),
     Encoding("improved", ("BatchNorm2d", "Conv2d", "Linear", "ReLU"), "A30", floor_s=5e-6),
-    Encoding("physical", ("BatchNorm2d", "Conv2d", "Linear"), "A30_no_tf32", floor_s=5e-6, dw_efficiency=0.3,
-             tf32_efficiency=0.5, fp32_efficiency=0.8),  # fmt: skip
+    Encoding(
+        "physical",
+        ("BatchNorm2d", "Conv2d", "Linear"),
+        "A30_no_tf32",
+        floor_s=5e-6,
+        dw_efficiency=0.3,
+        tf32_efficiency=0.5,
+        fp32_efficiency=0.8,
+    ),  # fmt: skip
 ]
 
 

@@ -101,7 +101,7 @@ class LogInterval:
 
     def scaled(self, covariate: float) -> "LogInterval":
         """A normalised interval as bounds for a question of covariate c: lo and hi x s(c) (`scale_of`)."""
-        s = scale_of(covariate, self.ratio)
+        s = float(scale_of(covariate, self.ratio))
         return self if s == 1.0 else replace(self, lo=self.lo * s, hi=self.hi * s)
 
     def bounds(self, value: float) -> tuple[float, float]:
@@ -209,7 +209,9 @@ def _t_central(t: float, nu: int) -> float:
 
 
 def normal_interval(
-    errors: "Sequence[float] | np.ndarray", level: float = INTERVAL_LEVEL, groups: "Sequence[str] | None" = None,
+    errors: "Sequence[float] | np.ndarray",
+    level: float = INTERVAL_LEVEL,
+    groups: "Sequence[str] | None" = None,
     extra_params: int = 0,
 ) -> tuple[float, float] | None:
     """(m, h): centre and half-width of the normal prediction interval of a new group's error from signed

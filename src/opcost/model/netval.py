@@ -177,6 +177,7 @@ def held_only(callers: list[frozenset[str]], group: set[str], family: str | None
     saw the group would not have measured. The group: the models `group` (the model split), or with `family`
     every model of that family (opcost.ops.families), measured or only extracted. An op that another model
     also calls (the same kind, attributes and input shape) was measured for that model and stays."""
+
     def inside(m: str) -> bool:
         return m in group or (family is not None and family_of(m) == family)
 

@@ -145,8 +145,8 @@ class Predictor:
         for _, bundle, clock, net, _k in prepared:
             groups.setdefault((bundle.target, clock), {}).update(net.records)
         costed = cost_groups(groups, self.bundles.loaded, self._at_clock)
-        own = {k: assemble(s, b, c, n, costed[(b.target, c)], optimizer, self.clocks) for s, b, c, n, k in prepared}
-        return [own[k] if k in own else transferred[k] for k in range(len(requests))]
+        answers = {k: assemble(s, b, c, n, costed[(b.target, c)], optimizer, self.clocks) for s, b, c, n, k in prepared}
+        return [answers[k] if k in answers else transferred[k] for k in range(len(requests))]
 
     def transfer(self, device: str, mode: str, own: list[str] | None = None) -> tuple[str, str | None]:
         """(device config, config to answer with the cross-device model or None). None where the device
