@@ -389,6 +389,47 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a bundle with the same number of feature columns in another order loads and misreads its features",
         ("tests/model/test_trust_bundle.py",),
     ),
+    # -- round 29 --------------------------------------------------------------------------------------
+    Mutation(
+        "family-split-keeps-sibling-ops",
+        "model/netval.py",
+        (("return m in group or (family is not None and family_of(m) == family)", "return m in group"),),
+        "the family split keeps an op that only the held-out family's other models call: a new family's layers leak",
+        ("tests/model/test_model_left_out.py",),
+    ),
+    Mutation(
+        "unreached-clock-never-flagged",
+        "model/clock.py",
+        (("return (med > UNREACHED_JUMP)", "return (med > 10 * UNREACHED_JUMP)"),),
+        "a clock setting the GPU did not reach (f t jumps on most curves) is kept as if it ran there",
+        ("tests/model/test_clock_model.py",),
+    ),
+    Mutation(
+        "physical-baseline-sums-parts",
+        "model/gemm.py",
+        (("return np.maximum((c**norm + m**norm) ** (1.0 / norm), 1e-9)", "return np.maximum(c + m, 1e-9)"),),
+        "the physical baseline adds compute and memory time instead of combining them as sqrt(C^2 + M^2)",
+        ("tests/model/test_gemm.py",),
+    ),
+    Mutation(
+        "interval-scale-ignores-ratio",
+        "model/intervals.py",
+        (("s = np.sqrt(1.0 + ratio * np.square(covariate))", "s = np.sqrt(1.0 + np.square(covariate))"),),
+        "a normalised interval's scale s(c) ignores the fitted ratio r",
+        ("tests/model/test_hetero_intervals.py",),
+    ),
+    Mutation(
+        "row-cache-ignores-clock",
+        "model/features.py",
+        (
+            (
+                "key = (lid, clock, *content) if content is not None else None",
+                "key = (lid, *content) if content is not None else None",
+            ),
+        ),
+        "the encoded-row cache serves a row encoded at one clock for a question at another",
+        ("tests/model/test_row_cache.py",),
+    ),
 )
 
 

@@ -191,3 +191,15 @@ def test_a_layer_another_model_calls_stays_and_the_models_own_layers_go(monkeypa
     assert kept <= fit_ops and not (dropped & fit_ops)
     assert not (dropped & set(fold.coster.lookup))  # nor in the measured look-up
     assert seen["rows"] >= fit_ops
+
+
+def test_a_new_family_loses_the_layers_its_unmeasured_siblings_call():
+    """`held_only` by hand: holding out the ResNet family (only resnet18 measured) drops a layer that resnet18
+    and the extracted-only resnet152 call, since a project that never saw ResNets would not have measured it;
+    a layer vgg16 also calls stays. Holding out the model resnet18 alone keeps both (resnet152 calls one)."""
+    callers = [frozenset({"resnet18", "resnet152"}), frozenset({"resnet18", "vgg16"}), frozenset({"resnet18"}),
+               frozenset()]  # fmt: skip
+    fam = netval.held_only(callers, {"resnet18"}, family="resnet")
+    model = netval.held_only(callers, {"resnet18"})
+    assert fam.tolist() == [True, False, True, False]
+    assert model.tolist() == [False, False, True, False]
