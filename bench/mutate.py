@@ -430,6 +430,28 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the encoded-row cache serves a row encoded at one clock for a question at another",
         ("tests/model/test_row_cache.py",),
     ),
+    # -- round 29b: warm sequential predictions ---------------------------------------------------------
+    Mutation(
+        "prediction-cache-ignores-clock",
+        "model/predcache.py",
+        (("key = (clock, *content) if content is not None else None", "key = (*content,) if content else None"),),
+        "the predicted-value cache serves an op's value at one clock for a question at another",
+        ("tests/model/test_predcache.py",),
+    ),
+    Mutation(
+        "prediction-cache-ignores-device-table",
+        "model/predcache.py",
+        (("return (encoding, transform, find_device(encoding.device_config))", "return (encoding, transform)"),),
+        "the predicted-value cache survives a change of the device table entry its physics features read",
+        ("tests/model/test_predcache.py",),
+    ),
+    Mutation(
+        "bundle-listing-never-stale",
+        "model/bundlestore.py",
+        (("return all(os.stat(p).st_mtime_ns == m for p, m in self.stamps)", "return True"),),
+        "models/ is listed once and a bundle written later (dvc repro) is never seen",
+        ("tests/model/test_predcache.py",),
+    ),
 )
 
 

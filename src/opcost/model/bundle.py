@@ -33,6 +33,7 @@ from opcost.io import read_npz, write_npz, write_report
 from opcost.model.compose import Composition
 from opcost.model.costing import OpCoster
 from opcost.model.features import FEATURE_SETS, Encoding, OpRecord
+from opcost.model.predcache import PredictionCache, freeze, model_stamp
 from opcost.model.trees import TreeEnsemble
 
 FORMAT = "opcost-bundle/1"
@@ -60,6 +61,8 @@ class QuantityModel:
     ensemble: TreeEnsemble  # the fitted model compiled to arrays (see model/trees.py)
     encoding: Encoding
     transform: str  # what the trees predict: the raw value, its log, or log(value / roofline time)
+    # predicted values per (clock, record content), bound to this instance (model/predcache.py)
+    cache: PredictionCache = field(default_factory=PredictionCache, init=False, repr=False, compare=False)
 
     def predict_matrix(self, X: np.ndarray, log_roofline: np.ndarray | None = None) -> np.ndarray:
         if len(X) == 0:
@@ -72,7 +75,16 @@ class QuantityModel:
             return np.exp(y + log_roofline)
         return np.asarray(y, float)
 
-    def predict(self, items: Sequence[tuple[OpRecord, float | None]]) -> np.ndarray:
+    def predict(self, items: Sequence[tuple[OpRecord, float | None]], cached: bool = True) -> np.ndarray:
+        """Values of (record, clock) pairs. `cached`: each op evaluated once per (clock, record content)
+        by this model (model/predcache.py), the same numbers as evaluating afresh."""
+        if not cached:
+            return self._evaluate(items)
+        if not self.cache:
+            freeze(self.ensemble)  # cached values must not go stale by an in-place edit of the trees
+        return self.cache.values(self.ensemble, model_stamp(self.encoding, self.transform), items, self._evaluate)
+
+    def _evaluate(self, items: Sequence[tuple[OpRecord, float | None]]) -> np.ndarray:
         offsets = self.encoding.log_roofline([r for r, _ in items]) if self.transform == "log_roofline" else None
         return self.predict_matrix(self.encoding.matrix(items, cached=True), offsets)  # warm: rows memoised
 

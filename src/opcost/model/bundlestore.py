@@ -8,7 +8,10 @@ apart from what a prediction does with it. Targets are named by the device table
 
 from __future__ import annotations
 
+import os
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from opcost.errors import OpcostError
 from opcost.model.bundle import BUNDLE_FILE, Bundle
@@ -24,11 +27,17 @@ class BundleStore:
     paths: Paths
     registry: bool = False
     loaded: dict[str, Bundle] = field(default_factory=dict)  # target -> bundle, loaded once
+    _listing: "_Listing | None" = field(default=None, init=False, repr=False, compare=False)
 
     def targets(self) -> list[str]:
-        """Device config and mode pairs with a trained model, e.g. ['A30-inference', ...]."""
+        """Device config and mode pairs with a trained model, e.g. ['A30-inference', ...].
+
+        models/ is listed once and listed again only when it may have changed (`_Listing`): every
+        prediction asks, and a glob of models/ was a sixth of a warm sequential one."""
         root = self.paths.root / "models"
-        return sorted(p.parent.name for p in root.glob(f"*/{BUNDLE_FILE}")) if root.is_dir() else []
+        if self._listing is None or self._listing.root != root or not self._listing.fresh():
+            self._listing = _Listing.of(root)
+        return list(self._listing.targets)
 
     def bundle(self, device: str, mode: str) -> Bundle:
         """The bundle of `device` in `mode`; one line naming what is trained where there is none."""
@@ -72,3 +81,50 @@ class BundleStore:
                 f"otherwise restore the pipeline's copy with `dvc checkout {folder.relative_to(self.paths.root)}`"
             ) from None
         return self.loaded[target]
+
+
+# Modification times are stamped at the file system's clock tick: a folder changed within this many
+# seconds of its listing may change again with the same stamp, so such a listing is never reused.
+RACY_S = 2.0
+
+
+@dataclass(frozen=True)
+class _Listing:
+    """The targets under models/ and the stamps that say whether they may have changed: models/ itself
+    (a target folder added, removed or replaced) and each of its folders (a bundle.json written or
+    removed in one). Stat calls only, no glob; a listing taken within RACY_S of a stamp is not reused."""
+
+    root: Path
+    targets: tuple[str, ...]
+    stamps: tuple[tuple[str, int], ...]  # (path, st_mtime_ns); the root first
+    trusted: bool
+
+    @staticmethod
+    def of(root: Path) -> "_Listing":
+        now = time.time_ns()
+        try:
+            top = os.stat(root).st_mtime_ns
+            entries = sorted(os.scandir(root), key=lambda e: e.name)
+        except (FileNotFoundError, NotADirectoryError):
+            return _Listing(root, (), (), False)
+        stamps, targets = [(str(root), top)], []
+        for e in entries:
+            try:
+                if not e.is_dir():  # follows links: a target folder may be a link (DVC's link cache types)
+                    continue
+                stamps.append((e.path, os.stat(e.path).st_mtime_ns))
+            except OSError:
+                continue
+            if os.path.exists(os.path.join(e.path, BUNDLE_FILE)):
+                targets.append(e.name)
+        trusted = all(now - m > RACY_S * 1e9 for _, m in stamps)
+        return _Listing(root, tuple(targets), tuple(stamps), trusted)
+
+    def fresh(self) -> bool:
+        """Whether no stamp moved since the listing (always False for an untrusted listing)."""
+        if not self.trusted:
+            return False
+        try:
+            return all(os.stat(p).st_mtime_ns == m for p, m in self.stamps)
+        except OSError:
+            return False
