@@ -77,8 +77,9 @@ class PredictionCache:
             with self._lock:
                 if self._anchor is anchor and self._stamp == stamp:
                     for i, v in zip(missing, fresh):
-                        if keys[i] is not None:
-                            self._values[keys[i]] = float(v)
+                        k = keys[i]
+                        if k is not None:
+                            self._values[k] = float(v)
                     while len(self._values) > self.size:
                         self._values.popitem(last=False)
         return out
