@@ -39,7 +39,7 @@ the reference power (the soft cap, `ClockModel.soft_cap_clock`: the op's dynamic
 a full load's; no parameter): the A40's Perseus stages at ~0.85 f_ref, where their measured power stops rising,
 not at the base clock (0.75 f_ref, where they draw 0.83 of the TDP). The share scales are fitted with the hard cap's
 clock (the base clock): scored with the soft cap, the A40's share scale and its reached clock trade off (a fit on every
-GPUs but the A100 put the bytes scale at 0.29 and the held-out A100's time MAPE at 9.7 %, against 2.1 %). A fitted
+GPU but the A100 put the bytes scale at 0.29 and the held-out A100's time MAPE at 9.7 %, against 2.1 %). A fitted
 cap_k was not identified either: only the A40's Perseus stages are capped, and on them the clock and the bytes-share
 scale trade off (cost flat within 6 % for cap_k 0.3-0.8), so the held-out A100's share followed the optimiser's path.
 The global parameters (a, b, c, the observed-share scales; sigma, mu, kappa, v_min) are fitted by
