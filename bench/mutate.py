@@ -285,7 +285,7 @@ MUTATIONS: tuple[Mutation, ...] = (
         "model/intervals.py",
         (
             (
-                "    h = t_quantile(0.5 * (1 + level), n_groups - 1) * float(np.sqrt(v))\n",
+                "    h = t_quantile(0.5 * (1 + level), max(n_groups - 1 - extra_params, 1)) * float(np.sqrt(v))\n",
                 "    h = 1.644854 * float(np.sqrt(v))\n",
             ),
         ),
@@ -329,7 +329,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "normal-interval-dropped",
         "model/intervals.py",
-        (("    got = normal_interval(e, level, g)\n", "    got = None\n"),),
+        (("    got = normal_interval(e, level, g, extra_params=int(ratio > 0))", "    got = None"),),
         "below 19 groups the interval is the old largest score, at least +-30 % (over-covers, wide)",
         ("tests/model/test_intervals.py",),
     ),
