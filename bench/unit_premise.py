@@ -17,6 +17,16 @@ is; what a fold without compute-bound Linear rows lacks is that ratio, cuBLAS ag
     PYTHONPATH=src python bench/unit_premise.py [--targets A30_no_tf32-inference,...]
 
 Needs `dvc pull` (data/evaluated/targets/). Seconds per target. Writes reports/bench/unit_premise.json.
+
+Round 30's answer (the per-unit pooled efficiency was not kept; written here, not in model/gemm.py, so the
+train stages' dependency does not change for a note): the premise fails. On one unit cuBLAS Linear layers
+attain more of the peak than cuDNN's 1x1 convolutions, the same GEMM (A30 no TF32: 0.84 against 0.67 in
+inference, 0.27 against 0.23 in training; RTX 2080 Ti training 0.27 against 0.22; close only on RTX 2080 Ti
+inference, 0.77 against 0.73), and the A30's TF32 fallbacks attain 0.49 of the FP32 peak against its Linear
+layers' 0.84. Tried anyway as shrinkage (per unit and class, the median shrunk towards the unit's pooled
+median with weight n / (n + 5), on every config): ConvNeXt's Linear layers on the A30 without TF32 +28 ->
++33 % bias; family MAPE / time-weighted of the chosen model 23.4/25.1 -> 22.6/26.2 (A30 no-TF32 inference),
+10.6/14.5 -> 10.3/15.6 (its training), 13.9/13.5 -> 15.5/16.1 (RTX 2080 Ti inference); the rest unchanged.
 """
 
 from __future__ import annotations
