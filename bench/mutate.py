@@ -452,6 +452,26 @@ MUTATIONS: tuple[Mutation, ...] = (
         "models/ is listed once and a bundle written later (dvc repro) is never seen",
         ("tests/model/test_predcache.py",),
     ),
+    # -- round 30 --------------------------------------------------------------------------------
+    Mutation(
+        "goals-family-reads-grouped",
+        "validate/goals.py",
+        (('fam = chosen_op_scores(targets[t])["family"]', 'fam = chosen_op_scores(targets[t])["grouped"]'),),
+        "issue 21's goals table reports the grouped split as the family-out op error",
+        ("tests/validate/test_goals.py",),
+    ),
+    Mutation(
+        "goals-clock-ignores-guesses",
+        "validate/goals.py",
+        (
+            (
+                "goal, beats and within)",
+                "goal, within)",
+            ),
+        ),
+        "a GPU whose clock model loses to a guess is marked met when it is within 10 %",
+        ("tests/validate/test_goals.py",),
+    ),
 )
 
 

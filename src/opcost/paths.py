@@ -153,6 +153,21 @@ class Paths:
         return self.root / "reports" / "metrics.json"
 
     @property
+    def goals_json(self) -> Path:
+        """Issue 21's goals table (stage views): each goal's figure at filing, now, and whether it is met."""
+        return self.root / "reports" / "goals.json"
+
+    @property
+    def goals_md(self) -> Path:
+        """The same table as Markdown, for a reader of reports/."""
+        return self.root / "reports" / "goals.md"
+
+    @property
+    def train_targets_dir(self) -> Path:
+        """Every train target's report (reports/train/targets/<target>.json)."""
+        return self.train_metrics("x").parent
+
+    @property
     def plots_dir(self) -> Path:
         """Image plots (stage views) that `dvc plots show` embeds without loading anything."""
         return self.root / "reports" / "plots"

@@ -25,6 +25,7 @@ from opcost.io import atomic_path, write_report
 from opcost.params.load import Params
 from opcost.paths import Paths
 from opcost.stages._run import execute
+from opcost.validate import goals
 
 HEADLINE_KEYS = (
     "net_t_mape", "net_e_mape", "net_t_worst", "op_t_twe", "clk_t_mape", "clk_e_mape", "xd_net", "xd_mm",
@@ -161,16 +162,27 @@ def plots(paths: Paths) -> list[Path]:
     return made
 
 
+def write_goals(paths: Paths) -> dict[str, Any]:
+    """Issue 21's goals table beside the headline (reports/goals.json and goals.md)."""
+    table = goals.goals(goals.read_targets(paths.train_targets_dir), _read(paths.clock_metrics))
+    write_report(table, paths.goals_json)
+    with atomic_path(paths.goals_md) as tmp:
+        tmp.write_text(goals.markdown(table))
+    return table
+
+
 def run(paths: Paths, params: Params) -> dict[str, Any]:
     head = headline(paths)
     write_report(head, paths.headline_metrics)
+    table = write_goals(paths)
     made = plots(paths)
-    return {"metrics": head, "plots": [p.name for p in made]}
+    return {"metrics": head, "plots": [p.name for p in made], "goals_met": [table["met"], table["rows_total"]]}
 
 
 def summary(r: dict[str, Any]) -> str:
     shown = ", ".join(f"{k} {v:.1f}" for k, v in r["metrics"].items() if v is not None)
-    return f"views: {shown}; {len(r['plots'])} plots"
+    met, total = r["goals_met"]
+    return f"views: {shown}; {len(r['plots'])} plots; issue 21 goals met on {met} of {total} rows (reports/goals.md)"
 
 
 def main(argv: list[str] | None = None) -> int:
