@@ -9,18 +9,11 @@ import numpy as np
 import pytest
 from torch import nn
 
+from op_records import module_record as _record
 from opcost.model import features
 from opcost.model.bundle import QuantityModel
-from opcost.model.features import Encoding, OpRecord, RowCache, op_record, with_kind
+from opcost.model.features import Encoding, OpRecord, RowCache, with_kind
 from opcost.model.trees import TreeEnsemble
-from opcost.ops.features import op_metrics
-from opcost.ops.spec import CATEGORY_MODULE, OpSpec, TensorInput, module_attrs, target_of_class
-
-
-def _record(module: nn.Module, shape: tuple[int, ...]) -> OpRecord:
-    spec = OpSpec(type(module).__name__, CATEGORY_MODULE, target_of_class(type(module)), module_attrs(module),
-                  [{"tensor": 0}], {}, (TensorInput(shape, "float32"),))  # fmt: skip
-    return op_record(spec, {**op_metrics(spec).as_dict(), "parts": []})
 
 
 @pytest.fixture(scope="module")
