@@ -140,6 +140,8 @@ def test_dvc_yaml_paths_are_the_config_paths(repo_root):
             paths.xdevice_metrics,
             *(paths.xdevice_table(t) for t in ("logo_ops", "logo_networks")),
             paths.headline_metrics,
+            paths.goals_json,
+            paths.goals_md,
             paths.plots_dir,
             paths.validate_summed,
             paths.validate_out_of_sample,
