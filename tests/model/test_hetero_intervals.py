@@ -12,7 +12,6 @@ import pytest
 from scipy import stats
 
 from opcost.model import intervals, netval
-from opcost.model.answer import interval_covariate
 from opcost.model.compose import Composition
 
 
@@ -107,8 +106,8 @@ def test_a_bundle_carries_its_covariates_and_an_older_one_keeps_the_plain_rule()
 
 
 def test_the_question_covariate_is_the_log_of_the_composition_correction() -> None:
-    assert interval_covariate(0.8, 1.0) == pytest.approx(math.log(0.8))
-    assert interval_covariate(1.0, 0.0) == 0.0 and interval_covariate(float("nan"), 1.0) == 0.0
+    assert intervals.question_covariate(0.8, 1.0) == pytest.approx(math.log(0.8))
+    assert intervals.question_covariate(1.0, 0.0) == 0.0 and intervals.question_covariate(float("nan"), 1.0) == 0.0
     assert netval.covariate(0.8, 1.0) == pytest.approx(math.log(0.8))
 
 

@@ -19,6 +19,7 @@ from opcost.model.bundle import Bundle
 from opcost.model.compose import Composition, constant_power_at, network_terms
 from opcost.model.costing import Costs, OpCost
 from opcost.model.features import OpRecord
+from opcost.model.intervals import question_covariate
 from opcost.model.network import Network
 from opcost.ops.families import family_of
 from opcost.ops.footprint import Footprint, device_fits, footprint_key, memory_summary
@@ -196,7 +197,7 @@ def assemble(
         notes.append("no power model for this device (time-only measurements)")
     notes.extend(net.notes)
     # scores of this question (known/new family), scaled to its covariate (model/intervals.py, heteroscedastic)
-    c = interval_covariate(time_s, terms["raw_sum_s"])
+    c = question_covariate(time_s, terms["raw_sum_s"])
     time_iv = comp.interval(time_s, "time", bool(warnings), family, c)
     energy_iv = None if energy is None else comp.interval(energy, "energy", bool(warnings), family, c)
     if clock is not None and clocks is not None and clock_source == "transferred":
@@ -231,12 +232,6 @@ def assemble(
         warnings=warnings,
         clock_source=clock_source,
     )
-
-
-def interval_covariate(time_s: float, sum_s: float) -> float:
-    """The question's interval covariate, log(predicted time / plain sum of op costs) (netval.covariate, the same
-    figure the scores carry); 0 (the narrowest scale) where either is not a positive number."""
-    return float(np.log(time_s / sum_s)) if time_s > 0 and sum_s > 0 and np.isfinite(time_s / sum_s) else 0.0
 
 
 # How far outside the training range a figure may lie before a prediction says it extrapolates.

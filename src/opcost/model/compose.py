@@ -133,6 +133,7 @@ from opcost.model.intervals import (  # noqa: F401  (conformal_q, log_scores: re
     log_errors,
     log_interval,
     log_scores,
+    question_covariate,
 )
 from opcost.model.physics import NOMINAL_BANDWIDTH
 from opcost.ops.kinds import facts as kind_facts
@@ -612,8 +613,7 @@ def _leave_one_config_out(
         layer = transfer([o.as_source() for o in cal if o.name != s.name], mode, s.floor_s, s.power_w)
         t_pred = np.array([layer.time(t) for t in s.terms])
         rt += [float(x) for x in t_pred / np.asarray(s.t_s, float) - 1]
-        c = [float(np.log(tp / t["raw_sum_s"])) if tp > 0 and t.get("raw_sum_s", 0) > 0 else 0.0
-             for t, tp in zip(s.terms, t_pred)]  # fmt: skip
+        c = [question_covariate(float(tp), t.get("raw_sum_s", 0.0)) for t, tp in zip(s.terms, t_pred)]
         cov["residuals_t"] += c
         if s.has_energy():
             e_pred = np.array([layer.energy(t, tp) for t, tp in zip(s.terms, t_pred)])

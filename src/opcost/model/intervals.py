@@ -235,6 +235,21 @@ def normal_interval(
     return float(means.mean()), h
 
 
+def covariate(predicted_t_s: "float | np.ndarray", summed_t_s: "float | np.ndarray") -> "float | np.ndarray":
+    """A network's interval covariate (module docstring, heteroscedastic scores): log(predicted / plain sum of
+    op costs), known before the network is measured: how far its answer rests on the composition layer's
+    fitted overhead terms rather than on op costs. Not finite where either time is not a positive number."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log(np.asarray(predicted_t_s, float) / np.asarray(summed_t_s, float))
+
+
+def question_covariate(predicted_t_s: float, summed_t_s: float) -> float:
+    """`covariate` of one network, 0 (the narrowest scale: a network the composition layer did not move)
+    where it is not finite: what a prediction's interval and a transferred layer's scores are scaled by."""
+    c = float(covariate(predicted_t_s, summed_t_s))
+    return c if np.isfinite(c) else 0.0
+
+
 def scale_of(covariate: "float | np.ndarray", ratio: float) -> "float | np.ndarray":
     """s(c) = sqrt(1 + r c^2): a score's spread relative to one of covariate 0 (module docstring)."""
     if ratio <= 0:

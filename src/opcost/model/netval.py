@@ -33,6 +33,7 @@ from opcost.model import compose, intervals
 from opcost.model.costing import OpCoster
 from opcost.model.features import Encoding, OpRecord, record_of
 from opcost.model.fit import TargetData, fit_model, noop_values, transform_of
+from opcost.model.intervals import covariate
 from opcost.ops.families import family_of
 from opcost.params.train import TrainParams
 
@@ -279,14 +280,6 @@ def error_summary(df: pd.DataFrame) -> dict[str, Any]:
 
 
 COVARIATE = "the composition layer's correction, log(predicted time / plain sum of op costs)"
-
-
-def covariate(predicted_t_s: "float | np.ndarray", summed_t_s: "float | np.ndarray") -> "float | np.ndarray":
-    """A network's interval covariate (model/intervals.py, heteroscedastic scores): log(predicted / plain sum of
-    op costs), known before the network is measured: how far its answer rests on the composition layer's
-    fitted overhead terms rather than on op costs."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.log(np.asarray(predicted_t_s, float) / np.asarray(summed_t_s, float))
 
 
 def score_covariates(net_pred: pd.DataFrame, col: str) -> dict[str, list[float]]:
