@@ -454,6 +454,20 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     # -- round 30 --------------------------------------------------------------------------------
     Mutation(
+        "question-covariate-always-zero",
+        "model/intervals.py",
+        (("    return c if np.isfinite(c) else 0.0\n", "    return 0.0\n"),),
+        "a prediction's interval (and a transferred layer's scores) ignore the composition layer's correction",
+        ("tests/model/test_hetero_intervals.py",),
+    ),
+    Mutation(
+        "transferred-scores-without-covariate",
+        "model/compose.py",
+        (('question_covariate(float(tp), t.get("raw_sum_s", 0.0))', "0.0"),),
+        "a transferred layer's leave-one-config-out scores all carry covariate 0: not normalised like the others",
+        ("tests/model/test_transfer_evidence.py", "tests/model/test_hetero_intervals.py"),
+    ),
+    Mutation(
         "goals-family-reads-grouped",
         "validate/goals.py",
         (('fam = chosen_op_scores(targets[t])["family"]', 'fam = chosen_op_scores(targets[t])["grouped"]'),),
