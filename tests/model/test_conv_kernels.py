@@ -60,16 +60,6 @@ def test_only_convolutions_with_known_channels_can_fall_back() -> None:
     assert physics.op_peak("Conv2d", "A30") == pytest.approx(TF32_A30)
 
 
-def test_fallback_baseline_is_the_fp32_roofline() -> None:
-    base = gemm.fallback_baseline_s(
-        np.array([1e-4, 1e-4, 1e-4]),
-        np.array([True, True, False]),
-        np.array([8e-4, 1e-5, 8e-4]),  # FLOPs over the FP32 peak
-        np.array([2e-4, 3e-5, 2e-4]),  # bytes over the bandwidth
-    )
-    assert base.tolist() == pytest.approx([8e-4, 3e-5, 1e-4])
-
-
 def stem_target() -> fit.TargetData:
     """Stems (3 -> 64 channels, family `new`) at exactly their FP32 baseline (compute and memory time
     overlapped as gemm.overlap_s: their hypotenuse, where the two are close as in a stem); dense convolutions (family

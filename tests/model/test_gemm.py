@@ -9,6 +9,8 @@ and a compiled bundle model must give what the library fit gives.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -32,14 +34,11 @@ def test_depthwise_is_groups_equal_in_channels():
     assert not gemm.is_depthwise("Linear", {"groups": 32, "in_channels": 32})
 
 
-def test_efficiency_and_baseline_are_the_known_figures():
+def test_depthwise_efficiency_and_fp32_time_are_the_known_figures():
     compute = np.array([1e-4, 2e-4, 4e-4])
     assert gemm.depthwise_efficiency(compute, compute / E_TRUE) == pytest.approx(E_TRUE, rel=1e-12)
     assert gemm.depthwise_efficiency(compute, FLOOR + compute / E_TRUE, FLOOR) == pytest.approx(E_TRUE, rel=1e-12)
     assert gemm.depthwise_efficiency(np.zeros(0), np.zeros(0)) == 0.0  # nothing to learn from: no baseline
-    roof = np.array([5e-4, 5e-4, 5e-4])
-    base = gemm.baseline_s(roof, np.array([True, True, False]), np.array([1e-5, 1e-4, 1e-4]), 0.1)
-    assert base.tolist() == pytest.approx([5e-4, 1e-3, 5e-4])  # max(roofline, compute / e); non-depthwise as is
     assert gemm.fp32_compute_s(10.3e12, "A30") == pytest.approx(1.0)
 
 
@@ -145,10 +144,6 @@ def test_unit_efficiencies_are_the_known_fractions_of_compute_bound_rows():
     assert gemm.unit_efficiencies(unit[:4], compute[:4], memory[:4], t[:4], FLOOR) == {}
     # one unit in use (no TF32, or TF32 off): nothing to put on one scale, every peak stays nominal
     assert gemm.unit_efficiencies(unit[5:10], compute[5:10], memory[5:10], t[5:10], FLOOR) == {}
-    units = np.array([gemm.TF32_UNIT, gemm.FP32_UNIT, "", gemm.TF32_UNIT])
-    base = gemm.unit_baseline_s(np.ones(4), units, np.array([0.8, 0.5, 0.9, 0.1]), np.array([0.1, 0.1, 0.1, 0.3]),
-                                {gemm.TF32_UNIT: 0.4})  # fmt: skip
-    assert base.tolist() == pytest.approx([2.0, 1.0, 1.0, 0.3])  # max(memory, compute / e) where the unit is fitted
 
 
 def test_a_linear_layer_is_shown_to_the_trees_as_its_1x1_convolution():
@@ -301,3 +296,15 @@ def test_no_depthwise_baseline_in_training():
     mem = (training.df["bytes_read"] + training.df["bytes_written"]).to_numpy(float) / 933e9
     expected = np.log(np.maximum(np.hypot(flops / 82e12, mem), 1e-9) + f.floor)  # every row at its TF32 roofline
     assert fit.offsets(training, np.arange(training.n), f.floor, 0.0, f.unit_eff, True) == pytest.approx(expected)
+
+
+def test_offsets_roofline_model_keeps_its_roofline_and_physical_without_gemm_arrays_is_refused():
+    """A roofline model's offset is log(roofline + floor), whatever efficiencies are passed (only a physical
+    model learns them); a physical model whose data lacks the GEMM arrays gets no stand-in baseline."""
+    data = depthwise_target()
+    rows = np.arange(data.n)
+    expected = np.log(data.roofline + 1e-6)
+    assert fit.offsets(data, rows, 1e-6, 0.05, {gemm.TF32_UNIT: 0.4}, False) == pytest.approx(expected, rel=1e-12)
+    assert fit.offsets(data, rows, 1e-6, 0.05, {gemm.TF32_UNIT: 0.4}, True) != pytest.approx(expected, rel=1e-3)
+    with pytest.raises(ValueError, match="needs the GEMM arrays"):
+        fit.offsets(dataclasses.replace(data, fallback=None), rows, 1e-6, 0.05, {}, True)

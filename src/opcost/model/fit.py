@@ -208,23 +208,23 @@ def offsets(
     unit_eff: dict | None = None,
     physical: bool = False,
 ) -> np.ndarray:
-    """log(baseline + floor): the roofline, with model/gemm.py's attained unit peaks for GEMM-like ops
-    (`unit_eff`), its depthwise baseline where `dw_efficiency` > 0 and, for a `physical` model, its
-    FP32 roofline of the convolutions the TF32 tensor cores cannot take; a `physical` model combines
-    compute (at those peaks) and memory time as gemm.overlap_s does, not by their maximum."""
-    roof = data.roofline[rows]
-    if physical and data.fallback is not None and data.dw_compute is not None and data.memory_s is not None:
-        assert data.compute_s is not None and data.unit is not None and data.depthwise is not None
-        c = gemm.compute_part_s(data.compute_s[rows], data.dw_compute[rows], data.fallback[rows], data.unit[rows],
-                                unit_eff or {}, data.depthwise[rows], dw_efficiency)  # fmt: skip
-        return np.log(gemm.overlap_s(c, data.memory_s[rows]) + floor)
-    if physical and data.fallback is not None and data.dw_compute is not None and data.memory_s is not None:
-        roof = gemm.fallback_baseline_s(roof, data.fallback[rows], data.dw_compute[rows], data.memory_s[rows])
-    if unit_eff and data.unit is not None and data.compute_s is not None and data.memory_s is not None:
-        roof = gemm.unit_baseline_s(roof, data.unit[rows], data.compute_s[rows], data.memory_s[rows], unit_eff)
-    if dw_efficiency > 0 and data.depthwise is not None and data.dw_compute is not None:
-        roof = gemm.baseline_s(roof, data.depthwise[rows], data.dw_compute[rows], dw_efficiency)
-    return np.log(roof + floor)
+    """log(baseline + floor). The baseline is the roofline, except for a `physical` model: its compute time
+    at the peak each op attains (model/gemm.py: the FP32 peak for convolutions the TF32 tensor cores cannot
+    take, the unit's attained fraction `unit_eff` for GEMM-like ops, the depthwise baseline where
+    `dw_efficiency` > 0), combined with the memory time as gemm.overlap_s does, not by their maximum.
+    Only a physical model learns `unit_eff` and `dw_efficiency` (unit_efficiency_of, dw_efficiency_of),
+    so a roofline model has nothing else to add; a physical one without the GEMM arrays is refused, as
+    its baseline cannot be formed (there was a max()-roofline stand-in here once: a silently different model)."""
+    if not physical:
+        return np.log(data.roofline[rows] + floor)
+    arrays = (data.compute_s, data.dw_compute, data.fallback, data.unit, data.depthwise, data.memory_s)
+    if any(a is None for a in arrays):
+        raise ValueError(f"a physical time model of {data.device_config}-{data.mode} needs the GEMM arrays")
+    assert data.compute_s is not None and data.dw_compute is not None and data.fallback is not None
+    assert data.unit is not None and data.depthwise is not None and data.memory_s is not None
+    c = gemm.compute_part_s(data.compute_s[rows], data.dw_compute[rows], data.fallback[rows], data.unit[rows],
+                            unit_eff or {}, data.depthwise[rows], dw_efficiency)  # fmt: skip
+    return np.log(gemm.overlap_s(c, data.memory_s[rows]) + floor)
 
 
 def dw_efficiency_of(data: TargetData, fs: str, quantity: str, fit_rows: np.ndarray, floor: float) -> float:

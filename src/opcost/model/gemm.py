@@ -88,14 +88,6 @@ def depthwise_efficiency(compute_s: np.ndarray, t_s: np.ndarray, floor_s: float 
     return float(np.exp(np.mean(np.log(c[ok] / t[ok]))))
 
 
-def baseline_s(roofline_s: np.ndarray, depthwise: np.ndarray, compute_s: np.ndarray, efficiency: float) -> np.ndarray:
-    """Per op: the roofline time, raised for depthwise convolutions to FLOPs / (FP32 peak x e)."""
-    roof = np.asarray(roofline_s, float)
-    if efficiency <= 0:
-        return roof
-    return np.where(np.asarray(depthwise, bool), np.maximum(roof, np.asarray(compute_s, float) / efficiency), roof)
-
-
 def features(kind: str, hp: dict[str, Any], flops: float, device_config: str) -> list[float]:
     """[depthwise flag, log(1 + FP32 compute time in ns) of a depthwise op, else 0]."""
     if not is_depthwise(kind, hp):
@@ -181,20 +173,6 @@ def unit_efficiencies(
     return out if TF32_UNIT in out else {}
 
 
-def unit_baseline_s(
-    roofline_s: np.ndarray, unit: np.ndarray, compute_s: np.ndarray, memory_s: np.ndarray, eff: dict[str, float]
-) -> np.ndarray:
-    """Per op: the roofline with its unit's attained peak, max(memory time, compute time / e_unit), for
-    GEMM-like ops of a unit in `eff`; every other op's roofline as is."""
-    base = np.array(roofline_s, float)
-    unit = np.asarray(unit)
-    for u, e in eff.items():
-        if e > 0:
-            sel = unit == u
-            base[sel] = np.maximum(np.asarray(memory_s, float)[sel], np.asarray(compute_s, float)[sel] / e)
-    return base
-
-
 # -- convolutions the TF32 tensor cores cannot take ---------------------------------------------
 # Why: physics.tensor_core_eligible: a convolution whose channels per group are not multiples of 4
 # (every stem: 3 input channels) runs on the FP32 units even where TF32 is on; the thesis A30's stems
@@ -210,15 +188,6 @@ def tf32_fallback(kind: str, hp: dict[str, Any], device_config: str) -> bool:
         return False
     found = find_device(device_config)
     return bool(found and found[1] and found[0].has_tf32)
-
-
-def fallback_baseline_s(
-    roofline_s: np.ndarray, fallback: np.ndarray, fp32_compute_s: np.ndarray, memory_s: np.ndarray
-) -> np.ndarray:
-    """Per op: max(memory time, FLOPs over the FP32 peak) for the `fallback` convolutions, else the roofline."""
-    roof = np.asarray(roofline_s, float)
-    fp32_roof = np.maximum(np.asarray(memory_s, float), np.asarray(fp32_compute_s, float))
-    return np.where(np.asarray(fallback, bool), fp32_roof, roof)
 
 
 # -- compute and memory overlap ------------------------------------------------------------------
