@@ -18,13 +18,13 @@ import dataclasses
 import json
 import math
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 
 from opcost.devices import find_device
+from opcost.memo import BoundedLRU
 from opcost.model import gemm
 from opcost.model.physics import compute_memory_s, device_peaks, gemm_dims, op_peak, roofline_s
 
@@ -281,8 +281,7 @@ class RowCache:
     """A bounded LRU of encoded rows keyed by (layout, clock, record content); thread-safe."""
 
     def __init__(self, size: int = ROW_CACHE_SIZE) -> None:
-        self.size = size
-        self._rows: OrderedDict[tuple[int, Any, str, str], np.ndarray] = OrderedDict()
+        self._rows: BoundedLRU[tuple[int, Any, str, str], np.ndarray] = BoundedLRU(size)
         self._layouts: dict[Any, int] = {}
         self._next_layout = 0  # never reused: a row keyed under a dropped layout is never found again
         self._lock = threading.Lock()
@@ -312,20 +311,12 @@ class RowCache:
         for rec, clock in items:
             content = record_key(rec)
             key = (lid, clock, *content) if content is not None else None
-            row = None
-            if key is not None:
-                with self._lock:
-                    row = self._rows.get(key)
-                    if row is not None:
-                        self._rows.move_to_end(key)
+            row = self._rows.get(key) if key is not None else None
             if row is None:
                 row = np.asarray(enc.row(rec, clock), dtype=np.float64)
                 row.setflags(write=False)
                 if key is not None:
-                    with self._lock:
-                        self._rows[key] = row
-                        while len(self._rows) > self.size:
-                            self._rows.popitem(last=False)
+                    self._rows.put(key, row)
             rows.append(row)
         ncols = len(enc.columns)
         return np.asarray(rows, dtype=np.float64).reshape(len(rows), ncols) if rows else np.zeros((0, ncols))

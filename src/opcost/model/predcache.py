@@ -19,15 +19,15 @@ an uncached batch gives, bit for bit.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 
 from opcost.devices import find_device
+from opcost.memo import BoundedLRU
 from opcost.model.features import OpRecord, record_key
 
-PREDICTION_CACHE_SIZE = 65536  # op values per model (a float each), oldest dropped first
+PREDICTION_CACHE_SIZE = 65536  # op values per model (a float each), least recently used dropped first
 
 Items = Sequence[tuple[OpRecord, "float | None"]]
 
@@ -36,10 +36,9 @@ class PredictionCache:
     """A bounded memo of one model's predicted values keyed by (clock, record content); thread-safe."""
 
     def __init__(self, size: int = PREDICTION_CACHE_SIZE) -> None:
-        self.size = size
         self._anchor: object | None = None  # the ensemble the values came from, held so its id is never reused
         self._stamp: tuple[Any, ...] | None = None
-        self._values: OrderedDict[tuple[Hashable, ...], float] = OrderedDict()
+        self._values: BoundedLRU[tuple[Hashable, ...], float] = BoundedLRU(size)
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -79,9 +78,7 @@ class PredictionCache:
                     for i, v in zip(missing, fresh):
                         k = keys[i]
                         if k is not None:
-                            self._values[k] = float(v)
-                    while len(self._values) > self.size:
-                        self._values.popitem(last=False)
+                            self._values.put(k, float(v))
         return out
 
 
