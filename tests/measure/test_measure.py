@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -604,6 +605,9 @@ def test_adhoc_plan_counts_and_dry_run_touches_nothing(tmp_path):
         "training": 1,
     }
     assert s["parts"] == 60 and s["measurements"] == 120
+    assert s["cpu_threads"] is None  # the plan says how many CPU threads the run pins (none: as found)
+    sets = [ModelInputSet("resnet18", (2, 3, 32, 32), modes=("inference", "training"))]
+    assert adhoc_plan(replace(c, threads=4), sets).summary()["cpu_threads"] == 4
     from typer.testing import CliRunner
 
     from opcost.cli import app

@@ -114,6 +114,7 @@ class Plan:
             "networks_per_mode": nets,
             "settings": [s.label for s in self.settings],
             "trials": self.campaign.trials,
+            "cpu_threads": self.campaign.threads,  # None: as the measuring process finds them (cputhreads.py)
             "parts": self.parts,
             "measurements": self.measurements,
             "estimated_seconds": round(self.estimated_seconds(), 1),
