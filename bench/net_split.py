@@ -13,9 +13,14 @@ exactly the op models, measured look-up and held-out groups of `train@<target>`'
   every op row another model calls (resnet34's layers with resnet18's): what the split rule changed;
 - `ops measured` (a diagnostic, never an accuracy figure): the held-out networks' ops at their own
   measured cost (the rows the fold held out), everything else as in `current`. What is left is the
-  composition's own error; the difference to `current` is the op models' error on the held-out model.
-Prints per-network errors and, per target, split and layer, time and energy MAPE, median APE,
-time-weighted error and R²; writes reports/bench/net_split.json.
+  composition's own error; the difference to `current` is the op models' error on the held-out model;
+- `worst ops, current` (`worst_ops`): per held-out network, the ops whose cost the fold's models missed the
+  most, calls x (predicted - measured time) as % of the network's measured time, with their powers: what that
+  op error is made of (on the RTX 2080 Ti, model split: one 3x3 512->512 conv at 2x2 spatial in resnet34 at
+  56x56, 936 us measured at 63 W against 178 us predicted, is -45 % of that network; alexnet's 9216->4096
+  Linear at batch 32, predicted 3x its 450 us, +21 %).
+Prints per-network time and energy errors, each network's worst ops, and per target, split and layer, time
+and energy MAPE, median APE, time-weighted error and R²; writes reports/bench/net_split.json.
 
     PYTHONPATH=src python bench/net_split.py [--targets A30-inference,...] [--splits model,family]
 
@@ -142,6 +147,24 @@ def measured_coster(fold: netval.Fold, data: TargetData, held_ops: set[str]) -> 
     return dataclasses.replace(fold.coster, lookup={**fold.coster.lookup, **own})
 
 
+def worst_ops(predicted: Costs, measured: Costs, calls: np.ndarray, records: list[OpRecord], t_s: float,
+              top: int = 3) -> list[dict[str, Any]]:  # fmt: skip
+    """The ops of one held-out network whose cost the fold's models missed the most: calls x (predicted -
+    measured time) as % of the network's measured time, largest first, with each op's kind, calls, times and
+    powers. Names what an op error of a network (`current` against `current | ops measured`) is made of."""
+    calls = np.asarray(calls, float)
+    gap = calls * (predicted.t_s - measured.t_s)
+    out = []
+    for i in np.argsort(-np.abs(gap))[:top]:
+        if not measured.source[i] == "measured" or gap[i] == 0:
+            continue  # only ops whose own measurement is known; a zero gap is no error
+        out.append({"op_id": records[i].op_id, "kind": records[i].kind, "calls": float(calls[i]),
+                    "source": predicted.source[i], "gap_pct_of_network": float(100 * gap[i] / t_s),
+                    "predicted_us": float(1e6 * predicted.t_s[i]), "measured_us": float(1e6 * measured.t_s[i]),
+                    "predicted_w": float(predicted.p_w[i]), "measured_w": float(measured.p_w[i])})  # fmt: skip
+    return out
+
+
 def run_split(data: TargetData, nets: pd.DataFrame, nops: pd.DataFrame, chosen: dict, tp: TrainParams,
               split: str, keep_shared: bool = True) -> pd.DataFrame:  # fmt: skip
     """Rows of every layer for every held-out network of `split`; `keep_shared=False`: round 28's folds
@@ -168,7 +191,9 @@ def run_split(data: TargetData, nets: pd.DataFrame, nops: pd.DataFrame, chosen: 
         for _, n in nets[held].iterrows():
             s, fam = n["set_id"], n["family"]
             r, c = recs[s]
-            measured_ops = Ops(mc.cost(r), c, r, mc.floor_s, data)
+            costs_m = mc.cost(r)
+            measured_ops = Ops(costs_m, c, r, mc.floor_s, data)
+            worst = worst_ops(fold.coster.cost(r), costs_m, c, r, float(n["t_s"]))
             for name, layer in layers.items():
                 for label, o in ((name, ops[s]), (f"{name} | ops measured", measured_ops)):
                     if label.endswith("ops measured") and name != "current":
@@ -178,7 +203,8 @@ def run_split(data: TargetData, nets: pd.DataFrame, nops: pd.DataFrame, chosen: 
                     t = layer.time(x, fam)
                     e = layer.energy(x, t_base, fam) if has_e else np.nan
                     rows.append({"set_id": s, "family": fam, "split": split, "layer": label, "measured_t_s": n["t_s"],
-                                 "predicted_t_s": t, "measured_e_j": n["e_j"], "predicted_e_j": e})  # fmt: skip
+                                 "predicted_t_s": t, "measured_e_j": n["e_j"], "predicted_e_j": e,
+                                 "worst_ops": worst if label == "current" else None})  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -226,6 +252,20 @@ def main(argv: list[str] | None = None) -> int:
             table = piv.pivot_table(index="set_id", columns="layer", values="t_err", sort=False)
             print(f"\n{target}, {split} left out: time error % per network")
             print(table.round(1).to_string())
+            etable = d.assign(e_err=100 * (d["predicted_e_j"] / d["measured_e_j"] - 1)).pivot_table(
+                index="set_id", columns="layer", values="e_err", sort=False)
+            if etable.notna().any().any():
+                print(f"\n{target}, {split} left out: energy error % per network")
+                print(etable.round(1).to_string())
+            cur = d[d["layer"] == "current"]
+            print(f"\n{target}, {split} left out: the ops the fold's models missed most (% of the network's time)")
+            for _, row in cur.iterrows():
+                ops = row["worst_ops"] or []
+                print(f"  {row['set_id']:30s} " + "; ".join(
+                    f"{o['kind']} x{o['calls']:.0f} {o['gap_pct_of_network']:+.1f} % ({o['predicted_us']:.0f} vs "
+                    f"{o['measured_us']:.0f} us, {o['predicted_w']:.0f} vs {o['measured_w']:.0f} W)" for o in ops))
+            report.setdefault(target, {}).setdefault(split, {})["worst ops, current"] = {
+                str(row["set_id"]): row["worst_ops"] or [] for _, row in cur.iterrows()}
             for layer, g in d.groupby("layer", sort=False):
                 s = summary(g)
                 report.setdefault(target, {}).setdefault(split, {})[str(layer)] = s
