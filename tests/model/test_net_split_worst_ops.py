@@ -7,6 +7,7 @@ import importlib.util
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from opcost.model.costing import Costs
@@ -40,3 +41,21 @@ def test_worst_ops_rank_calls_times_the_time_gap_against_the_network_time() -> N
     assert (b["predicted_us"], b["measured_us"]) == (pytest.approx(50.0), pytest.approx(80.0))
     assert (b["predicted_w"], b["measured_w"]) == (160.0, 120.0)
     assert [o["op_id"] for o in _bench().worst_ops(predicted, measured, calls, recs, 200e-6, top=2)] == ["b", "a"]
+
+
+def test_kind_floors_take_the_cheapest_calls_of_the_fold_rows_only() -> None:
+    """bench/net_split.py `kind_floors`: per kind, the 5 % quantile of the measured default-clock times among the
+    given rows; estimated rows, rows at another clock and rows outside the fold never count, nor a kind with
+    fewer than five rows. Linear rows: times 1..12 us; row 0 (1 us) estimated, row 1 (2 us) at 900 MHz, rows
+    10-11 outside the fold: rows 2-9 remain, 3..10 us, whose 5 % quantile (linear) is 3 + 0.35 = 3.35 us."""
+    from tests.model.test_model_left_out import _op
+
+    from opcost.model.fit import prepare
+
+    rows = [_op(f"op{i}", 8, 64 + i, 32, ["fam"]) | {"t_s": (i + 1) * 1e-6} for i in range(12)]
+    rows[0]["estimated"] = True
+    rows[1]["clock_mhz"] = 900.0
+    relu = [_op(f"relu{i}", 8, 64, 32, ["fam"]) | {"kind": "ReLU", "t_s": 1e-6} for i in range(4)]
+    data = prepare(pd.DataFrame(rows + relu), "inference", "A30")
+    got = _bench().kind_floors(data, np.r_[0:10, 12:16])
+    assert got == {"Linear": pytest.approx(3.35e-6)}
