@@ -48,7 +48,7 @@ def test_kind_floors_take_the_cheapest_calls_of_the_fold_rows_only() -> None:
     given rows; estimated rows, rows at another clock and rows outside the fold never count, nor a kind with
     fewer than five rows. Linear rows: times 1..12 us; row 0 (1 us) estimated, row 1 (2 us) at 900 MHz, rows
     10-11 outside the fold: rows 2-9 remain, 3..10 us, whose 5 % quantile (linear) is 3 + 0.35 = 3.35 us."""
-    from tests.model.test_model_left_out import _op
+    from test_model_left_out import _op
 
     from opcost.model.fit import prepare
 
