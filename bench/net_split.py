@@ -13,9 +13,14 @@ exactly the op models, measured look-up and held-out groups of `train@<target>`'
   every op row another model calls (resnet34's layers with resnet18's): what the split rule changed;
 - `ops measured` (a diagnostic, never an accuracy figure): the held-out networks' ops at their own
   measured cost (the rows the fold held out), everything else as in `current`. What is left is the
-  composition's own error; the difference to `current` is the op models' error on the held-out model.
-Prints per-network errors and, per target, split and layer, time and energy MAPE, median APE,
-time-weighted error and R²; writes reports/bench/net_split.json.
+  composition's own error; the difference to `current` is the op models' error on the held-out model;
+- `worst ops, current` (`worst_ops`): per held-out network, the ops whose cost the fold's models missed the
+  most, calls x (predicted - measured time) as % of the network's measured time, with their powers: what that
+  op error is made of (on the RTX 2080 Ti, model split: one 3x3 512->512 conv at 2x2 spatial in resnet34 at
+  56x56, 936 us measured at 63 W against 178 us predicted, is -45 % of that network; alexnet's 9216->4096
+  Linear at batch 32, predicted 3x its 450 us, +21 %).
+Prints per-network time and energy errors, each network's worst ops, and per target, split and layer, time
+and energy MAPE, median APE, time-weighted error and R²; writes reports/bench/net_split.json.
 
     PYTHONPATH=src python bench/net_split.py [--targets A30-inference,...] [--splits model,family]
 
@@ -70,10 +75,37 @@ class Ops:
         self.l2_share = compose.l2_share(records, found[0].l2_bytes if found else 0.0)
         base = compose.network_terms(costs, calls, records, floor_s, data.device_config, data.mode)
         self.base = base
+        self.kind_floor = np.full(len(records), floor_s)  # set per fold (`kind_floors`); default: no kind floor
 
     def weighted(self, share: np.ndarray) -> float:
         """sum over ops of calls x excess x share."""
         return float((self.calls * self.excess * share).sum())
+
+
+def kind_floors(data: TargetData, rows: np.ndarray, q: float = 0.05) -> dict[str, float]:
+    """Per kind, the time of its cheapest calls: the `q` quantile of the default-clock, measured (not
+    estimated) rows of `rows` (the fold's training rows only), for kinds with at least five of them. What
+    every call of that kind pays whatever its size (its library's per-call work on top of the launch floor:
+    RTX 2080 Ti inference BatchNorm2d about 140 us, Conv2d 65-100 us, against a 23 us launch floor)."""
+    df = data.df.iloc[rows]
+    ok = (df["clock_mhz"].isna() & df["power_limit_w"].isna() & ~df["estimated"].astype(bool)).to_numpy()
+    t = data.y("time")[rows][ok]
+    kinds = df["kind"].to_numpy()[ok]
+    return {str(k): float(np.quantile(t[kinds == k], q)) for k in set(kinds) if (kinds == k).sum() >= 5}
+
+
+def _kind_split(o: Ops) -> tuple[np.ndarray, np.ndarray]:
+    """(work above each op's kind floor, the part of its excess below it) per op, both >= 0."""
+    kf = np.maximum(o.kind_floor, o.floor_s)
+    t = o.excess + o.floor_s
+    return np.clip(t - kf, 0.0, None), np.clip(np.minimum(t, kf) - o.floor_s, 0.0, None)
+
+
+def _kind_floor_cols(o: Ops, mode: str) -> list[float]:
+    work, ovh = _kind_split(o)
+    mem = ~o.matmul
+    return [float((o.calls * work)[o.matmul].sum()), float((o.calls * work * (1 - o.l2_share))[mem].sum()),
+            float((o.calls * work * o.l2_share)[mem].sum()), float((o.calls * ovh).sum())] + _rest(o, mode)
 
 
 def _rest(o: Ops, mode: str) -> list[float]:
@@ -94,6 +126,12 @@ CANDIDATES: dict[str, Callable[[Ops, str], list[float]]] = {
     # the non-matrix ops only)
     "L2 for every op": lambda o, m: [o.weighted(1 - o.l2_share), o.weighted(o.l2_share)] + _rest(o, m),
     # the first launch floor of each call's excess is overhead a network's asynchronous launches hide
+    # each kind's cheapest call (`kind_floors`, from the fold's own op rows) is per-call library work that a
+    # network's launches may hide, unlike the work above it: its own share, the work above in the L2 classes.
+    # Round 31, these folds: time MAPE model / family left out, current -> this: A30 inference 5.5 / 10.2 ->
+    # 6.6 / 10.2, A30 no-TF32 7.4 / 13.4 -> 8.1 / 12.9, RTX 2080 Ti 8.0 / 10.9 -> 8.0 / 11.5, A30 training
+    # 9.6 / 14.4 -> 10.6 / 16.5: no better anywhere on the model split, not kept
+    "kind floors": _kind_floor_cols,
     "first floor of excess": lambda o, m: (
         [
             float((o.calls * (np.clip(o.excess - o.floor_s, 0, None)))[o.matmul].sum()),
@@ -142,6 +180,24 @@ def measured_coster(fold: netval.Fold, data: TargetData, held_ops: set[str]) -> 
     return dataclasses.replace(fold.coster, lookup={**fold.coster.lookup, **own})
 
 
+def worst_ops(predicted: Costs, measured: Costs, calls: np.ndarray, records: list[OpRecord], t_s: float,
+              top: int = 3) -> list[dict[str, Any]]:  # fmt: skip
+    """The ops of one held-out network whose cost the fold's models missed the most: calls x (predicted -
+    measured time) as % of the network's measured time, largest first, with each op's kind, calls, times and
+    powers. Names what an op error of a network (`current` against `current | ops measured`) is made of."""
+    calls = np.asarray(calls, float)
+    gap = calls * (predicted.t_s - measured.t_s)
+    out = []
+    for i in np.argsort(-np.abs(gap))[:top]:
+        if not measured.source[i] == "measured" or gap[i] == 0:
+            continue  # only ops whose own measurement is known; a zero gap is no error
+        out.append({"op_id": records[i].op_id, "kind": records[i].kind, "calls": float(calls[i]),
+                    "source": predicted.source[i], "gap_pct_of_network": float(100 * gap[i] / t_s),
+                    "predicted_us": float(1e6 * predicted.t_s[i]), "measured_us": float(1e6 * measured.t_s[i]),
+                    "predicted_w": float(predicted.p_w[i]), "measured_w": float(measured.p_w[i])})  # fmt: skip
+    return out
+
+
 def run_split(data: TargetData, nets: pd.DataFrame, nops: pd.DataFrame, chosen: dict, tp: TrainParams,
               split: str, keep_shared: bool = True) -> pd.DataFrame:  # fmt: skip
     """Rows of every layer for every held-out network of `split`; `keep_shared=False`: round 28's folds
@@ -157,6 +213,9 @@ def run_split(data: TargetData, nets: pd.DataFrame, nops: pd.DataFrame, chosen: 
         t_tr = tr["t_s"].to_numpy(float)
         e_tr = tr["e_j"].to_numpy(float) if has_e else None
         ops = {s: Ops(fold.coster.cost(r), c, r, fold.coster.floor_s, data) for s, (r, c) in recs.items()}
+        kf = kind_floors(data, fold.train_rows)
+        for s, o in ops.items():
+            o.kind_floor = np.array([kf.get(r.kind, fold.coster.floor_s) for r in recs[s][0]], float)
         # `current`: the train stage's own layer (netval.fit_composition), so its rows equal the report's
         terms = {s: o.base for s, o in ops.items()}
         comp = netval.fit_composition(data.mode, terms, tr)
@@ -168,7 +227,9 @@ def run_split(data: TargetData, nets: pd.DataFrame, nops: pd.DataFrame, chosen: 
         for _, n in nets[held].iterrows():
             s, fam = n["set_id"], n["family"]
             r, c = recs[s]
-            measured_ops = Ops(mc.cost(r), c, r, mc.floor_s, data)
+            costs_m = mc.cost(r)
+            measured_ops = Ops(costs_m, c, r, mc.floor_s, data)
+            worst = worst_ops(fold.coster.cost(r), costs_m, c, r, float(n["t_s"]))
             for name, layer in layers.items():
                 for label, o in ((name, ops[s]), (f"{name} | ops measured", measured_ops)):
                     if label.endswith("ops measured") and name != "current":
@@ -178,7 +239,8 @@ def run_split(data: TargetData, nets: pd.DataFrame, nops: pd.DataFrame, chosen: 
                     t = layer.time(x, fam)
                     e = layer.energy(x, t_base, fam) if has_e else np.nan
                     rows.append({"set_id": s, "family": fam, "split": split, "layer": label, "measured_t_s": n["t_s"],
-                                 "predicted_t_s": t, "measured_e_j": n["e_j"], "predicted_e_j": e})  # fmt: skip
+                                 "predicted_t_s": t, "measured_e_j": n["e_j"], "predicted_e_j": e,
+                                 "worst_ops": worst if label == "current" else None})  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -226,6 +288,20 @@ def main(argv: list[str] | None = None) -> int:
             table = piv.pivot_table(index="set_id", columns="layer", values="t_err", sort=False)
             print(f"\n{target}, {split} left out: time error % per network")
             print(table.round(1).to_string())
+            etable = d.assign(e_err=100 * (d["predicted_e_j"] / d["measured_e_j"] - 1)).pivot_table(
+                index="set_id", columns="layer", values="e_err", sort=False)
+            if etable.notna().any().any():
+                print(f"\n{target}, {split} left out: energy error % per network")
+                print(etable.round(1).to_string())
+            cur = d[d["layer"] == "current"]
+            print(f"\n{target}, {split} left out: the ops the fold's models missed most (% of the network's time)")
+            for _, row in cur.iterrows():
+                ops = row["worst_ops"] or []
+                print(f"  {row['set_id']:30s} " + "; ".join(
+                    f"{o['kind']} x{o['calls']:.0f} {o['gap_pct_of_network']:+.1f} % ({o['predicted_us']:.0f} vs "
+                    f"{o['measured_us']:.0f} us, {o['predicted_w']:.0f} vs {o['measured_w']:.0f} W)" for o in ops))
+            report.setdefault(target, {}).setdefault(split, {})["worst ops, current"] = {
+                str(row["set_id"]): row["worst_ops"] or [] for _, row in cur.iterrows()}
             for layer, g in d.groupby("layer", sort=False):
                 s = summary(g)
                 report.setdefault(target, {}).setdefault(split, {})[str(layer)] = s

@@ -376,33 +376,22 @@ def interval_table(comp: compose.Composition) -> dict[str, dict[str, dict[str, A
     return out
 
 
-def coverage(
+def interval_rows(
     df: pd.DataFrame, calib: pd.DataFrame | None = None, level: float = compose.INTERVAL_LEVEL,
     normalise: bool = True,
-) -> dict[str, Any]:  # fmt: skip
-    """How often the multiplicative conformal interval (model/compose.py) contained the measured value.
-    Each network's interval is built as predictions build it: from the scores that match its question
-    (`calib`'s `model`-split rows whose family kept a sibling for a network whose own family did,
-    `calib`'s `family`-split rows for one whose did not (none there: its `model`-split rows, as a bundle
-    without family-split scores does); without a `family_known` column every
-    `model`-split row of `calib`; `calib` default `df` itself), by the same quantile rule
-    (compose.log_interval, model/intervals.py: each held-out group weighing 1; conformal, or with too few
-    groups for the level the normal prediction interval on the group means), leaving out every
-    calibration network of the same held-out group, the same model, and for a new-family question (and
-    in the family split) the same family: never a network's own or its siblings' errors. Coverage %,
-    median full width % of the prediction (exp(hi) - exp(lo)), the median number of scores an interval
-    rested on, how many intervals had too few groups for a conformal quantile, and of those how many took the
-    normal rule and the fallback, for time and energy.
-
-    With `normalise` and the predicted and summed times in the frames, the scores are heteroscedastic
-    (model/intervals.py): each normalised by the scale model fitted on that interval's own calibration scores,
-    and the interval scaled by the network's own covariate (`covariate`), as predictions do. Beside each
-    coverage: its binomial 90 % interval (`binomial_ci`), the coverage with each family weighing 1, how many
-    intervals were normalised, and under "coverage_note" what the figure can say (`coverage_note`)."""
-    out: dict[str, Any] = {}
-    notes: dict[str, str] = {}
+) -> pd.DataFrame:  # fmt: skip
+    """Each held-out network's interval, built as `coverage` (below) builds it, one row per network and quantity:
+    what it rested on (`rule`, `n_scores`, `n_groups`, `scale_ratio`), its bounds on the measured value as % off
+    the prediction (`low_pct`, `high_pct`: measured in predicted x [1 + low/100, 1 + high/100]), its full width %
+    of the prediction, the network's own error % (predicted / measured - 1), where its measured value lay in the
+    bounds' terms (`measured_pct`: measured / predicted - 1) and whether the interval contained it. The place to
+    name the networks an interval missed and see why (too narrow, or centred away from them); `coverage` is its
+    summary."""
+    cols = ["set_id", "model", "family", "split", "quantity", "rule", "n_scores", "n_groups", "scale_ratio",
+            "covariate", "low_pct", "high_pct", "width_pct", "error_pct", "measured_pct", "covered"]  # fmt: skip
+    rows: list[dict[str, Any]] = []
     if df.empty:
-        return out
+        return pd.DataFrame(columns=cols)
     calib = df if calib is None else calib
     by_family = "family_known" in df and "family_known" in calib
     for q, col in (("time", "t_error"), ("energy", "e_error")):
@@ -422,9 +411,6 @@ def coverage(
         # no family-split score at all: a new family's interval falls back to the pooled model-split scores,
         # as compose.Composition.scores_for does for a bundle without them
         new_set = (c_split == SPLIT_FAMILY) if (c_split == SPLIT_FAMILY).any() else (c_split == SPLIT_MODEL)
-        covered, widths, ns, fams = [], [], [], []
-        ratios: list[float] = []
-        rules = dict.fromkeys((intervals.RULE_CONFORMAL, intervals.RULE_NORMAL, intervals.RULE_FALLBACK), 0)
         for i, (_, row) in enumerate(d.iterrows()):
             known = bool(row["family_known"]) if by_family else True
             new = by_family and not known
@@ -439,34 +425,93 @@ def coverage(
             iv = compose.log_interval(c_errs[m], level, groups=c_held[m], covariates=cov_m)
             if iv.n == 0:
                 continue
+            cov_i = 0.0
             if d_cov is not None:
-                iv = iv.scaled(float(d_cov[i]) if np.isfinite(d_cov[i]) else 0.0)
-            fams.append(str(row["family"]))
-            rules[iv.rule] += 1
-            ratios.append(iv.ratio)
-            covered.append(iv.contains(-errs[i]))
-            widths.append(np.exp(iv.hi) - np.exp(iv.lo))
-            ns.append(iv.n)
-        if covered:
-            k, n = int(np.sum(covered)), len(covered)
-            ci = binomial_ci(k, n)
-            # each family weighing 1: the coverage a new family's network gets (a family is one draw)
-            fam = pd.Series(covered, index=fams, dtype=float).groupby(level=0).mean()
-            out[q] = {
-                "coverage_pct": float(100 * np.mean(covered)),
-                "coverage_ci_lo_pct": 100 * ci[0],
-                "coverage_ci_hi_pct": 100 * ci[1],
-                "family_weighted_coverage_pct": float(100 * fam.mean()),
-                "n_families": int(len(fam)),
-                "median_width_pct": float(100 * np.median(widths)),
-                "n": len(covered),
-                "median_scores": float(np.median(ns)),
-                "too_few_scores": len(covered) - rules[intervals.RULE_CONFORMAL],
-                "normal_rule": rules[intervals.RULE_NORMAL],
-                "fallback_rule": rules[intervals.RULE_FALLBACK],
-                "normalised": int(sum(1 for r in ratios if r > 0)),
+                cov_i = float(d_cov[i]) if np.isfinite(d_cov[i]) else 0.0
+                iv = iv.scaled(cov_i)
+            rows.append(
+                {
+                    "set_id": str(row.get("set_id", row["model"])),
+                    "model": str(row["model"]),
+                    "family": str(row["family"]),
+                    "split": str(row.get("split", SPLIT_MODEL)),
+                    "quantity": q,
+                    "rule": iv.rule,
+                    "n_scores": iv.n,
+                    "n_groups": iv.groups,
+                    "scale_ratio": iv.ratio,
+                    "covariate": cov_i,
+                    "low_pct": 100 * float(np.expm1(iv.lo)),
+                    "high_pct": 100 * float(np.expm1(iv.hi)),
+                    "width_pct": 100 * float(np.exp(iv.hi) - np.exp(iv.lo)),
+                    "error_pct": 100 * float(row[col]),
+                    "measured_pct": 100 * float(np.expm1(-errs[i])),
+                    "covered": iv.contains(-errs[i]),
+                }
+            )
+    return pd.DataFrame(rows, columns=cols)
+
+
+def coverage(
+    df: pd.DataFrame, calib: pd.DataFrame | None = None, level: float = compose.INTERVAL_LEVEL,
+    normalise: bool = True,
+) -> dict[str, Any]:  # fmt: skip
+    """How often the multiplicative conformal interval (model/compose.py) contained the measured value.
+    Each network's interval is built as predictions build it (`interval_rows`): from the scores that match its
+    question (`calib`'s `model`-split rows whose family kept a sibling for a network whose own family did,
+    `calib`'s `family`-split rows for one whose did not (none there: its `model`-split rows, as a bundle
+    without family-split scores does); without a `family_known` column every
+    `model`-split row of `calib`; `calib` default `df` itself), by the same quantile rule
+    (compose.log_interval, model/intervals.py: each held-out group weighing 1; conformal, or with too few
+    groups for the level the normal prediction interval on the group means), leaving out every
+    calibration network of the same held-out group, the same model, and for a new-family question (and
+    in the family split) the same family: never a network's own or its siblings' errors. Coverage %,
+    median full width % of the prediction (exp(hi) - exp(lo)), the median number of scores an interval
+    rested on, how many intervals had too few groups for a conformal quantile, and of those how many took the
+    normal rule and the fallback, for time and energy.
+
+    With `normalise` and the predicted and summed times in the frames, the scores are heteroscedastic
+    (model/intervals.py): each normalised by the scale model fitted on that interval's own calibration scores,
+    and the interval scaled by the network's own covariate (`covariate`), as predictions do. Beside each
+    coverage: its binomial 90 % interval (`binomial_ci`), the coverage with each family weighing 1, how many
+    intervals were normalised, under "coverage_note" what the figure can say (`coverage_note`), and under
+    "missed" the networks outside their interval (set_id: where the measured value lay, % off the prediction,
+    against the interval's bounds, and the prediction's own error %)."""
+    out: dict[str, Any] = {}
+    notes: dict[str, str] = {}
+    missed: dict[str, dict[str, str]] = {}
+    rows = interval_rows(df, calib, level, normalise)
+    for q, r in rows.groupby("quantity", sort=False):
+        covered = r["covered"].astype(bool).to_numpy()
+        k, n = int(covered.sum()), len(covered)
+        ci = binomial_ci(k, n)
+        # each family weighing 1: the coverage a new family's network gets (a family is one draw)
+        fam = pd.Series(covered, index=r["family"].to_numpy(), dtype=float).groupby(level=0).mean()
+        rules = r["rule"].value_counts()
+        out[str(q)] = {
+            "coverage_pct": float(100 * np.mean(covered)),
+            "coverage_ci_lo_pct": 100 * ci[0],
+            "coverage_ci_hi_pct": 100 * ci[1],
+            "family_weighted_coverage_pct": float(100 * fam.mean()),
+            "n_families": int(len(fam)),
+            "median_width_pct": float(np.median(r["width_pct"].to_numpy(float))),
+            "n": n,
+            "median_scores": float(np.median(r["n_scores"].to_numpy(float))),
+            "too_few_scores": n - int(rules.get(intervals.RULE_CONFORMAL, 0)),
+            "normal_rule": int(rules.get(intervals.RULE_NORMAL, 0)),
+            "fallback_rule": int(rules.get(intervals.RULE_FALLBACK, 0)),
+            "normalised": int((r["scale_ratio"].to_numpy(float) > 0).sum()),
+        }
+        notes[str(q)] = coverage_note(k, n, level)
+        out_rows = r[~r["covered"].astype(bool)]
+        if len(out_rows):
+            missed[str(q)] = {
+                str(x["set_id"]): f"measured {x['measured_pct']:+.1f} % off the prediction, interval "
+                f"[{x['low_pct']:+.1f}, {x['high_pct']:+.1f}] % (prediction error {x['error_pct']:+.1f} %)"
+                for _, x in out_rows.iterrows()
             }
-            notes[q] = coverage_note(k, n, level)
     if notes:
         out["coverage_note"] = notes
+    if missed:
+        out["missed"] = missed
     return out
