@@ -19,6 +19,11 @@ it replaces does.
 - depthwise_kind: a depthwise convolution shown to the trees as a kind of its own (no `Conv2d` one-hot),
   so its residual is not learnt from the GEMM convolutions. Cause aimed at: EfficientNet's depthwise
   convolutions held out, trees +29 to +38 % over a baseline within -21..+9 %.
+- occupancy: a GEMM-like op with fewer output tiles (128 x 128) than the device has SMs computes on that
+  many SMs only: its compute time x SMs / tiles; the units' attained fractions learnt from the rows that
+  fill the device. Cause aimed at: skinny GEMMs far above their baseline (EfficientNet's squeeze-excite
+  1x1 convolutions on 1x1 maps, M = 32: 0.5-1 % of the FP32 peak without TF32, -62 to -71 % family-out;
+  their time follows K as one thread block's would).
 
     PYTHONPATH=src python bench/baseline_variants.py --variant conv_unit [--targets A30_no_tf32-inference,...]
 
@@ -38,12 +43,19 @@ Round 31's answer: none kept (family MAPE / twe of the chosen model, main -> var
   model (A30 10.2 -> 10.6, no-TF32 18.5 -> 19.1).
 - depthwise_kind: A30 inference 17.4/15.2 -> 17.3/15.7; A30 no-TF32 inference 23.4/25.1 -> 22.8/23.6
   (grouped within 0.1): noise.
+- occupancy: worse on all three inference targets: A30 17.4/15.2 -> 20.2/16.2, A30 no-TF32 23.4/25.1 ->
+  25.5/26.2, RTX 2080 Ti 13.9/13.5 -> 16.4/17.1 (grouped twe 10.2 -> 10.8, 18.5 -> 18.4, 10.9 -> 11.2).
+  cuDNN and cuBLAS pick smaller tiles or split K for skinny problems, so 128 x 128 tiles overstate it;
+  with the fractions learnt from every row (the first try) the ConvNeXt fold learnt the FP32 unit from
+  classifier heads (M = 32) at 3.3x the peak, and ConvNeXt's Linear layers went -2 -> -63 % (A30 twe 30.8).
+  With whole waves too (waves x SMs / tiles), A30 inference twe 30.1.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -55,8 +67,11 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import family_split  # noqa: E402
+from opcost.devices import find_device  # noqa: E402
 from opcost.io import write_report  # noqa: E402
 from opcost.model import fit, gemm  # noqa: E402
+from opcost.model.physics import gemm_dims  # noqa: E402
+from opcost.ops import kinds  # noqa: E402
 from opcost.params.load import load_params  # noqa: E402
 from opcost.params.train import TrainParams  # noqa: E402
 from opcost.paths import Paths  # noqa: E402
@@ -154,7 +169,50 @@ def depthwise_kind() -> contextlib.ExitStack:
     return stack
 
 
+TILE = 128  # output tile edge of a GEMM thread block (occupancy variant)
+
+
+def occupancy_factor(m: float, n: float, sms: int, tile: int = TILE) -> float:
+    """How much longer a GEMM's compute takes than at the full device peak when it has fewer output tiles
+    than the device has SMs (each tile one thread block on one SM): SMs / tiles, else 1; 1 for an op
+    without GEMM dimensions."""
+    if m <= 0 or n <= 0 or sms <= 0:
+        return 1.0
+    tiles = math.ceil(m / tile) * math.ceil(n / tile)
+    return max(1.0, sms / tiles)
+
+
+def occupancy() -> contextlib.ExitStack:
+    orig_prepare = fit.prepare
+
+    def prepare(df, mode, device_config):  # type: ignore[no-untyped-def]
+        data = orig_prepare(df, mode, device_config)
+        found = find_device(device_config)
+        sms = found[0].sms if found else 0
+        f = np.ones(data.n)
+        for i, r in enumerate(data.records):
+            if r.kind in kinds.MATMUL_KINDS and not data.depthwise[i]:
+                m, n, _ = gemm_dims(r.kind, r.hp, r.input_shape, r.metrics["output_shapes"])
+                f[i] = occupancy_factor(m, n, sms)
+        data.compute_s = data.compute_s * f
+        data.dw_compute = np.where(data.depthwise, data.dw_compute, data.dw_compute * f)
+        data.occupancy = f  # type: ignore[attr-defined]
+        return data
+
+    orig_units = fit.unit_efficiency_of
+
+    def unit_efficiency_of(data, fs, quantity, fit_rows, floor):  # type: ignore[no-untyped-def]
+        # a unit's attained fraction measured where the op fills the device (the factor is the rest)
+        return orig_units(data, fs, quantity, fit_rows[data.occupancy[fit_rows] == 1.0], floor)
+
+    stack = contextlib.ExitStack()
+    stack.enter_context(patched(fit, "prepare", prepare))
+    stack.enter_context(patched(fit, "unit_efficiency_of", unit_efficiency_of))
+    return stack
+
+
 VARIANTS: dict[str, Callable[[], contextlib.ExitStack]] = {
+    "occupancy": occupancy,
     "conv_unit": lambda: conv_unit(paired=False),
     "conv_unit_paired": lambda: conv_unit(paired=True),
     "bandwidth": bandwidth,

@@ -68,3 +68,11 @@ def test_variants_restore_the_shipped_functions():
             now = (fit.prepare, fit.offsets, fit.unit_efficiency_of, gemm.unit_efficiencies, gemm.tree_view)
             assert now != shipped, name
         assert (fit.prepare, fit.offsets, fit.unit_efficiency_of, gemm.unit_efficiencies, gemm.tree_view) == shipped
+
+
+def test_occupancy_factor_is_sms_over_tiles_below_one_wave():
+    b = _bench()
+    assert b.occupancy_factor(32, 112, 56) == pytest.approx(56.0)  # one 128 x 128 tile: one SM of 56
+    assert b.occupancy_factor(256, 512, 56) == pytest.approx(7.0)  # 2 x 4 tiles
+    assert b.occupancy_factor(4096, 4096, 56) == 1.0  # 1024 tiles fill the SMs
+    assert b.occupancy_factor(0, 0, 56) == 1.0  # not a GEMM
