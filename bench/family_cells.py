@@ -21,18 +21,19 @@ Round 31's answer (main at ea54ca7; "twe +x": the cell's share of the target's t
   convolution is a TF32 fallback; depthwise rows the FP32 peak; the bandwidth 933 GB/s. Right.
 - A30 no-TF32 inference (rf-physical, family 23.4 / 25.1 %):
   1. ConvNeXt Linear, 18 % of the time, +28 %, twe +6.2. Held out they attain 0.84 of the FP32 peak
-     (cuBLAS); the fold keeps no compute-bound matmul row (its 8 Linear rows are classifier heads; Swin's
-     large ones share ConvNeXt's layers), so the baseline stays nominal (-18 %) and the trees, seeing a
-     1x1 convolution (gemm.tree_view), add the 1x1 convolutions' residual (+57 %: cuDNN's FP32 1x1
-     convolutions attain 0.67). On the RTX 2080 Ti the two libraries attain one fraction (0.77 / 0.73)
-     and the same cell is -7 %: the gap is the device's, and no training row of the fold measures it.
+     (cuBLAS); the fold keeps no compute-bound matmul row (its 8 Linear rows are classifier heads: Swin's
+     large ones are ConvNeXt's layers too, held out with them), so the baseline stays nominal (-18 %)
+     and the trees, seeing a 1x1 convolution (gemm.tree_view), add the 1x1 convolutions' residual
+     (+57 %: cuDNN's FP32 1x1 convolutions attain 0.67). On the RTX 2080 Ti the two libraries attain
+     one fraction (0.77 / 0.73) and the same cell is -7 %: the gap is the device's, and no training row
+     of the fold measures it.
   2. ResNet "conv other", 8 %, -53 %, twe +3.3: its 3x3 stride-2 convolutions attain 0.009-0.79 of the
      FP32 peak (0.33-0.47 at 14x14 and 56-75 px maps, 0.01-0.17 on 1-8 px maps) against 0.79 for the
-     fold's other strided convolutions (Inception's 3x3 s2: 0.25-0.71); no shape rule orders them (cuDNN's
-     algorithm choice: 512 -> 512 at 14 px 2.2 ms, at 19 px 2.0 ms).
+     fold's non-1x1, non-Winograd convolutions (Inception's 3x3 s2: 0.25-0.71); no shape rule orders them
+     (cuDNN's algorithm choice: 512 -> 512 at 14 px 2.2 ms, at 19 px 2.0 ms).
   3. ConvNeXt "conv other" (2x2 stride-2 downsampling, 4x4 stem), 6.5 %, -17 %, twe +2.7: 0.68 against 0.74,
-     one row (256 -> 512 at 48 px) at 0.22. Inception's 1x7 / 7x1 convolutions +24 %, twe +2.3: 1.11 of
-     the peak against 0.55 for the fold's other non-Winograd convolutions; no other family has them.
+     one row (256 -> 512 at 48 px) at 0.22. Inception's "conv other" (ten 1x7 / 7x1, five 3x3 s2) +24 %,
+     twe +2.3: 1.11 of the peak against the fold's 0.55; no other family has 1x7 / 7x1 kernels.
 - A30 inference (xgb-physical, family 17.4 / 15.2 %): ConvNeXt Linear is right (-2 %; the TF32 unit's
   fraction puts convolutions and matmuls on one scale) but is 27 % of the time (twe +2.6); ConvNeXt's 7x7
   depthwise +20 % (twe +1.7): its baseline is +22 %, the depthwise efficiency (0.075) learnt from
