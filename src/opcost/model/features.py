@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 import numpy as np
 
 from opcost.devices import find_device
-from opcost.model import gemm
+from opcost.model import backward, gemm
 from opcost.model.physics import compute_memory_s, device_peaks, gemm_dims, op_peak, roofline_s
 
 if TYPE_CHECKING:  # torch stays out of the import path of predictions
@@ -127,6 +127,7 @@ class Encoding:
     # `physical`: the fraction of the TF32 / FP32 peak GEMM-like ops attain (model/gemm.py); 0: nominal peak
     tf32_efficiency: float = 0.0
     fp32_efficiency: float = 0.0
+    dw_train_efficiency: float = 0.0  # training: depthwise convolutions' passes at this fraction (model/backward.py)
 
     @property
     def columns(self) -> list[str]:
@@ -231,9 +232,25 @@ class Encoding:
             units = ((gemm.TF32_UNIT, self.tf32_efficiency), (gemm.FP32_UNIT, self.fp32_efficiency))
             eff = {u: e for u, e in units if e > 0}
             c = gemm.compute_part_s(cm[:, 0], fp32, fb, unit, eff, dw, self.dw_efficiency)
-            return np.log(gemm.overlap_s(c, cm[:, 1]) + self.floor_s)
+            return self._raised(records, np.log(gemm.overlap_s(c, cm[:, 1]) + self.floor_s))
         roof = np.array([roofline_s(r.kind, r.metrics, cfg) for r in records], float)
-        return np.log(roof + self.floor_s)
+        return self._raised(records, np.log(roof + self.floor_s))
+
+    def baseline_only(self, records: Iterable[OpRecord]) -> np.ndarray:
+        """Per op: predicted by model/backward.py's training baseline alone, the trees' residual not added
+        (a depthwise convolution of a training model with dw_train_efficiency > 0)."""
+        records = list(records)
+        if self.dw_train_efficiency <= 0:
+            return np.zeros(len(records), bool)
+        return np.array([backward.taps(r.kind, r.hp) > 0 for r in records], bool)
+
+    def _raised(self, records: list[OpRecord], off: np.ndarray) -> np.ndarray:
+        """`off` with model/backward.py's training baseline of depthwise convolutions (dw_train_efficiency > 0)."""
+        if self.dw_train_efficiency <= 0:
+            return off
+        m = [compute_memory_s(r.kind, r.metrics, self.device_config)[1] for r in records]
+        work = backward.work_s(m, [backward.taps(r.kind, r.hp) for r in records])
+        return backward.raised_log_offset(off, self.floor_s, work, self.dw_train_efficiency)
 
 
 # -- encoded rows, memoised -------------------------------------------------------------------------

@@ -1,0 +1,74 @@
+"""The training (forward + backward) baseline of a depthwise convolution (issue 21, section 4).
+
+Why: a training op's time is its forward and its backward pass, and for a depthwise convolution the
+backward pass is not a multiple of the forward roofline. Its input gradient is another depthwise
+convolution (one pass over the op's tensors, like the forward pass), but its weight gradient is, per
+channel, one reduction over the whole (N, H, W) extent for EACH kernel tap: kh x kw passes over the
+input and the output gradient, memory-bound, not a matmul. On the thesis A30 (training, launch floor
+taken off) the measured time over the forward memory time is ~15 for every 3x3 depthwise layer of
+EfficientNet, ~32 for its 5x5 ones and ~60 for ConvNeXt's 7x7 ones: proportional to (2 + taps) at
+1.2-1.5x, and to nothing the roofline (memory time, taps-blind) or the FLOPs baseline of inference
+(model/gemm.py: FLOPs over the FP32 peak, 52-190x with no order) shows. A tree on log(t / roofline)
+cannot extrapolate over kernel size: with ConvNeXt held out it gave its 7x7 layers EfficientNet's
+ratio (-47 % family-out, xgb-improved, A30 training; bench/training_family.py).
+
+The baseline here: (2 + kh x kw) passes over the forward memory time at a fraction `e` of the
+bandwidth, e the geometric mean of (2 + taps) x memory / (t - floor) over the depthwise rows a model
+trains on (its fit rows only; none: no baseline). Used for training rows only, by both tree feature
+sets (improved, physical): the trees learn the residual.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from opcost.model.gemm import is_depthwise
+from opcost.model.physics import spatial_size
+
+FORWARD_PASSES = 2  # the forward and the input-gradient pass over the op's tensors
+TRAINING_MODE = "training"
+
+
+def taps(kind: str, hp: dict[str, Any]) -> int:
+    """kh x kw of a depthwise convolution (its weight gradient's passes); 0 for every other op."""
+    if not is_depthwise(kind, hp):
+        return 0
+    return math.prod(spatial_size(hp.get("kernel_size", 1), 2))
+
+
+def work_s(memory_s: np.ndarray, n_taps: np.ndarray) -> np.ndarray:
+    """(FORWARD_PASSES + taps) x the forward memory time per op [s]; 0 where taps is 0 (not depthwise)."""
+    m, k = np.asarray(memory_s, float), np.asarray(n_taps, float)
+    return np.where(k > 0, (FORWARD_PASSES + k) * m, 0.0)
+
+
+def efficiency(work: np.ndarray, t_s: np.ndarray, floor_s: float = 0.0) -> float:
+    """Geometric mean of work / (t - floor) over the rows with work > 0 and t above the floor: the
+    fraction of the bandwidth the passes attain; 0.0 (no baseline) where no such row is given."""
+    w, t = np.asarray(work, float), np.asarray(t_s, float) - floor_s
+    ok = np.isfinite(w) & np.isfinite(t) & (w > 0) & (t > 0)
+    if not ok.any():
+        return 0.0
+    return float(w[ok].sum() / t[ok].sum())
+
+
+def baseline_s(base_s: np.ndarray, work: np.ndarray, eff: float) -> np.ndarray:
+    """Per op: `base_s`, raised to work / e where the op has work (a depthwise convolution in training)."""
+    base = np.asarray(base_s, float)
+    if eff <= 0:
+        return base
+    w = np.asarray(work, float)
+    return np.where(w > 0, np.maximum(base, w / eff), base)
+
+
+def raised_log_offset(log_offset: np.ndarray, floor_s: float, work: np.ndarray, eff: float) -> np.ndarray:
+    """log(baseline + floor) offsets (model/fit.py, Encoding.log_roofline) with `baseline_s` applied to
+    the baseline inside them: unchanged where eff is 0 or an op has no work."""
+    off = np.asarray(log_offset, float)
+    if eff <= 0:
+        return off
+    base = np.exp(off) - floor_s
+    return np.log(baseline_s(base, work, eff) + floor_s)
