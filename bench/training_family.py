@@ -1,10 +1,11 @@
 """Where the family-out error of the training targets comes from, with and without model/backward.py.
 
 For each target and (algorithm, feature set): the grouped and family split scored as `train` scores them
-(model/fit.py cross_validate), once as main has it (no training baseline of depthwise convolutions:
-TargetData.dw_work left out) and once with it. Per (held-out family, kind): bias, MAPE, share of the
-held-out time and share of the time-weighted error (sum |error| of the cell over the held-out time: the
-cells that make the twe). Depthwise convolutions are their own kind.
+(model/fit.py cross_validate), as main has it (`main`: no training baselines, TargetData.dw_work and
+mm_work left out), with the depthwise baseline only (`backward_dw`) and with both (`backward`). Per
+(held-out family, kind): bias, MAPE, share of the held-out time and share of the time-weighted error
+(sum |error| of the cell over the held-out time: the cells that make the twe).
+Depthwise convolutions are their own kind.
 
     PYTHONPATH=src python bench/training_family.py [--targets A30-training,...] [--models xgb-improved,...]
         [--splits family,grouped]
@@ -70,11 +71,13 @@ def run(target: str, models: list[str], splits: list[str], tp: TrainParams) -> d
     device, mode = TrainParams.split_target(target)
     df, _, _ = read_target(Paths(ROOT), target)
     with_bw = fit.prepare(df, mode, device)
-    without = fit.TargetData(**{**with_bw.__dict__, "dw_work": None})
+    without = fit.TargetData(**{**with_bw.__dict__, "dw_work": None, "mm_work": None})
+    assert with_bw.mm_work is not None
+    dw_only = fit.TargetData(**{**with_bw.__dict__, "mm_work": np.zeros_like(with_bw.mm_work)})
     out: dict[str, Any] = {}
     for m in models:
         alg, fs = m.split("-")
-        for label, data in (("main", without), ("backward", with_bw)):
+        for label, data in (("main", without), ("backward_dw", dw_only), ("backward", with_bw)):
             for s in splits:
                 t0 = time.time()
                 r = fit.cross_validate(data, alg, fs, "time", s, tp)

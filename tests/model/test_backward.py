@@ -1,8 +1,10 @@
-"""Known answers for model/backward.py: the training baseline of depthwise convolutions.
+"""Known answers for model/backward.py: the training baselines of depthwise convolutions and Linear layers.
 
 Synthetic training rows (real specs, real paper costs) whose depthwise convolutions take a known law:
 the launch floor plus (2 + kh x kw) passes over their forward memory time at E_BW of the bandwidth, at
-every kernel size (the thesis A30's ~15 / ~32 / ~60 x memory time at 3x3 / 5x5 / 7x7). The fit must
+every kernel size (the thesis A30's ~15 / ~32 / ~60 x memory time at 3x3 / 5x5 / 7x7); compute-bound
+Linear layers take three GEMMs of their forward FLOPs at E_MM of the FP32 peak, on 4-D (ConvNeXt) and
+3-D (Swin) inputs alike. The fit must
 recover E_BW from its own fit rows only, predict a kernel size it never saw exactly (ConvNeXt's 7x7
 against EfficientNet's 3x3 and 5x5 with a family held out), leave inference alone, and a saved bundle
 and the network layer's library model must predict what the fit predicts.
@@ -23,6 +25,8 @@ from opcost.params.train import TrainParams
 from test_known_answers import catalog_row, module_spec
 
 E_BW = 0.8  # the passes' fraction of the bandwidth in the generator
+E_MM = 0.7  # the Linear layers' GEMMs' fraction of the FP32 peak in the generator
+FP32_A30 = 10.3e12  # FLOP/s, A30 datasheet (Linear layers: cuBLAS on the FP32 units)
 FLOOR = 1e-4  # s: the launch floor (three no-ops take exactly this time)
 SMALL = TrainParams(folds=3, seed=0, random_forest={"n_estimators": 20}, xgboost={"n_estimators": 20})
 
@@ -58,6 +62,12 @@ def training_target(mode: str = "training") -> fit.TargetData:
             row = catalog_row(module_spec(conv, (8, c, hw, hw)))
             m = (row["bytes_read"] + row["bytes_written"]) / 933e9  # the A30's bandwidth
             rows.append(row | {"t_s": FLOOR + (2 + k * k) * m / E_BW, "families": [fam], "layer_id": f"dw{k}-{j}"})
+    for fam, shapes in (("big", [(8, 56, 56, 512), (8, 28, 28, 1024), (8, 14, 14, 2048)]),
+                        ("small", [(8, 3136, 384), (8, 784, 768), (8, 196, 1536), (8, 49, 3072)])):  # fmt: skip
+        for j, shape in enumerate(shapes):
+            row = catalog_row(module_spec(nn.Linear(shape[-1], shape[-1] // 2), shape))
+            rows.append(row | {"t_s": FLOOR + 3 * row["flops"] / (FP32_A30 * E_MM), "families": [fam],
+                               "layer_id": f"lin-{fam}-{j}"})  # fmt: skip
     for j, (c, hw) in enumerate([(32, 56), (64, 28), (128, 14), (256, 7), (96, 20), (48, 40)]):
         row = catalog_row(module_spec(nn.Conv2d(c, 2 * c, 1, bias=False), (8, c, hw, hw)))
         rows.append(row | {"t_s": FLOOR + row["flops"] / 20e12, "families": [], "layer_id": f"pw{j}"})
@@ -81,6 +91,10 @@ def test_the_generator_is_the_thesis_law():
     assert data.dw_work[dw] == pytest.approx((2 + k2) * m[dw], rel=1e-12)
     assert (data.y("time")[dw] - FLOOR) == pytest.approx(data.dw_work[dw] / E_BW, rel=1e-9)
     assert (data.dw_work[~dw] == 0).all() and (m[dw] > 0).all()
+    lin = (data.df["kind"] == "Linear").to_numpy()
+    assert lin.sum() == 7 and (data.mm_work[lin] > 0).all() and (data.mm_work[~lin] == 0).all()  # all compute-bound
+    assert data.mm_work[lin] == pytest.approx(3 * data.df["flops"][lin] / FP32_A30, rel=1e-12)
+    assert (data.y("time")[lin] - FLOOR) == pytest.approx(data.mm_work[lin] / E_MM, rel=1e-9)
 
 
 @pytest.mark.parametrize("fs", ["improved", "physical"])
@@ -88,25 +102,29 @@ def test_an_unseen_kernel_size_is_predicted_by_the_law(fs):
     data = training_target()
     f = fit.fit_model(data, "xgb", fs, "time", np.arange(data.n), SMALL)
     assert f.dw_train_efficiency == pytest.approx(E_BW, rel=1e-9)
+    assert f.mm_train_efficiency == pytest.approx(E_MM, rel=1e-9)
     res = fit.cross_validate(data, "xgb", fs, "time", "family", SMALL)
     ape = np.abs(res["predicted"] / res["measured"] - 1)[small_rows(data, res["rows"])]
-    assert len(ape) == 14 and ape.max() < 1e-9  # 3x3 and 5x5 from 7x7 alone: exactly the law
+    # 3x3 and 5x5 from 7x7 alone, 3-D Linear inputs from 4-D ones alone: exactly the laws
+    assert len(ape) == 14 + 4 and ape.max() < 1e-9
 
 
 def test_without_the_baseline_the_trees_miss_an_unseen_kernel_size():
-    """What main did (dw_work absent: the roofline, taps-blind): the 7x7 layers' ratio given to 3x3 and 5x5."""
+    """What main did (no training baselines: the roofline, taps-blind): the 7x7 layers' ratio given to 3x3 and 5x5."""
     data = training_target()
-    old = fit.TargetData(**{**data.__dict__, "dw_work": None})
+    old = fit.TargetData(**{**data.__dict__, "dw_work": None, "mm_work": None})
     res = fit.cross_validate(old, "xgb", "improved", "time", "family", SMALL)
-    ape = np.abs(res["predicted"] / res["measured"] - 1)[small_rows(old, res["rows"])]
-    assert ape.mean() > 0.5
+    dw = small_rows(old, res["rows"]) & old.depthwise[res["rows"]]
+    ape = np.abs(res["predicted"] / res["measured"] - 1)[dw]
+    assert dw.sum() == 14 and ape.mean() > 0.3  # measured: 42 % on average
 
 
 def test_inference_keeps_the_trees():
     data = training_target("inference")
     assert (data.dw_work == 0).all()
     f = fit.fit_model(data, "xgb", "improved", "time", np.arange(data.n), SMALL)
-    assert f.dw_train_efficiency == 0.0 and not f.encoding(data).baseline_only(data.records).any()
+    assert (data.mm_work == 0).all() and f.dw_train_efficiency == f.mm_train_efficiency == 0.0
+    assert not f.encoding(data).baseline_only(data.records).any()
 
 
 def test_the_efficiency_is_learnt_from_training_rows_only(monkeypatch):
@@ -121,11 +139,12 @@ def test_the_efficiency_is_learnt_from_training_rows_only(monkeypatch):
     monkeypatch.setattr(backward, "efficiency", spy)
     folds = fit.folds_of(data, "family", SMALL)
     fit.cross_validate(data, "xgb", "improved", "time", "family", SMALL)
-    assert len(seen) == len(folds) == 2
-    for (_, _, test), work in zip(folds, seen):
-        held = set(np.round(data.dw_work[test][data.dw_work[test] > 0], 15))
-        got = set(np.round(work[work > 0], 15))
-        assert got and not held & got, "a held-out family's row reached the fit"
+    assert len(seen) == 2 * len(folds) == 4  # the depthwise and the Linear efficiency per fold
+    for i, (_, _, test) in enumerate(folds):
+        for work, all_work in zip(seen[2 * i : 2 * i + 2], (data.dw_work, data.mm_work)):
+            held = set(np.round(all_work[test][all_work[test] > 0], 15))
+            got = set(np.round(work[work > 0], 15))
+            assert got and not held & got, "a held-out family's row reached the fit"
 
 
 @pytest.mark.parametrize("fs", ["improved", "physical"])
@@ -133,12 +152,13 @@ def test_a_saved_bundle_and_the_library_model_predict_what_the_fit_predicts(tmp_
     data = training_target()
     qm = fit.final_model(data, "xgb", fs, "time", SMALL)
     assert qm.encoding.dw_train_efficiency == pytest.approx(E_BW, rel=1e-9)
+    assert qm.encoding.mm_train_efficiency == pytest.approx(E_MM, rel=1e-9)
     f = fit.fit_model(data, "xgb", fs, "time", np.arange(data.n), SMALL)
     work = np.where(~data.noop)[0]  # no-ops are costed at the floor by the costing layer, not the trees
     items = [(data.records[i], None) for i in work]
     expected = fit.predict_rows(data, f, work)
-    dw = data.depthwise[work]
-    assert expected[dw] == pytest.approx(data.y("time")[work][dw], rel=1e-9)  # the law, no tree residual
+    law = data.depthwise[work] | (data.df["kind"].to_numpy()[work] == "Linear")
+    assert expected[law] == pytest.approx(data.y("time")[work][law], rel=1e-9)  # the laws, no tree residual
     assert qm.predict(items) == pytest.approx(expected, rel=1e-6)
     assert LibraryModel(f.model, f.encoding(data), qm.transform).predict(items) == pytest.approx(expected, rel=1e-6)
     b = Bundle(target="A30-training", device_config="A30", mode="training", phase="forward_backward",
@@ -146,4 +166,5 @@ def test_a_saved_bundle_and_the_library_model_predict_what_the_fit_predicts(tmp_
     b.save(tmp_path)
     loaded = Bundle.load(tmp_path).models["time"]
     assert loaded.encoding.dw_train_efficiency == pytest.approx(qm.encoding.dw_train_efficiency)
+    assert loaded.encoding.mm_train_efficiency == pytest.approx(qm.encoding.mm_train_efficiency)
     assert loaded.predict(items) == pytest.approx(expected, rel=1e-6)

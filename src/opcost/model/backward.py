@@ -21,11 +21,11 @@ sets (improved, physical): the trees learn the residual.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
-from opcost.model.gemm import is_depthwise
+from opcost.model.gemm import COMPUTE_BOUND_RATIO, LINEAR_KIND, is_depthwise
 from opcost.model.physics import spatial_size
 
 FORWARD_PASSES = 2  # the forward and the input-gradient pass over the op's tensors
@@ -43,6 +43,17 @@ def work_s(memory_s: np.ndarray, n_taps: np.ndarray) -> np.ndarray:
     """(FORWARD_PASSES + taps) x the forward memory time per op [s]; 0 where taps is 0 (not depthwise)."""
     m, k = np.asarray(memory_s, float), np.asarray(n_taps, float)
     return np.where(k > 0, (FORWARD_PASSES + k) * m, 0.0)
+
+
+GEMMS = 3  # a Linear layer's forward, input-gradient and weight-gradient GEMMs: each the forward's FLOPs
+
+
+def linear_work_s(kinds: Sequence[str], compute_s: np.ndarray, memory_s: np.ndarray) -> np.ndarray:
+    """GEMMS x the forward compute time of compute-bound Linear layers (compute at least
+    gemm.COMPUTE_BOUND_RATIO x memory time) [s]; 0 for every other op."""
+    c, m = np.asarray(compute_s, float), np.asarray(memory_s, float)
+    lin = np.array([k == LINEAR_KIND for k in kinds], bool).reshape(c.shape)
+    return np.where(lin & (c > 0) & (c >= COMPUTE_BOUND_RATIO * m), GEMMS * c, 0.0)
 
 
 def efficiency(work: np.ndarray, t_s: np.ndarray, floor_s: float = 0.0) -> float:
@@ -64,11 +75,24 @@ def baseline_s(base_s: np.ndarray, work: np.ndarray, eff: float) -> np.ndarray:
     return np.where(w > 0, np.maximum(base, w / eff), base)
 
 
-def raised_log_offset(log_offset: np.ndarray, floor_s: float, work: np.ndarray, eff: float) -> np.ndarray:
+def raised_log_offset(
+    log_offset: np.ndarray, floor_s: float, works: Sequence[tuple[np.ndarray, float]]
+) -> np.ndarray:
     """log(baseline + floor) offsets (model/fit.py, Encoding.log_roofline) with `baseline_s` applied to
-    the baseline inside them: unchanged where eff is 0 or an op has no work."""
+    the baseline inside them for each (work, efficiency): unchanged where every eff is 0 or an op has no work."""
     off = np.asarray(log_offset, float)
-    if eff <= 0:
+    if all(e <= 0 for _, e in works):
         return off
     base = np.exp(off) - floor_s
-    return np.log(baseline_s(base, work, eff) + floor_s)
+    for work, eff in works:
+        base = baseline_s(base, work, eff)
+    return np.log(base + floor_s)
+
+
+def baseline_only(works: Sequence[tuple[np.ndarray, float]], n: int) -> np.ndarray:
+    """Per op: has work of a class with a learnt efficiency, so is predicted by its baseline alone."""
+    out = np.zeros(n, bool)
+    for work, eff in works:
+        if eff > 0:
+            out |= np.asarray(work, float) > 0
+    return out

@@ -160,6 +160,7 @@ class Bundle:
                         "tf32_efficiency": m.encoding.tf32_efficiency,
                         "fp32_efficiency": m.encoding.fp32_efficiency,
                         "dw_train_efficiency": m.encoding.dw_train_efficiency,
+                        "mm_train_efficiency": m.encoding.mm_train_efficiency,
                         "columns": m.encoding.columns,
                     },
                     "ensemble": {
@@ -280,7 +281,8 @@ def _check_values(b: "Bundle") -> None:
         _in(c, 0.0, LIMITS["clock_mhz"], "clocks_mhz", lo_open=True)
     for q, m in b.models.items():
         _in(m.encoding.floor_s, 0.0, LIMITS["floor_s"], f"models.{q}.encoding.floor_s")
-        for e in ("dw_efficiency", "tf32_efficiency", "fp32_efficiency", "dw_train_efficiency"):
+        for e in ("dw_efficiency", "tf32_efficiency", "fp32_efficiency", "dw_train_efficiency",
+                  "mm_train_efficiency"):
             _in(getattr(m.encoding, e), 0.0, LIMITS["dw_efficiency"], f"models.{q}.encoding.{e}")
         _in(m.ensemble.base, -1e6, 1e6, f"models.{q}.ensemble.base")
         if np.isnan(m.ensemble.threshold).any():
@@ -335,6 +337,7 @@ def _quantity_model(q: str, m: dict[str, Any], arrays: dict[str, np.ndarray]) ->
         float(enc.get("tf32_efficiency", 0.0)),
         float(enc.get("fp32_efficiency", 0.0)),
         float(enc.get("dw_train_efficiency", 0.0)),
+        float(enc.get("mm_train_efficiency", 0.0)),
     )
     if m["transform"] not in TRANSFORMS:
         raise ValueError(f"unknown target transform {m['transform']!r}")

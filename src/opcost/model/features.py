@@ -128,6 +128,7 @@ class Encoding:
     tf32_efficiency: float = 0.0
     fp32_efficiency: float = 0.0
     dw_train_efficiency: float = 0.0  # training: depthwise convolutions' passes at this fraction (model/backward.py)
+    mm_train_efficiency: float = 0.0  # training: compute-bound Linear layers' 3 GEMMs at this fraction (likewise)
 
     @property
     def columns(self) -> list[str]:
@@ -238,19 +239,22 @@ class Encoding:
 
     def baseline_only(self, records: Iterable[OpRecord]) -> np.ndarray:
         """Per op: predicted by model/backward.py's training baseline alone, the trees' residual not added
-        (a depthwise convolution of a training model with dw_train_efficiency > 0)."""
+        (a depthwise convolution or compute-bound Linear layer of a training model with its efficiency > 0)."""
         records = list(records)
-        if self.dw_train_efficiency <= 0:
-            return np.zeros(len(records), bool)
-        return np.array([backward.taps(r.kind, r.hp) > 0 for r in records], bool)
+        return backward.baseline_only(self._works(records), len(records))
+
+    def _works(self, records: list[OpRecord]) -> list[tuple[np.ndarray, float]]:
+        """(work, efficiency) of model/backward.py's training baselines (none where no efficiency is learnt)."""
+        if self.dw_train_efficiency <= 0 and self.mm_train_efficiency <= 0:
+            return []
+        cm = np.array([compute_memory_s(r.kind, r.metrics, self.device_config) for r in records], float).reshape(-1, 2)
+        dw = backward.work_s(cm[:, 1], [backward.taps(r.kind, r.hp) for r in records])
+        mm = backward.linear_work_s([r.kind for r in records], cm[:, 0], cm[:, 1])
+        return [(dw, self.dw_train_efficiency), (mm, self.mm_train_efficiency)]
 
     def _raised(self, records: list[OpRecord], off: np.ndarray) -> np.ndarray:
-        """`off` with model/backward.py's training baseline of depthwise convolutions (dw_train_efficiency > 0)."""
-        if self.dw_train_efficiency <= 0:
-            return off
-        m = [compute_memory_s(r.kind, r.metrics, self.device_config)[1] for r in records]
-        work = backward.work_s(m, [backward.taps(r.kind, r.hp) for r in records])
-        return backward.raised_log_offset(off, self.floor_s, work, self.dw_train_efficiency)
+        """`off` with model/backward.py's training baselines applied."""
+        return backward.raised_log_offset(off, self.floor_s, self._works(records))
 
 
 # -- encoded rows, memoised -------------------------------------------------------------------------

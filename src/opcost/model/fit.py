@@ -94,6 +94,7 @@ class TargetData:
     memory_s: np.ndarray | None = None  # bytes over the bandwidth [s]
     fallback: np.ndarray | None = None  # convolutions off the TF32 tensor cores (model/gemm.py)
     dw_work: np.ndarray | None = None  # training: a depthwise convolution's passes x memory time (model/backward.py)
+    mm_work: np.ndarray | None = None  # training: a compute-bound Linear layer's 3 GEMMs' compute time (likewise)
 
     @property
     def n(self) -> int:
@@ -130,6 +131,8 @@ def prepare(df: pd.DataFrame, mode: str, device_config: str) -> TargetData:
         memory_s=np.array([cm[1] for cm in cms], float),
         fallback=np.array([gemm.tf32_fallback(r.kind, r.hp, device_config) for r in records], bool),
         dw_work=backward.work_s([cm[1] for cm in cms], [backward.taps(r.kind, r.hp) for r in records])
+        * (mode == backward.TRAINING_MODE),
+        mm_work=backward.linear_work_s(df["kind"].tolist(), [cm[0] for cm in cms], [cm[1] for cm in cms])
         * (mode == backward.TRAINING_MODE),
     )
 
@@ -269,6 +272,7 @@ class Fitted:
     dw_efficiency: float = 0.0  # `physical` time models: learnt from `rows` only (model/gemm.py)
     unit_eff: dict[str, float] = dataclasses.field(default_factory=dict)  # likewise: attained unit peaks
     dw_train_efficiency: float = 0.0  # training, log_roofline models: model/backward.py, learnt from `rows`
+    mm_train_efficiency: float = 0.0  # likewise, compute-bound Linear layers
 
     def encoding(self, data: TargetData) -> Encoding:
         return dataclasses.replace(
@@ -278,6 +282,7 @@ class Fitted:
             tf32_efficiency=self.unit_eff.get(gemm.TF32_UNIT, 0.0),
             fp32_efficiency=self.unit_eff.get(gemm.FP32_UNIT, 0.0),
             dw_train_efficiency=self.dw_train_efficiency,
+            mm_train_efficiency=self.mm_train_efficiency,
         )
 
 
@@ -289,31 +294,27 @@ def fit_model(data: TargetData, alg: str, fs: str, quantity: str, rows: np.ndarr
     dw_eff = dw_efficiency_of(data, fs, quantity, fit_rows, floor)
     unit_eff = unit_efficiency_of(data, fs, quantity, fit_rows, floor)
     tr = transform_of(quantity, fs)
-    dw_train = 0.0  # model/backward.py: training depthwise convolutions' bandwidth fraction, from fit_rows only
-    if tr == "log_roofline" and data.dw_work is not None:
+    dw_train = mm_train = 0.0  # model/backward.py: training baselines' attained fractions, from fit_rows only
+    if tr == "log_roofline" and data.dw_work is not None and data.mm_work is not None:
         dw_train = backward.efficiency(data.dw_work[fit_rows], y, floor)
+        mm_train = backward.efficiency(data.mm_work[fit_rows], y, floor)
     if tr == "raw":
         target = y
     elif tr == "log":
         target = np.log(y)
     else:
         off = offsets(data, fit_rows, floor, dw_eff, unit_eff, fs == "physical")
-        target = np.log(y) - _raised(data, fit_rows, off, floor, dw_train)
-    trees = ~_baseline_only(data, fit_rows, dw_train)  # model/backward.py: those rows are the baseline alone
+        target = np.log(y) - backward.raised_log_offset(off, floor, _works(data, fit_rows, dw_train, mm_train))
+    trees = ~backward.baseline_only(_works(data, fit_rows, dw_train, mm_train), len(fit_rows))  # baseline alone
     est = estimator(alg, tp, tp.seed).fit(data.X[fs][fit_rows[trees]], target[trees])
-    return Fitted(est, fs, quantity, fit_rows, floor, noop_time, noop_power, dw_eff, unit_eff, dw_train)
+    return Fitted(est, fs, quantity, fit_rows, floor, noop_time, noop_power, dw_eff, unit_eff, dw_train, mm_train)
 
 
-def _baseline_only(data: TargetData, rows: np.ndarray, dw_train: float) -> np.ndarray:
-    """Rows predicted by model/backward.py's training baseline alone (no tree residual)."""
-    if data.dw_work is None or dw_train <= 0:
-        return np.zeros(len(rows), bool)
-    return data.dw_work[rows] > 0
-
-
-def _raised(data: TargetData, rows: np.ndarray, off: np.ndarray, floor: float, dw_train: float) -> np.ndarray:
-    """The offsets with model/backward.py's training baseline of depthwise convolutions applied."""
-    return off if data.dw_work is None else backward.raised_log_offset(off, floor, data.dw_work[rows], dw_train)
+def _works(data: TargetData, rows: np.ndarray, dw_train: float, mm_train: float) -> list[tuple[np.ndarray, float]]:
+    """(work, efficiency) of model/backward.py's training baselines on `rows` (none where not prepared)."""
+    if data.dw_work is None or data.mm_work is None:
+        return []
+    return [(data.dw_work[rows], dw_train), (data.mm_work[rows], mm_train)]
 
 
 def predict_rows(data: TargetData, fitted: Fitted, rows: np.ndarray) -> np.ndarray:
@@ -323,8 +324,9 @@ def predict_rows(data: TargetData, fitted: Fitted, rows: np.ndarray) -> np.ndarr
         raw = np.exp(raw)
     elif tr == "log_roofline":
         off = offsets(data, rows, fitted.floor, fitted.dw_efficiency, fitted.unit_eff, fitted.feature_set == "physical")
-        raw = np.where(_baseline_only(data, rows, fitted.dw_train_efficiency), 0.0, raw)
-        raw = np.exp(raw + _raised(data, rows, off, fitted.floor, fitted.dw_train_efficiency))
+        works = _works(data, rows, fitted.dw_train_efficiency, fitted.mm_train_efficiency)
+        raw = np.where(backward.baseline_only(works, len(rows)), 0.0, raw)
+        raw = np.exp(raw + backward.raised_log_offset(off, fitted.floor, works))
     return np.where(data.noop[rows], fitted.noop_time if fitted.quantity == "time" else fitted.noop_power, raw)
 
 
