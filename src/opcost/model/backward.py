@@ -1,4 +1,4 @@
-"""The training (forward + backward) baseline of a depthwise convolution (issue 21, section 4).
+"""Training (forward + backward) baselines of depthwise convolutions and Linear layers (issue 21, section 4).
 
 Why: a training op's time is its forward and its backward pass, and for a depthwise convolution the
 backward pass is not a multiple of the forward roofline. Its input gradient is another depthwise
@@ -13,9 +13,23 @@ cannot extrapolate over kernel size: with ConvNeXt held out it gave its 7x7 laye
 ratio (-47 % family-out, xgb-improved, A30 training; bench/training_family.py).
 
 The baseline here: (2 + kh x kw) passes over the forward memory time at a fraction `e` of the
-bandwidth, e the geometric mean of (2 + taps) x memory / (t - floor) over the depthwise rows a model
-trains on (its fit rows only; none: no baseline). Used for training rows only, by both tree feature
-sets (improved, physical): the trees learn the residual.
+bandwidth, e = sum((2 + taps) x memory) / sum(t - floor) over the depthwise rows a model trains on (its
+fit rows only; none: no baseline). The ratio of the sums, not a geometric mean: ShuffleNet's depthwise
+layers sit at the launch floor and their ratios swing 4-18x; with EfficientNet held out a mean ratio
+put its layers -24 %, the pooled one -10 %.
+
+Why Linear layers: in training a Linear layer is three FP32 GEMMs of its forward FLOPs (the forward,
+the input gradient M x K <- M x N . N x K, the weight gradient K x N <- K x M . M x N), each compute-
+bound where the forward is. On the thesis A30 every compute-bound Linear layer (ConvNeXt's 4-D ones,
+Swin's 3-D ones) takes 3.6-4.3x its forward roofline, yet with ConvNeXt held out the trees put its
+layers +20 % (twe 26 %; the largest M they never saw fell into leaves of other ops). The baseline:
+GEMMS x the forward compute time at the fraction of the unit's peak the fit rows' compute-bound Linear
+layers attain (pooled as above; 0.79 on the A30).
+
+Rows with a baseline are predicted by it alone, the trees' output not added (Encoding.baseline_only):
+with the trees' residual on top, ConvNeXt's 7x7 depthwise layers went from +3 % (the baseline alone)
+to +30 % family-out, the trees sending them to the leaves of the 7x7 stems. Training rows only, both
+tree feature sets (improved, physical). bench/training_family.py: family split, per held-out family.
 """
 
 from __future__ import annotations
