@@ -238,7 +238,7 @@ def dw_efficiency_of(data: TargetData, fs: str, quantity: str, fit_rows: np.ndar
 
     None in training: the baseline charges a depthwise convolution its taps' FLOPs, and the backward
     pass's time follows its output, not its taps (model/gemm.py), so the FLOPs-proportional baseline
-    misleads there; a training op keeps its (overlapped) roofline. Grouped twe of xgb-physical 15.2 ->
+    misleads there (model/backward.py gives training rows their own baseline). Grouped twe of xgb-physical 15.2 ->
     10.7 % (A30), 13.4 -> 12.9 % (no TF32), 13.2 -> 9.8 % (RTX 2080 Ti)."""
     if data.mode == "training":
         return 0.0
