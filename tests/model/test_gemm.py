@@ -283,9 +283,10 @@ def test_the_physical_offset_overlaps_compute_and_memory_in_fit_and_bundle():
 
 
 def test_no_depthwise_baseline_in_training():
-    """In training a depthwise convolution's time follows its output (the backward pass), not its taps:
-    the `physical` fit learns no depthwise efficiency there (its rows keep the overlapped roofline), and
-    the same rows in inference give E_TRUE."""
+    """In training a depthwise convolution is bound by its memory passes, not its taps' FLOPs: the
+    `physical` fit learns no FLOPs-based depthwise efficiency there (its offset stays the overlapped
+    roofline; model/backward.py's training baseline is tested in test_backward.py), and the same rows in
+    inference give E_TRUE."""
     inference = depthwise_target()
     training = fit.prepare(inference.df, "training", "A30")
     assert fit.fit_model(inference, "xgb", "physical", "time", np.arange(inference.n), SMALL).dw_efficiency == (

@@ -64,10 +64,15 @@ class QuantityModel:
     # predicted values per (clock, record content), bound to this instance (model/predcache.py)
     cache: PredictionCache = field(default_factory=PredictionCache, init=False, repr=False, compare=False)
 
-    def predict_matrix(self, X: np.ndarray, log_roofline: np.ndarray | None = None) -> np.ndarray:
+    def predict_matrix(
+        self, X: np.ndarray, log_roofline: np.ndarray | None = None, baseline_only: np.ndarray | None = None
+    ) -> np.ndarray:
+        """`baseline_only`: rows whose trees' output is not added (Encoding.baseline_only)."""
         if len(X) == 0:
             return np.zeros(0)
         y = self.ensemble.predict(X)
+        if baseline_only is not None:
+            y = np.where(baseline_only, 0.0, y)
         if self.transform == "log":
             return np.exp(y)
         if self.transform == "log_roofline":
@@ -85,8 +90,10 @@ class QuantityModel:
         return self.cache.values(self.ensemble, model_stamp(self.encoding, self.transform), items, self._evaluate)
 
     def _evaluate(self, items: Sequence[tuple[OpRecord, float | None]]) -> np.ndarray:
-        offsets = self.encoding.log_roofline([r for r, _ in items]) if self.transform == "log_roofline" else None
-        return self.predict_matrix(self.encoding.matrix(items, cached=True), offsets)  # warm: rows memoised
+        records = [r for r, _ in items]
+        offsets = self.encoding.log_roofline(records) if self.transform == "log_roofline" else None
+        only = self.encoding.baseline_only(records) if self.transform == "log_roofline" else None
+        return self.predict_matrix(self.encoding.matrix(items, cached=True), offsets, only)  # warm: rows memoised
 
 
 @dataclass
@@ -152,6 +159,8 @@ class Bundle:
                         "dw_efficiency": m.encoding.dw_efficiency,
                         "tf32_efficiency": m.encoding.tf32_efficiency,
                         "fp32_efficiency": m.encoding.fp32_efficiency,
+                        "dw_train_efficiency": m.encoding.dw_train_efficiency,
+                        "mm_train_efficiency": m.encoding.mm_train_efficiency,
                         "columns": m.encoding.columns,
                     },
                     "ensemble": {
@@ -272,7 +281,8 @@ def _check_values(b: "Bundle") -> None:
         _in(c, 0.0, LIMITS["clock_mhz"], "clocks_mhz", lo_open=True)
     for q, m in b.models.items():
         _in(m.encoding.floor_s, 0.0, LIMITS["floor_s"], f"models.{q}.encoding.floor_s")
-        for e in ("dw_efficiency", "tf32_efficiency", "fp32_efficiency"):
+        for e in ("dw_efficiency", "tf32_efficiency", "fp32_efficiency", "dw_train_efficiency",
+                  "mm_train_efficiency"):
             _in(getattr(m.encoding, e), 0.0, LIMITS["dw_efficiency"], f"models.{q}.encoding.{e}")
         _in(m.ensemble.base, -1e6, 1e6, f"models.{q}.ensemble.base")
         if np.isnan(m.ensemble.threshold).any():
@@ -326,6 +336,8 @@ def _quantity_model(q: str, m: dict[str, Any], arrays: dict[str, np.ndarray]) ->
         float(enc.get("dw_efficiency", 0.0)),
         float(enc.get("tf32_efficiency", 0.0)),
         float(enc.get("fp32_efficiency", 0.0)),
+        float(enc.get("dw_train_efficiency", 0.0)),
+        float(enc.get("mm_train_efficiency", 0.0)),
     )
     if m["transform"] not in TRANSFORMS:
         raise ValueError(f"unknown target transform {m['transform']!r}")

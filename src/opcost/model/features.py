@@ -25,7 +25,7 @@ import numpy as np
 
 from opcost.devices import find_device
 from opcost.memo import BoundedLRU
-from opcost.model import gemm
+from opcost.model import backward, gemm
 from opcost.model.physics import compute_memory_s, device_peaks, gemm_dims, op_peak, roofline_s
 
 if TYPE_CHECKING:  # torch stays out of the import path of predictions
@@ -127,6 +127,8 @@ class Encoding:
     # `physical`: the fraction of the TF32 / FP32 peak GEMM-like ops attain (model/gemm.py); 0: nominal peak
     tf32_efficiency: float = 0.0
     fp32_efficiency: float = 0.0
+    dw_train_efficiency: float = 0.0  # training: depthwise convolutions' passes at this fraction (model/backward.py)
+    mm_train_efficiency: float = 0.0  # training: compute-bound Linear layers' 3 GEMMs at this fraction (likewise)
 
     @property
     def columns(self) -> list[str]:
@@ -231,9 +233,28 @@ class Encoding:
             units = ((gemm.TF32_UNIT, self.tf32_efficiency), (gemm.FP32_UNIT, self.fp32_efficiency))
             eff = {u: e for u, e in units if e > 0}
             c = gemm.compute_part_s(cm[:, 0], fp32, fb, unit, eff, dw, self.dw_efficiency)
-            return np.log(gemm.overlap_s(c, cm[:, 1]) + self.floor_s)
+            return self._raised(records, np.log(gemm.overlap_s(c, cm[:, 1]) + self.floor_s))
         roof = np.array([roofline_s(r.kind, r.metrics, cfg) for r in records], float)
-        return np.log(roof + self.floor_s)
+        return self._raised(records, np.log(roof + self.floor_s))
+
+    def baseline_only(self, records: Iterable[OpRecord]) -> np.ndarray:
+        """Per op: predicted by model/backward.py's training baseline alone, the trees' residual not added
+        (a depthwise convolution or compute-bound Linear layer of a training model with its efficiency > 0)."""
+        records = list(records)
+        return backward.baseline_only(self._works(records), len(records))
+
+    def _works(self, records: list[OpRecord]) -> list[tuple[np.ndarray, float]]:
+        """(work, efficiency) of model/backward.py's training baselines (none where no efficiency is learnt)."""
+        if self.dw_train_efficiency <= 0 and self.mm_train_efficiency <= 0:
+            return []
+        cm = np.array([compute_memory_s(r.kind, r.metrics, self.device_config) for r in records], float).reshape(-1, 2)
+        dw = backward.work_s(cm[:, 1], [backward.taps(r.kind, r.hp) for r in records])
+        mm = backward.linear_work_s([r.kind for r in records], cm[:, 0], cm[:, 1])
+        return [(dw, self.dw_train_efficiency), (mm, self.mm_train_efficiency)]
+
+    def _raised(self, records: list[OpRecord], off: np.ndarray) -> np.ndarray:
+        """`off` with model/backward.py's training baselines applied."""
+        return backward.raised_log_offset(off, self.floor_s, self._works(records))
 
 
 # -- encoded rows, memoised -------------------------------------------------------------------------

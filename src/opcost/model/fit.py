@@ -37,7 +37,7 @@ from sklearn.ensemble import RandomForestRegressor
 from sklearn.model_selection import GroupKFold
 
 from opcost.errors import OpcostError
-from opcost.model import gemm
+from opcost.model import backward, gemm
 from opcost.model.bundle import QuantityModel
 from opcost.model.features import FEATURE_SETS, Encoding, OpRecord, encodings, record_of
 from opcost.model.physics import compute_memory_s, is_noop
@@ -93,6 +93,8 @@ class TargetData:
     compute_s: np.ndarray | None = None  # FLOPs over the peak that applies (physics.op_peak) [s]
     memory_s: np.ndarray | None = None  # bytes over the bandwidth [s]
     fallback: np.ndarray | None = None  # convolutions off the TF32 tensor cores (model/gemm.py)
+    dw_work: np.ndarray | None = None  # training: a depthwise convolution's passes x memory time (model/backward.py)
+    mm_work: np.ndarray | None = None  # training: a compute-bound Linear layer's 3 GEMMs' compute time (likewise)
 
     @property
     def n(self) -> int:
@@ -128,6 +130,10 @@ def prepare(df: pd.DataFrame, mode: str, device_config: str) -> TargetData:
         compute_s=np.array([cm[0] for cm in cms], float),
         memory_s=np.array([cm[1] for cm in cms], float),
         fallback=np.array([gemm.tf32_fallback(r.kind, r.hp, device_config) for r in records], bool),
+        dw_work=backward.work_s([cm[1] for cm in cms], [backward.taps(r.kind, r.hp) for r in records])
+        * (mode == backward.TRAINING_MODE),
+        mm_work=backward.linear_work_s(df["kind"].tolist(), [cm[0] for cm in cms], [cm[1] for cm in cms])
+        * (mode == backward.TRAINING_MODE),
     )
 
 
@@ -230,9 +236,10 @@ def offsets(
 def dw_efficiency_of(data: TargetData, fs: str, quantity: str, fit_rows: np.ndarray, floor: float) -> float:
     """The depthwise efficiency a `physical` time model learns from its own fit rows (else 0: none).
 
-    None in training: the baseline charges a depthwise convolution its taps' FLOPs, and the backward
-    pass's time follows its output, not its taps (model/gemm.py), so the FLOPs-proportional baseline
-    misleads there; a training op keeps its (overlapped) roofline. Grouped twe of xgb-physical 15.2 ->
+    None in training: this baseline charges a depthwise convolution its taps' FLOPs over the FP32 peak,
+    while a training step is bound by memory passes, (2 + taps) of them (the weight gradient reduces once
+    per tap): model/backward.py gives training rows that baseline instead, with its own learnt bandwidth
+    fraction. Grouped twe of xgb-physical 15.2 ->
     10.7 % (A30), 13.4 -> 12.9 % (no TF32), 13.2 -> 9.8 % (RTX 2080 Ti)."""
     if data.mode == "training":
         return 0.0
@@ -265,6 +272,8 @@ class Fitted:
     noop_power: float
     dw_efficiency: float = 0.0  # `physical` time models: learnt from `rows` only (model/gemm.py)
     unit_eff: dict[str, float] = dataclasses.field(default_factory=dict)  # likewise: attained unit peaks
+    dw_train_efficiency: float = 0.0  # training, log_roofline models: model/backward.py, learnt from `rows`
+    mm_train_efficiency: float = 0.0  # likewise, compute-bound Linear layers
 
     def encoding(self, data: TargetData) -> Encoding:
         return dataclasses.replace(
@@ -273,6 +282,8 @@ class Fitted:
             dw_efficiency=self.dw_efficiency,
             tf32_efficiency=self.unit_eff.get(gemm.TF32_UNIT, 0.0),
             fp32_efficiency=self.unit_eff.get(gemm.FP32_UNIT, 0.0),
+            dw_train_efficiency=self.dw_train_efficiency,
+            mm_train_efficiency=self.mm_train_efficiency,
         )
 
 
@@ -284,14 +295,27 @@ def fit_model(data: TargetData, alg: str, fs: str, quantity: str, rows: np.ndarr
     dw_eff = dw_efficiency_of(data, fs, quantity, fit_rows, floor)
     unit_eff = unit_efficiency_of(data, fs, quantity, fit_rows, floor)
     tr = transform_of(quantity, fs)
+    dw_train = mm_train = 0.0  # model/backward.py: training baselines' attained fractions, from fit_rows only
+    if tr == "log_roofline" and data.dw_work is not None and data.mm_work is not None:
+        dw_train = backward.efficiency(data.dw_work[fit_rows], y, floor)
+        mm_train = backward.efficiency(data.mm_work[fit_rows], y, floor)
     if tr == "raw":
         target = y
     elif tr == "log":
         target = np.log(y)
     else:
-        target = np.log(y) - offsets(data, fit_rows, floor, dw_eff, unit_eff, fs == "physical")
-    est = estimator(alg, tp, tp.seed).fit(data.X[fs][fit_rows], target)
-    return Fitted(est, fs, quantity, fit_rows, floor, noop_time, noop_power, dw_eff, unit_eff)
+        off = offsets(data, fit_rows, floor, dw_eff, unit_eff, fs == "physical")
+        target = np.log(y) - backward.raised_log_offset(off, floor, _works(data, fit_rows, dw_train, mm_train))
+    trees = ~backward.baseline_only(_works(data, fit_rows, dw_train, mm_train), len(fit_rows))  # baseline alone
+    est = estimator(alg, tp, tp.seed).fit(data.X[fs][fit_rows[trees]], target[trees])
+    return Fitted(est, fs, quantity, fit_rows, floor, noop_time, noop_power, dw_eff, unit_eff, dw_train, mm_train)
+
+
+def _works(data: TargetData, rows: np.ndarray, dw_train: float, mm_train: float) -> list[tuple[np.ndarray, float]]:
+    """(work, efficiency) of model/backward.py's training baselines on `rows` (none where not prepared)."""
+    if data.dw_work is None or data.mm_work is None:
+        return []
+    return [(data.dw_work[rows], dw_train), (data.mm_work[rows], mm_train)]
 
 
 def predict_rows(data: TargetData, fitted: Fitted, rows: np.ndarray) -> np.ndarray:
@@ -301,7 +325,9 @@ def predict_rows(data: TargetData, fitted: Fitted, rows: np.ndarray) -> np.ndarr
         raw = np.exp(raw)
     elif tr == "log_roofline":
         off = offsets(data, rows, fitted.floor, fitted.dw_efficiency, fitted.unit_eff, fitted.feature_set == "physical")
-        raw = np.exp(raw + off)
+        works = _works(data, rows, fitted.dw_train_efficiency, fitted.mm_train_efficiency)
+        raw = np.where(backward.baseline_only(works, len(rows)), 0.0, raw)
+        raw = np.exp(raw + backward.raised_log_offset(off, fitted.floor, works))
     return np.where(data.noop[rows], fitted.noop_time if fitted.quantity == "time" else fitted.noop_power, raw)
 
 

@@ -54,7 +54,9 @@ class LibraryModel:
         if self.transform == "log":
             return np.exp(y)
         if self.transform == "log_roofline":
-            return np.exp(y + self.encoding.log_roofline([r for r, _ in items]))
+            records = [r for r, _ in items]
+            y = np.where(self.encoding.baseline_only(records), 0.0, y)  # model/backward.py
+            return np.exp(y + self.encoding.log_roofline(records))
         return np.asarray(y, float)
 
 
