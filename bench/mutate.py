@@ -486,6 +486,37 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a GPU whose clock model loses to a guess is marked met when it is within 10 %",
         ("tests/validate/test_goals.py",),
     ),
+    Mutation(
+        "backward-efficiency-sees-held-out-rows",
+        "model/fit.py",
+        (
+            (
+                "dw_train = backward.efficiency(data.dw_work[fit_rows], y, floor)",
+                "dw_train = backward.efficiency(data.dw_work, data.y(quantity), floor)",
+            ),
+        ),
+        "the depthwise training baseline's bandwidth fraction is learnt from every row, held-out ones included",
+        ("tests/model/test_backward.py",),
+    ),
+    Mutation(
+        "backward-taps-not-counted",
+        "model/backward.py",
+        (
+            (
+                "return np.where(k > 0, (FORWARD_PASSES + k) * m, 0.0)",
+                "return np.where(k > 0, (FORWARD_PASSES + 1) * m, 0.0)",
+            ),
+        ),
+        "a depthwise convolution's training passes ignore its kernel taps",
+        ("tests/model/test_backward.py",),
+    ),
+    Mutation(
+        "backward-trees-added-on-baseline-rows",
+        "model/fit.py",
+        (("raw = np.where(backward.baseline_only(works, len(rows)), 0.0, raw)", "raw = raw"),),
+        "rows with a training baseline also get the trees' residual at prediction",
+        ("tests/model/test_backward.py",),
+    ),
 )
 
 

@@ -72,8 +72,9 @@ def linear_work_s(kinds: Sequence[str], compute_s: ArrayLike, memory_s: ArrayLik
 
 
 def efficiency(work: np.ndarray, t_s: np.ndarray, floor_s: float = 0.0) -> float:
-    """Geometric mean of work / (t - floor) over the rows with work > 0 and t above the floor: the
-    fraction of the bandwidth the passes attain; 0.0 (no baseline) where no such row is given."""
+    """sum(work) / sum(t - floor) over the rows with work > 0 and t above the floor (a ratio of sums, not
+    a mean of ratios: the module docstring says why): the fraction of the bandwidth (or peak) the passes
+    attain; 0.0 (no baseline) where no such row is given."""
     w, t = np.asarray(work, float), np.asarray(t_s, float) - floor_s
     ok = np.isfinite(w) & np.isfinite(t) & (w > 0) & (t > 0)
     if not ok.any():
