@@ -644,3 +644,40 @@ def test_soft_cap_clock_is_where_the_ops_own_power_curve_reaches_the_limit():
     assert t == pytest.approx([2.0 * (1 + 0.5 * (fc / 1000.0 - 1)), 2.0], rel=1e-9)
     _, p_hard, _ = m.predict(1000.0, 1500.0, 2.0, 300.0, 300.0, 0.5, 1000.0, 1500.0, soft_cap=False)
     assert float(p_hard) == pytest.approx(300.0)
+
+
+def test_share_table_finds_each_curves_share_and_gives_the_models_from_the_other_gpus_only():
+    """Known answer: exact two-part times with shares 0.2 and 0.85 on GPU A (one curve with an observed DRAM
+    share 0.5, one without) and 0.6 on GPU B: every best share is found exactly (time MAPE 0). The model share is
+    the observed share times the DRAM scale (0.5 x 1.4 = 0.7) where there is one, else the fallback sigmoid(a + b
+    P_ref / TDP + c log(balance / BALANCE_REF)) moved to the curve's memory clock (half the nominal: s0 / (s0 +
+    (1 - s0) / 0.5)). The spy fitter proves each GPU's row came from a fit that never saw that GPU."""
+    from opcost.model.clock import BALANCE_REF, SHARE_DRAM
+
+    f = np.array([400.0, 600.0, 800.0, 1000.0])
+    specs = [("A", "a0", 0.2, 0.5, SHARE_DRAM, 0.8, 1.0), ("A", "a1", 0.85, np.nan, "", 0.6, 0.5),
+             ("B", "b0", 0.6, np.nan, "", 0.9, 1.0)]  # fmt: skip
+    rows = []
+    for dev, curve, s, obs, kind, pr, mr in specs:
+        t = 3e-4 * time_ratio(f, 1000.0, s)
+        rows += [{"device": dev, "source": "x", "workload": curve, "curve": curve, "f": a, "f_ref": 1000.0, "t": b,
+                  "t_ref": 3e-4, "is_ref": a == 1000.0, "p_ref": 200 * pr, "tdp": 200.0, "balance": 60.0,
+                  "mem_ratio": mr, "share": obs, "share_kind": kind} for a, b in zip(f, t)]  # fmt: skip
+    pts = pd.DataFrame(rows)
+    model = ClockModel(share_a=0.4, share_b=-1.0, share_balance=-0.5, share_scale_dram=1.4)
+    seen = []
+
+    def spy(train):
+        seen.append(sorted(set(train["device"])))
+        return model
+
+    tab = clockval.share_table(pts, spy).set_index("workload")
+    assert seen == [["B"], ["A"]]  # GPUs are held out in sorted order: A's rows from a fit on B only, B's on A only
+    assert tab["best_share"].to_dict() == pytest.approx({"a0": 0.2, "a1": 0.85, "b0": 0.6})
+    assert tab["best_share_time_mape"].max() == pytest.approx(0.0, abs=1e-9)
+    s0 = {c: 1 / (1 + np.exp(-(0.4 - pr + -0.5 * np.log(60.0 / BALANCE_REF)))) for _, c, *_x, pr, _m in specs}
+    assert tab.loc["a0", "model_share"] == pytest.approx(0.7)
+    assert tab.loc["a1", "model_share"] == pytest.approx(s0["a1"] / (s0["a1"] + (1 - s0["a1"]) / 0.5))
+    assert tab.loc["b0", "model_share"] == pytest.approx(s0["b0"])
+    assert tab["fallback_share_nominal_mem"].to_dict() == pytest.approx(s0)
+    assert tab.loc["a1", "f_min_over_f_ref"] == pytest.approx(0.4) and tab.loc["a1", "t_ref_s"] == pytest.approx(3e-4)

@@ -8,7 +8,8 @@ what is skipped and why). Then:
 2. the physical form fitted on every GPU, with the pooled leave-one-GPU-out errors stored in it
    (predictions widen their intervals by them).
 3. the zero-parameter guesses' leave-one-GPU-out scores beside the model's (reports/clock/guesses.csv,
-   vs_guesses.csv, metrics.json "vs_guesses"): the bar issue 21 section 6 sets;
+   vs_guesses.csv, metrics.json "vs_guesses"): the bar issue 21 section 6 sets; per curve, the share that fits
+   it best in hindsight beside the model's and the features a prediction has (shares.csv, "share_gap_logo");
 4. the cross-device power model (model/xpower.py) on every device with power data (the sweeps and the
    thesis targets), leave-one-GPU-out, then fitted on all: models/xpower/, reports/xpower/.
 Writes models/clock/ (clock_model.json, run.json), the headline reports/clock/metrics.json and the
@@ -182,6 +183,11 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
                    "per_curve_time_mape": r.best_curve_share_time_mape}
         for r in clockval.share_bounds(pts).itertuples()
     }  # fmt: skip
+    # per curve: the share that fits it best in hindsight beside the share the model (fitted on the other GPUs)
+    # gives it and every feature a prediction has (issue 21 section 6: which feature could predict the share)
+    shares = clockval.share_table(pts)
+    gap = (shares["model_share"] - shares["best_share"]).abs().groupby(shares["device"]).mean()
+    metrics["share_gap_logo"] = {str(d): float(v) for d, v in gap.items()}
     path = clockval.path_validation(pts)
     metrics["path_validation"] = {
         f"{r.device} {r.share_path}": {"time_mape": float(r.time_mape), "energy_mape": float(r.energy_mape)}
@@ -189,6 +195,7 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
     }
     write_report(metrics, paths.clock_metrics)
     _csv(path, paths.clock_table("path"))
+    _csv(shares, paths.clock_table("shares"))
     _csv(guesses, paths.clock_table("guesses"))
     _csv(versus, paths.clock_table("vs_guesses"))
     _csv(logo, paths.clock_table("logo"))
