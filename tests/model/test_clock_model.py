@@ -26,6 +26,7 @@ from opcost.model.clock import (
     fit,
     memory_clock_share,
     predict_points,
+    reference_clock_share,
     roofline_share,
     sweep_curves,
     time_ratio,
@@ -235,7 +236,10 @@ def test_fit_recovers_the_parameters_that_made_the_curves(curves):
                        cap_k=CAP_K)  # fmt: skip
     assert set(pts["share_kind"]) == {"bytes", "dram", ""}
     scale = pts["share_kind"].map({"bytes": 0.7, "dram": 1.6, "": np.nan})
-    pts = pts.assign(share=truth.share_from_power(pts["p_ref"], pts["tdp"], pts["balance"]) / scale)
+    # observed shares are measured at the reference clock: the fallback's there (`reference_clock_share`)
+    at_ref = reference_clock_share(truth.share_from_power(pts["p_ref"], pts["tdp"], pts["balance"]), pts["f_ref"],
+                                   pts["f_boost"])  # fmt: skip
+    pts = pts.assign(share=at_ref / scale)
     synth = predict_points(truth, pts)
     synth = synth.assign(t=synth["t_hat"], p=synth["p_hat"]).drop(columns=["t_hat", "p_hat", "e_hat"])
     got = fit(synth)
@@ -258,7 +262,7 @@ def test_fallback_share_is_fitted_even_when_every_training_curve_has_an_observed
     truth = ClockModel(share_a=-1.5, share_b=2.5, static_frac=0.25, gamma=3.0, volt_slope=1.2, volt_min=0.4,
                        cap_k=CAP_K)  # fmt: skip
     synth = predict_points(truth, sl.assign(share=np.nan))
-    observed = truth.share_from_power(sl["p_ref"], sl["tdp"])
+    observed = reference_clock_share(truth.share_from_power(sl["p_ref"], sl["tdp"]), sl["f_ref"], sl["f_boost"])
     synth = synth.assign(t=synth["t_hat"], p=synth["p_hat"], share=observed).drop(columns=["t_hat", "p_hat", "e_hat"])
     got = fit(synth)
     assert got.share_a == pytest.approx(-1.5, abs=1e-3) and got.share_b == pytest.approx(2.5, abs=1e-3)
@@ -681,3 +685,21 @@ def test_share_table_finds_each_curves_share_and_gives_the_models_from_the_other
     assert tab.loc["b0", "model_share"] == pytest.approx(s0["b0"])
     assert tab["fallback_share_nominal_mem"].to_dict() == pytest.approx(s0)
     assert tab.loc["a1", "f_min_over_f_ref"] == pytest.approx(0.4) and tab.loc["a1", "t_ref_s"] == pytest.approx(3e-4)
+
+
+def test_the_fallback_share_moves_from_the_boost_clock_to_a_reference_clock_above_it():
+    """Known answer: the fallback share s0 = sigmoid(share_a) (share_b = 0, no balance) is a share at the boost clock.
+    A reference at 1.2 f_boost computes for s0 / (s0 + (1 - s0) 1.2) of its time (compute-bound time ~ 1 / f, the rest
+    fixed); exact two-part times at lower clocks follow from that share. At f_ref = f_boost the share is s0 itself,
+    and an observed share (measured at the reference) is used as given."""
+    model = ClockModel(share_a=0.4, share_b=0.0, static_frac=0.3)
+    s0 = 1 / (1 + np.exp(-0.4))
+    f = np.array([300.0, 600.0, 900.0, 1200.0])
+    t, _, _ = model.predict(f, 1200.0, 2e-3, 150.0, 300.0, None, None, 1000.0)
+    s = s0 / (s0 + (1 - s0) * 1.2)
+    assert t == pytest.approx(2e-3 * (1 + s * (1200.0 / f - 1)), rel=1e-12)
+    assert float(reference_clock_share(s0, 1200.0, 1000.0)) == pytest.approx(s)
+    t_boost, _, _ = model.predict(f, 1200.0, 2e-3, 150.0, 300.0, None, None, 1200.0)
+    assert t_boost == pytest.approx(2e-3 * (1 + s0 * (1200.0 / f - 1)), rel=1e-12)
+    t_obs, _, _ = model.predict(f, 1200.0, 2e-3, 150.0, 300.0, 0.4, None, 1000.0)
+    assert t_obs == pytest.approx(2e-3 * (1 + 0.4 * (1200.0 / f - 1)), rel=1e-12)

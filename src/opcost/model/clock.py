@@ -18,7 +18,9 @@ Form (physical, a few global parameters):
   a kernel of unknown intensity more memory-bound: GDDR6X RTX 3080 Ti 37 FLOP/B against HBM A100 9.6),
   then moved to the curve's memory clock m (ratio r = m / nominal, devices.NOMINAL_MEMORY_CLOCK_MHZ):
   s = s0 / (s0 + (1 - s0) / r), the memory-bound time growing as 1 / bandwidth (`memory_clock_share`,
-  no parameter). Nothing comes from the curve's other core or memory clocks.
+  no parameter), and from the boost clock to the curve's reference clock, s / (s + (1 - s) f_ref / f_boost)
+  (`reference_clock_share`, no parameter: the RTX 3080 Ti's sweep tops out at 1.17 f_boost, where a kernel
+  spends less of its time computing). Nothing comes from the curve's other core or memory clocks.
 - power: P(f) = P_static + P_dyn * g(f / f_boost) / g(f_ref / f_boost), the dynamic part following a
   DVFS curve: g(y) = y V(y)^(gamma - 1) with the relative voltage V(y) = max(v_min, 1 - kappa (1 - y)):
   dynamic power ~ f V^2 (gamma = 3, not fitted), the voltage flat at its floor v_min at low clocks and
@@ -135,6 +137,15 @@ def memory_clock_share(s0: np.ndarray | float, mem_ratio: np.ndarray | float) ->
     r = np.asarray(mem_ratio, float)
     r = np.where(np.isfinite(r) & (r > 0), r, 1.0)
     return s0 / np.maximum(s0 + (1.0 - s0) / r, 1e-12)
+
+
+def reference_clock_share(s0: np.ndarray | float, f_ref: np.ndarray | float, f_boost: np.ndarray | float) -> np.ndarray:
+    """The compute-bound share at a reference clock f_ref from the share s0 at the boost clock: the compute-bound
+    time scales with 1 / f, the rest does not, so s = s0 / (s0 + (1 - s0) f_ref / f_boost) (`memory_clock_share`
+    with the ratio f_boost / f_ref; no parameter). The fallback share (`ClockModel.share_from_power`) is a share at
+    the boost clock; a sweep whose top clock, its reference, lies above the boost clock (the RTX 3080 Ti's, 1.14-1.18
+    f_boost) spends less of its reference time computing. Identity at f_ref = f_boost."""
+    return memory_clock_share(s0, np.asarray(f_boost, float) / np.asarray(f_ref, float))
 
 
 BALANCE_REF = 30.0  # FLOP/B: machine balance at which the balance term of the fallback share is zero
@@ -321,11 +332,15 @@ class ClockModel:
         soft_cap: bool = True,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(time, power, energy) at clock(s) f from the reference point; `share` None (or NaN entries): from
-        P_ref / TDP; `f_base` None: no throttled reference is considered; `f_boost` None: f_ref is the
-        boost clock (where the DVFS curve is placed); `balance`, `mem_ratio`: the fallback share's machine
-        balance and memory-clock ratio (`share_from_power`); `soft_cap` False: a capped reference ran at the
-        hard cap's clock (`reached_clock` without a share; what `fit` scores the share scales with)."""
+        P_ref / TDP, moved from the boost clock to f_ref (`reference_clock_share`; the requested reference clock,
+        also for a capped reference, whose reached clock depends on the share); `f_base` None: no throttled
+        reference is considered; `f_boost` None: f_ref is the boost clock (where the DVFS curve is placed);
+        `balance`, `mem_ratio`: the fallback share's machine balance and memory-clock ratio (`share_from_power`);
+        `soft_cap` False: a capped reference ran at the hard cap's clock (`reached_clock` without a share; what
+        `fit` scores the share scales with)."""
         s = self.share_from_power(p_ref, tdp, balance, mem_ratio)
+        if f_boost is not None:  # the fallback is a share at the boost clock: moved to the reference clock
+            s = reference_clock_share(s, f_ref, f_boost)
         if share is not None:
             s = np.where(np.isfinite(np.asarray(share, float)), share, s)
         fb = np.asarray(f_ref if f_boost is None else f_boost, float)

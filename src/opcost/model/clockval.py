@@ -339,10 +339,13 @@ def share_bounds(pts: pd.DataFrame) -> pd.DataFrame:
 def model_share(model: ClockModel, refs: pd.DataFrame) -> np.ndarray:
     """The compute-bound share the model's time law uses for each curve (one reference row each), as
     `clock._predict` forms it: the observed share times its estimator's fitted scale where a curve has one,
-    else the fallback sigmoid at the curve's memory clock (`ClockModel.share_from_power`); clipped to [0, 1]."""
-    from opcost.model.clock import SHARE_DRAM
+    else the fallback sigmoid at the curve's memory clock (`ClockModel.share_from_power`) and reference clock
+    (`clock.reference_clock_share`, where `refs` has f_boost); clipped to [0, 1]."""
+    from opcost.model.clock import SHARE_DRAM, reference_clock_share
 
     fallback = model.share_from_power(refs["p_ref"], refs["tdp"], refs["balance"], refs["mem_ratio"])
+    if "f_boost" in refs:
+        fallback = reference_clock_share(fallback, refs["f_ref"], refs["f_boost"])
     obs = refs["share"].to_numpy(float)
     scale = np.where(refs["share_kind"].to_numpy(object) == SHARE_DRAM, model.share_scale_dram, model.share_scale_bytes)
     return np.clip(np.where(np.isfinite(obs), obs * scale, fallback), 0.0, 1.0)
@@ -351,11 +354,11 @@ def model_share(model: ClockModel, refs: pd.DataFrame) -> np.ndarray:
 def share_table(pts: pd.DataFrame, fitter: Callable[[pd.DataFrame], ClockModel] = fit) -> pd.DataFrame:
     """Per curve, leave-one-GPU-out: the compute-bound share that fits the curve best in hindsight (SHARE_GRID,
     time MAPE over its off-reference clocks; a bound, not a prediction), the share the model fitted on the other
-    GPUs gives it (`model_share`) and its fallback share at the nominal memory clock, beside every per-curve
-    feature a prediction has: P_ref / TDP, the memory-clock ratio, the reference time (kernel duration at f_ref),
-    the machine balance and the observed share (1 - DRAM activity or 1 - bytes / bandwidth / t_ref). What the
-    issue 21 section 6 analysis reads to see which feature could predict the best share on an unseen GPU.
-    `fitter`: the physical fit (tests pass a spy)."""
+    GPUs gives it (`model_share`) and its fallback share at the nominal memory clock and the boost clock, beside
+    every per-curve feature a prediction has: P_ref / TDP, the memory-clock ratio, the reference time (kernel
+    duration at f_ref), the machine balance and the observed share (1 - DRAM activity or 1 - bytes / bandwidth /
+    t_ref). What the issue 21 section 6 analysis reads to see which feature could predict the best share on an
+    unseen GPU. `fitter`: the physical fit (tests pass a spy)."""
     from opcost.model.clock import time_ratio
 
     rows = []
