@@ -233,7 +233,7 @@ def test_fit_recovers_the_parameters_that_made_the_curves(curves):
     pts = pts[~pts["p_ref"].div(pts["tdp"]).between(*CAP_BAND)]
     truth = ClockModel(share_a=-1.0, share_b=2.0, static_frac=0.25, gamma=3.0, volt_slope=1.4, volt_min=0.45,
                        share_scale_bytes=0.7, share_scale_dram=1.6, share_balance=-0.8, static_mem=0.15,
-                       cap_k=CAP_K)  # fmt: skip
+                       cap_k=CAP_K, knee_q=12.0)  # fmt: skip
     assert set(pts["share_kind"]) == {"bytes", "dram", ""}
     scale = pts["share_kind"].map({"bytes": 0.7, "dram": 1.6, "": np.nan})
     # observed shares are measured at the reference clock: the fallback's there (`reference_clock_share`)
@@ -244,7 +244,7 @@ def test_fit_recovers_the_parameters_that_made_the_curves(curves):
     synth = synth.assign(t=synth["t_hat"], p=synth["p_hat"]).drop(columns=["t_hat", "p_hat", "e_hat"])
     got = fit(synth)
     for k in ("share_a", "share_b", "static_frac", "gamma", "volt_slope", "volt_min", "share_scale_bytes",
-              "share_scale_dram", "share_balance", "static_mem"):  # fmt: skip
+              "share_scale_dram", "share_balance", "static_mem", "knee_q"):  # fmt: skip
         assert getattr(got, k) == pytest.approx(getattr(truth, k), abs=1e-3), k
 
 
@@ -273,9 +273,13 @@ def test_leave_one_gpu_out_never_fits_on_the_held_out_gpu(curves):
     pts, _ = curves
     fitted_on: list[set[str]] = []
 
+    models: dict[str, ClockModel] = {}
+
     def spy(train):
         fitted_on.append(set(train["device"]))
-        return clockval.physical(train)
+        model, predict = clockval.physical(train)
+        models[(set(pts["device"]) - set(train["device"])).pop()] = model
+        return model, predict
 
     pred, seen = clockval.leave_one_gpu_out(pts, spy)
     devices = sorted(set(pts["device"]))
@@ -283,6 +287,9 @@ def test_leave_one_gpu_out_never_fits_on_the_held_out_gpu(curves):
     for dev, used in zip(devices, fitted_on):
         assert dev not in used and used == set(devices) - {dev}
         assert seen[dev] == sorted(used)
+    # the memory-path knee (fitted on the pre-Ampere DRAM-share curves) moves with the V100's curves, and the model
+    # that predicts the held-out V100 has the knee of a fit without them
+    assert models["V100"].knee_q == fit(pts[pts["device"] != "V100"]).knee_q != fit(pts).knee_q
     # every point predicted once, from its own curve's reference only
     assert len(pred) == len(pts) and (pred.loc[pred["is_ref"], "t_hat"] == pred.loc[pred["is_ref"], "t"]).all()
 
@@ -703,3 +710,27 @@ def test_the_fallback_share_moves_from_the_boost_clock_to_a_reference_clock_abov
     assert t_boost == pytest.approx(2e-3 * (1 + s0 * (1200.0 / f - 1)), rel=1e-12)
     t_obs, _, _ = model.predict(f, 1200.0, 2e-3, 150.0, 300.0, 0.4, None, 1000.0)
     assert t_obs == pytest.approx(2e-3 * (1 + 0.4 * (1200.0 / f - 1)), rel=1e-12)
+
+
+def test_below_the_memory_knee_the_memory_bound_time_grows_as_one_over_the_clock():
+    """Known answer: bandwidth per SM 1.2e10 B/s and q = 12 B per SM cycle put the knee at 1000 MHz. From a reference
+    at 1500 MHz with share 0.3: t / t_ref = 0.3 f_ref / f + 0.7 max(1, 1000 / f), i.e. 2.3 at 500 MHz and 1.075 at
+    1200 MHz; without a knee (NaN bandwidth, an Ampere device) 1 + 0.3 (f_ref / f - 1). `at_clock` applies it to a
+    pre-Ampere device from the device table (a memory-bound op at half the V100's knee takes twice its reference
+    time, at most once the reference itself sits below the knee) and not to an Ampere one."""
+    from opcost.model.clock import knee_bandwidth_per_sm, memory_knee_mhz
+
+    model = ClockModel(share_a=0.0, static_frac=0.3, knee_q=12.0)
+    f = np.array([500.0, 1200.0, 1500.0])
+    t, _, _ = model.predict(f, 1500.0, 1.0, 100.0, 300.0, 0.3, bw_per_sm=1.2e10)
+    assert t == pytest.approx([2.3, 1.075, 1.0], rel=1e-12)
+    t_none, _, _ = model.predict(f, 1500.0, 1.0, 100.0, 300.0, 0.3, bw_per_sm=np.nan)
+    assert t_none == pytest.approx(1 + 0.3 * (1500.0 / f - 1), rel=1e-12)
+    v100, a100 = DEVICES["V100"], DEVICES["A100"]
+    fk = float(memory_knee_mhz(knee_bandwidth_per_sm(v100), 12.0))
+    assert fk == pytest.approx(v100.bandwidth / v100.sms / 12e6) and fk < v100.boost_clock_mhz
+    assert np.isnan(knee_bandwidth_per_sm(a100))
+    t_v, _ = model.at_clock(v100, fk / 2, np.array([1e-3]), np.array([100.0]), np.array([0.0]))
+    assert t_v == pytest.approx([2e-3], rel=1e-9)
+    t_a, _ = model.at_clock(a100, 500.0, np.array([1e-3]), np.array([100.0]), np.array([0.0]))
+    assert t_a == pytest.approx([1e-3], rel=1e-9)

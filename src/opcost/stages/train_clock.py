@@ -104,7 +104,7 @@ def run_record(model: ClockModel, split: str, logo: pd.DataFrame, chash: str, pr
         "predicted": [float(x) for x in pred.loc[~pred["is_ref"], "t_hat"]],
     }
     names = ("share_a", "share_b", "share_balance", "static_frac", "static_mem", "gamma", "cap_k", "volt_slope",
-             "volt_min", "share_scale_bytes", "share_scale_dram")  # fmt: skip
+             "volt_min", "share_scale_bytes", "share_scale_dram", "knee_q")  # fmt: skip
     params = {k: v for k, v in model.to_json().items() if k in names}
     return {
         "name": tracking.CLOCK_RUN,
@@ -162,6 +162,7 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
             "volt_min": model.volt_min,
             "share_scale_bytes": model.share_scale_bytes,
             "share_scale_dram": model.share_scale_dram,
+            "knee_q": model.knee_q,
         },
         "gamma": model.gamma,
     }
@@ -288,7 +289,8 @@ def summary(r: dict[str, Any]) -> str:
         f"log(balance/{BALANCE_REF:g})) at the memory clock, static {m.static_frac:.3g} + {m.static_mem:.3g} (1 - s) "
         f"x min(TDP, P_ref), P_dyn ~ f V^{m.gamma - 1:.3g} with V = max({m.volt_min:.3g}, 1 - {m.volt_slope:.3g} "
         f"(1 - f/f_boost)); observed shares x {m.share_scale_bytes:.3g} (bytes-based), x {m.share_scale_dram:.3g} "
-        f"(DRAM-activity-based); {m.n_curves} curves on {', '.join(m.trained_on)}"
+        f"(DRAM-activity-based); memory-path knee {m.knee_q:.3g} B per SM cycle (pre-Ampere); {m.n_curves} curves on "
+        f"{', '.join(m.trained_on)}"
     ]
     for row in r["logo"].itertuples():
         lines.append(
