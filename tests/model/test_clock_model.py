@@ -26,6 +26,7 @@ from opcost.model.clock import (
     fit,
     memory_clock_share,
     predict_points,
+    reference_clock_share,
     roofline_share,
     sweep_curves,
     time_ratio,
@@ -232,15 +233,18 @@ def test_fit_recovers_the_parameters_that_made_the_curves(curves):
     pts = pts[~pts["p_ref"].div(pts["tdp"]).between(*CAP_BAND)]
     truth = ClockModel(share_a=-1.0, share_b=2.0, static_frac=0.25, gamma=3.0, volt_slope=1.4, volt_min=0.45,
                        share_scale_bytes=0.7, share_scale_dram=1.6, share_balance=-0.8, static_mem=0.15,
-                       cap_k=CAP_K)  # fmt: skip
+                       cap_k=CAP_K, knee_q=12.0)  # fmt: skip
     assert set(pts["share_kind"]) == {"bytes", "dram", ""}
     scale = pts["share_kind"].map({"bytes": 0.7, "dram": 1.6, "": np.nan})
-    pts = pts.assign(share=truth.share_from_power(pts["p_ref"], pts["tdp"], pts["balance"]) / scale)
+    # observed shares are measured at the reference clock: the fallback's there (`reference_clock_share`)
+    at_ref = reference_clock_share(truth.share_from_power(pts["p_ref"], pts["tdp"], pts["balance"]), pts["f_ref"],
+                                   pts["f_boost"])  # fmt: skip
+    pts = pts.assign(share=at_ref / scale)
     synth = predict_points(truth, pts)
     synth = synth.assign(t=synth["t_hat"], p=synth["p_hat"]).drop(columns=["t_hat", "p_hat", "e_hat"])
     got = fit(synth)
     for k in ("share_a", "share_b", "static_frac", "gamma", "volt_slope", "volt_min", "share_scale_bytes",
-              "share_scale_dram", "share_balance", "static_mem"):  # fmt: skip
+              "share_scale_dram", "share_balance", "static_mem", "knee_q"):  # fmt: skip
         assert getattr(got, k) == pytest.approx(getattr(truth, k), abs=1e-3), k
 
 
@@ -258,7 +262,7 @@ def test_fallback_share_is_fitted_even_when_every_training_curve_has_an_observed
     truth = ClockModel(share_a=-1.5, share_b=2.5, static_frac=0.25, gamma=3.0, volt_slope=1.2, volt_min=0.4,
                        cap_k=CAP_K)  # fmt: skip
     synth = predict_points(truth, sl.assign(share=np.nan))
-    observed = truth.share_from_power(sl["p_ref"], sl["tdp"])
+    observed = reference_clock_share(truth.share_from_power(sl["p_ref"], sl["tdp"]), sl["f_ref"], sl["f_boost"])
     synth = synth.assign(t=synth["t_hat"], p=synth["p_hat"], share=observed).drop(columns=["t_hat", "p_hat", "e_hat"])
     got = fit(synth)
     assert got.share_a == pytest.approx(-1.5, abs=1e-3) and got.share_b == pytest.approx(2.5, abs=1e-3)
@@ -269,9 +273,13 @@ def test_leave_one_gpu_out_never_fits_on_the_held_out_gpu(curves):
     pts, _ = curves
     fitted_on: list[set[str]] = []
 
+    models: dict[str, ClockModel] = {}
+
     def spy(train):
         fitted_on.append(set(train["device"]))
-        return clockval.physical(train)
+        model, predict = clockval.physical(train)
+        models[(set(pts["device"]) - set(train["device"])).pop()] = model
+        return model, predict
 
     pred, seen = clockval.leave_one_gpu_out(pts, spy)
     devices = sorted(set(pts["device"]))
@@ -279,6 +287,9 @@ def test_leave_one_gpu_out_never_fits_on_the_held_out_gpu(curves):
     for dev, used in zip(devices, fitted_on):
         assert dev not in used and used == set(devices) - {dev}
         assert seen[dev] == sorted(used)
+    # the memory-path knee (fitted on the pre-Ampere DRAM-share curves) moves with the V100's curves, and the model
+    # that predicts the held-out V100 has the knee of a fit without them
+    assert models["V100"].knee_q == fit(pts[pts["device"] != "V100"]).knee_q != fit(pts).knee_q
     # every point predicted once, from its own curve's reference only
     assert len(pred) == len(pts) and (pred.loc[pred["is_ref"], "t_hat"] == pred.loc[pred["is_ref"], "t"]).all()
 
@@ -644,3 +655,82 @@ def test_soft_cap_clock_is_where_the_ops_own_power_curve_reaches_the_limit():
     assert t == pytest.approx([2.0 * (1 + 0.5 * (fc / 1000.0 - 1)), 2.0], rel=1e-9)
     _, p_hard, _ = m.predict(1000.0, 1500.0, 2.0, 300.0, 300.0, 0.5, 1000.0, 1500.0, soft_cap=False)
     assert float(p_hard) == pytest.approx(300.0)
+
+
+def test_share_table_finds_each_curves_share_and_gives_the_models_from_the_other_gpus_only():
+    """Known answer: exact two-part times with shares 0.2 and 0.85 on GPU A (one curve with an observed DRAM
+    share 0.5, one without) and 0.6 on GPU B: every best share is found exactly (time MAPE 0). The model share is
+    the observed share times the DRAM scale (0.5 x 1.4 = 0.7) where there is one, else the fallback sigmoid(a + b
+    P_ref / TDP + c log(balance / BALANCE_REF)) moved to the curve's memory clock (half the nominal: s0 / (s0 +
+    (1 - s0) / 0.5)). The spy fitter proves each GPU's row came from a fit that never saw that GPU."""
+    from opcost.model.clock import BALANCE_REF, SHARE_DRAM
+
+    f = np.array([400.0, 600.0, 800.0, 1000.0])
+    specs = [("A", "a0", 0.2, 0.5, SHARE_DRAM, 0.8, 1.0), ("A", "a1", 0.85, np.nan, "", 0.6, 0.5),
+             ("B", "b0", 0.6, np.nan, "", 0.9, 1.0)]  # fmt: skip
+    rows = []
+    for dev, curve, s, obs, kind, pr, mr in specs:
+        t = 3e-4 * time_ratio(f, 1000.0, s)
+        rows += [{"device": dev, "source": "x", "workload": curve, "curve": curve, "f": a, "f_ref": 1000.0, "t": b,
+                  "t_ref": 3e-4, "is_ref": a == 1000.0, "p_ref": 200 * pr, "tdp": 200.0, "balance": 60.0,
+                  "mem_ratio": mr, "share": obs, "share_kind": kind} for a, b in zip(f, t)]  # fmt: skip
+    pts = pd.DataFrame(rows)
+    model = ClockModel(share_a=0.4, share_b=-1.0, share_balance=-0.5, share_scale_dram=1.4)
+    seen = []
+
+    def spy(train):
+        seen.append(sorted(set(train["device"])))
+        return model
+
+    tab = clockval.share_table(pts, spy).set_index("workload")
+    assert seen == [["B"], ["A"]]  # GPUs are held out in sorted order: A's rows from a fit on B only, B's on A only
+    assert tab["best_share"].to_dict() == pytest.approx({"a0": 0.2, "a1": 0.85, "b0": 0.6})
+    assert tab["best_share_time_mape"].max() == pytest.approx(0.0, abs=1e-9)
+    s0 = {c: 1 / (1 + np.exp(-(0.4 - pr + -0.5 * np.log(60.0 / BALANCE_REF)))) for _, c, *_x, pr, _m in specs}
+    assert tab.loc["a0", "model_share"] == pytest.approx(0.7)
+    assert tab.loc["a1", "model_share"] == pytest.approx(s0["a1"] / (s0["a1"] + (1 - s0["a1"]) / 0.5))
+    assert tab.loc["b0", "model_share"] == pytest.approx(s0["b0"])
+    assert tab["fallback_share_nominal_mem"].to_dict() == pytest.approx(s0)
+    assert tab.loc["a1", "f_min_over_f_ref"] == pytest.approx(0.4) and tab.loc["a1", "t_ref_s"] == pytest.approx(3e-4)
+
+
+def test_the_fallback_share_moves_from_the_boost_clock_to_a_reference_clock_above_it():
+    """Known answer: the fallback share s0 = sigmoid(share_a) (share_b = 0, no balance) is a share at the boost clock.
+    A reference at 1.2 f_boost computes for s0 / (s0 + (1 - s0) 1.2) of its time (compute-bound time ~ 1 / f, the rest
+    fixed); exact two-part times at lower clocks follow from that share. At f_ref = f_boost the share is s0 itself,
+    and an observed share (measured at the reference) is used as given."""
+    model = ClockModel(share_a=0.4, share_b=0.0, static_frac=0.3)
+    s0 = 1 / (1 + np.exp(-0.4))
+    f = np.array([300.0, 600.0, 900.0, 1200.0])
+    t, _, _ = model.predict(f, 1200.0, 2e-3, 150.0, 300.0, None, None, 1000.0)
+    s = s0 / (s0 + (1 - s0) * 1.2)
+    assert t == pytest.approx(2e-3 * (1 + s * (1200.0 / f - 1)), rel=1e-12)
+    assert float(reference_clock_share(s0, 1200.0, 1000.0)) == pytest.approx(s)
+    t_boost, _, _ = model.predict(f, 1200.0, 2e-3, 150.0, 300.0, None, None, 1200.0)
+    assert t_boost == pytest.approx(2e-3 * (1 + s0 * (1200.0 / f - 1)), rel=1e-12)
+    t_obs, _, _ = model.predict(f, 1200.0, 2e-3, 150.0, 300.0, 0.4, None, 1000.0)
+    assert t_obs == pytest.approx(2e-3 * (1 + 0.4 * (1200.0 / f - 1)), rel=1e-12)
+
+
+def test_below_the_memory_knee_the_memory_bound_time_grows_as_one_over_the_clock():
+    """Known answer: bandwidth per SM 1.2e10 B/s and q = 12 B per SM cycle put the knee at 1000 MHz. From a reference
+    at 1500 MHz with share 0.3: t / t_ref = 0.3 f_ref / f + 0.7 max(1, 1000 / f), i.e. 2.3 at 500 MHz and 1.075 at
+    1200 MHz; without a knee (NaN bandwidth, an Ampere device) 1 + 0.3 (f_ref / f - 1). `at_clock` applies it to a
+    pre-Ampere device from the device table (a memory-bound op at half the V100's knee takes twice its reference
+    time, at most once the reference itself sits below the knee) and not to an Ampere one."""
+    from opcost.model.clock import knee_bandwidth_per_sm, memory_knee_mhz
+
+    model = ClockModel(share_a=0.0, static_frac=0.3, knee_q=12.0)
+    f = np.array([500.0, 1200.0, 1500.0])
+    t, _, _ = model.predict(f, 1500.0, 1.0, 100.0, 300.0, 0.3, bw_per_sm=1.2e10)
+    assert t == pytest.approx([2.3, 1.075, 1.0], rel=1e-12)
+    t_none, _, _ = model.predict(f, 1500.0, 1.0, 100.0, 300.0, 0.3, bw_per_sm=np.nan)
+    assert t_none == pytest.approx(1 + 0.3 * (1500.0 / f - 1), rel=1e-12)
+    v100, a100 = DEVICES["V100"], DEVICES["A100"]
+    fk = float(memory_knee_mhz(knee_bandwidth_per_sm(v100), 12.0))
+    assert fk == pytest.approx(v100.bandwidth / v100.sms / 12e6) and fk < v100.boost_clock_mhz
+    assert np.isnan(knee_bandwidth_per_sm(a100))
+    t_v, _ = model.at_clock(v100, fk / 2, np.array([1e-3]), np.array([100.0]), np.array([0.0]))
+    assert t_v == pytest.approx([2e-3], rel=1e-9)
+    t_a, _ = model.at_clock(a100, 500.0, np.array([1e-3]), np.array([100.0]), np.array([0.0]))
+    assert t_a == pytest.approx([1e-3], rel=1e-9)

@@ -18,7 +18,17 @@ Form (physical, a few global parameters):
   a kernel of unknown intensity more memory-bound: GDDR6X RTX 3080 Ti 37 FLOP/B against HBM A100 9.6),
   then moved to the curve's memory clock m (ratio r = m / nominal, devices.NOMINAL_MEMORY_CLOCK_MHZ):
   s = s0 / (s0 + (1 - s0) / r), the memory-bound time growing as 1 / bandwidth (`memory_clock_share`,
-  no parameter). Nothing comes from the curve's other core or memory clocks.
+  no parameter), and from the boost clock to the curve's reference clock, s / (s + (1 - s) f_ref / f_boost)
+  (`reference_clock_share`, no parameter: the RTX 3080 Ti's sweep tops out at 1.17 f_boost, where a kernel
+  spends less of its time computing). Nothing comes from the curve's other core or memory clocks.
+- memory path knee (pre-Ampere GPUs, KNEE_ARCHITECTURES): the SMs issue the memory requests at the core clock;
+  below f_k = bandwidth / (q SMs) they cannot keep the DRAM busy, and the memory-bound time grows as f_k / f:
+  t(f) = t_ref (s f_ref / f + (1 - s) max(1, f_k / f) / max(1, f_k / f_ref)), q (bytes per SM per cycle) fitted
+  with the share scales (`memory_knee_mhz`). The V100 and RTX 8000 kernels need it (q = 10.5-13.7: their
+  DRAM-bound kernels slow with the core clock below ~0.6 / 0.45 f_ref); on Ampere it is not modelled: the A100's
+  stages show none above 0.61 f_boost (q >= 22 there, against 10.5 fitted on the others, which broke the A100's
+  and RTX 3080 Ti's leave-one-GPU-out), and the RTX 3080 Ti, whose kernels show one near 0.2 f_boost, has no
+  observed share to fit it on.
 - power: P(f) = P_static + P_dyn * g(f / f_boost) / g(f_ref / f_boost), the dynamic part following a
   DVFS curve: g(y) = y V(y)^(gamma - 1) with the relative voltage V(y) = max(v_min, 1 - kappa (1 - y)):
   dynamic power ~ f V^2 (gamma = 3, not fitted), the voltage flat at its floor v_min at low clocks and
@@ -137,6 +147,34 @@ def memory_clock_share(s0: np.ndarray | float, mem_ratio: np.ndarray | float) ->
     return s0 / np.maximum(s0 + (1.0 - s0) / r, 1e-12)
 
 
+def reference_clock_share(s0: np.ndarray | float, f_ref: np.ndarray | float, f_boost: np.ndarray | float) -> np.ndarray:
+    """The compute-bound share at a reference clock f_ref from the share s0 at the boost clock: the compute-bound
+    time scales with 1 / f, the rest does not, so s = s0 / (s0 + (1 - s0) f_ref / f_boost) (`memory_clock_share`
+    with the ratio f_boost / f_ref; no parameter). The fallback share (`ClockModel.share_from_power`) is a share at
+    the boost clock; a sweep whose top clock, its reference, lies above the boost clock (the RTX 3080 Ti's, 1.14-1.18
+    f_boost) spends less of its reference time computing. Identity at f_ref = f_boost."""
+    return memory_clock_share(s0, np.asarray(f_boost, float) / np.asarray(f_ref, float))
+
+
+KNEE_ARCHITECTURES = ("Maxwell", "Pascal", "Volta", "Turing")  # where the memory-path knee is modelled (docstring)
+
+
+def knee_bandwidth_per_sm(device: Device, mem_ratio: float = float("nan")) -> float:
+    """Bandwidth per SM (B/s) at the memory clock ratio (NaN: nominal) for a device whose memory-path knee is
+    modelled (KNEE_ARCHITECTURES), else NaN (no knee)."""
+    if device.architecture not in KNEE_ARCHITECTURES:
+        return float("nan")
+    r = mem_ratio if math.isfinite(mem_ratio) and mem_ratio > 0 else 1.0
+    return device.bandwidth * r / device.sms
+
+
+def memory_knee_mhz(bw_per_sm: np.ndarray | float, knee_q: float) -> np.ndarray:
+    """The clock (MHz) below which the SMs cannot issue the DRAM's bandwidth: bandwidth per SM / (q B per cycle);
+    0 (no knee) where bw_per_sm is NaN or knee_q is 0."""
+    bw = np.nan_to_num(np.asarray(bw_per_sm, float), nan=0.0)
+    return bw / knee_q / 1e6 if knee_q > 0 else np.zeros_like(bw)
+
+
 BALANCE_REF = 30.0  # FLOP/B: machine balance at which the balance term of the fallback share is zero
 
 
@@ -176,6 +214,8 @@ class ClockModel:
     # (NV-DVFS) counts a DRAM-busy kernel as clock-free though its requests are issued at the core clock (> 1).
     share_scale_bytes: float = 1.0
     share_scale_dram: float = 1.0
+    # Memory-path knee (module docstring): bytes per SM per core cycle the SMs can request; 0: no knee.
+    knee_q: float = 0.0
     # Stacking (model/clockval.stacked): the shipped time and power are convex blends of the physical form
     # and the zero-parameter guesses, the weights chosen by an inner leave-one-GPU-out on the training GPUs
     # only. Time: [physical, compute-bound (s = 1), half (s = 0.5), memory-bound (s = 0)]; power: [physical,
@@ -319,13 +359,19 @@ class ClockModel:
         balance: np.ndarray | float | None = None,
         mem_ratio: np.ndarray | float | None = None,
         soft_cap: bool = True,
+        bw_per_sm: np.ndarray | float | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(time, power, energy) at clock(s) f from the reference point; `share` None (or NaN entries): from
-        P_ref / TDP; `f_base` None: no throttled reference is considered; `f_boost` None: f_ref is the
-        boost clock (where the DVFS curve is placed); `balance`, `mem_ratio`: the fallback share's machine
-        balance and memory-clock ratio (`share_from_power`); `soft_cap` False: a capped reference ran at the
-        hard cap's clock (`reached_clock` without a share; what `fit` scores the share scales with)."""
+        P_ref / TDP, moved from the boost clock to f_ref (`reference_clock_share`; the requested reference clock,
+        also for a capped reference, whose reached clock depends on the share); `f_base` None: no throttled
+        reference is considered; `f_boost` None: f_ref is the boost clock (where the DVFS curve is placed);
+        `balance`, `mem_ratio`: the fallback share's machine balance and memory-clock ratio (`share_from_power`);
+        `soft_cap` False: a capped reference ran at the hard cap's clock (`reached_clock` without a share; what
+        `fit` scores the share scales with); `bw_per_sm`: bandwidth per SM where the memory-path knee applies
+        (`knee_bandwidth_per_sm`; None or NaN: no knee)."""
         s = self.share_from_power(p_ref, tdp, balance, mem_ratio)
+        if f_boost is not None:  # the fallback is a share at the boost clock: moved to the reference clock
+            s = reference_clock_share(s, f_ref, f_boost)
         if share is not None:
             s = np.where(np.isfinite(np.asarray(share, float)), share, s)
         fb = np.asarray(f_ref if f_boost is None else f_boost, float)
@@ -334,6 +380,12 @@ class ClockModel:
         top = np.where(fc < np.asarray(f_ref, float), fc, self.power_capped_clock(fc, p_ref, tdp, fb, s))
         f_eff = np.minimum(np.asarray(f, float), top)
         t = np.asarray(t_ref, float) * time_ratio(f_eff, fc, s)
+        if bw_per_sm is not None and self.knee_q > 0:
+            fk = memory_knee_mhz(bw_per_sm, self.knee_q)
+            slow = np.maximum(1.0, fk / f_eff) / np.maximum(1.0, fk / fc)  # the memory-bound part's growth
+            sc = np.clip(s, 0.0, 1.0)
+            # written as 1 + changes so that the reference point is t_ref exactly (both changes are 0 there)
+            t = np.asarray(t_ref, float) * (1.0 + sc * (fc / f_eff - 1.0) + (1.0 - sc) * (slow - 1.0))
         p = self.power(f_eff, fc, p_ref, tdp, fb, s)
         if self.time_blend[0] != 1.0 or self.power_blend[0] != 1.0:
             t, p = self.blend(t, p, f, f_ref, t_ref, p_ref)
@@ -391,7 +443,7 @@ class ClockModel:
         share = np.asarray(share, float) * self.share_scale_bytes  # a roofline share: a bytes-and-FLOPs estimate
         t, p, _ = self.predict(
             f, device.boost_clock_mhz, t_ref, p_ref, device.tdp_w, share, device.base_clock_mhz,
-            balance=device.ridge_point,
+            balance=device.ridge_point, bw_per_sm=knee_bandwidth_per_sm(device),
         )  # fmt: skip
         return t, p
 
@@ -417,6 +469,7 @@ class ClockModel:
                 cap_k=float(d.get("cap_k", 1.0)),
                 share_scale_bytes=float(d.get("share_scale_bytes", 1.0)),
                 share_scale_dram=float(d.get("share_scale_dram", 1.0)),
+                knee_q=float(d.get("knee_q", 0.0)),
                 volt_slope=float(d.get("volt_slope", 1.0)),
                 volt_min=float(d.get("volt_min", 0.0)),
                 time_blend=[float(x) for x in d.get("time_blend", [1.0, 0.0, 0.0, 0.0])],
@@ -433,19 +486,19 @@ class ClockModel:
             raise OpcostError(f"{where} lacks a parameter or holds a non-number; refused") from None
         values = [m.share_a, m.share_b, m.share_balance, m.static_frac, m.static_mem, m.gamma, m.cap_k]
         values += [m.volt_slope, m.volt_min]
-        values += [m.share_scale_bytes, m.share_scale_dram]
+        values += [m.share_scale_bytes, m.share_scale_dram, m.knee_q]
         values += list(m.logo_error.values())
         values += [x for b in m.logo_error_bins for x in b]
         in_range = 0 <= m.static_frac < 1 and 0 <= m.static_mem < 1 and m.gamma > 1 and 0 <= m.cap_k <= 1
         in_range = in_range and m.volt_slope >= 0 and 0 <= m.volt_min <= 1
-        in_range = in_range and m.share_scale_bytes > 0 and m.share_scale_dram > 0
+        in_range = in_range and m.share_scale_bytes > 0 and m.share_scale_dram > 0 and m.knee_q >= 0
         values += m.time_blend + m.power_blend
         convex = all(min(b) >= 0 and abs(sum(b) - 1) < 1e-6 for b in (m.time_blend, m.power_blend))
         if not all(math.isfinite(v) for v in values) or not in_range or not convex:
             raise OpcostError(
                 f"{where}: parameters out of range (static_frac in [0, 1), gamma > 1, cap_k in [0, 1], "
-                "volt_slope >= 0, volt_min in [0, 1], share scales > 0, time_blend and power_blend non-negative "
-                "summing to 1); refused"
+                "volt_slope >= 0, volt_min in [0, 1], share scales > 0, knee_q >= 0, time_blend and power_blend "
+                "non-negative summing to 1); refused"
             )
         return m
 
@@ -510,6 +563,8 @@ def sweep_curves(sweeps: pd.DataFrame, min_points: int = MIN_POINTS) -> tuple[pd
                     "mem_ratio": g["mem_clock_mhz"].to_numpy(float) / NOMINAL_MEMORY_CLOCK_MHZ.get(d.name, np.nan),
                     # FP32 balance for every sweep (also Perseus' bf16 stages), as `at_clock` uses for an op
                     "balance": d.ridge_point,
+                    "bw_per_sm": [knee_bandwidth_per_sm(d, r) for r in
+                                  g["mem_clock_mhz"].to_numpy(float) / NOMINAL_MEMORY_CLOCK_MHZ.get(d.name, np.nan)],
                 }
             )
         )
@@ -587,6 +642,8 @@ def point_weights(pts: pd.DataFrame) -> np.ndarray:
 STATIC_MAX = 0.95  # the static fraction never reaches the whole reference power (something follows the clock)
 STATIC_MEM_MAX = 0.9  # bound of the fitted static_mem
 BALANCE_COEF_MAX = 5.0  # bound of |share_balance| (per unit of log machine balance)
+KNEE_Q_RANGE = (2.0, 100.0)  # bounds of the fitted knee_q (bytes per SM per cycle)
+KNEE_Q_START = 10.0
 DVFS_GAMMA = 3.0  # dynamic power ~ f V^2: the exponent of V is 2 (gamma - 1), physics, not fitted
 
 
@@ -620,10 +677,14 @@ def fit(pts: pd.DataFrame) -> ClockModel:
     s_lo, s_hi = SHARE_SCALE_RANGE
     step1 = ("share_scale_bytes", "share_scale_dram") if known.any() else ()
     step2 = ("share_a", "share_b", "share_balance")
+    # the memory-path knee's q: fitted with the share scales where an observed-share curve has a knee (pre-Ampere)
+    if step1 and "bw_per_sm" in train and np.isfinite(train.loc[known, "bw_per_sm"].to_numpy(float)).any():
+        step1 = step1 + ("knee_q",)
     probe.cap_k = CAP_K
     box = {"share_a": (-20, 20, 0.0), "share_b": (-20, 20, 0.0),
            "share_balance": (-BALANCE_COEF_MAX, BALANCE_COEF_MAX, 0.0),
-           "share_scale_bytes": (s_lo, s_hi, 1.0), "share_scale_dram": (s_lo, s_hi, 1.0)}  # fmt: skip
+           "share_scale_bytes": (s_lo, s_hi, 1.0), "share_scale_dram": (s_lo, s_hi, 1.0),
+           "knee_q": (*KNEE_Q_RANGE, KNEE_Q_START)}  # fmt: skip
 
     def solve(names: tuple[str, ...], rows: pd.DataFrame, w_rows: np.ndarray, t_rows: np.ndarray, starts: tuple):
         """Least squares of the relative time errors of `rows` over the parameters `names` (set on `probe`)."""
@@ -641,7 +702,8 @@ def fit(pts: pd.DataFrame) -> ClockModel:
     if step1:
         # A share scale whose estimator no training curve uses keeps its start (no evidence, no correction).
         # Where scaled shares clip at 1 the scale has no gradient: so two starts, the better kept.
-        solve(step1, train[known], w[known], t[known], ([1.0, 1.0], [0.5, 0.5]))
+        starts = tuple([x, x] + [KNEE_Q_START] * (len(step1) - 2) for x in (1.0, 0.5))
+        solve(step1, train[known], w[known], t[known], starts)
     rows2 = pd.concat([train[~known], hidden], ignore_index=True)
     w2, t2 = np.concatenate([w[~known], w_hidden]), np.concatenate([t[~known], t_hidden])
     solve(step2, rows2, w2, t2, ([box[k][2] for k in step2],))
@@ -661,6 +723,7 @@ def fit(pts: pd.DataFrame) -> ClockModel:
         share_scale_bytes=probe.share_scale_bytes,
         share_scale_dram=probe.share_scale_dram,
         share_balance=probe.share_balance,
+        knee_q=probe.knee_q,
         static_frac=float(pq[0]),
         static_mem=float(pq[3]),
         gamma=DVFS_GAMMA,
@@ -684,7 +747,7 @@ def _predict(model: ClockModel, pts: pd.DataFrame, soft_cap: bool = True) -> tup
     return model.predict(
         pts["f"].to_numpy(float), pts["f_ref"].to_numpy(float), pts["t_ref"].to_numpy(float),
         pts["p_ref"].to_numpy(float), pts["tdp"].to_numpy(float), share, f_base, f_boost, balance, mem_ratio,
-        soft_cap,
+        soft_cap, pts["bw_per_sm"].to_numpy(float) if "bw_per_sm" in pts else None,
     )  # fmt: skip
 
 

@@ -334,3 +334,57 @@ def share_bounds(pts: pd.DataFrame) -> pd.DataFrame:
                      "best_device_share_time_mape": float(100 * a[:, k].mean()),
                      "best_curve_share_time_mape": float(100 * sum(per_curve) / len(idx))})  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def model_share(model: ClockModel, refs: pd.DataFrame) -> np.ndarray:
+    """The compute-bound share the model's time law uses for each curve (one reference row each), as
+    `clock._predict` forms it: the observed share times its estimator's fitted scale where a curve has one,
+    else the fallback sigmoid at the curve's memory clock (`ClockModel.share_from_power`) and reference clock
+    (`clock.reference_clock_share`, where `refs` has f_boost); clipped to [0, 1]."""
+    from opcost.model.clock import SHARE_DRAM, reference_clock_share
+
+    fallback = model.share_from_power(refs["p_ref"], refs["tdp"], refs["balance"], refs["mem_ratio"])
+    if "f_boost" in refs:
+        fallback = reference_clock_share(fallback, refs["f_ref"], refs["f_boost"])
+    obs = refs["share"].to_numpy(float)
+    scale = np.where(refs["share_kind"].to_numpy(object) == SHARE_DRAM, model.share_scale_dram, model.share_scale_bytes)
+    return np.clip(np.where(np.isfinite(obs), obs * scale, fallback), 0.0, 1.0)
+
+
+def share_table(pts: pd.DataFrame, fitter: Callable[[pd.DataFrame], ClockModel] = fit) -> pd.DataFrame:
+    """Per curve, leave-one-GPU-out: the compute-bound share that fits the curve best in hindsight (SHARE_GRID,
+    time MAPE over its off-reference clocks; a bound, not a prediction), the share the model fitted on the other
+    GPUs gives it (`model_share`) and its fallback share at the nominal memory clock and the boost clock, beside
+    every per-curve feature a prediction has: P_ref / TDP, the memory-clock ratio, the reference time (kernel
+    duration at f_ref), the machine balance and the observed share (1 - DRAM activity or 1 - bytes / bandwidth /
+    t_ref). What the issue 21 section 6 analysis reads to see which feature could predict the best share on an
+    unseen GPU. `fitter`: the physical fit (tests pass a spy)."""
+    from opcost.model.clock import time_ratio
+
+    rows = []
+    for dev in sorted(set(pts["device"])):
+        train, held = pts[pts["device"] != dev], pts[pts["device"] == dev]
+        if train.empty:
+            continue
+        model = fitter(train)
+        refs = held[held["is_ref"]].drop_duplicates("curve").set_index("curve", drop=False)
+        off = held[~held["is_ref"]]
+        ape = np.abs(
+            (off["t_ref"] / off["t"]).to_numpy(float)[:, None]
+            * time_ratio(1.0, (off["f_ref"] / off["f"]).to_numpy(float)[:, None], SHARE_GRID[None, :])
+            - 1.0
+        )
+        best = {c: ape[i].mean(axis=0) for c, i in off.groupby("curve").indices.items()}
+        shares = dict(zip(refs.index, model_share(model, refs)))
+        s0 = dict(zip(refs.index, model.share_from_power(refs["p_ref"], refs["tdp"], refs["balance"])))
+        for c, a in sorted(best.items()):
+            r = refs.loc[c]
+            k = int(np.argmin(a))
+            rows.append({"device": dev, "source": r["source"], "workload": r["workload"],
+                         "best_share": float(SHARE_GRID[k]), "best_share_time_mape": float(100 * a[k]),
+                         "model_share": float(shares[c]), "fallback_share_nominal_mem": float(s0[c]),
+                         "observed_share": float(r["share"]), "observed_kind": str(r["share_kind"]),
+                         "p_ref_over_tdp": float(r["p_ref"] / r["tdp"]), "mem_ratio": float(r["mem_ratio"]),
+                         "t_ref_s": float(r["t_ref"]), "balance": float(r["balance"]),
+                         "f_min_over_f_ref": float(held.loc[held["curve"] == c, "f"].min() / r["f_ref"])})  # fmt: skip
+    return pd.DataFrame(rows)

@@ -8,7 +8,8 @@ what is skipped and why). Then:
 2. the physical form fitted on every GPU, with the pooled leave-one-GPU-out errors stored in it
    (predictions widen their intervals by them).
 3. the zero-parameter guesses' leave-one-GPU-out scores beside the model's (reports/clock/guesses.csv,
-   vs_guesses.csv, metrics.json "vs_guesses"): the bar issue 21 section 6 sets;
+   vs_guesses.csv, metrics.json "vs_guesses"): the bar issue 21 section 6 sets; per curve, the share that fits
+   it best in hindsight beside the model's and the features a prediction has (shares.csv, "share_gap_logo");
 4. the cross-device power model (model/xpower.py) on every device with power data (the sweeps and the
    thesis targets), leave-one-GPU-out, then fitted on all: models/xpower/, reports/xpower/.
 Writes models/clock/ (clock_model.json, run.json), the headline reports/clock/metrics.json and the
@@ -103,7 +104,7 @@ def run_record(model: ClockModel, split: str, logo: pd.DataFrame, chash: str, pr
         "predicted": [float(x) for x in pred.loc[~pred["is_ref"], "t_hat"]],
     }
     names = ("share_a", "share_b", "share_balance", "static_frac", "static_mem", "gamma", "cap_k", "volt_slope",
-             "volt_min", "share_scale_bytes", "share_scale_dram")  # fmt: skip
+             "volt_min", "share_scale_bytes", "share_scale_dram", "knee_q")  # fmt: skip
     params = {k: v for k, v in model.to_json().items() if k in names}
     return {
         "name": tracking.CLOCK_RUN,
@@ -161,6 +162,7 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
             "volt_min": model.volt_min,
             "share_scale_bytes": model.share_scale_bytes,
             "share_scale_dram": model.share_scale_dram,
+            "knee_q": model.knee_q,
         },
         "gamma": model.gamma,
     }
@@ -182,6 +184,11 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
                    "per_curve_time_mape": r.best_curve_share_time_mape}
         for r in clockval.share_bounds(pts).itertuples()
     }  # fmt: skip
+    # per curve: the share that fits it best in hindsight beside the share the model (fitted on the other GPUs)
+    # gives it and every feature a prediction has (issue 21 section 6: which feature could predict the share)
+    shares = clockval.share_table(pts)
+    gap = (shares["model_share"] - shares["best_share"]).abs().groupby(shares["device"]).mean()
+    metrics["share_gap_logo"] = {str(d): float(v) for d, v in gap.items()}
     path = clockval.path_validation(pts)
     metrics["path_validation"] = {
         f"{r.device} {r.share_path}": {"time_mape": float(r.time_mape), "energy_mape": float(r.energy_mape)}
@@ -189,6 +196,7 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
     }
     write_report(metrics, paths.clock_metrics)
     _csv(path, paths.clock_table("path"))
+    _csv(shares, paths.clock_table("shares"))
     _csv(guesses, paths.clock_table("guesses"))
     _csv(versus, paths.clock_table("vs_guesses"))
     _csv(logo, paths.clock_table("logo"))
@@ -281,7 +289,8 @@ def summary(r: dict[str, Any]) -> str:
         f"log(balance/{BALANCE_REF:g})) at the memory clock, static {m.static_frac:.3g} + {m.static_mem:.3g} (1 - s) "
         f"x min(TDP, P_ref), P_dyn ~ f V^{m.gamma - 1:.3g} with V = max({m.volt_min:.3g}, 1 - {m.volt_slope:.3g} "
         f"(1 - f/f_boost)); observed shares x {m.share_scale_bytes:.3g} (bytes-based), x {m.share_scale_dram:.3g} "
-        f"(DRAM-activity-based); {m.n_curves} curves on {', '.join(m.trained_on)}"
+        f"(DRAM-activity-based); memory-path knee {m.knee_q:.3g} B per SM cycle (pre-Ampere); {m.n_curves} curves on "
+        f"{', '.join(m.trained_on)}"
     ]
     for row in r["logo"].itertuples():
         lines.append(
