@@ -104,8 +104,12 @@ def _kind_split(o: Ops) -> tuple[np.ndarray, np.ndarray]:
 def _kind_floor_cols(o: Ops, mode: str) -> list[float]:
     work, ovh = _kind_split(o)
     mem = ~o.matmul
-    return [float((o.calls * work)[o.matmul].sum()), float((o.calls * work * (1 - o.l2_share))[mem].sum()),
-            float((o.calls * work * o.l2_share)[mem].sum()), float((o.calls * ovh).sum())] + _rest(o, mode)
+    return [
+        float((o.calls * work)[o.matmul].sum()),
+        float((o.calls * work * (1 - o.l2_share))[mem].sum()),
+        float((o.calls * work * o.l2_share)[mem].sum()),
+        float((o.calls * ovh).sum()),
+    ] + _rest(o, mode)
 
 
 def _rest(o: Ops, mode: str) -> list[float]:
@@ -289,7 +293,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\n{target}, {split} left out: time error % per network")
             print(table.round(1).to_string())
             etable = d.assign(e_err=100 * (d["predicted_e_j"] / d["measured_e_j"] - 1)).pivot_table(
-                index="set_id", columns="layer", values="e_err", sort=False)
+                index="set_id", columns="layer", values="e_err", sort=False
+            )
             if etable.notna().any().any():
                 print(f"\n{target}, {split} left out: energy error % per network")
                 print(etable.round(1).to_string())
@@ -297,11 +302,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\n{target}, {split} left out: the ops the fold's models missed most (% of the network's time)")
             for _, row in cur.iterrows():
                 ops = row["worst_ops"] or []
-                print(f"  {row['set_id']:30s} " + "; ".join(
-                    f"{o['kind']} x{o['calls']:.0f} {o['gap_pct_of_network']:+.1f} % ({o['predicted_us']:.0f} vs "
-                    f"{o['measured_us']:.0f} us, {o['predicted_w']:.0f} vs {o['measured_w']:.0f} W)" for o in ops))
+                print(
+                    f"  {row['set_id']:30s} "
+                    + "; ".join(
+                        f"{o['kind']} x{o['calls']:.0f} {o['gap_pct_of_network']:+.1f} % ({o['predicted_us']:.0f} vs "
+                        f"{o['measured_us']:.0f} us, {o['predicted_w']:.0f} vs {o['measured_w']:.0f} W)"
+                        for o in ops
+                    )
+                )
             report.setdefault(target, {}).setdefault(split, {})["worst ops, current"] = {
-                str(row["set_id"]): row["worst_ops"] or [] for _, row in cur.iterrows()}
+                str(row["set_id"]): row["worst_ops"] or [] for _, row in cur.iterrows()
+            }
             for layer, g in d.groupby("layer", sort=False):
                 s = summary(g)
                 report.setdefault(target, {}).setdefault(split, {})[str(layer)] = s

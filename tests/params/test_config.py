@@ -131,8 +131,10 @@ def test_dvc_yaml_paths_are_the_config_paths(repo_root):
             paths.clock_metrics,
             paths.clock_detail,
             paths.clock_figures,
-            *(paths.clock_table(t) for t in ("logo", "loko", "curves", "logo_points", "guesses", "vs_guesses", "path",
-                                               "shares")),
+            *(
+                paths.clock_table(t)
+                for t in ("logo", "loko", "curves", "logo_points", "guesses", "vs_guesses", "path", "shares")
+            ),
             paths.xpower_model_dir,
             paths.xpower_logo,
             paths.validate_xdevice_energy,

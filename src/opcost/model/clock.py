@@ -563,8 +563,10 @@ def sweep_curves(sweeps: pd.DataFrame, min_points: int = MIN_POINTS) -> tuple[pd
                     "mem_ratio": g["mem_clock_mhz"].to_numpy(float) / NOMINAL_MEMORY_CLOCK_MHZ.get(d.name, np.nan),
                     # FP32 balance for every sweep (also Perseus' bf16 stages), as `at_clock` uses for an op
                     "balance": d.ridge_point,
-                    "bw_per_sm": [knee_bandwidth_per_sm(d, r) for r in
-                                  g["mem_clock_mhz"].to_numpy(float) / NOMINAL_MEMORY_CLOCK_MHZ.get(d.name, np.nan)],
+                    "bw_per_sm": [
+                        knee_bandwidth_per_sm(d, r)
+                        for r in g["mem_clock_mhz"].to_numpy(float) / NOMINAL_MEMORY_CLOCK_MHZ.get(d.name, np.nan)
+                    ],
                 }
             )
         )
@@ -675,7 +677,7 @@ def fit(pts: pd.DataFrame) -> ClockModel:
     # (CAP_K: the base clock), and the time steps score it at that hard cap (module docstring); the power step
     # and every prediction use the soft cap.
     s_lo, s_hi = SHARE_SCALE_RANGE
-    step1 = ("share_scale_bytes", "share_scale_dram") if known.any() else ()
+    step1: tuple[str, ...] = ("share_scale_bytes", "share_scale_dram") if known.any() else ()
     step2 = ("share_a", "share_b", "share_balance")
     # the memory-path knee's q: fitted with the share scales where an observed-share curve has a knee (pre-Ampere)
     if step1 and "bw_per_sm" in train and np.isfinite(train.loc[known, "bw_per_sm"].to_numpy(float)).any():
