@@ -222,8 +222,13 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "depthwise-baseline-ignored",
         "model/gemm.py",
-        (("    if efficiency <= 0:\n        return roof\n", "    return roof\n"),),
-        "the depthwise baseline is never applied (the plain roofline for depthwise convs)",
+        (
+            (
+                "    if dw_efficiency > 0:\n        dw = np.asarray(depthwise, bool)",
+                "    if False:\n        dw = np.asarray(depthwise, bool)",
+            ),
+        ),
+        "the depthwise baseline is never applied (a depthwise conv's compute part stays its nominal FLOPs time)",
         ("tests/model/test_gemm.py",),
     ),
     Mutation(
