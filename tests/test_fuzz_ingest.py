@@ -4,19 +4,15 @@ and every line is taken, rejected or skipped (none lost)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
+
+from bench_modules import load_bench
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def load_fuzzer():
-    spec = importlib.util.spec_from_file_location("fuzz_ingest", REPO / "bench" / "fuzz_ingest.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["fuzz_ingest"] = mod  # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("fuzz_ingest")
 
 
 def test_fuzzed_real_files_are_rejected_line_by_line_never_crash(external_data):

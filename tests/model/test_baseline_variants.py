@@ -3,13 +3,12 @@ learn comes from the rows given (issue 21, section 4: round 31's candidate basel
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from bench_modules import load_bench
 from opcost.model import fit, gemm
 
 FLOOR = 1e-6
@@ -17,15 +16,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 def _bench():
-    sys.path.insert(0, str(BENCH))  # the module imports its sibling family_split
-    try:
-        spec = importlib.util.spec_from_file_location("baseline_variants", BENCH / "baseline_variants.py")
-        assert spec and spec.loader
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return mod
-    finally:
-        sys.path.remove(str(BENCH))
+    return load_bench("baseline_variants")
 
 
 CONV = {"in_channels": 64, "out_channels": 64, "kernel_size": [3, 3], "stride": [1, 1], "groups": 1}

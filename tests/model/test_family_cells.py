@@ -3,26 +3,20 @@ and the cells add up to the target's MAPE and time-weighted error (issue 21, sec
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from bench_modules import load_bench
 from opcost.model import fit
 
 FLOOR = 1e-6
 
 
 def _bench():
-    path = Path(__file__).resolve().parents[2] / "bench" / "family_cells.py"
-    spec = importlib.util.spec_from_file_location("family_cells", path)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("family_cells")
 
 
 def _conv(k: int, stride: int = 1, cin: int = 64, groups: int = 1) -> dict:

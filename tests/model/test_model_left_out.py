@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bench_modules import load_bench
 from opcost.model import compose, netval
 from opcost.model.features import record_of
 from opcost.model.fit import prepare
@@ -106,14 +107,7 @@ def test_no_row_of_the_held_out_model_reaches_a_fit(synthetic, monkeypatch, spli
 
 
 def _bench():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "bench" / "net_split.py"
-    spec = importlib.util.spec_from_file_location("net_split", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("net_split")
 
 
 def test_net_split_bench_reproduces_the_stage_and_isolates_the_composition():

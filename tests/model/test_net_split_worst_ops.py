@@ -3,23 +3,17 @@ missed the most, as calls x (predicted - measured) in % of the network's measure
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
 
+from bench_modules import load_bench
 from opcost.model.costing import Costs
 from opcost.model.features import OpRecord
 
 
 def _bench():
-    path = Path(__file__).resolve().parents[2] / "bench" / "net_split.py"
-    spec = importlib.util.spec_from_file_location("net_split_worst", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("net_split")
 
 
 def test_worst_ops_rank_calls_times_the_time_gap_against_the_network_time() -> None:

@@ -3,26 +3,20 @@ figures never see a held-out row (issue 21, section 4: the premise of pooling a 
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from bench_modules import load_bench
 from opcost.model import fit
 
 FLOOR = 1e-6
 
 
 def _bench():
-    path = Path(__file__).resolve().parents[2] / "bench" / "unit_premise.py"
-    spec = importlib.util.spec_from_file_location("unit_premise", path)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("unit_premise")
 
 
 def _conv(k: int) -> dict:
