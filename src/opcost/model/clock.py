@@ -102,10 +102,15 @@ def _sigmoid(x: np.ndarray | float) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.asarray(x, float)))
 
 
-def time_ratio(f: np.ndarray | float, f_ref: np.ndarray | float, s: np.ndarray | float) -> np.ndarray:
-    """t(f) / t_ref = 1 + s (f_ref / f - 1): exactly 1 at f_ref, non-increasing in f for s in [0, 1]."""
+def time_ratio(
+    f: np.ndarray | float, f_ref: np.ndarray | float, s: np.ndarray | float, memory_growth: np.ndarray | float = 1.0
+) -> np.ndarray:
+    """t(f) / t_ref = 1 + s (f_ref / f - 1) + (1 - s) (g - 1): the compute-bound share s follows 1 / f, the rest
+    grows by g (the memory-path knee's growth, `ClockModel.predict`; 1: none, the rest clock-free). Written as 1 plus
+    changes so that it is exactly 1 at f_ref (both changes 0 there); non-increasing in f for s in [0, 1]."""
     s = np.clip(np.asarray(s, float), 0.0, 1.0)
-    return 1.0 + s * (np.asarray(f_ref, float) / np.asarray(f, float) - 1.0)
+    compute = 1.0 + s * (np.asarray(f_ref, float) / np.asarray(f, float) - 1.0)
+    return compute + (1.0 - s) * (np.asarray(memory_growth, float) - 1.0)
 
 
 GUESS_SHARES = (1.0, 0.5, 0.0)  # the zero-parameter time guesses' compute-bound shares (issue 21 section 6)
@@ -379,13 +384,11 @@ class ClockModel:
         fc = np.asarray(f_ref if f_base is None else self.reached_clock(f_ref, f_base, p_ref, tdp, sc, fb), float)
         top = np.where(fc < np.asarray(f_ref, float), fc, self.power_capped_clock(fc, p_ref, tdp, fb, s))
         f_eff = np.minimum(np.asarray(f, float), top)
-        t = np.asarray(t_ref, float) * time_ratio(f_eff, fc, s)
+        growth: np.ndarray | float = 1.0  # the memory-bound part's growth below the memory-path knee
         if bw_per_sm is not None and self.knee_q > 0:
             fk = memory_knee_mhz(bw_per_sm, self.knee_q)
-            slow = np.maximum(1.0, fk / f_eff) / np.maximum(1.0, fk / fc)  # the memory-bound part's growth
-            sc = np.clip(s, 0.0, 1.0)
-            # written as 1 + changes so that the reference point is t_ref exactly (both changes are 0 there)
-            t = np.asarray(t_ref, float) * (1.0 + sc * (fc / f_eff - 1.0) + (1.0 - sc) * (slow - 1.0))
+            growth = np.maximum(1.0, fk / f_eff) / np.maximum(1.0, fk / fc)
+        t = np.asarray(t_ref, float) * time_ratio(f_eff, fc, s, growth)
         p = self.power(f_eff, fc, p_ref, tdp, fb, s)
         if self.time_blend[0] != 1.0 or self.power_blend[0] != 1.0:
             t, p = self.blend(t, p, f, f_ref, t_ref, p_ref)
