@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 
@@ -29,8 +28,8 @@ sys.path.insert(0, str(ROOT / "src"))
 from opcost.devices import find_device  # noqa: E402
 from opcost.io import write_report  # noqa: E402
 from opcost.model import compose, netval  # noqa: E402
-from opcost.model.fit import final_model, prepare, training_ranges  # noqa: E402
-from opcost.model.predict import extrapolation_warnings  # noqa: E402
+from opcost.model.extrapolation import extrapolation_warnings, op_ranges  # noqa: E402
+from opcost.model.fit import final_model, prepare  # noqa: E402
 from opcost.params.load import load_params  # noqa: E402
 from opcost.params.train import TrainParams  # noqa: E402
 from opcost.paths import Paths  # noqa: E402
@@ -79,7 +78,7 @@ def main() -> int:
     train_df = ops[ops["batch"] == TRAIN_BATCH].reset_index(drop=True)
     data = prepare(train_df, mode, device)
     rows = np.arange(data.n)
-    ranges = SimpleNamespace(ranges=training_ranges(data), target=f"{target} (batch {TRAIN_BATCH} only)")
+    ranges, label = op_ranges(data.records), f"{target} (batch {TRAIN_BATCH} only)"
     out: dict = {
         "command": "PYTHONPATH=src python bench/batch_scaling.py",
         "target": target,
@@ -117,7 +116,7 @@ def main() -> int:
                     "measured_s": float(net["t_s"]),
                     "predicted_s": float(predicted),
                     "error_pct": float((predicted - net["t_s"]) / net["t_s"] * 100),
-                    "warnings": extrapolation_warnings(ranges, shape, recs),  # type: ignore[arg-type]
+                    "warnings": extrapolation_warnings(ranges, label, shape, recs),
                 }
             by_batch[str(b)] = entry
         out["models"][f"{alg}-improved"] = by_batch

@@ -522,6 +522,27 @@ MUTATIONS: tuple[Mutation, ...] = (
         "rows with a training baseline also get the trees' residual at prediction",
         ("tests/model/test_backward.py",),
     ),
+    Mutation(
+        "extrapolation-small-networks-unflagged",
+        "model/extrapolation.py",
+        (("and _outside(size, net[0], net[1]):", "and size > net[1] * EXTRAPOLATION_FACTOR:"),),
+        "a network input smaller than every calibration network's is not flagged (round 31's rule)",
+        ("tests/model/test_extrapolation.py",),
+    ),
+    Mutation(
+        "netval-coverage-skips-extrapolation-widening",
+        "model/netval.py",
+        (("iv = iv.widened(compose.EXTRAPOLATION_WIDENING)", "iv = iv"),),
+        "coverage judges a flagged network by a narrower interval than its prediction gets",
+        ("tests/model/test_interval_rows.py",),
+    ),
+    Mutation(
+        "netval-flags-from-all-networks",
+        "model/netval.py",
+        (('**network_ranges(others["input_shape"])}', '**network_ranges(networks["input_shape"])}'),),
+        "a held-out network's extrapolation flag sees its own input size among the calibration networks",
+        ("tests/model/test_model_left_out.py",),
+    ),
 )
 
 

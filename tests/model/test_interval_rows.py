@@ -59,3 +59,20 @@ def test_every_network_covered_leaves_no_missed_list() -> None:
     df = _family_split().assign(t_error=[0.0, 0.1, -0.05, 0.05, 0.0])
     assert "missed" not in netval.coverage(df)
     assert netval.interval_rows(df.iloc[:0]).empty
+
+
+def test_an_extrapolating_network_gets_the_widening_a_prediction_gets() -> None:
+    """x2 flagged (`extrapolating`): its interval is the same normal interval with the half-width doubled
+    about the same centre (compose.EXTRAPOLATION_WIDENING = 2, as Composition.log_interval widens a
+    prediction's), which now holds its -33.3 %; x1 keeps the plain interval, and coverage counts the flag."""
+    df = _family_split().assign(extrapolating=[False, False, False, False, True])
+    rows = netval.interval_rows(df).set_index("set_id")
+    e = np.log1p([0.0, 0.1, -0.05])
+    h = stats.t.ppf(0.95, 2) * np.std(e, ddof=1) * np.sqrt(1 + 1 / 3)
+    for s, k in (("x1", 1.0), ("x2", 2.0)):
+        assert rows.loc[s, "low_pct"] == pytest.approx(100 * np.expm1(-e.mean() - k * h), rel=1e-9)
+        assert rows.loc[s, "high_pct"] == pytest.approx(100 * np.expm1(-e.mean() + k * h), rel=1e-9)
+        assert bool(rows.loc[s, "extrapolating"]) == (s == "x2")
+    assert bool(rows.loc["x2", "covered"])
+    cov = netval.coverage(df)
+    assert cov["time"]["extrapolating"] == 1 and cov["time"]["coverage_pct"] == pytest.approx(100.0)

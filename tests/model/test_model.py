@@ -401,3 +401,25 @@ def test_scores_are_against_measurements_never_estimates(trained):
         for fs, by_split in by_fs.items():
             assert by_split["grouped"]["n"] == measured, (alg, fs)
             assert by_split["family"]["n"] <= measured * len({f for fs_ in df["families"] for f in fs_})
+
+
+def test_a_network_smaller_than_the_calibration_networks_is_flagged_and_its_interval_widened(trained):
+    """`opcost predict` flags a network whose per-sample input lies outside the calibration networks' by
+    more than 2x (model/extrapolation.py) and widens both intervals about their centre by
+    compose.EXTRAPOLATION_WIDENING (2, in log half-width), the point prediction unchanged."""
+    from opcost.model.extrapolation import NET_SAMPLE_NUMEL
+
+    paths, _, _ = trained
+    answers = []
+    for ranges in ({}, {NET_SAMPLE_NUMEL: [3 * 224 * 224.0, 3 * 224 * 224.0]}):
+        pr = Predictor(paths=paths, disk_cache=False)
+        b = pr.bundle("RTX2080Ti", "training")
+        b.ranges = {k: v for k, v in b.ranges.items() if k != NET_SAMPLE_NUMEL} | ranges
+        answers.append(pr.predict("resnet18", "32,3,32,32", "RTX2080Ti", "training"))
+    plain, flagged = answers
+    assert not any("per sample" in w for w in plain.warnings)
+    assert any("an input of 3072 values per sample (3x32x32)" in w for w in flagged.warnings)
+    assert flagged.time_s == plain.time_s
+    (a_lo, a_hi), (b_lo, b_hi) = plain.time_interval_s, flagged.time_interval_s
+    assert math.log(b_lo * b_hi) == pytest.approx(math.log(a_lo * a_hi), rel=1e-9)  # the same centre
+    assert math.log(b_hi / b_lo) == pytest.approx(2 * math.log(a_hi / a_lo), rel=1e-9)

@@ -32,11 +32,11 @@ def _op(op_id: str, batch: int, k: int, n: int, fams: list[str]) -> dict:
             "parts_json": "[]", "layer_id": f"L{k}x{n}", "families": fams, "estimated": False}  # fmt: skip
 
 
-def _build(own_ids: bool = False, slow: str = ""):
+def _build(own_ids: bool = False, slow: str = "", tiny: str = "", small: tuple[int, int] = (32, 32)):
     """Six models of three families at two input sizes; with `own_ids` every op carries the id its record
     derives from its spec (features.record_of), as real data does, so a look-up by id finds it; the ops of
     model `slow` take 1.5x what their shape says (the network follows its ops: what no op model can learn
-    from the other models)."""
+    from the other models); model `tiny` takes `small` images, every other model 224 x 224 ones."""
     ops, nets, nops = [], [], []
     for m_i, (model, fam) in enumerate(MODELS.items()):
         for size in SIZES:
@@ -52,7 +52,16 @@ def _build(own_ids: bool = False, slow: str = ""):
                 total += 2 * row["t_s"]
             # network times unique (the composition spy knows a network by its time)
             t_net = 1.1 * total + 1e-5 + (100 * m_i + size) * 1e-9
-            nets.append({"set_id": set_id, "model": model, "family": fam, "t_s": t_net, "e_j": 110.0 * total})
+            nets.append(
+                {
+                    "set_id": set_id,
+                    "model": model,
+                    "family": fam,
+                    "t_s": t_net,
+                    "e_j": 110.0 * total,
+                    "input_shape": [size, 3, *(small if model == tiny else (224, 224))],
+                }
+            )
     df = pd.DataFrame(ops)
     if own_ids:
         ids = {o: record_of(r).op_id for o, (_, r) in zip(df["op_id"], df.iterrows())}
@@ -197,3 +206,16 @@ def test_a_new_family_loses_the_layers_its_unmeasured_siblings_call():
     model = netval.held_only(callers, {"resnet18"})
     assert fam.tolist() == [True, False, True, False]
     assert model.tolist() == [False, False, True, False]
+
+
+def test_a_network_smaller_than_every_fold_network_is_flagged_extrapolating() -> None:
+    """Each held-out network is flagged as a prediction of it would be (model/extrapolation.py), from its
+    fold's networks only: net_f at 32 x 32 (3072 values per sample) against a fold of 224 x 224 ones
+    (150528) is; at 160 x 160 (76800, within a factor 2 of 150528) it is not; no 224 x 224 network is."""
+    tp = TrainParams(folds=3, seed=0, random_forest={"n_estimators": 5})
+    chosen = {"time": ("rf", "improved")}
+    for small, flagged in (((32, 32), {"net_f"}), ((160, 160), set())):
+        data, nets, nops = _build(tiny="net_f", small=small)
+        out = netval.evaluate(data, nets, nops, chosen, tp, netval.SPLIT_MODEL)
+        assert set(out.loc[out["extrapolating"].astype(bool), "model"]) == flagged
+        assert out["extrapolating"].dtype == bool and len(out) == len(nets)

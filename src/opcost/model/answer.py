@@ -11,14 +11,14 @@ at a transferred clock, model/clocktransfer.py) and the notes and warnings the a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from opcost.model.bundle import Bundle
 from opcost.model.compose import Composition, constant_power_at, network_terms
 from opcost.model.costing import Costs, OpCost
-from opcost.model.features import OpRecord
+from opcost.model.extrapolation import extrapolation_warnings
 from opcost.model.intervals import question_covariate
 from opcost.model.network import Network
 from opcost.ops.families import family_of
@@ -175,7 +175,7 @@ def assemble(
     costs = Costs(t, p, sources, [costed[i][3] for i in ids])
     comp = bundle.composition or Composition(bundle.mode)
     terms = network_terms(costs, calls, records, bundle.floor_s, bundle.device_config, bundle.mode)
-    warnings = extrapolation_warnings(bundle, net.shape, records)
+    warnings = extrapolation_warnings(bundle.ranges, bundle.target, net.shape, records)
     family = family_of(spec.model)  # a per-family composition term where siblings were measured
     time_s = comp.time(terms, family)
     has_power = "power" in bundle.models and np.isfinite(p).all()
@@ -232,32 +232,3 @@ def assemble(
         warnings=warnings,
         clock_source=clock_source,
     )
-
-
-# How far outside the training range a figure may lie before a prediction says it extrapolates.
-EXTRAPOLATION_FACTOR = 2.0
-
-
-def extrapolation_warnings(bundle: Bundle, shape: tuple[int, ...], records: Sequence[OpRecord]) -> list[str]:
-    """What about this question lies outside the data the model learned from (bundle.ranges)."""
-    out = []
-    batch = bundle.ranges.get("batch")
-    lo, hi = batch if batch is not None else (0.0, 0.0)
-    if batch is not None and shape and not lo / EXTRAPOLATION_FACTOR <= shape[0] <= hi * EXTRAPOLATION_FACTOR:
-        out.append(
-            f"batch {shape[0]} lies outside the batch sizes the {bundle.target} model was trained on "
-            f"({lo:g}..{hi:g}): the prediction extrapolates"
-        )
-    for key, what in (("in_numel", "input size"), ("flops", "FLOPs")):
-        seen = bundle.ranges.get(key)
-        if seen is None or not records:
-            continue
-        hi = seen[1]
-        values = [float(r.in_numel if key == "in_numel" else r.metrics["flops"]) for r in records]
-        far = [v for v in values if v > hi * EXTRAPOLATION_FACTOR]
-        if far:
-            out.append(
-                f"{len(far)} of {len(values)} ops exceed by more than {EXTRAPOLATION_FACTOR:g}x the largest {what} "
-                f"the {bundle.target} model was trained on ({hi:.3g}; up to {max(far) / hi:.3g}x): extrapolating"
-            )
-    return out

@@ -109,7 +109,8 @@ class Bundle:
     data_version: str = ""
     bundle_hash: str = ""  # data version, parameters and code it was trained with (registry identity)
     # [min, max] over the training rows of what a question can fall outside of: the batch size of
-    # image inputs, the input size and the FLOPs of one op (see model/fit.training_ranges)
+    # image inputs, the input size and the FLOPs of one op, the per-sample input size of the calibration
+    # networks (model/extrapolation.py)
     ranges: dict[str, list[float]] = field(default_factory=dict)
     # how ops without a model prediction are costed (model/costing.py)
     floor_s: float = 0.0

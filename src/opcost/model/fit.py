@@ -415,20 +415,6 @@ def final_model(data: TargetData, alg: str, fs: str, quantity: str, tp: TrainPar
     return QuantityModel(f"{alg}-{fs}", compiled, f.encoding(data), transform_of(quantity, fs))
 
 
-def training_ranges(data: TargetData) -> dict[str, list[float]]:
-    """[min, max] of the batch size of 4-D (image) inputs, of an op's input size and of its FLOPs over
-    the rows a model learns from: predictions far outside them are extrapolations and say so."""
-    recs = data.records
-    batches = [r.input_shape[0] for r in recs if len(r.input_shape) == 4]
-    out = {
-        "in_numel": [float(min(r.in_numel for r in recs)), float(max(r.in_numel for r in recs))],
-        "flops": [float(min(r.metrics["flops"] for r in recs)), float(max(r.metrics["flops"] for r in recs))],
-    }
-    if batches:
-        out["batch"] = [float(min(batches)), float(max(batches))]
-    return out
-
-
 BUNDLE_CODE_ENTRY = "opcost.stages.train"  # a bundle is this stage's output: its code is the stage's closure
 
 

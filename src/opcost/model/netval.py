@@ -31,6 +31,7 @@ import pandas as pd
 
 from opcost.model import compose, intervals
 from opcost.model.costing import OpCoster
+from opcost.model.extrapolation import extrapolation_warnings, network_ranges, op_ranges
 from opcost.model.features import Encoding, OpRecord, record_of
 from opcost.model.fit import TargetData, fit_model, noop_values, transform_of
 from opcost.model.intervals import covariate
@@ -226,14 +227,18 @@ def evaluate(
 ) -> pd.DataFrame:  # fmt: skip
     """One row per measured network, predicted with it (or its family) held out."""
     recs = network_records(nops)
+    target = f"{data.device_config}-{data.mode}"
     rows = []
     for fold in folds(data, networks, nops, chosen, tp, split):
         name, held, models = fold.name, fold.held, fold.models
         others = networks[~networks["set_id"].isin(held)]
         terms = all_terms(fold.coster, recs, data)
         comp = fit_composition(data.mode, terms, others)
+        # what predictions would flag (model/extrapolation.py), from this fold's op rows and networks
+        ranges = {**op_ranges([data.records[i] for i in fold.train_rows]), **network_ranges(others["input_shape"])}
         for _, n in networks[networks["set_id"].isin(held)].iterrows():
             tt = terms[n["set_id"]]
+            shape = tuple(int(x) for x in n["input_shape"])
             t_base = comp.time(tt)
             t_pred = comp.time(tt, n["family"])
             e_pred = comp.energy(tt, t_base, n["family"]) if pd.notna(n["e_j"]) and "power" in models else np.nan
@@ -246,6 +251,7 @@ def evaluate(
                     "held_out": name,
                     "family_term": comp.family_term(n["family"]),
                     "family_known": n["family"] in comp.family_terms,  # which scores its interval uses
+                    "extrapolating": bool(extrapolation_warnings(ranges, target, shape, recs[n["set_id"]][0])),
                     "measured_t_s": n["t_s"],
                     "predicted_t_s": t_pred,
                     "summed_t_s": tt["raw_sum_s"],
@@ -388,9 +394,11 @@ def interval_rows(
     of the prediction, the network's own error % (predicted / measured - 1), where its measured value lay in the
     bounds' terms (`measured_pct`: measured / predicted - 1) and whether the interval contained it. The place to
     name the networks an interval missed and see why (too narrow, or centred away from them); `coverage` is its
-    summary."""
+    summary. A network its fold's ranges flag (`extrapolating`, model/extrapolation.py) gets the widening a
+    prediction of it would get (compose.EXTRAPOLATION_WIDENING)."""
     cols = ["set_id", "model", "family", "split", "quantity", "rule", "n_scores", "n_groups", "scale_ratio",
-            "covariate", "low_pct", "high_pct", "width_pct", "error_pct", "measured_pct", "covered"]  # fmt: skip
+            "covariate", "extrapolating", "low_pct", "high_pct", "width_pct", "error_pct", "measured_pct",
+            "covered"]  # fmt: skip
     rows: list[dict[str, Any]] = []
     if df.empty:
         return pd.DataFrame(columns=cols)
@@ -431,6 +439,9 @@ def interval_rows(
             if d_cov is not None:
                 cov_i = float(d_cov[i]) if np.isfinite(d_cov[i]) else 0.0
                 iv = iv.scaled(cov_i)
+            extrapolating = bool(row.get("extrapolating", False))
+            if extrapolating:  # as a prediction widens it (compose.Composition.log_interval)
+                iv = iv.widened(compose.EXTRAPOLATION_WIDENING)
             rows.append(
                 {
                     "set_id": str(row.get("set_id", row["model"])),
@@ -443,6 +454,7 @@ def interval_rows(
                     "n_groups": iv.groups,
                     "scale_ratio": iv.ratio,
                     "covariate": cov_i,
+                    "extrapolating": extrapolating,
                     "low_pct": 100 * float(np.expm1(iv.lo)),
                     "high_pct": 100 * float(np.expm1(iv.hi)),
                     "width_pct": 100 * float(np.exp(iv.hi) - np.exp(iv.lo)),
@@ -503,6 +515,7 @@ def coverage(
             "normal_rule": int(rules.get(intervals.RULE_NORMAL, 0)),
             "fallback_rule": int(rules.get(intervals.RULE_FALLBACK, 0)),
             "normalised": int((r["scale_ratio"].to_numpy(float) > 0).sum()),
+            "extrapolating": int(r["extrapolating"].astype(bool).sum()),  # widened as predictions widen them
         }
         notes[str(q)] = coverage_note(k, n, level)
         out_rows = r[~r["covered"].astype(bool)]

@@ -35,11 +35,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
-from opcost.model.answer import TRAINING_NOTE, NetworkPrediction, assemble, extrapolation_warnings
+from opcost.model.answer import TRAINING_NOTE, NetworkPrediction, assemble
 from opcost.model.bundle import Bundle
 from opcost.model.bundlestore import BundleStore
 from opcost.model.clocktransfer import ClockTransfer, clock_grid, roofline_shares
 from opcost.model.costing import Costs, Group, OpCost, cost_groups
+from opcost.model.extrapolation import extrapolation_warnings
 from opcost.model.features import OpRecord
 from opcost.model.netcache import NetworkCache, extraction_code_hash, network_cache
 from opcost.model.network import EXTRACTION_ENTRIES, Network, as_netspec

@@ -31,6 +31,7 @@ from opcost.errors import OpcostError
 from opcost.io import atomic_path, write_report
 from opcost.model import netval, registry, runlog, tracking
 from opcost.model.bundle import Bundle
+from opcost.model.extrapolation import network_ranges, op_ranges
 from opcost.model.fit import (
     TargetData,
     bundle_hash,
@@ -39,7 +40,6 @@ from opcost.model.fit import (
     fit_model,
     prepare,
     score_all,
-    training_ranges,
     transform_of,
 )
 from opcost.modes import OP_PHASE
@@ -317,7 +317,7 @@ def run(paths: Paths, params: Params, target: str, log_to_mlflow: bool = True) -
         scores=scores,
         data_version=version,
         bundle_hash=bundle_hash(version, tp, target),
-        ranges=training_ranges(data),
+        ranges={**op_ranges(data.records), **network_ranges(networks["input_shape"] if len(networks) else [])},
         composition=comp,
         **costing,
     )
