@@ -518,7 +518,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "backward-trees-added-on-baseline-rows",
         "model/fit.py",
-        (("raw = np.where(backward.baseline_only(works, len(rows)), 0.0, raw)", "raw = raw"),),
+        (("only = backward.baseline_only(works, len(rows))", "only = None"),),
         "rows with a training baseline also get the trees' residual at prediction",
         ("tests/model/test_backward.py",),
     ),

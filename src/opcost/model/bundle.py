@@ -32,7 +32,7 @@ from opcost.errors import OpcostError
 from opcost.io import read_npz, write_npz, write_report
 from opcost.model.compose import Composition
 from opcost.model.costing import OpCoster
-from opcost.model.features import FEATURE_SETS, Encoding, OpRecord
+from opcost.model.features import FEATURE_SETS, Encoding, OpRecord, back_transform
 from opcost.model.predcache import PredictionCache, freeze, model_stamp
 from opcost.model.trees import TreeEnsemble
 
@@ -70,15 +70,7 @@ class QuantityModel:
         """`baseline_only`: rows whose trees' output is not added (Encoding.baseline_only)."""
         if len(X) == 0:
             return np.zeros(0)
-        y = self.ensemble.predict(X)
-        if baseline_only is not None:
-            y = np.where(baseline_only, 0.0, y)
-        if self.transform == "log":
-            return np.exp(y)
-        if self.transform == "log_roofline":
-            assert log_roofline is not None, "a log(t / roofline) model needs the ops' roofline times"
-            return np.exp(y + log_roofline)
-        return np.asarray(y, float)
+        return back_transform(self.ensemble.predict(X), self.transform, log_roofline, baseline_only)
 
     def predict(self, items: Sequence[tuple[OpRecord, float | None]], cached: bool = True) -> np.ndarray:
         """Values of (record, clock) pairs. `cached`: each op evaluated once per (clock, record content)
@@ -91,8 +83,7 @@ class QuantityModel:
 
     def _evaluate(self, items: Sequence[tuple[OpRecord, float | None]]) -> np.ndarray:
         records = [r for r, _ in items]
-        offsets = self.encoding.log_roofline(records) if self.transform == "log_roofline" else None
-        only = self.encoding.baseline_only(records) if self.transform == "log_roofline" else None
+        offsets, only = self.encoding.log_offset(records) if self.transform == "log_roofline" else (None, None)
         return self.predict_matrix(self.encoding.matrix(items, cached=True), offsets, only)  # warm: rows memoised
 
 

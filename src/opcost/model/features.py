@@ -222,10 +222,21 @@ class Encoding:
         With the floor in it, an op too small to leave the launch floor is anchored there, not at a
         vanishing roofline time. The `physical` set uses model/gemm.py's baseline: each op's compute time
         at the peak it attains (TF32 fallbacks, unit fractions, depthwise), overlapped with its memory time."""
+        return self.log_offset(records)[0]
+
+    def baseline_only(self, records: Iterable[OpRecord]) -> np.ndarray:
+        """Per op: predicted by model/backward.py's training baseline alone, the trees' residual not added
+        (a depthwise convolution or compute-bound Linear layer of a training model with its efficiency > 0)."""
+        return self.log_offset(records)[1]
+
+    def log_offset(self, records: Iterable[OpRecord]) -> tuple[np.ndarray, np.ndarray]:
+        """(`log_roofline`, `baseline_only`) of `records` at once: what a log(t / roofline) model's raw output
+        is back-transformed with (`back_transform`), each op's compute and memory time computed once."""
         records = list(records)
         cfg = self.device_config
+        cm = np.array([compute_memory_s(r.kind, r.metrics, cfg) for r in records], float).reshape(-1, 2)
+        works = self._works(records, cm)
         if self.feature_set == "physical":  # model/gemm.py: compute at the attained peak, overlapped with memory
-            cm = np.array([compute_memory_s(r.kind, r.metrics, cfg) for r in records], float).reshape(-1, 2)
             fp32 = np.array([gemm.fp32_compute_s(r.metrics["flops"], cfg) for r in records], float)
             fb = np.array([gemm.tf32_fallback(r.kind, r.hp, cfg) for r in records], bool)
             unit = np.array([gemm.gemm_unit(r.kind, r.hp, cfg) for r in records], dtype=object)
@@ -233,28 +244,37 @@ class Encoding:
             units = ((gemm.TF32_UNIT, self.tf32_efficiency), (gemm.FP32_UNIT, self.fp32_efficiency))
             eff = {u: e for u, e in units if e > 0}
             c = gemm.compute_part_s(cm[:, 0], fp32, fb, unit, eff, dw, self.dw_efficiency)
-            return self._raised(records, np.log(gemm.overlap_s(c, cm[:, 1]) + self.floor_s))
-        roof = np.array([roofline_s(r.kind, r.metrics, cfg) for r in records], float)
-        return self._raised(records, np.log(roof + self.floor_s))
+            off = np.log(gemm.overlap_s(c, cm[:, 1]) + self.floor_s)
+        else:
+            off = np.log(np.maximum(cm.max(axis=1), 1e-9) + self.floor_s)  # physics.roofline_s
+        return backward.raised_log_offset(off, self.floor_s, works), backward.baseline_only(works, len(records))
 
-    def baseline_only(self, records: Iterable[OpRecord]) -> np.ndarray:
-        """Per op: predicted by model/backward.py's training baseline alone, the trees' residual not added
-        (a depthwise convolution or compute-bound Linear layer of a training model with its efficiency > 0)."""
-        records = list(records)
-        return backward.baseline_only(self._works(records), len(records))
-
-    def _works(self, records: list[OpRecord]) -> list[tuple[np.ndarray, float]]:
-        """(work, efficiency) of model/backward.py's training baselines (none where no efficiency is learnt)."""
+    def _works(self, records: list[OpRecord], cm: np.ndarray) -> list[tuple[np.ndarray, float]]:
+        """(work, efficiency) of model/backward.py's training baselines (none where no efficiency is learnt),
+        from each op's (compute, memory) time `cm`."""
         if self.dw_train_efficiency <= 0 and self.mm_train_efficiency <= 0:
             return []
-        cm = np.array([compute_memory_s(r.kind, r.metrics, self.device_config) for r in records], float).reshape(-1, 2)
         dw = backward.work_s(cm[:, 1], [backward.taps(r.kind, r.hp) for r in records])
         mm = backward.linear_work_s([r.kind for r in records], cm[:, 0], cm[:, 1])
         return [(dw, self.dw_train_efficiency), (mm, self.mm_train_efficiency)]
 
-    def _raised(self, records: list[OpRecord], off: np.ndarray) -> np.ndarray:
-        """`off` with model/backward.py's training baselines applied."""
-        return backward.raised_log_offset(off, self.floor_s, self._works(records))
+
+def back_transform(
+    y: np.ndarray, transform: str, log_offset: np.ndarray | None = None, baseline_only: np.ndarray | None = None
+) -> np.ndarray:
+    """The value a model's raw output `y` stands for: exp(y) for a log target; for a log(t / roofline)
+    target exp(y + log_offset), with `baseline_only` rows' y taken as 0 (model/backward.py: the training
+    baseline alone); y itself otherwise. One rule for the bundle's compiled trees, the library models of
+    validation and the scoring of folds, so all three predict the same number."""
+    if transform == "log":
+        return np.exp(y)
+    if transform == "log_roofline":
+        if log_offset is None:
+            raise ValueError("a log(t / roofline) model needs the ops' log roofline offsets")
+        if baseline_only is not None:
+            y = np.where(baseline_only, 0.0, y)
+        return np.exp(y + log_offset)
+    return np.asarray(y, float)
 
 
 # -- encoded rows, memoised -------------------------------------------------------------------------

@@ -39,7 +39,7 @@ from sklearn.model_selection import GroupKFold
 from opcost.errors import OpcostError
 from opcost.model import backward, gemm
 from opcost.model.bundle import QuantityModel
-from opcost.model.features import FEATURE_SETS, Encoding, OpRecord, encodings, record_of
+from opcost.model.features import FEATURE_SETS, Encoding, OpRecord, back_transform, encodings, record_of
 from opcost.model.physics import compute_memory_s, is_noop
 from opcost.model.trees import compile_ensemble
 from opcost.params.train import TrainParams
@@ -321,13 +321,13 @@ def _works(data: TargetData, rows: np.ndarray, dw_train: float, mm_train: float)
 def predict_rows(data: TargetData, fitted: Fitted, rows: np.ndarray) -> np.ndarray:
     tr = transform_of(fitted.quantity, fitted.feature_set)
     raw = fitted.model.predict(data.X[fitted.feature_set][rows]) if len(rows) else np.zeros(0)
-    if tr == "log":
-        raw = np.exp(raw)
-    elif tr == "log_roofline":
+    if tr == "log_roofline":
         off = offsets(data, rows, fitted.floor, fitted.dw_efficiency, fitted.unit_eff, fitted.feature_set == "physical")
         works = _works(data, rows, fitted.dw_train_efficiency, fitted.mm_train_efficiency)
-        raw = np.where(backward.baseline_only(works, len(rows)), 0.0, raw)
-        raw = np.exp(raw + backward.raised_log_offset(off, fitted.floor, works))
+        only = backward.baseline_only(works, len(rows))
+        raw = back_transform(raw, tr, backward.raised_log_offset(off, fitted.floor, works), only)
+    else:
+        raw = back_transform(raw, tr)
     return np.where(data.noop[rows], fitted.noop_time if fitted.quantity == "time" else fitted.noop_power, raw)
 
 

@@ -32,7 +32,7 @@ import pandas as pd
 from opcost.model import compose, intervals
 from opcost.model.costing import OpCoster
 from opcost.model.extrapolation import extrapolation_warnings, network_ranges, op_ranges
-from opcost.model.features import Encoding, OpRecord, record_of
+from opcost.model.features import Encoding, OpRecord, back_transform, record_of
 from opcost.model.fit import TargetData, fit_model, noop_values, transform_of
 from opcost.model.intervals import covariate
 from opcost.ops.families import family_of
@@ -52,13 +52,9 @@ class LibraryModel:
 
     def predict(self, items: list[tuple[OpRecord, float | None]]) -> np.ndarray:
         y = self.estimator.predict(self.encoding.matrix(items))
-        if self.transform == "log":
-            return np.exp(y)
-        if self.transform == "log_roofline":
-            records = [r for r, _ in items]
-            y = np.where(self.encoding.baseline_only(records), 0.0, y)  # model/backward.py
-            return np.exp(y + self.encoding.log_roofline(records))
-        return np.asarray(y, float)
+        if self.transform != "log_roofline":
+            return back_transform(y, self.transform)
+        return back_transform(y, self.transform, *self.encoding.log_offset([r for r, _ in items]))
 
 
 def charge_ratio(t: np.ndarray, roofline: np.ndarray, floor: float) -> float:
