@@ -274,8 +274,14 @@ def _check_values(b: "Bundle") -> None:
         _in(c, 0.0, LIMITS["clock_mhz"], "clocks_mhz", lo_open=True)
     for q, m in b.models.items():
         _in(m.encoding.floor_s, 0.0, LIMITS["floor_s"], f"models.{q}.encoding.floor_s")
-        for e in ("dw_efficiency", "tf32_efficiency", "fp32_efficiency", "dw_train_efficiency", "mm_train_efficiency",
-                  "winograd_efficiency"):
+        for e in (
+            "dw_efficiency",
+            "tf32_efficiency",
+            "fp32_efficiency",
+            "dw_train_efficiency",
+            "mm_train_efficiency",
+            "winograd_efficiency",
+        ):
             _in(getattr(m.encoding, e), 0.0, LIMITS["dw_efficiency"], f"models.{q}.encoding.{e}")
         _in(m.ensemble.base, -1e6, 1e6, f"models.{q}.ensemble.base")
         if np.isnan(m.ensemble.threshold).any():
