@@ -208,9 +208,9 @@ def test_the_unit_efficiencies_are_learnt_from_training_rows_only(monkeypatch):
     seen: list[np.ndarray] = []
     real = gemm.unit_efficiencies
 
-    def spy(unit, compute_s, memory_s, t_s, floor_s=0.0, conv=None):
+    def spy(unit, compute_s, memory_s, t_s, floor_s=0.0):
         seen.append(np.asarray(compute_s).copy())
-        return real(unit, compute_s, memory_s, t_s, floor_s, conv)
+        return real(unit, compute_s, memory_s, t_s, floor_s)
 
     monkeypatch.setattr(gemm, "unit_efficiencies", spy)
     folds = fit.folds_of(data, "family", SMALL)

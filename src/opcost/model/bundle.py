@@ -153,7 +153,6 @@ class Bundle:
                         "fp32_efficiency": m.encoding.fp32_efficiency,
                         "dw_train_efficiency": m.encoding.dw_train_efficiency,
                         "mm_train_efficiency": m.encoding.mm_train_efficiency,
-                        "winograd_efficiency": m.encoding.winograd_efficiency,
                         "columns": m.encoding.columns,
                     },
                     "ensemble": {
@@ -274,14 +273,7 @@ def _check_values(b: "Bundle") -> None:
         _in(c, 0.0, LIMITS["clock_mhz"], "clocks_mhz", lo_open=True)
     for q, m in b.models.items():
         _in(m.encoding.floor_s, 0.0, LIMITS["floor_s"], f"models.{q}.encoding.floor_s")
-        for e in (
-            "dw_efficiency",
-            "tf32_efficiency",
-            "fp32_efficiency",
-            "dw_train_efficiency",
-            "mm_train_efficiency",
-            "winograd_efficiency",
-        ):
+        for e in ("dw_efficiency", "tf32_efficiency", "fp32_efficiency", "dw_train_efficiency", "mm_train_efficiency"):
             _in(getattr(m.encoding, e), 0.0, LIMITS["dw_efficiency"], f"models.{q}.encoding.{e}")
         _in(m.ensemble.base, -1e6, 1e6, f"models.{q}.ensemble.base")
         if np.isnan(m.ensemble.threshold).any():
@@ -337,7 +329,6 @@ def _quantity_model(q: str, m: dict[str, Any], arrays: dict[str, np.ndarray]) ->
         float(enc.get("fp32_efficiency", 0.0)),
         float(enc.get("dw_train_efficiency", 0.0)),
         float(enc.get("mm_train_efficiency", 0.0)),
-        float(enc.get("winograd_efficiency", 0.0)),  # absent in older bundles: Winograd at the nominal FP32 peak
     )
     if m["transform"] not in TRANSFORMS:
         raise ValueError(f"unknown target transform {m['transform']!r}")

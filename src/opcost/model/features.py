@@ -129,7 +129,6 @@ class Encoding:
     fp32_efficiency: float = 0.0
     dw_train_efficiency: float = 0.0  # training: depthwise convolutions' passes at this fraction (model/backward.py)
     mm_train_efficiency: float = 0.0  # training: compute-bound Linear layers' 3 GEMMs at this fraction (likewise)
-    winograd_efficiency: float = 0.0  # `physical`: Winograd convolutions' speed-up on the FP32 units (model/gemm.py)
 
     @property
     def columns(self) -> list[str]:
@@ -242,8 +241,7 @@ class Encoding:
             fb = np.array([gemm.tf32_fallback(r.kind, r.hp, cfg) for r in records], bool)
             unit = np.array([gemm.gemm_unit(r.kind, r.hp, cfg) for r in records], dtype=object)
             dw = np.array([gemm.is_depthwise(r.kind, r.hp) for r in records], bool)
-            units = ((gemm.TF32_UNIT, self.tf32_efficiency), (gemm.FP32_UNIT, self.fp32_efficiency),
-                     (gemm.WINOGRAD_UNIT, self.winograd_efficiency))  # fmt: skip
+            units = ((gemm.TF32_UNIT, self.tf32_efficiency), (gemm.FP32_UNIT, self.fp32_efficiency))
             eff = {u: e for u, e in units if e > 0}
             c = gemm.compute_part_s(cm[:, 0], fp32, fb, unit, eff, dw, self.dw_efficiency)
             off = np.log(gemm.overlap_s(c, cm[:, 1]) + self.floor_s)

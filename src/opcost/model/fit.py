@@ -256,9 +256,7 @@ def unit_efficiency_of(
     if fs != "physical" or quantity != "time" or data.unit is None or data.compute_s is None or data.memory_s is None:
         return {}
     y = data.y("time")[fit_rows]
-    conv = np.array([data.records[i].kind.startswith(gemm.CONV_PREFIX) for i in fit_rows], bool)  # Winograd's ref.
-    u, c, m = data.unit[fit_rows], data.compute_s[fit_rows], data.memory_s[fit_rows]
-    return gemm.unit_efficiencies(u, c, m, y, floor, conv)
+    return gemm.unit_efficiencies(data.unit[fit_rows], data.compute_s[fit_rows], data.memory_s[fit_rows], y, floor)
 
 
 @dataclass
@@ -284,7 +282,6 @@ class Fitted:
             dw_efficiency=self.dw_efficiency,
             tf32_efficiency=self.unit_eff.get(gemm.TF32_UNIT, 0.0),
             fp32_efficiency=self.unit_eff.get(gemm.FP32_UNIT, 0.0),
-            winograd_efficiency=self.unit_eff.get(gemm.WINOGRAD_UNIT, 0.0),
             dw_train_efficiency=self.dw_train_efficiency,
             mm_train_efficiency=self.mm_train_efficiency,
         )

@@ -148,61 +148,20 @@ COMPUTE_BOUND_RATIO = 4.0  # compute time at least this multiple of memory time:
 COMPUTE_BOUND_ROWS = 5
 
 
-# -- Winograd convolutions on the FP32 units ---------------------------------------------------------
-# Why: on the FP32 units cuDNN runs a 3x3, stride-1, undilated, ungrouped convolution with Winograd, which
-# needs fewer multiplications than the direct FLOPs the baseline charges. Measured (bench/winograd.py,
-# compute-bound rows, median), such convolutions attain 1.15 / 1.12 of the nominal FP32 peak on the A30
-# without TF32 / the RTX 2080 Ti in inference, the other convolutions 0.70 / 0.74; with TF32 on (tensor-core
-# implicit GEMM) the two classes are alike (0.43 / 0.45 of the TF32 peak). Charged like the others at the
-# nominal peak, a held-out family's 3x3 convolutions got their siblings' ratio (ResNet's, RTX 2080 Ti
-# inference: 13-21 % high). Where the config's math mode puts convolutions on the FP32 units, these are a
-# unit of their own, WINOGRAD_UNIT, charged at their speed-up over the other FP32 convolutions: the ratio
-# of the two classes' median attained fractions over the fold's compute-bound fit rows (COMPUTE_BOUND_ROWS
-# of each, else nominal). A ratio, not the Winograd class's own fraction of the peak: the other units stay
-# nominal on these configs (see above), and in training every fraction also absorbs the backward pass (the
-# Winograd class's own fraction, 0.32, would have charged it 3x its siblings, which run at 0.22).
-# bench/baseline_variants.py `winograd_relative`: family MAPE / twe of the chosen model, A30 no-TF32
-# inference 23.4/25.1 -> 22.7/23.3 %, RTX 2080 Ti inference 13.9/13.5 -> 13.6/13.1 %, training targets within
-# the keep rule (the rejected `winograd`, the class's own fraction, is described there).
-WINOGRAD_UNIT = "winograd"
-
-
-def winograd_eligible(kind: str, hp: dict[str, Any]) -> bool:
-    """A 3x3, stride-1, undilated, ungrouped convolution (kernel_features' Winograd column)."""
-    return kind.startswith(CONV_PREFIX) and kernel_features(kind, hp)[3] == 1.0
-
-
-def fp32_convolutions(device_config: str) -> bool:
-    """Whether a known device config runs its convolutions on the FP32 units: TF32 off, or no TF32 at all."""
-    found = find_device(device_config)
-    return found is not None and not (found[1] and found[0].has_tf32)
-
-
 def gemm_unit(kind: str, hp: dict[str, Any], device_config: str) -> str:
-    """The unit a GEMM-like op runs on under PyTorch's defaults: TF32_UNIT or FP32_UNIT, WINOGRAD_UNIT for a
-    Winograd-eligible convolution on the FP32 units; "" for an op that is not a matrix product, and for a
-    depthwise convolution (its own baseline above)."""
+    """The unit a GEMM-like op runs on under PyTorch's defaults: TF32_UNIT or FP32_UNIT; "" for an op
+    that is not a matrix product, and for a depthwise convolution (its own baseline above)."""
     if kind not in kinds.MATMUL_KINDS or is_depthwise(kind, hp) or tf32_fallback(kind, hp, device_config):
         return ""
-    unit = TF32_UNIT if op_peak(kind, device_config) > device_peaks(device_config)[1] else FP32_UNIT
-    if unit == FP32_UNIT and winograd_eligible(kind, hp) and fp32_convolutions(device_config):
-        return WINOGRAD_UNIT
-    return unit
+    return TF32_UNIT if op_peak(kind, device_config) > device_peaks(device_config)[1] else FP32_UNIT
 
 
 def unit_efficiencies(
-    unit: np.ndarray,
-    compute_s: np.ndarray,
-    memory_s: np.ndarray,
-    t_s: np.ndarray,
-    floor_s: float = 0.0,
-    conv: np.ndarray | None = None,
+    unit: np.ndarray, compute_s: np.ndarray, memory_s: np.ndarray, t_s: np.ndarray, floor_s: float = 0.0
 ) -> dict[str, float]:
     """Per unit: the median of compute_s / (t - floor) over its compute-bound rows (at least
     COMPUTE_BOUND_ROWS of them), the fraction of the nominal peak it attains; units without: absent;
-    nothing of the TF32 and FP32 units where the TF32 unit has no such rows. WINOGRAD_UNIT: its median over
-    that of the other FP32 convolutions (FP32_UNIT rows that `conv` marks), where both have enough rows;
-    without `conv` (no convolution known) it stays nominal."""
+    nothing at all ({}: every peak nominal) where the TF32 unit has no such rows."""
     unit, c, m = np.asarray(unit), np.asarray(compute_s, float), np.asarray(memory_s, float)
     t = np.asarray(t_s, float) - floor_s
     ok = np.isfinite(c) & np.isfinite(t) & (c > 0) & (t > 0) & (c >= COMPUTE_BOUND_RATIO * m)
@@ -211,12 +170,7 @@ def unit_efficiencies(
         sel = ok & (unit == u)
         if sel.sum() >= COMPUTE_BOUND_ROWS:
             out[u] = float(np.median(c[sel] / t[sel]))
-    out = out if TF32_UNIT in out else {}
-    if conv is not None:
-        wino, ref = ok & (unit == WINOGRAD_UNIT), ok & (unit == FP32_UNIT) & np.asarray(conv, bool)
-        if wino.sum() >= COMPUTE_BOUND_ROWS and ref.sum() >= COMPUTE_BOUND_ROWS:
-            out[WINOGRAD_UNIT] = float(np.median(c[wino] / t[wino]) / np.median(c[ref] / t[ref]))
-    return out
+    return out if TF32_UNIT in out else {}
 
 
 # -- convolutions the TF32 tensor cores cannot take ---------------------------------------------
