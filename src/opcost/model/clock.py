@@ -13,7 +13,8 @@ Form (physical, a few global parameters):
 - compute-bound share s: where an op's FLOPs and bytes are known (network predictions), the roofline
   split s = t_compute / (t_compute + t_memory) = I / (I + ridge) with the device's peaks (not fitted:
   no cross-clock source records FLOPs and bytes; data/clock_kernels.csv derives them from the code of 38
-  GPU-FREQUENCY-DVFS kernels, on which clockval.kernel_path_validation validates this path, `kernel_shares`). Where they are not (the sweeps), s is learned from
+  GPU-FREQUENCY-DVFS kernels, on which clockval.kernel_path_validation validates this path, `kernel_shares`).
+  Where they are not (the sweeps), s is learned from
   what the reference point and the device table show: s0 = sigmoid(a + b * P_ref / TDP + c * log(B /
   BALANCE_REF)), B the machine balance FP32 peak / bandwidth (a GPU whose FLOPs outrun its memory leaves
   a kernel of unknown intensity more memory-bound: GDDR6X RTX 3080 Ti 37 FLOP/B against HBM A100 9.6),
