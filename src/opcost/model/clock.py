@@ -12,7 +12,9 @@ Form (physical, a few global parameters):
   rises with the clock, and at f_ref it is t_ref exactly (the bracket is 1 + s * 0).
 - compute-bound share s: where an op's FLOPs and bytes are known (network predictions), the roofline
   split s = t_compute / (t_compute + t_memory) = I / (I + ridge) with the device's peaks (not fitted:
-  no cross-clock source records FLOPs and bytes). Where they are not (the sweeps), s is learned from
+  no cross-clock source records FLOPs and bytes; data/clock_kernels.csv derives them from the code of 38
+  GPU-FREQUENCY-DVFS kernels, on which clockval.kernel_path_validation validates this path, `kernel_shares`).
+  Where they are not (the sweeps), s is learned from
   what the reference point and the device table show: s0 = sigmoid(a + b * P_ref / TDP + c * log(B /
   BALANCE_REF)), B the machine balance FP32 peak / bandwidth (a GPU whose FLOPs outrun its memory leaves
   a kernel of unknown intensity more memory-bound: GDDR6X RTX 3080 Ti 37 FLOP/B against HBM A100 9.6),
@@ -365,6 +367,7 @@ class ClockModel:
         mem_ratio: np.ndarray | float | None = None,
         soft_cap: bool = True,
         bw_per_sm: np.ndarray | float | None = None,
+        share_weight: np.ndarray | float | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(time, power, energy) at clock(s) f from the reference point; `share` None (or NaN entries): from
         P_ref / TDP, moved from the boost clock to f_ref (`reference_clock_share`; the requested reference clock,
@@ -373,12 +376,17 @@ class ClockModel:
         `balance`, `mem_ratio`: the fallback share's machine balance and memory-clock ratio (`share_from_power`);
         `soft_cap` False: a capped reference ran at the hard cap's clock (`reached_clock` without a share; what
         `fit` scores the share scales with); `bw_per_sm`: bandwidth per SM where the memory-path knee applies
-        (`knee_bandwidth_per_sm`; None or NaN: no knee)."""
+        (`knee_bandwidth_per_sm`; None or NaN: no knee); `share_weight`: the part of t_ref the given `share` speaks
+        for (`explained_fraction`; the fallback share takes the rest; None or NaN: all of it)."""
         s = self.share_from_power(p_ref, tdp, balance, mem_ratio)
         if f_boost is not None:  # the fallback is a share at the boost clock: moved to the reference clock
             s = reference_clock_share(s, f_ref, f_boost)
         if share is not None:
-            s = np.where(np.isfinite(np.asarray(share, float)), share, s)
+            given = np.asarray(share, float)
+            if share_weight is not None:  # the given share speaks for that part of t_ref, the fallback for the rest
+                w = np.clip(np.nan_to_num(np.asarray(share_weight, float), nan=1.0), 0.0, 1.0)
+                given = w * np.clip(given, 0.0, 1.0) + (1.0 - w) * s
+            s = np.where(np.isfinite(given), given, s)
         fb = np.asarray(f_ref if f_boost is None else f_boost, float)
         sc = s if soft_cap else None
         fc = np.asarray(f_ref if f_base is None else self.reached_clock(f_ref, f_base, p_ref, tdp, sc, fb), float)
@@ -633,6 +641,52 @@ def observed_share(pts: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 
 SHARE_BYTES, SHARE_DRAM = "bytes", "dram"  # how an observed share was obtained (`observed_share`)
+KERNEL_SOURCE = "gpu-frequency-dvfs"  # the sweep whose kernels' FLOPs and bytes data/clock_kernels.csv lists
+
+
+def explained_fraction(
+    flops: np.ndarray | float,
+    nbytes: np.ndarray | float,
+    peak: np.ndarray | float,
+    bandwidth: np.ndarray | float,
+    t: np.ndarray | float,
+) -> np.ndarray:
+    """The part of a measured time t the roofline accounts for: min(1, (FLOPs / peak + bytes / bandwidth) / t).
+    A kernel far from both roofs (a few thousand threads waiting on DRAM latency, uncoalesced or cache-bound
+    access: PolyBench's matrix-vector kernels reach 55-100 of 912 GB/s) spends the rest of its time on something
+    its FLOPs and bytes do not describe; that rest takes the share a prediction without them would use
+    (`ClockModel.predict` with `share_weight`)."""
+    tr = np.maximum(np.asarray(flops, float), 0.0) / np.asarray(peak, float)
+    tr = tr + np.maximum(np.asarray(nbytes, float), 0.0) / np.asarray(bandwidth, float)
+    return np.clip(tr / np.maximum(np.asarray(t, float), 1e-30), 0.0, 1.0)
+
+
+def kernel_shares(
+    pts: pd.DataFrame, table: dict[str, tuple[float, float]] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per point of `pts` (`sweep_curves`): the roofline share of its curve's kernel where data/clock_kernels.csv
+    (or `table`) gives the kernel's FLOPs and bytes (NaN elsewhere), and the part of the reference time that share
+    speaks for (`explained_fraction`; NaN elsewhere). Both at the curve's reference point, by the path network ops
+    take (`roofline_share`, `ClockModel.at_clock`): the device's FP32 peak at the reference clock (peak x f_ref /
+    f_boost) against its bandwidth at the curve's memory clock (bandwidth x mem_ratio; NaN: nominal). Nothing from
+    the curve's other points; FLOPs and bytes are properties of the code, so a held-out GPU may use them."""
+    from opcost.data.clock_kernels import clock_kernels
+
+    work = clock_kernels() if table is None else table
+    share = np.full(len(pts), np.nan)
+    weight = np.full(len(pts), np.nan)
+    known = (pts["source"] == KERNEL_SOURCE).to_numpy(bool) & pts["kernel"].isin(list(work)).to_numpy(bool)
+    if known.any():
+        k = pts.loc[known]
+        fb = np.array([work[name] for name in k["kernel"]], float).reshape(-1, 2)
+        dev = [DEVICES[d] for d in k["device"]]
+        peak = np.array([d.fp32_flops for d in dev]) * k["f_ref"].to_numpy(float) / k["f_boost"].to_numpy(float)
+        r = k["mem_ratio"].to_numpy(float)
+        bw = np.array([d.bandwidth for d in dev]) * np.where(np.isfinite(r) & (r > 0), r, 1.0)
+        share[known] = [roofline_share(f, b, pk, w) for (f, b), pk, w in zip(fb, peak, bw)]
+        weight[known] = explained_fraction(fb[:, 0], fb[:, 1], peak, bw, k["t_ref"].to_numpy(float))
+    return share, weight
+
 SHARE_SCALE_RANGE = (0.2, 3.0)  # bounds of the fitted share scales (ClockModel.share_scale_*)
 
 
@@ -753,6 +807,7 @@ def _predict(model: ClockModel, pts: pd.DataFrame, soft_cap: bool = True) -> tup
         pts["f"].to_numpy(float), pts["f_ref"].to_numpy(float), pts["t_ref"].to_numpy(float),
         pts["p_ref"].to_numpy(float), pts["tdp"].to_numpy(float), share, f_base, f_boost, balance, mem_ratio,
         soft_cap, pts["bw_per_sm"].to_numpy(float) if "bw_per_sm" in pts else None,
+        pts["share_weight"].to_numpy(float) if "share_weight" in pts else None,
     )  # fmt: skip
 
 

@@ -278,12 +278,14 @@ def beats_guesses(model: pd.DataFrame, guesses: pd.DataFrame, qs: tuple[str, ...
     return pd.DataFrame(rows)
 
 
-def path_validation(pts: pd.DataFrame) -> pd.DataFrame:
+def path_validation(pts: pd.DataFrame, fitter: Callable[[pd.DataFrame], ClockModel] = fit) -> pd.DataFrame:
     """Issue 21 section 6: the path network predictions take, on the sweeps whose FLOPs and bytes are known
     (Perseus transformer stages; shapes assumed in model/xpower.py). Leave-one-GPU-out (the model fitted on
     the other GPUs), each held-out curve predicted with its compute-bound share from (a) the roofline split
     I / (I + ridge) at the bf16 peak, (b) 1 - the DRAM's busy share of the reference time (`memory_share`),
-    (c) no FLOPs or bytes at all (the model's P_ref / TDP share). Per GPU: `summarise` columns + `share_path`."""
+    (c) no FLOPs or bytes at all (the model's P_ref / TDP share). Per GPU: `summarise` columns + `share_path`.
+    Then the GPU-FREQUENCY-DVFS kernels of known FLOPs and bytes (`kernel_path_validation`). `fitter`: the
+    physical fit (tests pass a spy)."""
     from opcost.devices import DEVICES
     from opcost.model.clock import memory_share, roofline_share
     from opcost.model.xpower import PERSEUS_MODELS, perseus_flops_bytes
@@ -292,7 +294,7 @@ def path_validation(pts: pd.DataFrame) -> pd.DataFrame:
     known = pts[perseus & pts["workload"].str.split("/").str[0].isin(PERSEUS_MODELS)]
     out = []
     for dev in sorted(set(known["device"])):
-        model, predict = physical(pts[pts["device"] != dev])
+        model = fitter(pts[pts["device"] != dev])
         held = known[known["device"] == dev]
         d = DEVICES[dev]
         fb = [perseus_flops_bytes(w) for w in held["workload"]]
@@ -302,9 +304,43 @@ def path_validation(pts: pd.DataFrame) -> pd.DataFrame:
             "P_ref/TDP (no FLOPs)": [np.nan] * len(held),
         }
         for name, s in shares.items():
-            pred = predict(held.assign(share=np.asarray(s, float)))
+            pred = predict_points(model, held.assign(share=np.asarray(s, float)))
             out.append(summarise(curve_scores(pred), ["device", "source"]).assign(share_path=name))
+    out.extend(kernel_path_validation(pts, fitter))
     return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+
+
+KERNEL_PATHS = ("roofline I/(I+ridge)", "roofline, rest P_ref/TDP", "P_ref/TDP (no FLOPs)")
+
+
+def kernel_path_validation(pts: pd.DataFrame, fitter: Callable[[pd.DataFrame], ClockModel] = fit) -> list[pd.DataFrame]:
+    """The same for the GPU-FREQUENCY-DVFS kernels (RTX 3080 Ti), whose FLOPs and bytes data/clock_kernels.csv
+    gives where the problem size is known (`clock.kernel_shares`). Leave-one-GPU-out, every curve of the held-out
+    GPU (kernels without FLOPs and bytes keep the P_ref / TDP share in every path, so the figures compare with
+    the GPU's logo.csv row) predicted with its share from (a) the roofline split alone, the path network ops take
+    (`ClockModel.at_clock`), (b) the roofline split for the part of the reference time the roofline accounts for
+    and the P_ref / TDP share for the rest (`clock.explained_fraction`), (c) P_ref / TDP alone. Nothing is fitted
+    on the held-out GPU. Per GPU: `summarise` columns + `share_path` + `curves_with_flops`."""
+    from opcost.model.clock import KERNEL_SOURCE, kernel_shares
+
+    out = []
+    for dev in sorted(set(pts.loc[pts["source"] == KERNEL_SOURCE, "device"])):
+        held = pts[(pts["device"] == dev) & (pts["source"] == KERNEL_SOURCE)]
+        share, weight = kernel_shares(held)
+        if not np.isfinite(share).any():
+            continue
+        model = fitter(pts[pts["device"] != dev])
+        n_known = int(held.loc[np.isfinite(share), "curve"].nunique())
+        paths = {
+            KERNEL_PATHS[0]: (share, np.ones(len(held))),
+            KERNEL_PATHS[1]: (share, weight),
+            KERNEL_PATHS[2]: (np.full(len(held), np.nan), np.ones(len(held))),
+        }
+        for name, (s, w) in paths.items():
+            pred = predict_points(model, held.assign(share=s, share_kind="", share_weight=w))
+            table = summarise(curve_scores(pred), ["device", "source"])
+            out.append(table.assign(share_path=name, curves_with_flops=n_known))
+    return out
 
 
 SHARE_GRID = np.linspace(0.0, 1.0, 201)  # the compute-bound shares `share_bounds` searches (step 0.005)

@@ -10,6 +10,9 @@ what is skipped and why). Then:
 3. the zero-parameter guesses' leave-one-GPU-out scores beside the model's (reports/clock/guesses.csv,
    vs_guesses.csv, metrics.json "vs_guesses"): the bar issue 21 section 6 sets; per curve, the share that fits
    it best in hindsight beside the model's and the features a prediction has (shares.csv, "share_gap_logo");
+   the share path network predictions take (roofline split from FLOPs and bytes), leave-one-GPU-out on the sweeps
+   whose FLOPs and bytes are known: Perseus stages and the GPU-FREQUENCY-DVFS kernels of data/clock_kernels.csv
+   (path.csv, "path_validation");
 4. the cross-device power model (model/xpower.py) on every device with power data (the sweeps and the
    thesis targets), leave-one-GPU-out, then fitted on all: models/xpower/, reports/xpower/.
 Writes models/clock/ (clock_model.json, run.json), the headline reports/clock/metrics.json and the
