@@ -687,6 +687,7 @@ def kernel_shares(
         weight[known] = explained_fraction(fb[:, 0], fb[:, 1], peak, bw, k["t_ref"].to_numpy(float))
     return share, weight
 
+
 SHARE_SCALE_RANGE = (0.2, 3.0)  # bounds of the fitted share scales (ClockModel.share_scale_*)
 
 
