@@ -205,7 +205,7 @@ def synthetic_target(n_nets: int = 6, ops_per_net: int = 3, free_ops: int = 14):
     small deterministic wobble), power 100 W + 1 W per GFLOP; networks of `ops_per_net` ops each (no op
     shared), named net<i> in families fam<i % 3>; `free_ops` ops no network calls; three Identity no-ops."""
     rng = np.random.default_rng(5)
-    rows, nops = [], []
+    rows, nops, first_input = [], [], {}
     sizes = iter(sorted({(int(b), int(i), int(o)) for b, i, o in rng.integers(8, 512, (200, 3))}))
     for k in range(n_nets * ops_per_net + free_ops):
         b, i, o = next(sizes)
@@ -220,6 +220,7 @@ def synthetic_target(n_nets: int = 6, ops_per_net: int = 3, free_ops: int = 14):
         }
         rows.append(row)
         if net is not None:
+            first_input.setdefault(f"net{net}", [b, i])  # the network's input: its first layer's (2-D, no image)
             nops.append({"set_id": f"net{net}", "op_id": row["op_id"], "calls": 1 + k % 3, **row})
     for j, t in enumerate(NOOP_TIMES):
         row = catalog_row(module_spec(nn.Identity(), (4 + j, 16)))
@@ -235,6 +236,7 @@ def synthetic_target(n_nets: int = 6, ops_per_net: int = 3, free_ops: int = 14):
     networks = pd.DataFrame({
         "set_id": agg.index, "model": agg.index, "family": [f"fam{int(s[3:]) % 3}" for s in agg.index],
         "t_s": agg["t"].to_numpy() * 1.2 + 2e-5, "e_j": agg["e"].to_numpy() * 1.1,
+        "input_shape": [first_input[s] for s in agg.index],
     })  # fmt: skip
     return data, networks, nops_df
 
