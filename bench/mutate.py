@@ -543,6 +543,27 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a held-out network's extrapolation flag sees its own input size among the calibration networks",
         ("tests/model/test_model_left_out.py",),
     ),
+    Mutation(
+        "powerlimit-fits-censored-as-exact",
+        "model/powerlimit.py",
+        (("np.minimum(unlimited / e - 1, 0.0)", "unlimited / e - 1"),),
+        "a network at the power limit is fitted as an exact energy, so a fold of capped networks learns constant power",
+        ("tests/model/test_power_limit.py",),
+    ),
+    Mutation(
+        "powerlimit-cap-is-nominal",
+        "model/powerlimit.py",
+        (("return float(np.median(at)) if len(at) else float(limit_w)", "return float(limit_w)"),),
+        "the cap is the nominal limit, not the power the limiter held",
+        ("tests/model/test_power_limit.py",),
+    ),
+    Mutation(
+        "compose-energy-uncapped",
+        "model/compose.py",
+        (('terms["energy_sum"], time_s, self.power_cap_w))', 'terms["energy_sum"], time_s, 0.0))'),),
+        "the composition layer predicts energy above the device's power limit",
+        ("tests/model/test_power_limit.py",),
+    ),
 )
 
 

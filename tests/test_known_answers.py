@@ -266,9 +266,9 @@ def spied(monkeypatch):
     def estimator(alg, params, seed):
         return SpyEstimator(real_estimator(alg, params, seed), log)
 
-    def compose_fit(mode, terms, time_s, energy_j):
+    def compose_fit(mode, terms, time_s, energy_j, *limit):
         log.append(("compose", [id(t) for t in terms]))
-        return real_compose(mode, terms, time_s, energy_j)
+        return real_compose(mode, terms, time_s, energy_j, *limit)
 
     def all_terms(coster, nets, data):
         out = real_all_terms(coster, nets, data)

@@ -89,9 +89,9 @@ def test_no_row_of_the_held_out_model_reaches_a_fit(synthetic, monkeypatch, spli
         fits.append(set(d.df["op_id"].iloc[rows]))
         return real_fit(d, alg, fs, q, rows, tp)
 
-    def spy_comp(mode, terms, time_s, energy_j):
+    def spy_comp(mode, terms, time_s, energy_j, *limit):
         comps.append(set(np.round(np.asarray(time_s, float), 12)))
-        return real_comp(mode, terms, time_s, energy_j)
+        return real_comp(mode, terms, time_s, energy_j, *limit)
 
     monkeypatch.setattr(netval, "fit_model", spy_fit)
     monkeypatch.setattr(compose, "fit", spy_comp)

@@ -45,9 +45,9 @@ def test_no_config_is_among_the_sources_of_its_own_transfer(monkeypatch: pytest.
     calls: list[tuple[list[str], float]] = []
     real = compose.transfer
 
-    def spy(sources, mode, floor_s, power_w):  # type: ignore[no-untyped-def]
+    def spy(sources, mode, floor_s, power_w, cap_w=0.0):  # type: ignore[no-untyped-def]
         calls.append(([n for n, *_ in sources], floor_s))
-        return real(sources, mode, floor_s, power_w)
+        return real(sources, mode, floor_s, power_w, cap_w)
 
     monkeypatch.setattr(compose, "transfer", spy)
     compose.leave_one_config_out(_inference(), "inference")

@@ -6,7 +6,7 @@ optimizer step that no op measurement holds. Per device config and mode, fitted 
 networks by non-negative least squares on relative error:
 
     time   = a * S + m * S_m + l * S_l2 + b * N x floor + o * P + c
-    energy = a_e * S_e + k * time
+    energy = min(a_e * S_e + k * time, cap * time)
 
 S = sum over all ops of calls x (t - floor)+, S_m = the same over the ops that are not matrix products
 (every kind but convolutions, linear layers, matmuls and attention: the `matmul` fact of ops/kinds.py), S_l2 = the
@@ -14,11 +14,12 @@ same over those ops, each call's excess weighted by the share of its input that 
 (min(1, L2 bytes / bytes read); 0 on a device the table does not know), N = calls,
 P = parameter bytes / memory bandwidth
 (training: the optimizer reads and writes every parameter; zero in inference), S_e = the same sum as
-S weighted by each op's power. All terms but c are in seconds of the device's own scale, so the
-coefficients are dimensionless and mean the same on every device. Charged ops (costing.py) are in S
-like every op: a coefficient of their own was fitted to zero by non-negative least squares on
-networks that charge almost nothing, which then dropped 95 % of GPT-2's estimated time from its
-time but not from its energy (18 ms at 5 kW). A total is never a partial sum.
+S weighted by each op's power, cap the power the device's limiter held (model/powerlimit.py: why,
+and how a_e and k are fitted where the measured networks ran at the limit). All terms but c are in
+seconds of the device's own scale, so the coefficients are dimensionless and mean the same on every
+device. Charged ops (costing.py) are in S like every op: a coefficient of their own was fitted to zero by
+non-negative least squares on networks that charge almost nothing, which then dropped 95 % of GPT-2's
+estimated time from its time but not from its energy (18 ms at 5 kW). A total is never a partial sum.
 
 Why S_m (issue 21 section 3, the residual pattern of the plain sum): an op measured alone cycles
 through instances whose inputs come from DRAM; in a network a normalisation, activation, pooling or
@@ -136,6 +137,7 @@ from opcost.model.intervals import (  # noqa: F401  (conformal_q, log_scores: re
     question_covariate,
 )
 from opcost.model.physics import NOMINAL_BANDWIDTH
+from opcost.model.powerlimit import capped_energy, effective_cap, fit_energy
 from opcost.ops.kinds import facts as kind_facts
 
 TIME_TERMS = ("sum", "memory_sum", "l2_sum", "calls_floor", "params_bw", "const")
@@ -241,6 +243,9 @@ class Composition:
     # (netval.covariate): the heteroscedastic scale of model/intervals.py. Absent (older bundles, or labels
     # that do not match the scores): the plain, unnormalised rule.
     residual_covariates: dict[str, list[float]] = field(default_factory=dict)
+    # the power the device's limiter held (model/powerlimit.py): energy never above cap x time; 0 (older
+    # bundles, a device with no known limit): no cap
+    power_cap_w: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.source:
@@ -257,7 +262,7 @@ class Composition:
         `const_power_w` the constant power at the clock asked (`constant_power_at`; None: k itself, the
         reference clock's)."""
         k = self.energy_coef["time"] if const_power_w is None else const_power_w
-        base = float(self.energy_coef["energy_sum"] * terms["energy_sum"] + k * time_s)
+        base = float(capped_energy(self.energy_coef["energy_sum"], k, terms["energy_sum"], time_s, self.power_cap_w))
         return base * float(np.exp(self.family_term(family, "energy")))
 
     def family_term(self, family: str | None, which: str = "time") -> float:
@@ -389,6 +394,7 @@ class Composition:
             "transfer_evidence": self.transfer_evidence,
             "residual_groups": self.residual_groups,
             "residual_covariates": self.residual_covariates,
+            "power_cap_w": self.power_cap_w,
         }
 
     @classmethod
@@ -425,6 +431,7 @@ class Composition:
         comp.residual_covariates = {
             str(k): [float(x) for x in v] for k, v in d.get("residual_covariates", {}).items()
         }  # older bundles: none, the unnormalised rule (same intervals as when they were written)
+        comp.power_cap_w = float(d.get("power_cap_w", 0.0))  # older bundles: no cap, as they were fitted
         return comp
 
 
@@ -448,8 +455,19 @@ def _floats(d: dict[str, Any], key: str) -> list[float]:
 RESIDUAL_SETS = ("residuals_known_t", "residuals_known_e", "residuals_new_t", "residuals_new_e")
 
 
-def fit(mode: str, terms: list[dict[str, float]], time_s: np.ndarray, energy_j: np.ndarray | None) -> Composition:
-    """The composition layer of one device config and mode from its measured networks."""
+def power_limit_w(device_config: str) -> float:
+    """The nominal power limit (TDP) of a device config's device; 0 where the device table lacks it."""
+    found = find_device(device_config)
+    return float(found[0].tdp_w) if found is not None else 0.0
+
+
+def fit(
+    mode: str, terms: list[dict[str, float]], time_s: np.ndarray, energy_j: np.ndarray | None,
+    limit_w: float = 0.0,
+) -> Composition:  # fmt: skip
+    """The composition layer of one device config and mode from its measured networks; `limit_w` the
+    device's nominal power limit (`power_limit_w`; 0: none known, no cap), for the energy layer's cap
+    (model/powerlimit.py)."""
     comp = Composition(mode, n_networks=len(terms))
     if len(terms) < MIN_NETWORKS:
         return comp
@@ -474,9 +492,10 @@ def fit(mode: str, terms: list[dict[str, float]], time_s: np.ndarray, energy_j: 
     comp.time_coef = {k: 0.0 for k in TIME_TERMS} | x
     comp.calibrated, comp.source = True, "calibrated"
     if energy_j is not None and np.isfinite(energy_j).all():
-        Ae = np.array([[t["energy_sum"], ts] for t, ts in zip(terms, time_s)])
-        xe = _nnls_relative(Ae, np.asarray(energy_j, float))
-        comp.energy_coef = dict(zip(ENERGY_TERMS, map(float, xe)))
+        t_s, e_j = np.asarray(time_s, float), np.asarray(energy_j, float)
+        comp.power_cap_w = effective_cap(e_j / t_s, limit_w)
+        xe = fit_energy(np.array([t["energy_sum"] for t in terms]), t_s, e_j, comp.power_cap_w)
+        comp.energy_coef = dict(zip(ENERGY_TERMS, xe))
     return comp
 
 
@@ -506,12 +525,14 @@ def fit_family_terms(
 
 
 def transfer(
-    sources: Sequence[tuple[str, Composition, float, float]], mode: str, floor_s: float, power_w: float
-) -> Composition:
+    sources: Sequence[tuple[str, Composition, float, float]], mode: str, floor_s: float, power_w: float,
+    cap_w: float = 0.0,
+) -> Composition:  # fmt: skip
     """A composition for a config without measured networks from calibrated ones of the same mode
     (target name, composition, its floor [s], its median op power [W]): dimensionless coefficients
     averaged; the constant time in floors and the constant power in median op powers, converted with
-    this config's floor and power. The sources' held-out residuals (pooled) become this layer's, with no
+    this config's floor and power, capped at `cap_w` (this device's power limit; 0: none). The sources'
+    held-out residuals (pooled) become this layer's, with no
     widening: `transfer_calibrated` puts the held-out evidence of transfer on them."""
     cal = [(n, c, f, p) for n, c, f, p in sources if c.calibrated and c.mode == mode]
     if not cal:
@@ -526,7 +547,7 @@ def transfer(
         mode, tc, ec, calibrated=False, n_networks=0,
         residuals_t=[r for _, c, _, _ in cal for r in c.residuals_t],
         residuals_e=[r for _, c, _, _ in cal for r in c.residuals_e],
-        source="transferred", transferred_from=[n for n, _, _, _ in cal],
+        source="transferred", transferred_from=[n for n, _, _, _ in cal], power_cap_w=float(cap_w),
     )  # fmt: skip
     out.residual_groups = {a: _pooled_groups([(n, c) for n, c, _, _ in cal], a) for a in ("residuals_t", "residuals_e")}
     out.residual_covariates = {
@@ -610,7 +631,9 @@ def _leave_one_config_out(
     if len(cal) < 2:
         return rt, re, held, cov
     for s in cal:
-        layer = transfer([o.as_source() for o in cal if o.name != s.name], mode, s.floor_s, s.power_w)
+        layer = transfer(
+            [o.as_source() for o in cal if o.name != s.name], mode, s.floor_s, s.power_w, s.comp.power_cap_w
+        )
         t_pred = np.array([layer.time(t) for t in s.terms])
         rt += [float(x) for x in t_pred / np.asarray(s.t_s, float) - 1]
         c = [question_covariate(float(tp), t.get("raw_sum_s", 0.0)) for t, tp in zip(s.terms, t_pred)]
@@ -636,13 +659,15 @@ def transfer_widening(
     return max(1.0, q_loco / q_own) if q_own > 0 else 1.0
 
 
-def transfer_calibrated(sources: Sequence[SourceNetworks], mode: str, floor_s: float, power_w: float) -> Composition:
+def transfer_calibrated(
+    sources: Sequence[SourceNetworks], mode: str, floor_s: float, power_w: float, cap_w: float = 0.0
+) -> Composition:
     """`transfer` from the calibrated configs of `mode` among `sources`, its interval from held-out evidence of
     transfer (module docstring): the mode's leave-one-config-out scores where it has two or more calibrated
     configs; else its sources' own scores widened by the leave-one-config-out widening measured in the other
     modes of `sources`; else the sources' own scores, said not validated."""
     same = [s for s in sources if s.comp.calibrated and s.comp.mode == mode]
-    layer = transfer([s.as_source() for s in same], mode, floor_s, power_w)
+    layer = transfer([s.as_source() for s in same], mode, floor_s, power_w, cap_w)
     if not layer.transferred_from:
         return layer
     rt, re, held, cov = _leave_one_config_out(same, mode)

@@ -202,11 +202,12 @@ def source_composition(
         models[q] = netval.LibraryModel(f.model, f.encoding(data), transform_of(q, fs))
     coster = netval.coster_from(data, rows, models)
     terms = netval.all_terms(coster, netval.network_records(nops), data)
-    comp = netval.fit_composition(s_mode, terms, nets.drop(columns="family"))
+    limit_w = netval.compose.power_limit_w(s_dev)
+    comp = netval.fit_composition(s_mode, terms, nets.drop(columns="family"), limit_w)
     rt, re, gt, ge, ct, ce = [], [], [], [], [], []
     for model, g in nets.groupby("model", sort=True):
         others = nets[~nets["set_id"].isin(g["set_id"])].drop(columns="family")
-        c = netval.fit_composition(s_mode, terms, others)
+        c = netval.fit_composition(s_mode, terms, others, limit_w)
         for _, n in g.iterrows():
             t = c.time(terms[n["set_id"]])
             rt.append(float(t / n["t_s"] - 1))
@@ -232,7 +233,7 @@ def transferred_composition(
     """The composition of the calibrated targets of this mode, in this device's floor and power units, its
     interval from held-out evidence of transfer (compose.transfer_calibrated): the calibrated targets of
     every mode are read, since a mode with one calibrated target borrows the widening measured in another."""
-    _, mode = TrainParams.split_target(target)
+    device, mode = TrainParams.split_target(target)
     sources = []
     for src in params.train.targets:
         if src == target or not paths.target_networks(src).exists():
@@ -240,7 +241,7 @@ def transferred_composition(
         got = source_composition(paths, params, src, chosen)
         if got is not None:
             sources.append(got)
-    return netval.compose.transfer_calibrated(sources, mode, floor_s, power_w)
+    return netval.compose.transfer_calibrated(sources, mode, floor_s, power_w, netval.compose.power_limit_w(device))
 
 
 def run(paths: Paths, params: Params, target: str, log_to_mlflow: bool = True) -> dict[str, Any]:
@@ -263,7 +264,8 @@ def run(paths: Paths, params: Params, target: str, log_to_mlflow: bool = True) -
     net_rows = [r for r in (netval.evaluate(data, networks, nops, chosen, tp, s) for s in splits) if len(r)]
     net_pred = pd.concat(net_rows, ignore_index=True) if net_rows else pd.DataFrame()
     terms = netval.all_terms(coster, netval.network_records(nops), data) if len(networks) else {}
-    comp = netval.fit_composition(mode, terms, networks) if len(networks) else netval.compose.Composition(mode)
+    limit_w = netval.compose.power_limit_w(device)
+    comp = netval.fit_composition(mode, terms, networks, limit_w) if len(networks) else netval.compose.Composition(mode)
     if len(net_pred):  # interval scores by question: known family, new family, pooled (model/compose.py)
         cols = {"t": "t_error", "e": "e_error"}
         scores = {q: netval.score_sets(net_pred, c) for q, c in cols.items()}
