@@ -280,7 +280,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "transfer-evidence-uses-own-config",
         "model/compose.py",
-        (("transfer([o.as_source() for o in cal if o.name != s.name]", "transfer([o.as_source() for o in cal]"),),
+        (("[o.as_source() for o in cal if o.name != s.name], mode", "[o.as_source() for o in cal], mode"),),
         "a config's leave-one-config-out score comes from a layer that saw its own networks",
         ("tests/model/test_transfer_evidence.py",),
     ),
