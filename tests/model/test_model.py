@@ -110,6 +110,9 @@ def test_train_writes_metrics_models_and_registers(trained):
     assert len(client.get_metric_history(nested.run_id, "fold_r2")) == 3  # one step per grouped fold
     assert nested["tags.dvc_stage"] in ("train@RTX2080Ti-training", "train@A30_no_tf32-training")
     assert any(a.path.endswith(".png") for a in client.list_artifacts(nested.run_id))
+    parent = runs[runs["tags.mlflow.runName"] == "train@RTX2080Ti-training"].iloc[0]
+    bundle = json.loads((folder / "bundle.json").read_text())
+    assert parent["metrics.comp_power_cap_w"] == bundle["composition"]["power_cap_w"]  # the energy layer's cap
 
 
 def test_retraining_unchanged_registers_nothing_and_new_params_do(trained):

@@ -152,6 +152,7 @@ def run_record(target: str, tp: TrainParams, results: dict, bundle: Bundle, deta
     comp_metrics = {f"comp_time_{k}": v for k, v in comp.time_coef.items()} | {
         f"comp_energy_{k}": v for k, v in comp.energy_coef.items()
     }
+    comp_metrics["comp_power_cap_w"] = comp.power_cap_w  # the energy layer's cap (model/powerlimit.py); 0: none
     figures = []
     lono = nets[nets["split"] == netval.SPLIT_MODEL] if len(nets) else nets
     if len(lono):
