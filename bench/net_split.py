@@ -222,7 +222,7 @@ def run_split(data: TargetData, nets: pd.DataFrame, nops: pd.DataFrame, chosen: 
             o.kind_floor = np.array([kf.get(r.kind, fold.coster.floor_s) for r in recs[s][0]], float)
         # `current`: the train stage's own layer (netval.fit_composition), so its rows equal the report's
         terms = {s: o.base for s, o in ops.items()}
-        comp = netval.fit_composition(data.mode, terms, tr, compose.power_limit_w(data.device_config))
+        comp = netval.fit_composition(data.mode, terms, tr, data.device_config)
         layers: dict[str, Any] = {"current": comp}
         for name, cols in CANDIDATES.items():
             layers[name] = Layer(cols, data.mode, [ops[s] for s in tr["set_id"]], t_tr, e_tr, fams)

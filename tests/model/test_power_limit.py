@@ -32,8 +32,8 @@ def test_below_the_limit_it_is_least_squares_exactly() -> None:
     s, t = networks(np.array([60.0, 90.0, 120.0, 140.0, 150.0]), np.array([0.01, 0.02, 0.05, 0.1, 0.3]))
     e = 0.8 * s + 30.0 * t
     for cap in (0.0, 250.0):  # no limit, and a limit no network is near (150 + 30 = 180 < 0.97 x 250)
-        a, k = powerlimit.fit_energy(s, t, e, cap)
-        assert (a, k) == pytest.approx((0.8, 30.0), rel=1e-9)
+        a, k, got_cap = powerlimit.fit_energy(s, t, e, cap)
+        assert (a, k) == pytest.approx((0.8, 30.0), rel=1e-9) and got_cap == cap
 
 
 def test_networks_at_the_limit_are_censored_not_fitted() -> None:
@@ -43,8 +43,8 @@ def test_networks_at_the_limit_are_censored_not_fitted() -> None:
     s, t = networks(own, np.linspace(0.01, 0.08, len(own)))
     e = np.minimum(0.8 * s + 30.0 * t, CAP * t)
     assert (e / t >= 0.97 * CAP).sum() == 4  # four at the limit, four below
-    a, k = powerlimit.fit_energy(s, t, e, CAP)
-    assert (a, k) == pytest.approx((0.8, 30.0), rel=1e-5)
+    a, k, cap = powerlimit.fit_energy(s, t, e, CAP)
+    assert (a, k) == pytest.approx((0.8, 30.0), rel=1e-5) and cap == pytest.approx(CAP)
     plain = compose._nnls_relative(np.array([s, t]).T, e)
     assert abs(plain[0] / 0.8 - 1) > 0.05 or abs(plain[1] / 30.0 - 1) > 0.05
 
@@ -58,7 +58,7 @@ def test_every_network_at_the_limit_keeps_the_ops_own_power() -> None:
     own = np.array([150.0, 155.0, 162.0, 170.0, 180.0])
     s, t = networks(own, np.array([0.02, 0.05, 0.03, 0.1, 0.2]))
     e = CAP * t
-    a, k = powerlimit.fit_energy(s, t, e, CAP)
+    a, k, _ = powerlimit.fit_energy(s, t, e, CAP)
     m = own.min()
     lam = (CAP - m) / (m**2 + CAP**2)
     assert (a, k) == pytest.approx((1 + m * lam, CAP * CAP * lam), rel=1e-5)

@@ -137,7 +137,7 @@ from opcost.model.intervals import (  # noqa: F401  (conformal_q, log_scores: re
     question_covariate,
 )
 from opcost.model.physics import NOMINAL_BANDWIDTH
-from opcost.model.powerlimit import capped_energy, effective_cap, fit_energy
+from opcost.model.powerlimit import capped_energy, fit_energy
 from opcost.ops.kinds import facts as kind_facts
 
 TIME_TERMS = ("sum", "memory_sum", "l2_sum", "calls_floor", "params_bw", "const")
@@ -492,10 +492,9 @@ def fit(
     comp.time_coef = {k: 0.0 for k in TIME_TERMS} | x
     comp.calibrated, comp.source = True, "calibrated"
     if energy_j is not None and np.isfinite(energy_j).all():
-        t_s, e_j = np.asarray(time_s, float), np.asarray(energy_j, float)
-        comp.power_cap_w = effective_cap(e_j / t_s, limit_w)
-        xe = fit_energy(np.array([t["energy_sum"] for t in terms]), t_s, e_j, comp.power_cap_w)
-        comp.energy_coef = dict(zip(ENERGY_TERMS, xe))
+        s_e = np.array([t["energy_sum"] for t in terms])
+        a_e, k, comp.power_cap_w = fit_energy(s_e, np.asarray(time_s, float), np.asarray(energy_j, float), limit_w)
+        comp.energy_coef = dict(zip(ENERGY_TERMS, (a_e, k)))
     return comp
 
 

@@ -129,12 +129,14 @@ def all_terms(
     return out
 
 
-def fit_composition(mode: str, terms: dict[str, dict], networks: pd.DataFrame, limit_w: float) -> compose.Composition:
+def fit_composition(
+    mode: str, terms: dict[str, dict], networks: pd.DataFrame, device_config: str
+) -> compose.Composition:
     """The composition layer and its per-family terms fitted on `networks` (needs a `family` column
-    for the terms; without one, none); `limit_w` the device's nominal power limit (compose.power_limit_w)."""
+    for the terms; without one, none), its energy capped at `device_config`'s power limit."""
     t = [terms[s] for s in networks["set_id"]]
     e = networks["e_j"].to_numpy(float) if networks["e_j"].notna().all() else None
-    comp = compose.fit(mode, t, networks["t_s"].to_numpy(float), e, limit_w)
+    comp = compose.fit(mode, t, networks["t_s"].to_numpy(float), e, compose.power_limit_w(device_config))
     if comp.calibrated and "family" in networks:
         comp.family_terms = compose.fit_family_terms(comp, t, networks["family"], networks["t_s"].to_numpy(float), e)
     return comp
@@ -229,7 +231,7 @@ def evaluate(
         name, held, models = fold.name, fold.held, fold.models
         others = networks[~networks["set_id"].isin(held)]
         terms = all_terms(fold.coster, recs, data)
-        comp = fit_composition(data.mode, terms, others, compose.power_limit_w(data.device_config))
+        comp = fit_composition(data.mode, terms, others, data.device_config)
         # what predictions would flag (model/extrapolation.py), from this fold's op rows and networks
         ranges = {**op_ranges([data.records[i] for i in fold.train_rows]), **network_ranges(others["input_shape"])}
         for _, n in networks[networks["set_id"].isin(held)].iterrows():

@@ -36,13 +36,19 @@ PRIOR = (1.0, 0.0)  # a_e, k / cap: the ops' own energies (an uncalibrated layer
 TIE_TOL = 1e-9  # fits within this relative loss of the best (and 1e-18 per network) are the same fit
 
 
+def at_limit(network_power_w: np.ndarray, limit_w: float) -> np.ndarray:
+    """Which networks ran at the limit: measured power within LIMIT_BAND of the nominal `limit_w` (none
+    where no limit is known). The one rule both the cap and the censored fit use."""
+    p = np.asarray(network_power_w, float)
+    return np.isfinite(p) & (p >= LIMIT_BAND * limit_w) if limit_w > 0 else np.zeros(p.shape, bool)
+
+
 def effective_cap(network_power_w: np.ndarray, limit_w: float) -> float:
-    """The power a device's limiter held: the median measured power of the networks within LIMIT_BAND of
-    `limit_w`, else `limit_w` itself; 0 (no cap) where no limit is known."""
+    """The power a device's limiter held: the median measured power of the networks `at_limit`, else
+    `limit_w` itself; 0 (no cap) where no limit is known."""
     if not limit_w > 0:
         return 0.0
-    p = np.asarray(network_power_w, float)
-    at = p[np.isfinite(p) & (p >= LIMIT_BAND * limit_w)]
+    at = np.asarray(network_power_w, float)[at_limit(network_power_w, limit_w)]
     return float(np.median(at)) if len(at) else float(limit_w)
 
 
@@ -54,9 +60,12 @@ def capped_energy(
     return np.minimum(e, cap_w * np.asarray(time_s, float)) if cap_w > 0 else e
 
 
-def fit_energy(energy_sum: np.ndarray, time_s: np.ndarray, energy_j: np.ndarray, cap_w: float) -> tuple[float, float]:
-    """(a_e, k) >= 0 of the capped energy layer (module docstring). With no network at the limit (within
-    LIMIT_BAND of `cap_w`), or no cap: the least-squares fit on relative error, as before. Otherwise they
+def fit_energy(
+    energy_sum: np.ndarray, time_s: np.ndarray, energy_j: np.ndarray, limit_w: float
+) -> tuple[float, float, float]:
+    """(a_e, k, cap): the capped energy layer (module docstring) of networks on a device whose nominal power
+    limit is `limit_w` (0: none known), cap its `effective_cap`. With no network `at_limit`, or no limit:
+    (a_e, k) >= 0 the least-squares fit on relative error, as before. Otherwise they
     minimise the squared relative errors of the capped prediction of the networks below the limit, plus, for
     a network at the limit, only the part by which the unlimited prediction falls short of its measured energy
     (all it says is "at least this"); among fits as good as the best (TIE_TOL: equal up to rounding; with
@@ -64,16 +73,17 @@ def fit_energy(energy_sum: np.ndarray, time_s: np.ndarray, energy_j: np.ndarray,
     Nelder-Mead on |x| (non-negative, and the cap's kink needs no gradient), started at the prior and at the
     least-squares fit."""
     s, t, e = (np.asarray(x, float) for x in (energy_sum, time_s, energy_j))
+    cap_w = effective_cap(e / t, limit_w)
+    censored = at_limit(e / t, limit_w)
     w = 1.0 / e
     plain = nnls(np.array([s, t]).T * w[:, None], np.ones_like(e))[0]
-    at_limit = e / t >= LIMIT_BAND * cap_w if cap_w > 0 else np.zeros(len(e), bool)
-    if not at_limit.any():
-        return float(plain[0]), float(plain[1])
+    if not censored.any():
+        return float(plain[0]), float(plain[1]), cap_w
 
     def loss(x: np.ndarray) -> float:
         a, k = np.abs(x)
         unlimited = a * s + k * t
-        r = np.where(at_limit, np.minimum(unlimited / e - 1, 0.0), np.minimum(unlimited, cap_w * t) / e - 1)
+        r = np.where(censored, np.minimum(unlimited / e - 1, 0.0), np.minimum(unlimited, cap_w * t) / e - 1)
         return float(np.sum(r**2))
 
     opts = {"xatol": 1e-10, "fatol": 1e-15, "maxiter": 4000}
@@ -87,4 +97,4 @@ def fit_energy(energy_sum: np.ndarray, time_s: np.ndarray, energy_j: np.ndarray,
 
     picks = [np.abs(minimize(tie_break, x0, method="Nelder-Mead", options=opts).x) for x0 in (best, starts[0])]
     pick = min(picks + [best], key=tie_break)
-    return float(pick[0]), float(pick[1])
+    return float(pick[0]), float(pick[1]), cap_w

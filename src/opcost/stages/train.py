@@ -203,12 +203,11 @@ def source_composition(
         models[q] = netval.LibraryModel(f.model, f.encoding(data), transform_of(q, fs))
     coster = netval.coster_from(data, rows, models)
     terms = netval.all_terms(coster, netval.network_records(nops), data)
-    limit_w = netval.compose.power_limit_w(s_dev)
-    comp = netval.fit_composition(s_mode, terms, nets.drop(columns="family"), limit_w)
+    comp = netval.fit_composition(s_mode, terms, nets.drop(columns="family"), s_dev)
     rt, re, gt, ge, ct, ce = [], [], [], [], [], []
     for model, g in nets.groupby("model", sort=True):
         others = nets[~nets["set_id"].isin(g["set_id"])].drop(columns="family")
-        c = netval.fit_composition(s_mode, terms, others, limit_w)
+        c = netval.fit_composition(s_mode, terms, others, s_dev)
         for _, n in g.iterrows():
             t = c.time(terms[n["set_id"]])
             rt.append(float(t / n["t_s"] - 1))
@@ -265,8 +264,7 @@ def run(paths: Paths, params: Params, target: str, log_to_mlflow: bool = True) -
     net_rows = [r for r in (netval.evaluate(data, networks, nops, chosen, tp, s) for s in splits) if len(r)]
     net_pred = pd.concat(net_rows, ignore_index=True) if net_rows else pd.DataFrame()
     terms = netval.all_terms(coster, netval.network_records(nops), data) if len(networks) else {}
-    limit_w = netval.compose.power_limit_w(device)
-    comp = netval.fit_composition(mode, terms, networks, limit_w) if len(networks) else netval.compose.Composition(mode)
+    comp = netval.fit_composition(mode, terms, networks, device) if len(networks) else netval.compose.Composition(mode)
     if len(net_pred):  # interval scores by question: known family, new family, pooled (model/compose.py)
         cols = {"t": "t_error", "e": "e_error"}
         scores = {q: netval.score_sets(net_pred, c) for q, c in cols.items()}
