@@ -122,7 +122,8 @@ def cell_figures(y: np.ndarray, p: np.ndarray, base: np.ndarray, noop: np.ndarra
 def fold_cells(data: fit.TargetData, cls: np.ndarray, name: str, fitted: fit.Fitted, te: np.ndarray) -> list[dict]:
     """The cells of one held-out family: `te` its scored rows, `fitted` the model fitted without them."""
     p = fit.predict_rows(data, fitted, te)
-    base = np.exp(fit.offsets(data, te, fitted.floor, fitted.dw_efficiency, fitted.unit_eff, True))
+    fl = fit.row_floors(data, te, fitted.floor, fitted.kind_floors)
+    base = np.exp(fit.offsets(data, te, fl, fitted.dw_efficiency, fitted.unit_eff, True))
     y = data.y("time")[te]
     cells = []
     for c in sorted(set(cls[te])):

@@ -564,6 +564,39 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the composition layer predicts energy above the device's power limit",
         ("tests/model/test_power_limit.py",),
     ),
+    Mutation(
+        "floors-counts-compute-bound-rows",
+        "model/floors.py",
+        (("ok = np.isfinite(excess) & (m >= np.asarray(compute_s, float))", "ok = np.isfinite(excess)"),),
+        "a kind's floor counts compute-bound rows, whose excess over their memory time is compute",
+        ("tests/model/test_kind_floors.py",),
+    ),
+    Mutation(
+        "floors-below-device-floor",
+        "model/floors.py",
+        (("out.append((str(kind), max(float(floor_s), ", "out.append((str(kind), min(float(floor_s), "),),
+        "a kind's floor may fall below the device's (or never rise above it)",
+        ("tests/model/test_kind_floors.py",),
+    ),
+    Mutation(
+        "floors-bundle-ignores-kind-floors",
+        "model/features.py",
+        (("fl = floors.per_op([r.kind for r in records], self.floor_s, self.kind_floors)", "fl = self.floor_s"),),
+        "a saved bundle predicts with the device floor where its trees were fitted against kind floors",
+        ("tests/model/test_kind_floors.py",),
+    ),
+    Mutation(
+        "floors-learnt-from-all-rows",
+        "model/fit.py",
+        (
+            (
+                "kf = kind_floors_of(data, fs, quantity, fit_rows, floor)",
+                "kf = kind_floors_of(data, fs, quantity, np.arange(data.n), floor)",
+            ),
+        ),
+        "kind floors are learnt from every row, held-out ones included",
+        ("tests/model/test_kind_floors.py",),
+    ),
 )
 
 

@@ -117,10 +117,12 @@ def test_the_stems_baseline_is_the_same_in_training_and_in_a_bundle() -> None:
     enc = f.encoding(data)
     rows = np.arange(data.n)
     got = enc.log_roofline(data.records)
-    assert got == pytest.approx(fit.offsets(data, rows, f.floor, f.dw_efficiency, f.unit_eff, True), rel=1e-12)
+    fl = fit.row_floors(data, rows, f.floor, f.kind_floors)  # the convolutions' own floor (model/floors.py)
+    assert got == pytest.approx(fit.offsets(data, rows, fl, f.dw_efficiency, f.unit_eff, True), rel=1e-12)
+    assert fl[0] == dict(f.kind_floors)["Conv2d"] > f.floor
     stem = data.records[0]
     m = stem.metrics
-    expected = math.log(math.hypot(m["flops"] / FP32_A30, (m["bytes_read"] + m["bytes_written"]) / BW_A30) + f.floor)
+    expected = math.log(math.hypot(m["flops"] / FP32_A30, (m["bytes_read"] + m["bytes_written"]) / BW_A30) + fl[0])
     assert got[0] == pytest.approx(expected, rel=1e-9)
     # the improved encoding keeps the kind's TF32 roofline (its models are unchanged)
     improved = data.encs["improved"].log_roofline([stem])[0]

@@ -46,6 +46,7 @@ import json
 import numpy as np
 import pandas as pd
 
+from opcost.model.floors import device_floor
 from opcost.modes import OP_PHASE
 from opcost.ops.families import family_of
 from opcost.ops.kinds import DROP_KINDS
@@ -82,14 +83,13 @@ def train_mode_only(rows: pd.DataFrame, mode: str) -> np.ndarray:
     return drop_kinds & (p > 0)
 
 
-FLOOR_PERCENTILE = 2  # the launch floor, as model/fit.launch_floor takes it
 MIN_POWER_PAIRS = 3
 BIG_OVER_FLOOR = 4.0  # reference ops whose work, not their launch, sets the ratio
 MIN_OWN_FLOOR_ROWS = 20  # own forward+backward rows needed to take the device's training floor from them
 
 
 def _floor(t: pd.Series) -> float:
-    return float(np.percentile(t.dropna(), FLOOR_PERCENTILE))
+    return device_floor(t.dropna().to_numpy(float))
 
 
 def estimated_training_rows(ops: pd.DataFrame, device: str) -> pd.DataFrame:

@@ -91,7 +91,9 @@ def baseline_s(base_s: np.ndarray, work: np.ndarray, eff: float) -> np.ndarray:
     return np.where(w > 0, np.maximum(base, w / eff), base)
 
 
-def raised_log_offset(log_offset: np.ndarray, floor_s: float, works: Sequence[tuple[np.ndarray, float]]) -> np.ndarray:
+def raised_log_offset(
+    log_offset: np.ndarray, floor_s: "float | np.ndarray", works: Sequence[tuple[np.ndarray, float]]
+) -> np.ndarray:
     """log(baseline + floor) offsets (model/fit.py, Encoding.log_roofline) with `baseline_s` applied to
     the baseline inside them for each (work, efficiency): unchanged where every eff is 0 or an op has no work."""
     off = np.asarray(log_offset, float)

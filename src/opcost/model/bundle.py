@@ -33,6 +33,7 @@ from opcost.io import read_npz, write_npz, write_report
 from opcost.model.compose import Composition
 from opcost.model.costing import OpCoster
 from opcost.model.features import FEATURE_SETS, Encoding, OpRecord, back_transform
+from opcost.model.floors import KindFloors
 from opcost.model.predcache import PredictionCache, freeze, model_stamp
 from opcost.model.trees import TreeEnsemble
 
@@ -153,6 +154,7 @@ class Bundle:
                         "fp32_efficiency": m.encoding.fp32_efficiency,
                         "dw_train_efficiency": m.encoding.dw_train_efficiency,
                         "mm_train_efficiency": m.encoding.mm_train_efficiency,
+                        "kind_floors": dict(m.encoding.kind_floors),
                         "columns": m.encoding.columns,
                     },
                     "ensemble": {
@@ -273,6 +275,8 @@ def _check_values(b: "Bundle") -> None:
         _in(c, 0.0, LIMITS["clock_mhz"], "clocks_mhz", lo_open=True)
     for q, m in b.models.items():
         _in(m.encoding.floor_s, 0.0, LIMITS["floor_s"], f"models.{q}.encoding.floor_s")
+        for kind, v in m.encoding.kind_floors:
+            _in(v, 0.0, LIMITS["floor_s"], f"models.{q}.encoding.kind_floors.{kind}")
         for e in ("dw_efficiency", "tf32_efficiency", "fp32_efficiency", "dw_train_efficiency", "mm_train_efficiency"):
             _in(getattr(m.encoding, e), 0.0, LIMITS["dw_efficiency"], f"models.{q}.encoding.{e}")
         _in(m.ensemble.base, -1e6, 1e6, f"models.{q}.ensemble.base")
@@ -311,6 +315,15 @@ def _lookup(arrays: dict[str, np.ndarray]) -> dict[str, tuple[float, float, bool
     return {str(i): (float(a), float(b), bool(c)) for i, a, b, c in zip(ids, t, p, e)}
 
 
+def _kind_floors(value: Any, q: str) -> KindFloors:
+    """models.<q>.encoding.kind_floors: a JSON object of kind -> floor [s], as the sorted pairs Encoding holds."""
+    if not isinstance(value, dict):
+        raise ValueError(
+            f"models.{q}.encoding.kind_floors must be an object of kind -> seconds, got {type(value).__name__}"
+        )
+    return tuple(sorted((str(k), float(v)) for k, v in value.items()))
+
+
 def _quantity_model(q: str, m: dict[str, Any], arrays: dict[str, np.ndarray]) -> QuantityModel:
     """One quantity's model from its JSON entry and arrays, checked so that evaluating it can only
     read inside its own arrays."""
@@ -329,6 +342,7 @@ def _quantity_model(q: str, m: dict[str, Any], arrays: dict[str, np.ndarray]) ->
         float(enc.get("fp32_efficiency", 0.0)),
         float(enc.get("dw_train_efficiency", 0.0)),
         float(enc.get("mm_train_efficiency", 0.0)),
+        _kind_floors(enc.get("kind_floors", {}), q),  # older bundles: none, every op at floor_s
     )
     if m["transform"] not in TRANSFORMS:
         raise ValueError(f"unknown target transform {m['transform']!r}")

@@ -25,7 +25,7 @@ import numpy as np
 
 from opcost.devices import find_device
 from opcost.memo import BoundedLRU
-from opcost.model import backward, gemm
+from opcost.model import backward, floors, gemm
 from opcost.model.physics import compute_memory_s, device_peaks, gemm_dims, op_peak, roofline_s
 
 if TYPE_CHECKING:  # torch stays out of the import path of predictions
@@ -129,6 +129,7 @@ class Encoding:
     fp32_efficiency: float = 0.0
     dw_train_efficiency: float = 0.0  # training: depthwise convolutions' passes at this fraction (model/backward.py)
     mm_train_efficiency: float = 0.0  # training: compute-bound Linear layers' 3 GEMMs at this fraction (likewise)
+    kind_floors: floors.KindFloors = ()  # inference: per-kind floors in the offset, else floor_s (model/floors.py)
 
     @property
     def columns(self) -> list[str]:
@@ -236,6 +237,7 @@ class Encoding:
         cfg = self.device_config
         cm = np.array([compute_memory_s(r.kind, r.metrics, cfg) for r in records], float).reshape(-1, 2)
         works = self._works(records, cm)
+        fl = floors.per_op([r.kind for r in records], self.floor_s, self.kind_floors)
         if self.feature_set == "physical":  # model/gemm.py: compute at the attained peak, overlapped with memory
             fp32 = np.array([gemm.fp32_compute_s(r.metrics["flops"], cfg) for r in records], float)
             fb = np.array([gemm.tf32_fallback(r.kind, r.hp, cfg) for r in records], bool)
@@ -244,10 +246,10 @@ class Encoding:
             units = ((gemm.TF32_UNIT, self.tf32_efficiency), (gemm.FP32_UNIT, self.fp32_efficiency))
             eff = {u: e for u, e in units if e > 0}
             c = gemm.compute_part_s(cm[:, 0], fp32, fb, unit, eff, dw, self.dw_efficiency)
-            off = np.log(gemm.overlap_s(c, cm[:, 1]) + self.floor_s)
+            off = np.log(gemm.overlap_s(c, cm[:, 1]) + fl)
         else:
-            off = np.log(np.maximum(cm.max(axis=1), 1e-9) + self.floor_s)  # physics.roofline_s
-        return backward.raised_log_offset(off, self.floor_s, works), backward.baseline_only(works, len(records))
+            off = np.log(np.maximum(cm.max(axis=1), 1e-9) + fl)  # physics.roofline_s
+        return backward.raised_log_offset(off, fl, works), backward.baseline_only(works, len(records))
 
     def _works(self, records: list[OpRecord], cm: np.ndarray) -> list[tuple[np.ndarray, float]]:
         """(work, efficiency) of model/backward.py's training baselines (none where no efficiency is learnt),

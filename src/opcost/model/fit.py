@@ -37,7 +37,7 @@ from sklearn.ensemble import RandomForestRegressor
 from sklearn.model_selection import GroupKFold
 
 from opcost.errors import OpcostError
-from opcost.model import backward, gemm
+from opcost.model import backward, floors, gemm
 from opcost.model.bundle import QuantityModel
 from opcost.model.features import FEATURE_SETS, Encoding, OpRecord, back_transform, encodings, record_of
 from opcost.model.physics import compute_memory_s, is_noop
@@ -176,12 +176,26 @@ def folds_of(data: TargetData, split: str, tp: TrainParams) -> list[tuple[str, n
 # --------------------------------------------------------------------------------------------
 
 
-FLOOR_PERCENTILE = 2
-
-
 def launch_floor(data: TargetData, rows: np.ndarray) -> float:
-    """The device's launch floor from `rows`: the 2nd percentile of their measured times."""
-    return float(np.percentile(data.y("time")[rows], FLOOR_PERCENTILE))
+    """The device's launch floor from `rows` (floors.device_floor of their measured times)."""
+    return floors.device_floor(data.y("time")[rows])
+
+
+def kind_floors_of(data: TargetData, fs: str, quantity: str, fit_rows: np.ndarray, floor: float) -> floors.KindFloors:
+    """The per-kind floors (model/floors.py) a time model with a log(t / (baseline + floor)) target learns
+    from its own fit rows; () for other models."""
+    if quantity != "time" or transform_of(quantity, fs) != "log_roofline":
+        return ()
+    if data.memory_s is None or data.compute_s is None:
+        return ()
+    kinds = data.df["kind"].to_numpy()[fit_rows]
+    t, m, c = data.y("time")[fit_rows], data.memory_s[fit_rows], data.compute_s[fit_rows]
+    return floors.kind_floors(kinds, t, m, c, floor, data.mode)
+
+
+def row_floors(data: TargetData, rows: np.ndarray, floor: float, kind_floors: floors.KindFloors) -> np.ndarray:
+    """Each row's floor in the offset: its kind's, else the device's (floors.per_op)."""
+    return floors.per_op(data.df["kind"].to_numpy()[rows], floor, kind_floors)
 
 
 MIN_MEASURED_NOOPS = 2
@@ -209,18 +223,19 @@ def _ok(data: TargetData, quantity: str) -> np.ndarray:
 def offsets(
     data: TargetData,
     rows: np.ndarray,
-    floor: float,
+    floor: "float | np.ndarray",
     dw_efficiency: float = 0.0,
     unit_eff: dict | None = None,
     physical: bool = False,
 ) -> np.ndarray:
-    """log(baseline + floor). The baseline is the roofline, except for a `physical` model: its compute time
-    at the peak each op attains (model/gemm.py: the FP32 peak for convolutions the TF32 tensor cores cannot
-    take, the unit's attained fraction `unit_eff` for GEMM-like ops, the depthwise baseline where
-    `dw_efficiency` > 0), combined with the memory time as gemm.overlap_s does, not by their maximum.
-    Only a physical model learns `unit_eff` and `dw_efficiency` (unit_efficiency_of, dw_efficiency_of),
-    so a roofline model has nothing else to add; a physical one without the GEMM arrays is refused, as
-    its baseline cannot be formed (there was a max()-roofline stand-in here once: a silently different model)."""
+    """log(baseline + floor), `floor` one value or one per row (`row_floors`). The baseline is the roofline,
+    except for a `physical` model: its compute time at the peak each op attains (model/gemm.py: the FP32
+    peak for convolutions the TF32 tensor cores cannot take, the unit's attained fraction `unit_eff` for
+    GEMM-like ops, the depthwise baseline where `dw_efficiency` > 0), combined with the memory time as
+    gemm.overlap_s does, not by their maximum. Only a physical model learns `unit_eff` and `dw_efficiency`
+    (unit_efficiency_of, dw_efficiency_of), so a roofline model has nothing else to add; a physical one
+    without the GEMM arrays is refused, as its baseline cannot be formed (there was a max()-roofline
+    stand-in here once: a silently different model)."""
     if not physical:
         return np.log(data.roofline[rows] + floor)
     arrays = (data.compute_s, data.dw_compute, data.fallback, data.unit, data.depthwise, data.memory_s)
@@ -274,6 +289,7 @@ class Fitted:
     unit_eff: dict[str, float] = dataclasses.field(default_factory=dict)  # likewise: attained unit peaks
     dw_train_efficiency: float = 0.0  # training, log_roofline models: model/backward.py, learnt from `rows`
     mm_train_efficiency: float = 0.0  # likewise, compute-bound Linear layers
+    kind_floors: floors.KindFloors = ()  # log_roofline time models in inference: model/floors.py, from `rows`
 
     def encoding(self, data: TargetData) -> Encoding:
         return dataclasses.replace(
@@ -284,6 +300,7 @@ class Fitted:
             fp32_efficiency=self.unit_eff.get(gemm.FP32_UNIT, 0.0),
             dw_train_efficiency=self.dw_train_efficiency,
             mm_train_efficiency=self.mm_train_efficiency,
+            kind_floors=self.kind_floors,
         )
 
 
@@ -294,6 +311,7 @@ def fit_model(data: TargetData, alg: str, fs: str, quantity: str, rows: np.ndarr
     y = data.y(quantity)[fit_rows]
     dw_eff = dw_efficiency_of(data, fs, quantity, fit_rows, floor)
     unit_eff = unit_efficiency_of(data, fs, quantity, fit_rows, floor)
+    kf = kind_floors_of(data, fs, quantity, fit_rows, floor)
     tr = transform_of(quantity, fs)
     dw_train = mm_train = 0.0  # model/backward.py: training baselines' attained fractions, from fit_rows only
     if tr == "log_roofline" and data.dw_work is not None and data.mm_work is not None:
@@ -304,11 +322,12 @@ def fit_model(data: TargetData, alg: str, fs: str, quantity: str, rows: np.ndarr
     elif tr == "log":
         target = np.log(y)
     else:
-        off = offsets(data, fit_rows, floor, dw_eff, unit_eff, fs == "physical")
-        target = np.log(y) - backward.raised_log_offset(off, floor, _works(data, fit_rows, dw_train, mm_train))
+        fl = row_floors(data, fit_rows, floor, kf)
+        off = offsets(data, fit_rows, fl, dw_eff, unit_eff, fs == "physical")
+        target = np.log(y) - backward.raised_log_offset(off, fl, _works(data, fit_rows, dw_train, mm_train))
     trees = ~backward.baseline_only(_works(data, fit_rows, dw_train, mm_train), len(fit_rows))  # baseline alone
     est = estimator(alg, tp, tp.seed).fit(data.X[fs][fit_rows[trees]], target[trees])
-    return Fitted(est, fs, quantity, fit_rows, floor, noop_time, noop_power, dw_eff, unit_eff, dw_train, mm_train)
+    return Fitted(est, fs, quantity, fit_rows, floor, noop_time, noop_power, dw_eff, unit_eff, dw_train, mm_train, kf)
 
 
 def _works(data: TargetData, rows: np.ndarray, dw_train: float, mm_train: float) -> list[tuple[np.ndarray, float]]:
@@ -322,10 +341,11 @@ def predict_rows(data: TargetData, fitted: Fitted, rows: np.ndarray) -> np.ndarr
     tr = transform_of(fitted.quantity, fitted.feature_set)
     raw = fitted.model.predict(data.X[fitted.feature_set][rows]) if len(rows) else np.zeros(0)
     if tr == "log_roofline":
-        off = offsets(data, rows, fitted.floor, fitted.dw_efficiency, fitted.unit_eff, fitted.feature_set == "physical")
+        fl = row_floors(data, rows, fitted.floor, fitted.kind_floors)
+        off = offsets(data, rows, fl, fitted.dw_efficiency, fitted.unit_eff, fitted.feature_set == "physical")
         works = _works(data, rows, fitted.dw_train_efficiency, fitted.mm_train_efficiency)
         only = backward.baseline_only(works, len(rows))
-        raw = back_transform(raw, tr, backward.raised_log_offset(off, fitted.floor, works), only)
+        raw = back_transform(raw, tr, backward.raised_log_offset(off, fl, works), only)
     else:
         raw = back_transform(raw, tr)
     return np.where(data.noop[rows], fitted.noop_time if fitted.quantity == "time" else fitted.noop_power, raw)
