@@ -147,3 +147,22 @@ def test_a_large_linear_layer_is_no_longer_given_the_heads_ratio() -> None:
         assert predicted() > 1.4 * measured  # +51 % at seed 0
     finally:
         floors.KIND_FLOOR_MODES = shipped
+
+
+def test_the_train_run_logs_each_kinds_floor() -> None:
+    """The MLflow metrics of a train run (stages/train.run_record) carry one `kind_floor_s.<kind>` per kind
+    floor of the time model, in seconds, and none for a bundle without (training, older bundles)."""
+    from types import SimpleNamespace
+
+    from opcost.model import tracking
+    from opcost.stages.train import floor_metrics
+
+    data = linear_target()
+    f = fit.fit_model(data, "xgb", "physical", "time", np.arange(data.n), SMALL)
+    enc = f.encoding(data)
+    bundle = SimpleNamespace(models={"time": SimpleNamespace(encoding=enc)})  # the fields floor_metrics reads
+    got = floor_metrics(bundle)  # type: ignore[arg-type]
+    assert got == {tracking.kind_floor_metric("Linear"): dict(f.kind_floors)["Linear"],
+                   tracking.kind_floor_metric("ReLU"): f.floor}  # fmt: skip
+    assert tracking.kind_floor_metric("Linear") == "kind_floor_s.Linear"
+    assert floor_metrics(SimpleNamespace(models={})) == {}  # type: ignore[arg-type]

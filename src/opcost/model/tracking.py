@@ -110,6 +110,11 @@ def stage_run_name(target: str) -> str:
     return f"train@{target}"
 
 
+def kind_floor_metric(kind: str) -> str:
+    """The train run's metric of the time model's floor for one op kind (model/floors.py), in seconds."""
+    return f"kind_floor_s.{kind}"
+
+
 def nested_run_name(algorithm: str, quantity: str, feature_set: str, split: str) -> str:
     return f"{algorithm}-{quantity}-{feature_set}-{split}"
 

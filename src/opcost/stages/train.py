@@ -103,6 +103,14 @@ def by_kind(df: pd.DataFrame, r: dict[str, Any], quantity: str) -> dict[str, dic
     return out
 
 
+def floor_metrics(bundle: Bundle) -> dict[str, float]:
+    """The time model's per-kind floors (model/floors.py) as train-run metrics, one per kind; none where
+    it has none (training, older bundles)."""
+    time_model = bundle.models.get("time")
+    kind_floors = time_model.encoding.kind_floors if time_model is not None else ()
+    return {tracking.kind_floor_metric(k): v for k, v in kind_floors}
+
+
 def run_record(target: str, tp: TrainParams, results: dict, bundle: Bundle, detail: dict, nets: pd.DataFrame) -> dict:
     tags = {
         "dvc_stage": f"train@{target}",
@@ -174,7 +182,7 @@ def run_record(target: str, tp: TrainParams, results: dict, bundle: Bundle, deta
         "name": tracking.stage_run_name(target),
         "tags": tags,
         "params": params,
-        "metrics": {**net_metrics, **comp_metrics, "floor_s": bundle.floor_s},
+        "metrics": {**net_metrics, **comp_metrics, **floor_metrics(bundle), "floor_s": bundle.floor_s},
         "steps": {},
         "figures": figures,
         "children": children,
