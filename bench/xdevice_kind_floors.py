@@ -7,8 +7,10 @@ rows carry per-kind floors of 73-149 us (model/floors.py), the A30's 20-30 us: a
 measuring host, which xdevice.design's one `floor_s` leaves to the trees, so they learn it as GPU
 physics. Variant `kind floors`: each training row's offset is log(roofline + its own config's kind
 floor) (floors.kind_floors over that config's memory-bound rows of the same cross-device kind); a GPU
-being predicted keeps `floor_s`. Both variants run through the train-xdevice stage's own pieces
-(op rows, network rows, leave-one-GPU-out, network composition refit per fold).
+being predicted keeps `floor_s`. Each also with one composition (host floor, scale) per measuring setup
+(thesis, NeuSight), fitted on that setup's training-GPU networks. Every variant runs through the
+train-xdevice stage's own pieces (op rows, network rows, leave-one-GPU-out, network composition refit per
+fold).
 
     PYTHONPATH=src python bench/xdevice_kind_floors.py
 
@@ -53,11 +55,22 @@ def fit_with_kind_floors(rows: pd.DataFrame, p: XdeviceParams) -> xdevice.OpMode
     return xdevice.OpModel(ens, p.floor_s, tuple(sorted({xdevice.gpu_of(c) for c in np.unique(cfg)})))
 
 
-def run(fit_fn: xdevice.FitFn, rows: pd.DataFrame, nets: pd.DataFrame, nodes: pd.DataFrame, p: XdeviceParams) -> dict:
+def run(
+    fit_fn: xdevice.FitFn, rows: pd.DataFrame, nets: pd.DataFrame, nodes: pd.DataFrame, p: XdeviceParams,
+    per_set: bool = False,
+) -> dict:  # fmt: skip
+    """Leave-one-GPU-out ops and networks; with `per_set` each measuring setup's networks (thesis, NeuSight)
+    get a composition (host floor, scale) fitted on that setup's training-GPU networks only."""
     folds: dict[str, xdevice.OpModel] = {}
     pred = xdevice.leave_one_gpu_out(rows, p, fit_fn=fit_fn, on_fold=lambda g, m: folds.__setitem__(g, m))
     ops = xdevice.logo_table(pred)
-    held = xdevice_net.logo_networks(nets, nodes, folds)
+    if per_set:
+        parts = []
+        for _, sub in nets.groupby("set"):
+            parts.append(xdevice_net.logo_networks(sub, nodes[nodes["config"].isin(sub["config"])], folds))
+        held = pd.concat(parts, ignore_index=True)
+    else:
+        held = xdevice_net.logo_networks(nets, nodes, folds)
     out: dict[str, Any] = {
         "ops_mape_pct": {f"{r.gpu}/{r.group}": round(float(r.mape), 1) for r in ops.itertuples()},
         "networks": {k: stage.net_scores(g) for k, g in (("all", held), *held.groupby("set"))},
@@ -77,6 +90,10 @@ def main() -> int:
     report = {
         "shipped (one floor_s)": run(xdevice.fit, rows, nets, nodes, params.xdevice),
         "kind floors": run(fit_with_kind_floors, rows, nets, nodes, params.xdevice),
+        "kind floors, host floor per measuring setup": run(
+            fit_with_kind_floors, rows, nets, nodes, params.xdevice, per_set=True
+        ),
+        "shipped, host floor per measuring setup": run(xdevice.fit, rows, nets, nodes, params.xdevice, per_set=True),
     }
     for name, r in report.items():
         gpus = ", ".join(f"{g} {v['mape']:.1f} (host floor {1e6 * v['host_floor_s']:.1f} us)"
