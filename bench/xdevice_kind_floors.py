@@ -10,7 +10,7 @@ floor) (floors.kind_floors over that config's memory-bound rows of the same cros
 being predicted keeps `floor_s`. Each also with one composition (host floor, scale) per measuring setup
 (thesis, NeuSight), fitted on that setup's training-GPU networks. Every variant runs through the
 train-xdevice stage's own pieces (op rows, network rows, leave-one-GPU-out, network composition refit per
-fold).
+fold). Two more variants widen the composition's host-floor grid from 1-40 us to 1-400 us.
 
     PYTHONPATH=src python bench/xdevice_kind_floors.py
 
@@ -38,6 +38,7 @@ from opcost.paths import Paths  # noqa: E402
 from opcost.stages import train_xdevice as stage  # noqa: E402
 
 COL = {c: i for i, c in enumerate(xdevice.COLUMNS)}
+WIDE_GRID = tuple(float(x) for x in np.geomspace(1e-6, 4e-4, 60))
 
 
 def fit_with_kind_floors(rows: pd.DataFrame, p: XdeviceParams) -> xdevice.OpModel:
@@ -95,6 +96,15 @@ def main() -> int:
         ),
         "shipped, host floor per measuring setup": run(xdevice.fit, rows, nets, nodes, params.xdevice, per_set=True),
     }
+    shipped_grid = xdevice_net.HOST_FLOOR_GRID
+    try:  # the host floor's grid to 400 us: where the kind-floor variants' host floor goes when not held at 40 us
+        xdevice_net.HOST_FLOOR_GRID = WIDE_GRID
+        report["kind floors, host floor grid to 400 us"] = run(fit_with_kind_floors, rows, nets, nodes, params.xdevice)
+        report["kind floors, per measuring setup, grid to 400 us"] = run(
+            fit_with_kind_floors, rows, nets, nodes, params.xdevice, per_set=True
+        )
+    finally:
+        xdevice_net.HOST_FLOOR_GRID = shipped_grid
     for name, r in report.items():
         gpus = ", ".join(f"{g} {v['mape']:.1f} (host floor {1e6 * v['host_floor_s']:.1f} us)"
                          for g, v in r["networks_by_gpu"].items())  # fmt: skip
