@@ -10,7 +10,9 @@ floor) (floors.kind_floors over that config's memory-bound rows of the same cros
 being predicted keeps `floor_s`. Each also with one composition (host floor, scale) per measuring setup
 (thesis, NeuSight), fitted on that setup's training-GPU networks. Every variant runs through the
 train-xdevice stage's own pieces (op rows, network rows, leave-one-GPU-out, network composition refit per
-fold). Two more variants widen the composition's host-floor grid from 1-40 us to 1-400 us.
+fold). One more takes kind floors off the thesis rows only (NeuSight's op rows are partly wall-clock: their
+per-call cost is part of what NeuSight's networks pay). Two more variants widen the composition's
+host-floor grid from 1-40 us to 1-400 us.
 
     PYTHONPATH=src python bench/xdevice_kind_floors.py
 
@@ -20,6 +22,7 @@ Needs `dvc pull`. About a minute on two cores. Writes reports/bench/xdevice_kind
 from __future__ import annotations
 
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -41,15 +44,17 @@ COL = {c: i for i, c in enumerate(xdevice.COLUMNS)}
 WIDE_GRID = tuple(float(x) for x in np.geomspace(1e-6, 4e-4, 60))
 
 
-def fit_with_kind_floors(rows: pd.DataFrame, p: XdeviceParams) -> xdevice.OpModel:
-    """xdevice.fit with each training row's offset at its own config's kind floor."""
+def fit_with_kind_floors(rows: pd.DataFrame, p: XdeviceParams, sources: tuple[str, ...] = ()) -> xdevice.OpModel:
+    """xdevice.fit with each training row's offset at its own config's kind floor (only rows of `sources`
+    where given: "thesis", "neusight")."""
     X, off = xdevice.design(rows, p.floor_s)
     roof = np.exp(off) - p.floor_s
     mem, comp = np.exp(X[:, COL["log_memory_s"]]), np.exp(X[:, COL["log_compute_s"]])
     t, kinds, cfg = rows["t_s"].to_numpy(float), rows["xkind"].to_numpy(), rows["device_config"].to_numpy()
     fl = np.full(len(rows), p.floor_s)
-    for c in np.unique(cfg):
-        sel = cfg == c
+    use = rows["source"].isin(sources).to_numpy() if sources else np.ones(len(rows), bool)
+    for c in np.unique(cfg[use]):
+        sel = (cfg == c) & use
         table = dict(kind_floors(kinds[sel], t[sel], mem[sel], comp[sel], p.floor_s, "inference"))
         fl[sel] = [table.get(k, p.floor_s) for k in kinds[sel]]
     ens = xdevice.fit_trees(X, np.log(t) - np.log(roof + fl), p, xdevice.weights(rows))
@@ -96,6 +101,8 @@ def main() -> int:
         ),
         "shipped, host floor per measuring setup": run(xdevice.fit, rows, nets, nodes, params.xdevice, per_set=True),
     }
+    thesis_only = partial(fit_with_kind_floors, sources=("thesis",))
+    report["kind floors of the thesis rows only"] = run(thesis_only, rows, nets, nodes, params.xdevice)
     shipped_grid = xdevice_net.HOST_FLOOR_GRID
     try:  # the host floor's grid to 400 us: where the kind-floor variants' host floor goes when not held at 40 us
         xdevice_net.HOST_FLOOR_GRID = WIDE_GRID
