@@ -73,7 +73,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "compose-absolute-error",
-        "model/compose.py",
+        "model/nnls.py",
         (("x, _ = nnls(A * w[:, None], np.ones_like(y))", "x, _ = nnls(A, y)"),),
         "the composition is fitted on absolute instead of relative error",
         (KNOWN,),

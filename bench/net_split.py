@@ -49,6 +49,7 @@ from opcost.model import compose, netval  # noqa: E402
 from opcost.model.costing import Costs, OpCoster  # noqa: E402
 from opcost.model.features import OpRecord  # noqa: E402
 from opcost.model.fit import TargetData, prepare  # noqa: E402
+from opcost.model.nnls import nnls_relative  # noqa: E402
 from opcost.model.physics import compute_memory_s  # noqa: E402
 from opcost.ops.kinds import facts as kind_facts  # noqa: E402
 from opcost.params.load import load_params  # noqa: E402
@@ -154,11 +155,11 @@ class Layer:
     def __init__(self, cols: Callable[[Ops, str], list[float]], mode: str, ops: list[Ops], t_s: np.ndarray,
                  e_j: np.ndarray | None, families: list[str]):  # fmt: skip
         self.cols, self.mode = cols, mode
-        self.x = compose._nnls_relative(np.array([cols(o, mode) for o in ops]), t_s)
+        self.x = nnls_relative(np.array([cols(o, mode) for o in ops]), t_s)
         self.xe = None
         if e_j is not None:
             ae = np.array([[o.base["energy_sum"], t] for o, t in zip(ops, t_s)])
-            self.xe = compose._nnls_relative(ae, e_j)
+            self.xe = nnls_relative(ae, e_j)
         self.family_terms: dict[str, dict[str, float]] = {}
         layer: Any = self  # fit_family_terms asks only for time(terms) and energy(terms, time)
         self.family_terms = compose.fit_family_terms(layer, ops, families, t_s, e_j)

@@ -298,7 +298,8 @@ def test_compiled_trees_reproduce_the_libraries():
 
 
 def test_predictions_from_the_disk_cache_match_and_need_no_torch(trained):
-    """A second process answers from .opcost/cache without importing torch, xgboost or sklearn."""
+    """A second process answers from .opcost/cache without importing torch, xgboost, sklearn or scipy.optimize
+    (the composition's fits import it inside the call: model/nnls.py)."""
     import os
     import subprocess
     import sys
@@ -309,7 +310,7 @@ def test_predictions_from_the_disk_cache_match_and_need_no_torch(trained):
         "import sys, json; from opcost.model.predict import Predictor; from opcost.paths import Paths;"
         f"p = Predictor(paths=Paths(__import__('pathlib').Path({str(paths.root)!r})))"
         ".predict('resnet18', '32,3,32,32', 'RTX2080Ti', 'training');"
-        "mods = sorted(m for m in ('torch', 'xgboost', 'sklearn') if m in sys.modules);"
+        "mods = sorted(m for m in ('torch', 'xgboost', 'sklearn', 'scipy.optimize') if m in sys.modules);"
         "print(json.dumps({'t': p.time_s, 'mods': mods}))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env={**os.environ})

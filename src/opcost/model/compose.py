@@ -136,6 +136,7 @@ from opcost.model.intervals import (  # noqa: F401  (conformal_q, log_scores: re
     log_scores,
     question_covariate,
 )
+from opcost.model.nnls import nnls_relative
 from opcost.model.physics import NOMINAL_BANDWIDTH
 from opcost.model.powerlimit import capped_energy, fit_energy
 from opcost.ops.kinds import facts as kind_facts
@@ -202,15 +203,6 @@ def l2_share(records: Sequence[OpRecord], l2_bytes: float) -> np.ndarray:
     if not l2_bytes > 0:
         return np.zeros(len(records))
     return np.minimum(1.0, l2_bytes / np.maximum(read, 1.0))
-
-
-def _nnls_relative(A: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Non-negative least squares on relative error: minimise sum ((A x - y) / y)^2, x >= 0."""
-    from scipy.optimize import nnls
-
-    w = 1.0 / y
-    x, _ = nnls(A * w[:, None], np.ones_like(y))
-    return x
 
 
 @dataclass
@@ -479,7 +471,7 @@ def fit(
     cols["sum"] = cols["sum"] - cols["memory_sum"]
     cols["memory_sum"] = cols["memory_sum"] - cols["l2_sum"]
     A = np.array([cols[k] for k in names]).T
-    x = dict(zip(names, map(float, _nnls_relative(A, np.asarray(time_s, float)))))
+    x = dict(zip(names, map(float, nnls_relative(A, np.asarray(time_s, float)))))
     # a class no network has says nothing of its share: it takes its neighbour's (in L2 <-> not, then the
     # matrix products'), so a difference never stands for a class that was never fitted
     seen = {k: bool(np.any(cols[k] > 0)) for k in ("memory_sum", "l2_sum")}

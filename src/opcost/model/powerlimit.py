@@ -29,7 +29,8 @@ networks (80-165 W of 250 W) are never at the limit: its layer is the least-squa
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import minimize, nnls
+
+from opcost.model.nnls import nnls_relative
 
 LIMIT_BAND = 0.97  # a network within 3 % of the nominal limit ran at the limit (the limiter holds just below it)
 PRIOR = (1.0, 0.0)  # a_e, k / cap: the ops' own energies (an uncalibrated layer's)
@@ -75,10 +76,10 @@ def fit_energy(
     s, t, e = (np.asarray(x, float) for x in (energy_sum, time_s, energy_j))
     cap_w = effective_cap(e / t, limit_w)
     censored = at_limit(e / t, limit_w)
-    w = 1.0 / e
-    plain = nnls(np.array([s, t]).T * w[:, None], np.ones_like(e))[0]
+    plain = nnls_relative(np.array([s, t]).T, e)
     if not censored.any():
         return float(plain[0]), float(plain[1]), cap_w
+    from scipy.optimize import minimize  # here, not at import: predictions load this module (model/nnls.py)
 
     def loss(x: np.ndarray) -> float:
         a, k = np.abs(x)
