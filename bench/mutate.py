@@ -597,6 +597,56 @@ MUTATIONS: tuple[Mutation, ...] = (
         "kind floors are learnt from every row, held-out ones included",
         ("tests/model/test_kind_floors.py",),
     ),
+    Mutation(
+        "xdevice-keeps-host-bound-rows",
+        "model/xdevice.py",
+        (("rows = rows[~host_bound(rows, p.host_plateau_factor)].reset_index(drop=True)", "rows = rows"),),
+        "the cross-device fit keeps the wall-clock rows that time the host, not the GPU",
+        ("tests/model/test_xdevice_host_plateau.py",),
+    ),
+    Mutation(
+        "xdevice-plateau-over-every-row",
+        "model/xdevice.py",
+        (
+            (
+                "    for k in np.unique(key[wall]):\n        sel = wall & (key == k)",
+                "    for k in np.unique(key):\n        sel = key == k",
+            ),
+        ),
+        "event-timed rows are censored at a plateau as if the host had timed them",
+        ("tests/model/test_xdevice_host_plateau.py",),
+    ),
+    Mutation(
+        "xdevice-plateau-unscaled",
+        "model/xdevice.py",
+        (
+            (
+                "out[sel] = t[sel] <= factor * floors.device_floor(t[sel])",
+                "out[sel] = t[sel] <= floors.device_floor(t[sel])",
+            ),
+        ),
+        "the plateau factor is ignored: only the plateau's lowest calls are left out",
+        ("tests/model/test_xdevice_host_plateau.py",),
+    ),
+    Mutation(
+        "xdevice-keeps-no-ops",
+        "model/xdevice.py",
+        (('if physics.is_noop(rec.kind, rec.hp, rec.metrics, str(r["mode"])):', "if False:"),),
+        "a no-op (StochasticDepth in eval) enters the cross-device rows with an add's bytes",
+        ("tests/model/test_xdevice_host_plateau.py",),
+    ),
+    Mutation(
+        "xdevice-coverage-in-sample",
+        "model/xdevice.py",
+        (
+            (
+                "law = interval_law([v for k, v in per_gpu.items() if k != g])",
+                "law = interval_law(list(per_gpu.values()))",
+            ),
+        ),
+        "the cross-device interval's coverage is scored with a law fitted on the scored GPU too",
+        ("tests/model/test_xdevice_host_plateau.py",),
+    ),
 )
 
 

@@ -10,9 +10,9 @@ floor) (floors.kind_floors over that config's memory-bound rows of the same cros
 being predicted keeps `floor_s`. Each also with one composition (host floor, scale) per measuring setup
 (thesis, NeuSight), fitted on that setup's training-GPU networks. Every variant runs through the
 train-xdevice stage's own pieces (op rows, network rows, leave-one-GPU-out, network composition refit per
-fold). One more takes kind floors off the thesis rows only (NeuSight's op rows are partly wall-clock: their
-per-call cost is part of what NeuSight's networks pay). Two more variants widen the composition's
-host-floor grid from 1-40 us to 1-400 us.
+fold). One more takes kind floors off the thesis rows only (NeuSight's event-timed op rows carry the
+host's dispatch too: their per-call cost is part of what NeuSight's networks pay). Two more variants
+widen the composition's host-floor grid from 1-40 us to 1-400 us.
 
     PYTHONPATH=src python bench/xdevice_kind_floors.py
 

@@ -16,6 +16,7 @@ class XdeviceParams:
     op_targets: tuple[str, ...] = ("A30-inference", "A30_no_tf32-inference", "RTX2080Ti-inference")
     net_targets: tuple[str, ...] = ("A30-inference", "RTX2080Ti-inference", "A30-training")
     floor_s: float = 2e-6  # anchors the target: log(t / (roofline + floor))
+    host_plateau_factor: float = 2.0  # wall-clock rows at most this x their kind's plateau time the host
     n_estimators: int = 150
     max_depth: int = 8
     learning_rate: float = 0.1
@@ -37,6 +38,7 @@ XDEVICE_FIELDS: dict[str, Check] = {
     "op_targets": lambda v, w: as_list(v, w, as_str),
     "net_targets": lambda v, w: as_list(v, w, as_str),
     "floor_s": as_positive,
+    "host_plateau_factor": as_positive,
     "n_estimators": lambda v, w: as_int(v, w, lo=1),
     "max_depth": lambda v, w: as_int(v, w, lo=1),
     "learning_rate": as_positive,
