@@ -647,6 +647,20 @@ MUTATIONS: tuple[Mutation, ...] = (
         "the cross-device interval's coverage is scored with a law fitted on the scored GPU too",
         ("tests/model/test_xdevice_host_plateau.py",),
     ),
+    Mutation(
+        "xdevice-winograd-on-tf32",
+        "model/xdevice.py",
+        (('X[:, col["winograd_fp32"]] = wino * (peak <= fp32)', 'X[:, col["winograd_fp32"]] = wino'),),
+        "a TF32 convolution is flagged Winograd, though cuDNN runs it as an implicit GEMM on the tensor cores",
+        ("tests/model/test_xdevice_winograd.py",),
+    ),
+    Mutation(
+        "xdevice-neusight-winograd-any-stride",
+        "model/xdevice.py",
+        (('d["winograd"] = ((ks == 3) & (st == 1)).astype(float)', 'd["winograd"] = (ks == 3).astype(float)'),),
+        "a NeuSight 3x3 convolution of stride 2 is flagged Winograd",
+        ("tests/model/test_xdevice_winograd.py",),
+    ),
 )
 
 

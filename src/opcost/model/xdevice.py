@@ -7,6 +7,10 @@ bandwidth, SMs, L2, boost clock). The trees learn log(t / (roofline + floor)): h
 hardware's bound the op runs, with the roofline written in the device's own units so that a GPU
 the trees never saw is described by where its ops sit relative to its ridge point, how many waves
 of thread blocks its SMs need and whether the working set fits in its L2, not by its name.
+`winograd_fp32` marks a 3x3, stride-1, undilated, ungrouped convolution on the FP32 units
+(gemm.kernel_features' eligibility; NeuSight's convolutions by their kernel and stride): cuDNN runs it
+with Winograd, faster than its direct FLOPs (the thesis RTX 2080 Ti's resnet34 3x3 convolutions at 0.75
+of their FP32 roofline time), which no other column can tell from a 3x3 stride-2 one of the same GEMM.
 
 Numerics: fp32 with PyTorch's defaults. cuDNN convolutions may use TF32 on Ampere and newer
 (`torch.backends.cudnn.allow_tf32` is True by default), matmuls do not (`torch.backends.cuda.matmul.
@@ -45,7 +49,7 @@ from opcost.model.trees import TreeEnsemble
 from opcost.ops.kinds import xkind_of
 from opcost.params.xdevice import XdeviceParams
 
-FORMAT = "opcost-xdevice/1"
+FORMAT = "opcost-xdevice/2"
 MODEL_FILE = "xdevice.json"
 TREES_FILE = "trees.npz"
 _ARRAYS = {"feature": np.int32, "threshold": np.float64, "left": np.int32, "right": np.int32, "value": np.float64}
@@ -74,7 +78,7 @@ COLUMNS = (
     + ["wall_clock", "log_flops", "log_bytes", "log_numel", "log_intensity", "log_ridge", "log_intensity_over_ridge",
        "log_compute_s", "log_memory_s", "log_roofline_s", "compute_bound", "log_m", "log_n", "log_k", "log_batch",
        "log_waves", "wave_efficiency", "log_bytes_over_l2", "log_peak", "log_fp32_peak", "log_bandwidth", "sms",
-       "log_l2", "clock_mhz", "tensor_cores"]
+       "log_l2", "clock_mhz", "tensor_cores", "winograd_fp32"]
 )  # fmt: skip
 
 
@@ -187,6 +191,7 @@ def neusight_ops(folder: Path) -> pd.DataFrame:
                 2 * m * n * k,
                 FLOAT_BYTES * (B * cin * size * size + cout * cin * ks * ks + B * cout * out * out),
             )
+            d["winograd"] = ((ks == 3) & (st == 1)).astype(float)  # NeuSight's convolutions: ungrouped, undilated
         else:
             B, H = raw["B"].to_numpy(float), raw["H"].to_numpy(float)
             numel = B * H
@@ -212,6 +217,7 @@ def neusight_ops(folder: Path) -> pd.DataFrame:
 
 def record_row(kind: str, metrics: dict[str, Any], hp: dict[str, Any], input_shape: Sequence[int]) -> dict[str, Any]:
     """A project op (its kind, paper costs, hyper-parameters and input shape) as a cross-device row."""
+    from opcost.model.gemm import kernel_features
     from opcost.model.physics import gemm_dims
 
     xk = xkind_of(kind)
@@ -232,8 +238,9 @@ def record_row(kind: str, metrics: dict[str, Any], hp: dict[str, Any], input_sha
             batch = float(int(hp["groups"]))
     else:
         flops = 0.0  # bytes-bound kinds: the FLOP counts of different tools disagree, bytes do not
+    winograd = float(xk == "conv" and kernel_features(kind, hp)[3] == 1.0)
     return {"xkind": xk, "batch": batch, "m": m, "n": n, "k": k, "flops": flops, "bytes": nbytes,
-            "numel": out_numel}  # fmt: skip
+            "numel": out_numel, "winograd": winograd}  # fmt: skip
 
 
 def thesis_ops(table: pd.DataFrame, device_config: str) -> pd.DataFrame:
@@ -311,6 +318,8 @@ def design(rows: pd.DataFrame, floor_s: float) -> tuple[np.ndarray, np.ndarray]:
     X[:, col["log_peak"]], X[:, col["log_fp32_peak"]] = np.log(peak), np.log(fp32)
     X[:, col["log_bandwidth"]], X[:, col["sms"]], X[:, col["log_l2"]] = np.log(bw), sms, np.log(l2)
     X[:, col["clock_mhz"]], X[:, col["tensor_cores"]] = clock, tc
+    wino = rows["winograd"].fillna(0.0).to_numpy(float) if "winograd" in rows else np.zeros(n)
+    X[:, col["winograd_fp32"]] = wino * (peak <= fp32)  # TF32 convolutions run implicit GEMM, not Winograd
     offset[:] = np.log(roof + floor_s)
     return X, offset
 
