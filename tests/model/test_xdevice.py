@@ -125,6 +125,16 @@ def test_own_models_stay_champion_elsewhere_transferred():
     assert xdevice_predict.transfer_config("Tesla T4", "inference", own) == ("T4", "transferred")
 
 
+def test_no_tf32_on_a_gpu_without_tf32_is_its_own_bundle():
+    """Without TF32 units `_no_tf32` changes no op's numerics: the RTX 2080 Ti's own bundle answers."""
+    own = ["RTX2080Ti-inference", "A30-inference"]
+    assert xdevice_predict.transfer_config("RTX2080Ti_no_tf32", "inference", own) == ("RTX2080Ti", None)
+    assert xdevice_predict.transfer_config("A30_no_tf32", "inference", own) == ("A30_no_tf32", "transferred")
+    assert xdevice_predict.transfer_config("RTX2080Ti_no_tf32", "training", own) == (
+        "RTX2080Ti_no_tf32", "transferred")  # fmt: skip
+    assert xdevice.same_numerics("V100_no_tf32") == "V100" and xdevice.same_numerics("A100_no_tf32") == "A100_no_tf32"
+
+
 def test_composition_recovers_a_known_host_floor_and_scale():
     rng = np.random.default_rng(2)
     nets, nodes = [], []

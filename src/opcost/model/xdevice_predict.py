@@ -60,8 +60,9 @@ def transfer_config(device: str, mode: str, own_targets: list[str]) -> tuple[str
     from opcost.model import xdevice
 
     cfg = xdevice.resolve(device)
-    if f"{cfg}-{mode}" in own_targets:
-        return cfg, None
+    for c in dict.fromkeys((cfg, xdevice.same_numerics(cfg))):
+        if f"{c}-{mode}" in own_targets:
+            return c, None
     return cfg, SOURCE
 
 
