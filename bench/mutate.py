@@ -661,6 +661,25 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a NeuSight 3x3 convolution of stride 2 is flagged Winograd",
         ("tests/model/test_xdevice_winograd.py",),
     ),
+    Mutation(
+        "no-tf32-alias-ignored",
+        "devices.py",
+        (
+            (
+                "return key if tf32 or DEVICES[key].tf32_flops is None else key + NO_TF32_SUFFIX",
+                "return key if tf32 else key + NO_TF32_SUFFIX",
+            ),
+        ),
+        "`RTX2080Ti_no_tf32` (a GPU without TF32) no longer finds its own bundle",
+        ("tests/model/test_xdevice.py",),
+    ),
+    Mutation(
+        "forest-predicts-on-threads",
+        "model/fit.py",
+        (("        est.set_params(n_jobs=1)\n", ""),),
+        "a random forest predicts on two threads: its sums differ between runs in the last digits",
+        ("tests/model/test_rf_determinism.py",),
+    ),
 )
 
 

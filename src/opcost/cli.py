@@ -363,8 +363,9 @@ def predict(
         e = f"{p.energy_j:.4g} J (90 %: {p.energy_interval_j[0]:.4g}-{p.energy_interval_j[1]:.4g})"
     pw = f"{p.avg_power_w:.1f} W" if p.avg_power_w is not None else "n/a"
     at = "default clock" if p.clock_mhz is None else f"{p.clock_mhz:g} MHz, clock_source {p.clock_source}"
+    on = p.device_config if p.device_config == device else f"{p.device_config} (asked as {device})"
     out.print(
-        f"{escape(p.model)} {' '.join(p.inputs)} on {device} ({mode}, {at}): "
+        f"{escape(p.model)} {' '.join(p.inputs)} on {escape(on)} ({mode}, {at}): "
         f"time {p.time_s * 1e3:.4g} ms (90 %: {lo * 1e3:.4g}-{hi * 1e3:.4g}), energy {e}, average power {pw}",
         highlight=False,
     )

@@ -321,6 +321,18 @@ def table_name(config: str) -> str:
     return str(config) if key is None else key + ("" if tf32 else NO_TF32_SUFFIX)
 
 
+def same_numerics(config: str) -> str:
+    """The table name of `config`, without `_no_tf32` where that changes nothing: a GPU without TF32
+    (Turing, Volta and older) runs every fp32 op on its FP32 units either way, so `RTX2080Ti_no_tf32` is
+    `RTX2080Ti` and its own bundle answers it (model/xdevice_predict.own_config). A name the table does
+    not know comes back as `table_name` gives it."""
+    name, tf32 = _split_config(config)
+    key = lookup_device(name)
+    if key is None:
+        return table_name(config)
+    return key if tf32 or DEVICES[key].tf32_flops is None else key + NO_TF32_SUFFIX
+
+
 @functools.lru_cache(maxsize=1024)
 def device_config(config: str) -> tuple[Device, bool]:
     """`A30_no_tf32` -> (the A30, TF32 off); `RTX2080Ti` -> (the RTX 2080 Ti, TF32 on where it exists).

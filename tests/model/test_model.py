@@ -125,6 +125,15 @@ def test_retraining_unchanged_registers_nothing_and_new_params_do(trained):
     run_train_stage(paths, params, "RTX2080Ti-training")  # back to the first bundle: already registered
 
 
+def test_no_tf32_on_a_gpu_without_tf32_is_answered_by_its_own_bundle(trained):
+    """No models/xdevice here: `RTX2080Ti_no_tf32` must still find the RTX 2080 Ti's bundle (the same
+    numerics), and answer exactly what `RTX2080Ti` answers."""
+    paths, _, _ = trained
+    a = Predictor(paths=paths).predict("resnet18", "32,3,32,32", "RTX2080Ti_no_tf32", "training")
+    b = Predictor(paths=paths).predict("resnet18", "32,3,32,32", "RTX2080Ti", "training")
+    assert a.device_config == "RTX2080Ti" and a.time_s == b.time_s and a.energy_j == b.energy_j
+
+
 def test_every_op_gets_a_cost_and_the_total_follows_the_composition(trained):
     paths, _, _ = trained
     p = Predictor(paths=paths).predict("resnet18", "32,3,32,32", "RTX2080Ti", "training")

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from opcost.devices import DEVICES, Device
+from opcost.devices import DEVICES, Device, same_numerics
 from opcost.errors import OpcostError
 from opcost.model import xdevice, xdevice_net, xdevice_predict
 from opcost.params.xdevice import XdeviceParams
@@ -132,7 +132,8 @@ def test_no_tf32_on_a_gpu_without_tf32_is_its_own_bundle():
     assert xdevice_predict.transfer_config("A30_no_tf32", "inference", own) == ("A30_no_tf32", "transferred")
     assert xdevice_predict.transfer_config("RTX2080Ti_no_tf32", "training", own) == (
         "RTX2080Ti_no_tf32", "transferred")  # fmt: skip
-    assert xdevice.same_numerics("V100_no_tf32") == "V100" and xdevice.same_numerics("A100_no_tf32") == "A100_no_tf32"
+    assert same_numerics("V100_no_tf32") == "V100" and same_numerics("nvidia a100_no_tf32") == "A100_no_tf32"
+    assert same_numerics("Tesla T4") == "T4" and same_numerics("my-cpu-host") == "my-cpu-host"
 
 
 def test_composition_recovers_a_known_host_floor_and_scale():

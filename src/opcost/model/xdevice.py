@@ -116,14 +116,6 @@ def config_device(device_config: str) -> tuple[Device, bool]:
     return DEVICES[key[: -len(NO_TF32_SUFFIX)] if not tf32 else key], tf32
 
 
-def same_numerics(device_config: str) -> str:
-    """The plain config where `_no_tf32` changes nothing: a GPU without TF32 (Turing, Volta and older) runs
-    every fp32 op on its FP32 units either way, so `RTX2080Ti_no_tf32` is `RTX2080Ti` (one name per device;
-    its own bundle answers, not the cross-device model)."""
-    dev, tf32 = config_device(device_config)
-    return dev.name if not tf32 and dev.tf32_flops is None else device_config
-
-
 # Table entries that are one chip in another board (same SMs, clocks and L2; other memory): one GPU
 # for leave-one-GPU-out, so that NeuSight's A100 80 GB convolutions do not score on a model that saw
 # its A100 40 GB rows.

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from opcost.devices import NO_TF32_SUFFIX, table_name
+from opcost.devices import NO_TF32_SUFFIX, same_numerics, table_name
 from opcost.errors import OpcostError
 from opcost.model.costing import Costs
 
@@ -45,7 +45,7 @@ def load(folder: Path) -> xdevice.XdeviceModel:
 def own_config(device: str, mode: str, own_targets: list[str]) -> str | None:
     """The device config of `device`'s own bundle in `mode` (its table key where an NVML name was given),
     None where it has none. Light: it needs neither pandas nor the cross-device model."""
-    for cfg in dict.fromkeys((device, table_name(device))):
+    for cfg in dict.fromkeys((device, table_name(device), same_numerics(device))):
         if f"{cfg}-{mode}" in own_targets:
             return cfg
     return None
@@ -60,9 +60,8 @@ def transfer_config(device: str, mode: str, own_targets: list[str]) -> tuple[str
     from opcost.model import xdevice
 
     cfg = xdevice.resolve(device)
-    for c in dict.fromkeys((cfg, xdevice.same_numerics(cfg))):
-        if f"{c}-{mode}" in own_targets:
-            return c, None
+    if f"{cfg}-{mode}" in own_targets:
+        return cfg, None
     return cfg, SOURCE
 
 
