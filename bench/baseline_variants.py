@@ -92,9 +92,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
+import benchreport  # noqa: E402
 import family_split  # noqa: E402
 from opcost.devices import find_device  # noqa: E402
-from opcost.io import write_report  # noqa: E402
 from opcost.model import fit, gemm  # noqa: E402
 from opcost.model.physics import gemm_dims  # noqa: E402
 from opcost.ops import kinds  # noqa: E402
@@ -324,10 +324,7 @@ def main() -> int:
             s = r["scores"][r["chosen"]]
             print(f"{t} [{args.variant}]: chosen {r['chosen']}, family MAPE {s['family']['mape']:.1f} % twe "
                   f"{s['family']['twe']:.1f} %, grouped twe {s['grouped']['twe']:.1f} %", flush=True)  # fmt: skip
-    out = ROOT / "reports" / "bench" / "baseline_variants" / f"{args.variant}.json"
-    write_report(report, out)
-    print(f"wrote {out.relative_to(ROOT)}")
-    return 0
+    return benchreport.save(report, f"baseline_variants/{args.variant}.json")
 
 
 if __name__ == "__main__":

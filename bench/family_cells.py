@@ -59,7 +59,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from opcost.io import write_report  # noqa: E402
+import benchreport  # noqa: E402
 from opcost.model import fit, gemm  # noqa: E402
 from opcost.params.load import load_params  # noqa: E402
 from opcost.params.train import TrainParams  # noqa: E402
@@ -195,10 +195,7 @@ def main() -> int:
             print(f"  {c['family']:12s} {c['class']:26s} share {c['time_share_pct']:5.1f} %, "
                   f"twe +{c['twe_contribution_pct']:.1f}, bias {c['bias_pct']:+.1f} % (baseline "
                   f"{c['baseline_bias_pct']}, trees {c['tree_residual_pct']}){held}{train}", flush=True)  # fmt: skip
-    out = ROOT / "reports" / "bench" / "family_cells.json"
-    write_report(report, out)
-    print(f"wrote {out.relative_to(ROOT)}")
-    return 0
+    return benchreport.save(report, "family_cells.json")
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from opcost.io import write_report  # noqa: E402
+import benchreport  # noqa: E402
 from opcost.model import fit  # noqa: E402
 from opcost.params.load import load_params  # noqa: E402
 from opcost.params.train import TrainParams  # noqa: E402
@@ -107,10 +107,7 @@ def main() -> int:
             f"R2 {b['r2']:.3f}) [{time.time() - t0:.0f} s]",
             flush=True,
         )
-    out = ROOT / "reports" / "bench" / "family_split.json"
-    write_report(report, out)
-    print(f"wrote {out.relative_to(ROOT)}")
-    return 0
+    return benchreport.save(report, "family_split.json")
 
 
 if __name__ == "__main__":

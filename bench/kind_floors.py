@@ -26,7 +26,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from opcost.io import write_report  # noqa: E402
+import benchreport  # noqa: E402
 from opcost.model import fit, floors  # noqa: E402
 from opcost.params.load import load_params  # noqa: E402
 from opcost.params.train import TrainParams  # noqa: E402
@@ -80,10 +80,7 @@ def main() -> int:
         line = "; ".join(f"{v}: " + ", ".join(f"{s} {r[v][s]['mape']:.1f}/{r[v][s]['twe']:.1f}" for s in r[v])
                          for v in VARIANTS)  # fmt: skip
         print(f"{t} ({r['model']}, MAPE/twe %): {line}", flush=True)
-    out = ROOT / "reports" / "bench" / (f"kind_floors_{args.model}.json" if args.model else "kind_floors.json")
-    write_report(report, out)
-    print(f"wrote {out.relative_to(ROOT)}")
-    return 0
+    return benchreport.save(report, (f"kind_floors_{args.model}.json" if args.model else "kind_floors.json"))
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from opcost.io import write_report  # noqa: E402
+import benchreport  # noqa: E402
 from opcost.model import fit, gemm  # noqa: E402
 from opcost.params.load import load_params  # noqa: E402
 from opcost.params.train import TrainParams  # noqa: E402
@@ -137,10 +137,7 @@ def main() -> int:
             med = [f"{k} {v['median']:.2f} (n {v['n']})" if v["n"] else f"{k} - (n 0)" for k, v in f.items()
                    if k != "held_out"]  # fmt: skip
             print(f"  fold {f['held_out']:12s} " + "; ".join(med))
-    out = ROOT / "reports" / "bench" / "unit_premise.json"
-    write_report(report, out)
-    print(f"wrote {out.relative_to(ROOT)}")
-    return 0
+    return benchreport.save(report, "unit_premise.json")
 
 
 if __name__ == "__main__":

@@ -30,8 +30,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+import benchreport  # noqa: E402
 from opcost.devices import find_device  # noqa: E402
-from opcost.io import write_report  # noqa: E402
 from opcost.model import fit, gemm  # noqa: E402
 from opcost.params.load import load_params  # noqa: E402
 from opcost.params.train import TrainParams  # noqa: E402
@@ -91,10 +91,7 @@ def main() -> int:
         print(f"{t} (TF32 {'on' if r['tf32_on'] else 'off'}): compute-bound fraction of the unit peak, Winograd 3x3 "
               f"median {w.get('median')} (n {w['n']}, >1: {w.get('share_above_1')}), other convs median "
               f"{o.get('median')} (n {o['n']}, >1: {o.get('share_above_1')})")  # fmt: skip
-    out = ROOT / "reports" / "bench" / "winograd.json"
-    write_report(report, out)
-    print(f"wrote {out.relative_to(ROOT)}")
-    return 0
+    return benchreport.save(report, "winograd.json")
 
 
 if __name__ == "__main__":

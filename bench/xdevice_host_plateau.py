@@ -21,7 +21,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from opcost.io import write_report  # noqa: E402
+import benchreport  # noqa: E402
 from opcost.model import xdevice, xdevice_net  # noqa: E402
 from opcost.params.load import load_params  # noqa: E402
 from opcost.paths import Paths  # noqa: E402
@@ -50,10 +50,7 @@ def main() -> int:
         by = ", ".join(f"{g} {v['mape']:.1f}" for g, v in report[name]["networks_by_gpu"].items())
         print(f"{name}: {report[name]['host_bound_rows']} rows left out; networks MAPE "
               f"{report[name]['networks']['all']['mape']:.1f} %; {by}", flush=True)  # fmt: skip
-    out = ROOT / "reports" / "bench" / "xdevice_host_plateau.json"
-    write_report(report, out)
-    print(f"wrote {out.relative_to(ROOT)}")
-    return 0
+    return benchreport.save(report, "xdevice_host_plateau.json")
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from opcost.io import write_report  # noqa: E402
+import benchreport  # noqa: E402
 from opcost.model import xdevice, xdevice_net  # noqa: E402
 from opcost.model.floors import kind_floors  # noqa: E402
 from opcost.params.load import load_params  # noqa: E402
@@ -116,10 +116,7 @@ def main() -> int:
         gpus = ", ".join(f"{g} {v['mape']:.1f} (host floor {1e6 * v['host_floor_s']:.1f} us)"
                          for g, v in r["networks_by_gpu"].items())  # fmt: skip
         print(f"{name}: networks MAPE all {r['networks']['all']['mape']:.1f} %; {gpus}")
-    out = ROOT / "reports" / "bench" / "xdevice_kind_floors.json"
-    write_report(report, out)
-    print(f"wrote {out.relative_to(ROOT)}")
-    return 0
+    return benchreport.save(report, "xdevice_kind_floors.json")
 
 
 if __name__ == "__main__":

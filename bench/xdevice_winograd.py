@@ -19,7 +19,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from opcost.io import write_report  # noqa: E402
+import benchreport  # noqa: E402
 from opcost.model import xdevice, xdevice_net  # noqa: E402
 from opcost.params.load import load_params  # noqa: E402
 from opcost.paths import Paths  # noqa: E402
@@ -50,10 +50,7 @@ def main() -> int:
             v = report[f"seed {seed}, {name}"]
             by = ", ".join(f"{g} {s['mape']:.1f}" for g, s in v["networks_by_gpu"].items())
             print(f"seed {seed} {name}: networks {v['networks']['all']['mape']:.1f} %; {by}", flush=True)
-    out = ROOT / "reports" / "bench" / "xdevice_winograd.json"
-    write_report(report, out)
-    print(f"wrote {out.relative_to(ROOT)}")
-    return 0
+    return benchreport.save(report, "xdevice_winograd.json")
 
 
 if __name__ == "__main__":

@@ -316,10 +316,14 @@ class Paths:
         """Leave-one-GPU-out power and energy per held-out GPU and source (train-clock; read by validate)."""
         return self.xpower_report_dir / "logo.csv"
 
+    def bench_report(self, name: str) -> Path:
+        """reports/bench/`name`: what a bench script (bench/*.py) writes; `name` may have a folder."""
+        return self.root / "reports" / "bench" / name
+
     @property
     def predictor_latency(self) -> Path:
         """Written by bench/predictor_latency.py; an input of validate."""
-        return self.root / "reports" / "bench" / "predictor_latency.json"
+        return self.bench_report("predictor_latency.json")
 
     @property
     def report_index(self) -> Path:
