@@ -120,7 +120,7 @@ def main() -> int:
                 }
             by_batch[str(b)] = entry
         out["models"][f"{alg}-improved"] = by_batch
-    write_report(out, ROOT / "reports" / "bench" / "batch_scaling.json")
+    write_report(out, Paths(ROOT).bench_report("batch_scaling.json"))
     for name, by_batch in out["models"].items():
         for b, e in by_batch.items():
             n = e.get("network", {})

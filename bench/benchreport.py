@@ -1,6 +1,7 @@
-"""How every bench script ends: its JSON under reports/bench/ (Paths.bench_report), rounded like every
-report (opcost.io.write_report), and one line saying where. One place, so the scripts cannot drift apart
-in where or how they write (nine of them had carried the same three lines)."""
+"""How the bench scripts that write a report end: its JSON under reports/bench/ (Paths.bench_report, the
+path of every bench report), rounded like every report (opcost.io.write_report), and one line saying where.
+One place, so these scripts cannot drift apart in where or how they write (nine had carried the same three
+lines)."""
 
 from __future__ import annotations
 

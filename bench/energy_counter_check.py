@@ -36,7 +36,7 @@ def main() -> int:
         result = energy_check(nvml, args.device, args.seconds, args.size)
     finally:
         nvml.close()
-    out = args.out or Paths(find_root()).root / "reports" / "bench" / "energy_counter_check.json"
+    out = args.out or Paths(find_root()).bench_report("energy_counter_check.json")
     write_json(result, out)
     print(json.dumps(result, indent=2))
     return 0

@@ -183,7 +183,7 @@ def main() -> int:
     args = ap.parse_args()
     paths = Paths(ROOT)
     tp: TrainParams = load_params(paths.params).train
-    chosen = json.loads((ROOT / "reports" / "bench" / "family_split.json").read_text())
+    chosen = json.loads((Paths(ROOT).bench_report("family_split.json")).read_text())
     report: dict[str, Any] = {}
     for t in args.targets.split(","):
         alg = chosen[t]["chosen"].split("-")[0] if t in chosen else "xgb"

@@ -512,7 +512,7 @@ def main() -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     report["command"] = f"PYTHONPATH=src python bench/fuzz_ingest.py --inputs {args.inputs} --seed {args.seed}"
-    write_json(report, args.out or root / "reports" / "bench" / "fuzz_ingest.json")
+    write_json(report, args.out or Paths(root).bench_report("fuzz_ingest.json"))
     print(json.dumps({k: v for k, v in report.items() if k not in ("by_target", "by_mutation", "failures")}, indent=2))
     bad = report["outcomes"]["crash"] + report["outcomes"]["hang"] + report["outcomes"]["aborted_on_a_line"]
     return 1 if bad or report["rows_violating_schema"] or report["lines_unaccounted"] else 0

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from opcost.model import compose, intervals, netval
+from opcost.paths import Paths
 
 ROOT = Path(__file__).resolve().parents[1]
 Rule = Callable[[np.ndarray, np.ndarray], "tuple[float, float] | None"]
@@ -148,7 +149,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=2000)
     args = ap.parse_args()
     res = {"synthetic": synthetic(args.reps), "hetero": hetero(args.reps), "real": real()}
-    dest = ROOT / "reports" / "bench" / "interval_rules.json"
+    dest = Paths(ROOT).bench_report("interval_rules.json")
     dest.write_text(json.dumps(res, indent=1) + "\n")
     for r in res["synthetic"]:
         print(f"{r['errors']:8s} G={r['groups']:2d} {r['rule']:9s} {r['coverage_pct']:5.1f} % "

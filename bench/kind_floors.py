@@ -80,7 +80,7 @@ def main() -> int:
         line = "; ".join(f"{v}: " + ", ".join(f"{s} {r[v][s]['mape']:.1f}/{r[v][s]['twe']:.1f}" for s in r[v])
                          for v in VARIANTS)  # fmt: skip
         print(f"{t} ({r['model']}, MAPE/twe %): {line}", flush=True)
-    return benchreport.save(report, (f"kind_floors_{args.model}.json" if args.model else "kind_floors.json"))
+    return benchreport.save(report, f"kind_floors_{args.model}.json" if args.model else "kind_floors.json")
 
 
 if __name__ == "__main__":

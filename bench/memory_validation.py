@@ -33,6 +33,7 @@ import torch  # noqa: E402
 from opcost.io import atomic_path, write_json  # noqa: E402
 from opcost.ops.memory import footprint, measure_cpu_peak  # noqa: E402
 from opcost.ops.netspec import NetSpec, build_model, make_inputs, trace_network  # noqa: E402
+from opcost.paths import Paths  # noqa: E402
 from opcost.progress import progress_bar  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,7 +72,7 @@ def predicted(net: NetSpec, mode: str, optimizer: str | None) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="Two networks only (a smoke run).")
-    ap.add_argument("--out", type=Path, default=ROOT / "reports" / "bench" / "memory_validation.json")
+    ap.add_argument("--out", type=Path, default=Paths(ROOT).bench_report("memory_validation.json"))
     ap.add_argument("--table", type=Path, default=ROOT / "reports" / "memory_validation.md")
     a = ap.parse_args()
     torch.set_num_threads(os.cpu_count() or 1)

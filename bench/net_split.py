@@ -321,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"weighted {s['time_twe_pct']:5.1f} R2 {s['time_r2']:.3f}"
                       + (f" | energy MAPE {s['energy_mape_pct']:5.1f} median {s['energy_mdape_pct']:5.1f} "
                          f"weighted {s['energy_twe_pct']:5.1f}" if "energy_mape_pct" in s else ""))  # fmt: skip
-    write_report(report, ROOT / "reports" / "bench" / "net_split.json")
+    write_report(report, Paths(ROOT).bench_report("net_split.json"))
     return 0
 
 

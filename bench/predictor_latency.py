@@ -188,7 +188,7 @@ def main() -> int:
             "note": "a shared machine: compare the time above the import-torch floor, measured in the same run",
         },
     }
-    write_json(result, ROOT / "reports" / "bench" / "predictor_latency.json")
+    write_json(result, Paths(ROOT).predictor_latency)
     print(json.dumps(result, indent=2))
     return 0
 

@@ -104,7 +104,7 @@ def main() -> int:
         "summary": summarize(pairs),
         "pairs": pairs,
     }
-    write_report(report, paths.root / "reports" / "bench" / "recurrent_scaling.json")
+    write_report(report, paths.bench_report("recurrent_scaling.json"))
     for factor, s in report["summary"].items():
         cols = ", ".join(
             f"{k} {v['median_abs_pct']:.1f}% (max {v['max_abs_pct']:.1f}%)" for k, v in s.items() if k != "pairs"

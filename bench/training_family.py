@@ -37,7 +37,7 @@ from opcost.paths import Paths  # noqa: E402
 from opcost.stages.train import read_target  # noqa: E402
 
 MIN_TWE_SHARE = 0.5  # % of the held-out time: cells below it are left out of the listing
-OUT = ROOT / "reports" / "bench" / "training_family.json"
+OUT = Paths(ROOT).bench_report("training_family.json")
 
 
 def cells(data: fit.TargetData, r: dict[str, Any], tp: TrainParams) -> list[dict[str, Any]]:

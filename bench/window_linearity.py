@@ -27,6 +27,7 @@ from opcost.io import write_json  # noqa: E402
 from opcost.measure.timing import R2_MIN, measure_window, time_block  # noqa: E402
 from opcost.measure.workload import blocks_for, op_workload  # noqa: E402
 from opcost.ops.spec import CATEGORY_MODULE, OpSpec, TensorInput, module_attrs, target_of_class  # noqa: E402
+from opcost.paths import Paths  # noqa: E402
 
 
 def conv_spec() -> OpSpec:
@@ -44,7 +45,7 @@ def conv_spec() -> OpSpec:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--out", type=Path, default=ROOT / "reports" / "bench" / "window_linearity.json")
+    ap.add_argument("--out", type=Path, default=Paths(ROOT).bench_report("window_linearity.json"))
     args = ap.parse_args()
     wl = op_workload(conv_spec(), "inference", "cpu", seed=1, max_instances=4, budget_bytes=1e9)
     block_s = time_block(wl.block, wl.instances, 0.05).stats()["mean_s"] * wl.instances
