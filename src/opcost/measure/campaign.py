@@ -26,11 +26,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import platform
 import re
 import shutil
 import socket
+import sys
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -45,6 +47,16 @@ from opcost.errors import OpcostError
 from opcost.io import write_json, write_parquet
 from opcost.locks import cpu_lock_key, device_lock, device_state_dir, file_lock
 from opcost.measure.clocks import DeviceControl, Setting, settings_grid
+from opcost.measure.counter import (
+    CounterPeriod,
+    CounterPoller,
+    aligned_energy,
+    bound_flag,
+    counter_window,
+    measure_period,
+    window_for,
+)
+from opcost.measure.gputime import host_and_gpu
 from opcost.measure.interrupts import Interrupted, stop_on_signals
 from opcost.measure.interrupts import say as _say
 from opcost.measure.power import EnergySource, integrate_power_j, open_source
@@ -58,6 +70,7 @@ from opcost.schemas import NETWORKS, POWER_SAMPLES, TIMINGS, conform
 
 # Rough seconds a trial spends outside the timed loops (building instances, warm-up, calibration).
 TRIAL_OVERHEAD_S = 0.1
+POLL_SWITCH_S = 0.0002  # the interpreter's thread switch interval while the counter poller runs
 
 
 @dataclass(frozen=True)
@@ -275,24 +288,79 @@ def _unit_workload(campaign: CampaignParams, unit: Unit, seed: int) -> Workload:
     return network_workload(unit.set, unit.mode, campaign.device, seed)
 
 
+def energy_window_s(campaign: CampaignParams, period: CounterPeriod | None) -> float:
+    """The energy window of a trial: the campaign's `window_s`, or longer where the counter's update period
+    needs a longer one for a row to be within `energy_bound` (opcost.measure.counter.window_for)."""
+    return max(campaign.window_s, window_for(period, campaign.energy_bound))
+
+
 def _measure_trial(
-    campaign: CampaignParams, wl: Workload, sync: Callable[[], None], source: EnergySource
+    campaign: CampaignParams,
+    wl: Workload,
+    sync: Callable[[], None],
+    source: EnergySource,
+    period: CounterPeriod | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """One trial of a built workload: warm-up, timing, then the energy window with power sampled
-    alongside. Returns the row's measured columns (in row order) and the trial's power samples."""
+    """One trial of a built workload: warm-up, timing, host and GPU time apart, then the energy window with
+    power sampled and the counter polled alongside. Returns the row's measured columns (in row order) and the
+    trial's power samples."""
     wl.block()  # warm-up: allocator, cuDNN algorithm choice, caches
     sync()
     timing = time_block(wl.block, wl.instances, campaign.min_time_s)
     stats = timing.stats()
     block_s = float(stats["mean_s"] or 0.0) * wl.instances
-    per_chunk = blocks_for(campaign.window_s, block_s, campaign.chunks)
+    split = host_and_gpu(wl.block, wl.instances, campaign.device, block_s)
+    per_chunk = blocks_for(energy_window_s(campaign, period), block_s, campaign.chunks)
+    poller = CounterPoller(source.read_energy_j) if source.has_counter else None
+
+    def more(t0: float, now: float) -> bool:
+        """A window runs on (up to 3x its chunks) until its counter changes bound its energy."""
+        assert poller is not None
+        aligned = aligned_energy(poller.changes, t0, now, period)
+        return aligned is None or aligned.bound > campaign.energy_bound
+
     sampler = source.start_sampling(campaign.sample_interval_s)
+    switch = sys.getswitchinterval()
     try:
-        window = measure_window(wl.block, wl.instances, per_chunk, campaign.chunks, sync, source.read_energy_j)
-    finally:  # also on an interrupt: no sampler thread left reading a device being shut down
+        if poller is not None:
+            # the poller's reads bracket each change: it must not wait 5 ms for the GIL behind the work's thread
+            sys.setswitchinterval(POLL_SWITCH_S)
+            poller.__enter__()
+        window = measure_window(
+            wl.block,
+            wl.instances,
+            per_chunk,
+            campaign.chunks,
+            sync,
+            source.read_energy_j,
+            more=more if poller is not None else None,
+            max_chunks=3 * campaign.chunks,
+        )
+    finally:  # also on an interrupt: no sampler or poller thread left reading a device being shut down
+        if poller is not None:
+            poller.stop()
+        sys.setswitchinterval(switch)
         trial_samples = sampler.stop()
     integrated = source.window_energy_j(trial_samples, window.time_s) or integrate_power_j(trial_samples)
-    energy, energy_flag = window_energy(window.energy_j, source.has_counter, integrated, window.time_s)
+    counted = (
+        counter_window(
+            window.time_s,
+            window.energy_j,
+            poller.changes,
+            window.start_s,
+            window.end_s,
+            period,
+            campaign.energy_bound,
+        )
+        if poller is not None
+        else None
+    )
+    energy, energy_flag = window_energy(
+        counted.energy_j if counted is not None else window.energy_j, source.has_counter, integrated, window.time_s
+    )
+    bound = counted.bound if counted is not None and energy is not None else None
+    if energy_flag is None and bound is not None and counted is not None and bound > campaign.energy_bound:
+        energy_flag = bound_flag(bound, campaign.energy_bound, counted.needed_window_s or float("inf"))
     t_fit, e_fit = window.fit("time"), window.fit("energy")
     clocks = [s["sm_clock_mhz"] for s in trial_samples if s.get("sm_clock_mhz") is not None]
     measured = dict(
@@ -312,9 +380,23 @@ def _measure_trial(
         energy_r2=None if e_fit is None else e_fit[0],
         proportional=window.proportional(),
         energy_flag=energy_flag,
+        energy_bound=None if bound is None or not math.isfinite(bound) else bound,
+        energy_span_s=counted.span_s if counted is not None else None,
+        counter_updates=counted.updates if counted is not None else None,
+        energy_window_needed_s=(
+            counted.needed_window_s
+            if counted is not None and counted.needed_window_s is not None and math.isfinite(counted.needed_window_s)
+            else None
+        ),
+        gpu_time_per_call_s=split.gpu_s,
+        host_time_per_call_s=split.host_s,
         timing_warnings=timing.has_warnings,
         sm_clock_mhz=sum(clocks) / len(clocks) if clocks else None,
     )
+    if period is not None:
+        trial_samples = [
+            {**s, "counter_period_s": period.median_s, "counter_jitter_s": period.jitter_s} for s in trial_samples
+        ]
     return measured, trial_samples
 
 
@@ -339,7 +421,7 @@ def _item_columns(unit: Unit) -> dict[str, Any]:
 
 
 def measure_part(
-    campaign: CampaignParams, unit: Unit, setting: Setting, source: EnergySource
+    campaign: CampaignParams, unit: Unit, setting: Setting, source: EnergySource, period: CounterPeriod | None = None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """`campaign.trials` trials of one unit at one setting, each on its own seed: timing rows and power-sample rows."""
     sync = device_sync(campaign.device)
@@ -359,7 +441,7 @@ def measure_part(
         try:
             wl = _unit_workload(campaign, unit, seed)
             row["variant"] = wl.variant
-            measured, trial_samples = _measure_trial(campaign, wl, sync, source)
+            measured, trial_samples = _measure_trial(campaign, wl, sync, source, period)
             row.update(status="ok", **measured)
             ctx = _sample_context(campaign, unit, setting, trial)
             samples.extend({**ctx, **s} for s in trial_samples)
@@ -614,6 +696,7 @@ class Campaign:
     ) -> None:
         self.parts_dir.mkdir(parents=True, exist_ok=True)
         rec = {**self._record_base(record, extra), "status": "running"}
+        counters: dict[str, Any] = {}
         write_json(rec, self.record_path(record))
         try:
             with progress_bar(show_progress) as progress:
@@ -623,9 +706,14 @@ class Campaign:
                     if not todo:
                         continue
                     control.apply(setting)
+                    # the counter's update period after every change of clock or power limit (it may follow them)
+                    period = measure_period(source.read_energy_j) if source.has_counter else None
+                    counters[setting.label] = None if period is None else period.record()
+                    rec["energy_counter"] = counters
+                    write_json(rec, self.record_path(record))
                     for unit in todo:
                         progress.update(task, description=f"{setting.label} {unit.mode} {unit.label}")
-                        rows, samples = measure_part(self.c, unit, setting, source)
+                        rows, samples = measure_part(self.c, unit, setting, source, period)
                         self.write_part(part_name(setting, unit), unit, rows, samples)
                         progress.advance(task)
             rec.update(status="done")
@@ -719,6 +807,9 @@ class Campaign:
         write_parquet(nets, self.out_dir / "networks.parquet")
         write_parquet(samples, self.out_dir / "power_samples.parquet")
         failed = int((ops["status"] == "failed").sum() + (nets["status"] == "failed").sum())
+        counters: dict[str, Any] = {}
+        for r in records:
+            counters.update(r.get("energy_counter") or {})
         meta = {
             "campaign": self.c.name,
             "parameters": {**asdict(self.c)},
@@ -734,12 +825,30 @@ class Campaign:
             "rows": {"timings": len(ops), "networks": len(nets), "power_samples": len(samples)},
             "failed_rows": failed,
             "errors": error_summary(ops, nets),
+            "energy_counter": counters,
+            "energy_rows": energy_rows(ops, nets, self.c.energy_bound),
             "energy_note": None
             if env["energy_source"] != "none"
             else "no energy source: time only, energy columns are null",
         }
         write_json(meta, self.out_dir / "campaign.json")
         return meta
+
+
+def energy_rows(ops: pd.DataFrame, nets: pd.DataFrame, target: float) -> dict[str, Any]:
+    """Of the measured rows that have an energy source: how many, how many are flagged (energy_flag), and the
+    longest window a flagged row says would have met the bound (None: no row is flagged for its bound)."""
+    frames = [t for t in (ops, nets) if len(t)]
+    rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(TIMINGS.names))
+    measured = rows[(rows["status"] == "ok") & (rows["energy_source"] != "none")]
+    flagged = measured[measured["energy_flag"].notna()]
+    needed = pd.to_numeric(flagged["energy_window_needed_s"], errors="coerce").dropna()
+    return {
+        "target_bound": target,
+        "rows": len(measured),
+        "flagged": len(flagged),
+        "needed_window_s": None if needed.empty else round(float(needed.max()), 3),
+    }
 
 
 def part_stats(parts_dir: Path, names: Sequence[str]) -> dict[str, Any]:

@@ -65,7 +65,8 @@ class CampaignParams:
     power_limits_w: tuple[float, ...] = ()
     trials: int = 3
     min_time_s: float = 0.2  # benchmark.Timer.blocked_autorange(min_run_time)
-    window_s: float = 2.0  # energy window per trial
+    window_s: float = 2.0  # energy window per trial, at least (longer where the counter's update period needs it)
+    energy_bound: float = 0.02  # a row's energy must be within this by its own error bound, else it is flagged
     chunks: int = 5  # checkpoints in the window for the proportionality fit
     energy_source: str = "auto"
     sample_interval_s: float = 0.02
@@ -110,6 +111,14 @@ class CampaignParams:
                 f"{where}: trials must be 1..{CAMPAIGN_LIMITS['trials']:g} and chunks >= 3 (got {self.trials}, "
                 f"{self.chunks})"
             )
+        if (
+            isinstance(self.energy_bound, bool)
+            or not isinstance(self.energy_bound, (int, float))
+            or not (0 < self.energy_bound < 1)
+        ):
+            raise OpcostError(
+                f"{where}: energy_bound must be a fraction between 0 and 1 (0.02: 2 %), got {self.energy_bound!r}"
+            )
         for key in ("min_time_s", "window_s", "sample_interval_s", "instance_budget_mb"):
             v = getattr(self, key)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
@@ -144,6 +153,7 @@ class CampaignParams:
                 "trials",
                 "min_time_s",
                 "window_s",
+                "energy_bound",
                 "chunks",
                 "energy_source",
                 "sample_interval_s",
@@ -171,6 +181,7 @@ CAMPAIGN_FIELDS: dict[str, Check] = {
     "trials": lambda v, w: as_int(v, w, lo=1),
     "min_time_s": as_positive,
     "window_s": as_positive,
+    "energy_bound": as_positive,
     "chunks": lambda v, w: as_int(v, w, lo=3),
     "energy_source": lambda v, w: as_str(v, w, ENERGY_SOURCES),
     "sample_interval_s": as_positive,
