@@ -48,11 +48,14 @@ from opcost.io import write_json, write_parquet
 from opcost.locks import cpu_lock_key, device_lock, device_state_dir, file_lock
 from opcost.measure.clocks import DeviceControl, Setting, settings_grid
 from opcost.measure.counter import (
+    PERIOD_PROBE_S,
+    PLANNING_PERIOD,
     CounterPeriod,
     CounterPoller,
     aligned_energy,
     bound_flag,
     counter_window,
+    expected_window_s,
     measure_period,
     window_for,
 )
@@ -68,9 +71,12 @@ from opcost.params.profile import CampaignParams
 from opcost.progress import progress_bar
 from opcost.schemas import NETWORKS, POWER_SAMPLES, TIMINGS, conform
 
-# Rough seconds a trial spends outside the timed loops (building instances, warm-up, calibration).
-TRIAL_OVERHEAD_S = 0.1
+# Seconds a trial spends outside the timed loops (building instances, warm-up, calibration): on the H200 probe
+# 224 trials of 0.05 s timing and 0.2 s windows took 121 s, 0.27 s a trial beyond those.
+TRIAL_OVERHEAD_S = 0.27
 POLL_SWITCH_S = 0.0002  # the interpreter's thread switch interval while the counter poller runs
+NETWORK_OVERHEAD_S = 1.5  # building a whole network and its first passes (cuDNN's algorithm search), per trial
+BURST_OVERHEAD_S = 0.05  # the held bursts that part host and GPU time (gputime.py), per trial
 
 
 @dataclass(frozen=True)
@@ -114,8 +120,16 @@ class Plan:
         return {"count": self.parts, "digest": digest}
 
     def estimated_seconds(self) -> float:
+        """Planned duration: per trial the timing, the host/GPU bursts and the energy window (sized for the
+        counter period of an H100-class card where the campaign runs on a GPU, counter.PLANNING_PERIOD), plus
+        building each network, plus the counter-period probe at each setting."""
         c = self.campaign
-        return self.measurements * (TRIAL_OVERHEAD_S + 1.5 * c.min_time_s + c.window_s)
+        period = PLANNING_PERIOD if c.device.startswith("cuda") and c.energy_source != "none" else None
+        per_trial = TRIAL_OVERHEAD_S + 1.5 * c.min_time_s + energy_window_s(c, period)
+        per_trial += BURST_OVERHEAD_S if c.device.startswith("cuda") else 0.0
+        networks = sum(u.item_type == "network" for u in self.units) * len(self.settings) * c.trials
+        probes = len(self.settings) * (PERIOD_PROBE_S if period is not None else 0.0)
+        return self.measurements * per_trial + networks * NETWORK_OVERHEAD_S + probes
 
     def summary(self) -> dict[str, Any]:
         ops = {m: sum(u.item_type == "op" and u.mode == m for u in self.units) for m in self.campaign.modes}
@@ -141,7 +155,8 @@ def unit_key(unit: Unit) -> tuple[str, str, str]:
 
 def make_plan(campaign: CampaignParams, units: Sequence[Unit]) -> Plan:
     settings = settings_grid(campaign.clocks_mhz, campaign.power_limits_w)
-    ordered = sorted(units, key=lambda u: (campaign.modes.index(u.mode), u.item_type != "op", u.label, u.item_id))
+    unique = {unit_key(u): u for u in units}.values()  # an op of a set that op_ids names too: measured once
+    ordered = sorted(unique, key=lambda u: (campaign.modes.index(u.mode), u.item_type != "op", u.label, u.item_id))
     return Plan(campaign, tuple(ordered), tuple(settings))
 
 
@@ -163,6 +178,13 @@ def code_hash() -> str:
 def fingerprint(campaign: CampaignParams) -> str:
     """Parts are resumed only by a run with the same measuring parameters and the same code."""
     text = json.dumps({**campaign.fingerprint_fields(), "code": code_hash()}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def parameters_fingerprint(campaign: CampaignParams) -> str:
+    """What a campaign landed from elsewhere (measure/land.py) must agree on with its params.yaml entry: the
+    measuring parameters, not the code (the code that measured it is recorded, and cannot rerun here)."""
+    text = json.dumps(campaign.fingerprint_fields(), sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -289,9 +311,17 @@ def _unit_workload(campaign: CampaignParams, unit: Unit, seed: int) -> Workload:
 
 
 def energy_window_s(campaign: CampaignParams, period: CounterPeriod | None) -> float:
-    """The energy window of a trial: the campaign's `window_s`, or longer where the counter's update period
-    needs a longer one for a row to be within `energy_bound` (opcost.measure.counter.window_for)."""
-    return max(campaign.window_s, window_for(period, campaign.energy_bound))
+    """The energy window a trial is expected to take: the campaign's `window_s` (its planned chunks), or, where
+    the counter's update period asks for more, about half a period to the first change plus the span the bound
+    needs in whole periods (counter.expected_window_s). For dry-run estimates."""
+    return max(campaign.window_s, expected_window_s(period, campaign.energy_bound))
+
+
+def max_window_chunks(campaign: CampaignParams, period: CounterPeriod | None) -> int:
+    """How many chunks a window may run while its counter changes do not yet bound its energy: up to three times
+    its planned chunks, or twice the window the period says would meet the bound (counter.window_for)."""
+    longest = max(3 * campaign.window_s, 2 * window_for(period, campaign.energy_bound))
+    return max(campaign.chunks, math.ceil(longest / campaign.window_s * campaign.chunks))
 
 
 def _measure_trial(
@@ -302,15 +332,16 @@ def _measure_trial(
     period: CounterPeriod | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """One trial of a built workload: warm-up, timing, host and GPU time apart, then the energy window with
-    power sampled and the counter polled alongside. Returns the row's measured columns (in row order) and the
-    trial's power samples."""
+    power sampled and the counter polled alongside: its planned chunks, then more until the counter's changes
+    bound its energy within `energy_bound` (or the window reaches max_window_chunks). Returns the row's
+    measured columns (in row order) and the trial's power samples."""
     wl.block()  # warm-up: allocator, cuDNN algorithm choice, caches
     sync()
     timing = time_block(wl.block, wl.instances, campaign.min_time_s)
     stats = timing.stats()
     block_s = float(stats["mean_s"] or 0.0) * wl.instances
     split = host_and_gpu(wl.block, wl.instances, campaign.device, block_s)
-    per_chunk = blocks_for(energy_window_s(campaign, period), block_s, campaign.chunks)
+    per_chunk = blocks_for(campaign.window_s, block_s, campaign.chunks)
     poller = CounterPoller(source.read_energy_j) if source.has_counter else None
 
     def more(t0: float, now: float) -> bool:
@@ -334,7 +365,7 @@ def _measure_trial(
             sync,
             source.read_energy_j,
             more=more if poller is not None else None,
-            max_chunks=3 * campaign.chunks,
+            max_chunks=max_window_chunks(campaign, period),
         )
     finally:  # also on an interrupt: no sampler or poller thread left reading a device being shut down
         if poller is not None:
@@ -510,6 +541,28 @@ def all_failed_message(result: dict[str, Any]) -> str | None:
     return f"every measurement of {what}campaign {result['campaign']} failed ({total} rows){first}"
 
 
+def energy_summary(result: dict[str, Any]) -> str | None:
+    """The summary line's energy part: how many rows are flagged and which window would have met the bound."""
+    e = result.get("energy_rows")
+    if not e or not e.get("rows"):
+        return None
+    text = f"energy: {e['flagged']} of {e['rows']} rows flagged"
+    if e["flagged"]:
+        window = e.get("needed_window_s")
+        text += f" (bound above {e['target_bound']:.0%}" + (
+            f"; a window of {window:.2f} s would have met it)" if window is not None else ")"
+        )
+    return text
+
+
+def all_flagged_message(result: dict[str, Any]) -> str | None:
+    """A one-line error when every energy row of a campaign is flagged (its energy measures nothing), else None."""
+    e = result.get("energy_rows")
+    if not e or not e.get("rows") or e["flagged"] < e["rows"]:
+        return None
+    return f"every energy row of campaign {result['campaign']} is flagged: {energy_summary(result)}"
+
+
 class Campaign:
     """Runs a plan into `out_dir`, keeping resumable parts in `parts_root`.
 
@@ -557,11 +610,16 @@ class Campaign:
         return [(s, u) for s in plan.settings for u in plan.units if not self._done(part_name(s, u))]
 
     def completed(self) -> dict[str, Any] | None:
-        """campaign.json of `out_dir` if it holds this very plan complete (same fingerprint, same
-        planned parts, every table with the rows campaign.json counts), else None."""
+        """campaign.json of `out_dir` if it holds this very plan complete (same fingerprint, or for a campaign
+        landed from elsewhere the same measuring parameters; same planned parts; every table with the rows
+        campaign.json counts), else None."""
         try:
             meta = json.loads((self.out_dir / "campaign.json").read_text())
-            if meta.get("fingerprint") != fingerprint(self.c) or meta.get("planned_parts") != self.plan.parts_record():
+            landed = meta.get("landed") or {}
+            same = meta.get("fingerprint") == fingerprint(self.c) or (
+                landed.get("parameters_fingerprint") == parameters_fingerprint(self.c)
+            )
+            if not same or meta.get("planned_parts") != self.plan.parts_record():
                 return None
             for table in ("timings", "networks", "power_samples"):
                 if pq.read_metadata(self.out_dir / f"{table}.parquet").num_rows != meta["rows"][table]:
@@ -897,18 +955,21 @@ def units_from_sets(
     occurrences: pd.DataFrame,
     operations: pd.DataFrame,
     networks: bool,
+    ops: bool = True,
+    set_modes: dict[str, tuple[str, ...]] | None = None,
 ) -> list[Unit]:
-    """The ops (and networks) of model-input sets, from the extract stage's tables."""
+    """The ops (if `ops`) and networks (if `networks`) of model-input sets, from the extract stage's tables, in
+    `modes` (or, for a set that `set_modes` names, in its modes there)."""
     specs = dict(zip(operations["op_id"], operations["spec_json"]))
     units: dict[tuple[str, str, str], Unit] = {}
     for s in sets:
-        for mode in modes:
+        for mode in (set_modes or {}).get(s.set_id, tuple(modes)):
             rows = occurrences[(occurrences["set_id"] == s.set_id) & (occurrences["mode"] == mode)]
             if rows.empty:
                 raise OpcostError(
                     f"set {s.set_id} in mode {mode} is not in the extract outputs; add it to the sets of sets.yaml"
                 )
-            for op_id in rows["op_id"]:
+            for op_id in rows["op_id"] if ops else []:
                 spec = OpSpec.from_json(json.loads(specs[op_id]))
                 units[("op", op_id, mode)] = Unit("op", op_id, mode, spec.kind, spec=spec)
             if networks:
@@ -917,14 +978,17 @@ def units_from_sets(
 
 
 def units_from_op_ids(op_ids: Sequence[str], modes: Sequence[str], operations: pd.DataFrame) -> list[Unit]:
+    """The units of a campaign's op_ids entries: `ID` in every mode, `ID@mode` in that one."""
     specs = dict(zip(operations["op_id"], operations["spec_json"]))
-    unknown = [o for o in op_ids if o not in specs]
+    entries = [(e.partition("@")[0], e.partition("@")[2]) for e in op_ids]
+    unknown = sorted({o for o, _ in entries if o not in specs})
     if unknown:
         raise OpcostError(
             f"op id(s) {', '.join(unknown)} not in operations.parquet; run `opcost extract` for their networks"
         )
-    out: list[Unit] = []
-    for o in op_ids:
+    out: dict[tuple[str, str], Unit] = {}
+    for o, only in entries:
         spec = OpSpec.from_json(json.loads(specs[o]))
-        out.extend(Unit("op", o, m, spec.kind, spec=spec) for m in modes)
-    return out
+        for m in [only] if only else modes:
+            out[(o, m)] = Unit("op", o, m, spec.kind, spec=spec)
+    return list(out.values())

@@ -32,6 +32,11 @@ POLL_S = 0.0005  # the poller sleeps this long between reads (the GIL is free wh
 PERIOD_PROBE_S = 1.5  # at most this long to measure the update period
 PERIOD_PROBE_UPDATES = 12  # ... or until this many updates were seen
 
+# The update period a dry run plans a GPU campaign's windows with: an H100-class card's, as the H200 probe's
+# power log shows it (counter changes about every 100 ms; 90th percentile of the gaps inside windows 113 ms;
+# the largest gap anywhere 385 ms). A campaign measures the real one at start and after each setting change.
+PLANNING_PERIOD_S = {"median_s": 0.1, "p10_s": 0.095, "p90_s": 0.113, "max_s": 0.385, "read_s": 0.001}
+
 Clock = Callable[[], float]
 Reader = Callable[[], "float | None"]
 
@@ -85,14 +90,20 @@ class CounterPeriod:
         }
 
 
-def period_from_changes(changes: list[Change], read_gaps: list[float]) -> CounterPeriod:
-    """The update period of a run of observed changes (gaps between consecutive change midpoints)."""
-    gaps = np.diff([c.at_s for c in changes]) if len(changes) >= 2 else np.array([])
+def period_from_gaps(gaps: list[float], read_gaps: list[float], updates: int) -> CounterPeriod:
+    """The update period from gaps between consecutive changes, and the median gap between reads."""
     read_s = float(np.median(read_gaps)) if read_gaps else 0.0
     if len(gaps) == 0:
-        return CounterPeriod(None, None, None, None, read_s, len(changes))
-    p10, p50, p90 = (float(v) for v in np.percentile(gaps, [10, 50, 90]))
-    return CounterPeriod(p50, p10, p90, float(gaps.max()), read_s, len(changes))
+        return CounterPeriod(None, None, None, None, read_s, updates)
+    g = np.asarray(gaps, float)
+    p10, p50, p90 = (float(v) for v in np.percentile(g, [10, 50, 90]))
+    return CounterPeriod(p50, p10, p90, float(g.max()), read_s, updates)
+
+
+def period_from_changes(changes: list[Change], read_gaps: list[float]) -> CounterPeriod:
+    """The update period of a run of observed changes (gaps between consecutive change midpoints)."""
+    gaps = [b.at_s - a.at_s for a, b in zip(changes, changes[1:])]
+    return period_from_gaps(gaps, read_gaps, len(changes))
 
 
 class CounterPoller:
@@ -213,6 +224,15 @@ def window_for(period: CounterPeriod | None, bound: float = ENERGY_BOUND, read_s
     return span_needed_s(period, bound, read_s) + 2 * period.p90_s
 
 
+def expected_window_s(period: CounterPeriod | None, bound: float = ENERGY_BOUND) -> float:
+    """The window a trial typically needs: half a period to the first change, then the span the bound needs in
+    whole periods (at least one). 0 without a period."""
+    if period is None or period.median_s is None:
+        return 0.0
+    p = period.median_s
+    return p / 2 + max(1, math.ceil(span_needed_s(period, bound) / p)) * p
+
+
 def bound_flag(bound: float, target: float, needed_window_s: float) -> str:
     """TIMINGS.energy_flag of a row whose energy is not within `target` by its own bound."""
     needed = f"a window of {needed_window_s:.2f} s would meet it" if math.isfinite(needed_window_s) else "no window"
@@ -252,3 +272,6 @@ def counter_window(
     updates = sum(c.before_s >= t0 and c.seen_s <= t1 for c in changes)
     needed = window_for(period, target) or math.inf
     return WindowEnergy(counter_diff_j, unaligned_bound(window_s, period), None, updates, needed)
+
+
+PLANNING_PERIOD = CounterPeriod(**PLANNING_PERIOD_S, updates=0)
