@@ -277,4 +277,5 @@ class ReplayNvml(FakeNvml):
         return int(self.counter.power_w(self._elapsed()) * 1000)
 
 
-H200_PROBE_SAMPLES = Path(__file__).parent / "fixtures" / "h200_probe_power_samples.parquet"
+H200_PROBE = Path(__file__).parent / "fixtures" / "h200_probe"  # ../shared/datasets/h200-probe, as measured
+H200_PROBE_SAMPLES = H200_PROBE / "power_samples.parquet"

@@ -791,8 +791,8 @@ def land(
             raise OpcostError(
                 f"{source} is campaign {name!r}, which params.yaml does not define (give --campaign NAME): {valid}"
             )
-        parts = stage.stage_plan(paths, params, name).parts_record() if paths.operations.is_file() else None
-        return do_land(source, paths.raw_dir(name), params.profile.campaigns[name], parts)
+        plan = stage.stage_plan(paths, params, name) if paths.operations.is_file() else None
+        return do_land(source, paths.raw_dir(name), params.profile.campaigns[name], plan)
 
     r = _stage(go)
     note = f", re-derived {', '.join(r['landed']['rederived'])}" if r["landed"]["rederived"] else ""

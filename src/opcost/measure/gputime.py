@@ -24,6 +24,7 @@ import torch
 BURST_S = 0.005  # host time a burst aims at
 MAX_BURST = 64  # blocks per burst at most (a launch queue holds about a thousand kernels)
 BURSTS = 3  # the median of this many bursts
+LONG_BLOCK_S = 0.02  # blocks longer than this get one burst
 HOLD_MARGIN = 1.5  # the spin lasts this many times the burst's expected enqueue time (plus 2 ms)
 
 _CYCLES_PER_S: dict[int, float] = {}
@@ -68,6 +69,8 @@ def host_and_gpu(
         return HostGpu(None, None)
     dev = torch.device(device)
     n = burst_size(wall_per_block_s)
+    if wall_per_block_s > LONG_BLOCK_S:  # a whole network's step: one burst says enough, three cost seconds
+        bursts = 1
     hold_s = HOLD_MARGIN * n * wall_per_block_s + 0.002
     cycles = int(hold_s * _cycles_per_s(dev))
     gpu, host = [], []

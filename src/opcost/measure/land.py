@@ -30,7 +30,7 @@ import pandas as pd
 
 from opcost.errors import OpcostError
 from opcost.io import write_json, write_parquet
-from opcost.measure.campaign import energy_rows, parameters_fingerprint
+from opcost.measure.campaign import Plan, energy_rows, parameters_fingerprint
 from opcost.measure.counter import Change, CounterPeriod, bound_flag, counter_window, period_from_gaps
 from opcost.params.profile import CampaignParams
 from opcost.schemas import NETWORKS, POWER_SAMPLES, TIMINGS, Table, conform
@@ -141,11 +141,32 @@ def rederive_rows(rows: pd.DataFrame, samples: pd.DataFrame, item_type: str, per
     return out
 
 
-def land(source: Path, raw_dir: Path, campaign: CampaignParams, plan_parts: dict[str, Any] | None) -> dict[str, Any]:
+def remap_legacy_ids(plan: Plan, timings: pd.DataFrame, samples: pd.DataFrame) -> int:
+    """Give ops measured under an older torch (whose specs lack arguments a newer one added, ops/kinds.ADDED_ARGS)
+    the plan's op ids, in place; how many distinct ids moved."""
+    legacy = {u.spec.legacy_op_id: u.item_id for u in plan.units if u.item_type == "op" and u.spec is not None}
+    moved = {i: legacy[i] for i in set(timings["op_id"]) if i in legacy and legacy[i] != i}
+    if moved:
+        timings["op_id"] = timings["op_id"].map(lambda i: moved.get(i, i))
+        is_op = samples["item_type"] == "op"
+        samples.loc[is_op, "item_id"] = samples.loc[is_op, "item_id"].map(lambda i: moved.get(i, i))
+    return len(moved)
+
+
+def _measured_units(timings: pd.DataFrame, networks: pd.DataFrame) -> set[tuple[str, str, str, str]]:
+    ops = {("op", str(i), str(m), str(s)) for i, m, s in timings[["op_id", "mode", "setting"]].itertuples(index=False)}
+    nets = {
+        ("network", str(i), str(m), str(s))
+        for i, m, s in networks[["set_id", "mode", "setting"]].itertuples(index=False)
+    }
+    return ops | nets
+
+
+def land(source: Path, raw_dir: Path, campaign: CampaignParams, plan: Plan | None) -> dict[str, Any]:
     """Land `source` as campaign `campaign` into `raw_dir` (data/raw/<name>/); what was landed, as a record.
 
-    `plan_parts`: the params.yaml campaign's planned parts (Plan.parts_record()), which the recorded ones must
-    equal; None skips that check (no extract outputs here)."""
+    `plan`: the params.yaml campaign's plan, whose parts the recorded ones must be (ops measured under an older
+    torch are matched by their legacy ids); None skips that check (no extract outputs here)."""
     files, digest = read_source(source)
     try:
         meta = json.loads(files["campaign.json"])
@@ -160,15 +181,20 @@ def land(source: Path, raw_dir: Path, campaign: CampaignParams, plan_parts: dict
     if differ:
         shown = ", ".join(f"{k}={recorded.get(k, defaults[k])!r} (params.yaml {want[k]!r})" for k in differ)
         raise OpcostError(f"{source} was measured with other parameters than campaign {campaign.name}: {shown}")
-    if plan_parts is not None and meta.get("planned_parts") != plan_parts:
-        raise OpcostError(
-            f"{source} holds other parts than campaign {campaign.name} plans ({meta.get('planned_parts')} against "
-            f"{plan_parts}): its sets, op_ids or modes differ"
-        )
     timings = _table(files, "timings.parquet", source)
     networks = _table(files, "networks.parquet", source)
     samples = _table(files, "power_samples.parquet", source)
     rederived = []
+    if plan is not None and meta.get("planned_parts") != plan.parts_record():
+        moved = remap_legacy_ids(plan, timings, samples)
+        planned = {(u.item_type, u.item_id, u.mode, s.label) for s in plan.settings for u in plan.units}
+        if not moved or _measured_units(timings, networks) != planned:
+            raise OpcostError(
+                f"{source} holds other parts than campaign {campaign.name} plans ({meta.get('planned_parts')} "
+                f"against {plan.parts_record()}): its sets, op_ids or modes differ"
+            )
+        meta["planned_parts"] = plan.parts_record()
+        rederived.append(f"op_id of {moved} ops measured under torch {meta.get('environment', {}).get('torch')}")
     if not meta.get("energy_counter"):
         period = rederive_period(samples)
         timings = rederive_rows(timings, samples, "op", period, campaign.energy_bound)
@@ -177,7 +203,7 @@ def land(source: Path, raw_dir: Path, campaign: CampaignParams, plan_parts: dict
             samples["counter_period_s"] = period.median_s
             samples["counter_jitter_s"] = period.jitter_s
         meta["energy_counter"] = {"default": None if period is None else period.record()}
-        rederived = ["energy_bound", "energy_flag", "energy_counter (from the power log's samples)"]
+        rederived += ["energy_bound", "energy_flag", "energy_counter (from the power log's samples)"]
     for df in (timings, networks, samples):
         df["campaign"] = campaign.name
     meta["energy_rows"] = energy_rows(timings, networks, campaign.energy_bound)
