@@ -15,9 +15,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-import benchreport
 import pandas as pd
 
+import benchreport
 from opcost.paths import Paths
 
 
