@@ -71,11 +71,14 @@ from opcost.params.profile import CampaignParams
 from opcost.progress import progress_bar
 from opcost.schemas import NETWORKS, POWER_SAMPLES, TIMINGS, conform
 
-# Seconds a trial spends outside the timed loops (building instances, warm-up, calibration): on the H200 probe
-# 224 trials of 0.05 s timing and 0.2 s windows took 121 s, 0.27 s a trial beyond those.
-TRIAL_OVERHEAD_S = 0.27
+# What a trial costs beyond its energy window, from the first visit (visit-h200 on an H200: 572 op trials took
+# 0.86 s each, 0.46 s of it the window): building instances, warm-up and calibration (TRIAL_OVERHEAD_S), the
+# held bursts (BURST_OVERHEAD_S) and benchmark.Timer's autorange, about three times its min_time_s (0.15 s
+# for 0.05 s). A whole network's trial took 0.41 s more (NETWORK_OVERHEAD_S).
+TRIAL_OVERHEAD_S = 0.2
+TIMING_FACTOR = 3.0
 POLL_SWITCH_S = 0.0002  # the interpreter's thread switch interval while the counter poller runs
-NETWORK_OVERHEAD_S = 1.5  # building a whole network and its first passes (cuDNN's algorithm search), per trial
+NETWORK_OVERHEAD_S = 0.4  # building a whole network and its first passes (cuDNN's algorithm search), per trial
 BURST_OVERHEAD_S = 0.05  # the held bursts that part host and GPU time (gputime.py), per trial
 
 
@@ -125,7 +128,7 @@ class Plan:
         building each network, plus the counter-period probe at each setting."""
         c = self.campaign
         period = PLANNING_PERIOD if c.device.startswith("cuda") and c.energy_source != "none" else None
-        per_trial = TRIAL_OVERHEAD_S + 1.5 * c.min_time_s + energy_window_s(c, period)
+        per_trial = TRIAL_OVERHEAD_S + TIMING_FACTOR * c.min_time_s + energy_window_s(c, period)
         per_trial += BURST_OVERHEAD_S if c.device.startswith("cuda") else 0.0
         networks = sum(u.item_type == "network" for u in self.units) * len(self.settings) * c.trials
         probes = len(self.settings) * (PERIOD_PROBE_S if period is not None else 0.0)

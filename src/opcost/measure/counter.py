@@ -32,10 +32,11 @@ POLL_S = 0.0005  # the poller sleeps this long between reads (the GIL is free wh
 PERIOD_PROBE_S = 1.5  # at most this long to measure the update period
 PERIOD_PROBE_UPDATES = 12  # ... or until this many updates were seen
 
-# The update period a dry run plans a GPU campaign's windows with: an H100-class card's, as the H200 probe's
-# power log shows it (counter changes about every 100 ms; 90th percentile of the gaps inside windows 113 ms;
-# the largest gap anywhere 385 ms). A campaign measures the real one at start and after each setting change.
-PLANNING_PERIOD_S = {"median_s": 0.1, "p10_s": 0.095, "p90_s": 0.113, "max_s": 0.385, "read_s": 0.001}
+# The update period a dry run plans a GPU campaign's windows with: an H100-class card's, as the first visit
+# measured it on an H200 (counter changes every 100 ms, 10th-90th percentile 99.5-100.3 ms, largest gap 102 ms),
+# and the gap between the poller's reads while ops ran there (3.8 ms: NVML reads are slow on that host). A
+# campaign measures the real period at start and after each setting change.
+PLANNING_PERIOD_S = {"median_s": 0.1, "p10_s": 0.0995, "p90_s": 0.1003, "max_s": 0.1025, "read_s": 0.004}
 
 Clock = Callable[[], float]
 Reader = Callable[[], "float | None"]
@@ -225,12 +226,13 @@ def window_for(period: CounterPeriod | None, bound: float = ENERGY_BOUND, read_s
 
 
 def expected_window_s(period: CounterPeriod | None, bound: float = ENERGY_BOUND) -> float:
-    """The window a trial typically needs: half a period to the first change, then the span the bound needs in
-    whole periods (at least one). 0 without a period."""
+    """The window a trial typically needs: half a period to the first change, the span the bound needs rounded
+    up to whole periods past it, and half a period more until the window's chunk ends after the last change.
+    0 without a period."""
     if period is None or period.median_s is None:
         return 0.0
     p = period.median_s
-    return p / 2 + max(1, math.ceil(span_needed_s(period, bound) / p)) * p
+    return p / 2 + (math.floor(span_needed_s(period, bound) / p) + 1) * p + p / 2
 
 
 def bound_flag(bound: float, target: float, needed_window_s: float) -> str:

@@ -162,6 +162,23 @@ def _measured_units(timings: pd.DataFrame, networks: pd.DataFrame) -> set[tuple[
     return ops | nets
 
 
+def _only(
+    planned: set[tuple[str, str, str, str]], timings: pd.DataFrame, networks: pd.DataFrame, samples: pd.DataFrame
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The rows (and power samples) of the planned parts alone."""
+
+    def keep(df: pd.DataFrame, kind: str, col: str) -> pd.DataFrame:
+        keys = zip([kind] * len(df), df[col].astype(str), df["mode"].astype(str), df["setting"].astype(str))
+        return df[[k in planned for k in keys]].reset_index(drop=True)
+
+    s = samples
+    in_plan = [
+        (str(t), str(i), str(m), str(st)) in planned
+        for t, i, m, st in zip(s["item_type"], s["item_id"], s["mode"], s["setting"])
+    ]
+    return keep(timings, "op", "op_id"), keep(networks, "network", "set_id"), s[in_plan].reset_index(drop=True)
+
+
 def land(source: Path, raw_dir: Path, campaign: CampaignParams, plan: Plan | None) -> dict[str, Any]:
     """Land `source` as campaign `campaign` into `raw_dir` (data/raw/<name>/); what was landed, as a record.
 
@@ -188,13 +205,18 @@ def land(source: Path, raw_dir: Path, campaign: CampaignParams, plan: Plan | Non
     if plan is not None and meta.get("planned_parts") != plan.parts_record():
         moved = remap_legacy_ids(plan, timings, samples)
         planned = {(u.item_type, u.item_id, u.mode, s.label) for s in plan.settings for u in plan.units}
-        if not moved or _measured_units(timings, networks) != planned:
+        measured = _measured_units(timings, networks)
+        if not planned <= measured:
             raise OpcostError(
                 f"{source} holds other parts than campaign {campaign.name} plans ({meta.get('planned_parts')} "
-                f"against {plan.parts_record()}): its sets, op_ids or modes differ"
+                f"against {plan.parts_record()}): {len(planned - measured)} planned parts were not measured"
             )
+        if moved:
+            rederived.append(f"op_id of {moved} ops measured under torch {meta.get('environment', {}).get('torch')}")
+        if measured != planned:  # one run measured several campaigns: this one takes its own parts
+            timings, networks, samples = _only(planned, timings, networks, samples)
+            rederived.append(f"the {len(planned)} of its {len(measured)} parts that campaign {campaign.name} plans")
         meta["planned_parts"] = plan.parts_record()
-        rederived.append(f"op_id of {moved} ops measured under torch {meta.get('environment', {}).get('torch')}")
     if not meta.get("energy_counter"):
         period = rederive_period(samples)
         timings = rederive_rows(timings, samples, "op", period, campaign.energy_bound)
