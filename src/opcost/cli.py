@@ -313,6 +313,12 @@ def _memory_lines(p: Any) -> list[str]:
     ]
 
 
+TRUST_UNRECORDED_HELP = (
+    "Use a model that nothing vouches for (no dvc.lock record, or a registered version without its bundle_md5 "
+    "tag) as it is; the answer says so. Without it such a model is refused."
+)
+
+
 @app.command()
 def predict(
     model: str = typer.Option(..., "--model", help=MODEL_HELP),
@@ -334,6 +340,7 @@ def predict(
         "clock sweep, else transferred by the clock model (models/clock).",
     ),
     registry: bool = typer.Option(False, "--registry", help="Use the MLflow registry's champion instead of models/."),
+    trust_unrecorded: bool = typer.Option(False, "--trust-unrecorded", help=TRUST_UNRECORDED_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     top: int = typer.Option(10, "--top", help="Operations shown in the breakdown table."),
     timeout: float = typer.Option(
@@ -348,7 +355,8 @@ def predict(
         _check_top(top)
         net = _netspec(model, input_shape, inputs, model_args)
         with deadline(timeout, f"predicting {net.label}"):
-            return Predictor(registry=registry).predict(net, None, device, mode, clock, optimizer=optimizer)
+            pr = Predictor(registry=registry, trust_unrecorded=trust_unrecorded)
+            return pr.predict(net, None, device, mode, clock, optimizer=optimizer)
 
     p = _run(go)
     for w in p.warnings:
@@ -410,6 +418,7 @@ def recommend(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     top: int = typer.Option(15, "--top", help="Rows of the sweep table (best energy first)."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Write the U-curves (time, energy, EDP vs clock) here."),
+    trust_unrecorded: bool = typer.Option(False, "--trust-unrecorded", help=TRUST_UNRECORDED_HELP),
     devices: Optional[str] = typer.Option(
         None,
         "--devices",
@@ -440,11 +449,16 @@ def recommend(
         with deadline(timeout, f"recommending for {net.label}"):
             from opcost.api import clock_grid_points  # params clock.grid_points, read here at the edge
 
-            pr = Predictor(clock_grid_points=clock_grid_points())
-            return net, pr.recommend(net, None, mode, max_slowdown, optimizer, devices)
+            pr = Predictor(clock_grid_points=clock_grid_points(), trust_unrecorded=trust_unrecorded)
+            df = pr.recommend(net, None, mode, max_slowdown, optimizer, devices)
+            unvouched = [f"{t}: {b.unvouched}" for t, b in sorted(pr.bundles.loaded.items()) if b.unvouched]
+            return net, df, unvouched
 
-    net, df = _run(go)
+    net, df, unvouched = _run(go)
     from opcost.model.recommend import summary_lines
+
+    for u in unvouched:  # served only because of --trust-unrecorded: said before any number
+        err.print(f"[yellow]warning:[/] {escape(u)}; served as it is because of --trust-unrecorded", soft_wrap=True)
 
     dropped = df.attrs.get("dropped", [])
     optima = _optima(df)
@@ -459,6 +473,7 @@ def recommend(
             "interval_level": 0.9,
             "removed_by_max_slowdown": df.attrs.get("removed_by_max_slowdown", 0),
             "dropped_for_memory": dropped,
+            "unvouched_models": unvouched,
         }
         sys.stdout.write(finite_json(doc) + "\n")
         return

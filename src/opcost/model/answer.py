@@ -229,6 +229,8 @@ def assemble(
         proxies=costs.proxy,
         calibrated=comp.calibrated,
         note="; ".join(notes),
-        warnings=warnings,
+        # first, the model nothing vouches for (served with trust_unrecorded; it widens no interval)
+        warnings=([f"{bundle.unvouched}; served as it is because of --trust-unrecorded"] if bundle.unvouched else [])
+        + warnings,
         clock_source=clock_source,
     )
