@@ -168,3 +168,22 @@ def test_a_measured_op_follows_a_transferred_clock(root):
     assert at_boost.time_s == pytest.approx(default.time_s, rel=1e-9)  # the boost clock is the default clock
     slow = Predictor(paths=root, disk_cache=False).predict(*NET, "H200", "inference", clock_mhz=boost / 2)
     assert slow.time_s > default.time_s and dict(zip(slow.op_ids, slow.sources))[op] == "measured"
+
+
+def test_recommend_says_a_partly_measured_gpu_is_transferred(root):
+    from opcost.model.predict import Predictor
+    from opcost.model.recommend import summary_lines
+
+    before = Predictor(paths=root, disk_cache=False).predict(*NET, "H200", "inference")
+    op = before.op_ids[int(np.argmax(before.t_s * before.calls))]
+    measure(root, {(op, "inference"): 2e-4})
+    df = Predictor(paths=root, disk_cache=False).recommend(*NET, "inference", devices="H200,T4")
+    rows = df.set_index("device_config")
+    assert rows.loc["H200", "source"] == "transferred" and rows.loc["T4", "source"] == "transferred"
+    assert rows.loc["H200", "marks"].endswith("device partly measured")
+    assert rows.loc["T4", "marks"].endswith("device transferred")
+    calls = dict(zip(before.op_ids, before.calls))[op]
+    shown = sum(t * c for o, t, c in zip(before.op_ids, before.t_s, before.calls) if o != op) + 2e-4 * calls
+    assert rows.loc["H200", "measured_time_share"] == pytest.approx(2e-4 * calls / shown)
+    assert rows.loc["T4", "measured_time_share"] == 0.0
+    assert any(line.startswith("device partly measured:") for line in summary_lines(df))
