@@ -12,10 +12,10 @@ import argparse
 import json
 import sys
 
-import benchreport
 import numpy as np
 import pandas as pd
 
+import benchreport
 from opcost.paths import Paths
 
 
