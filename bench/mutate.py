@@ -680,6 +680,64 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a random forest predicts on two threads: its sums differ between runs in the last digits",
         ("tests/model/test_rf_determinism.py",),
     ),
+    # -- energy over whole counter updates (measure/counter.py) ------------------------------------------
+    Mutation(
+        "counter-change-at-seen-read",
+        "measure/counter.py",
+        (("        return (self.before_s + self.seen_s) / 2\n", "        return self.seen_s\n"),),
+        "a change is placed at the read that saw it, not between its bracketing reads",
+        ("tests/measure/test_counter.py",),
+    ),
+    Mutation(
+        "counter-bound-ignores-brackets",
+        "measure/counter.py",
+        (("    return change.width_s / 2\n", "    return 0.0\n"),),
+        "a window's bound leaves out the brackets of its changes (every window passes)",
+        ("tests/measure/test_counter.py",),
+    ),
+    Mutation(
+        "counter-window-plain-difference",
+        "measure/counter.py",
+        (
+            (
+                "    aligned = aligned_energy(changes, t0, t1, period)\n    if aligned is not None:",
+                "    aligned = None\n    if aligned is not None:",
+            ),
+        ),
+        "a window's energy is the counter's plain difference over the window, not over whole updates",
+        ("tests/measure/test_counter.py",),
+    ),
+    Mutation(
+        "counter-change-before-window",
+        "measure/counter.py",
+        (
+            (
+                "    inside = [c for c in changes if c.before_s >= t0 and c.seen_s <= t1]",
+                "    inside = [c for c in changes if c.seen_s <= t1]",
+            ),
+        ),
+        "a change bracketed across the window's start counts as inside it",
+        ("tests/measure/test_counter.py",),
+    ),
+    Mutation(
+        "window-stops-before-its-bound",
+        "measure/campaign.py",
+        (("        return aligned is None or aligned.bound > campaign.energy_bound\n", "        return False\n"),),
+        "a window stops after its planned chunks whether or not its changes bound its energy",
+        ("tests/measure/test_counter.py",),
+    ),
+    Mutation(
+        "bound-not-flagged",
+        "measure/campaign.py",
+        (
+            (
+                "bound > campaign.energy_bound:\n        energy_flag = bound_flag(",
+                "bound > 1e9:\n        energy_flag = bound_flag(",
+            ),
+        ),
+        "a row whose energy bound misses energy_bound is not flagged",
+        ("tests/measure/test_visit.py", "tests/measure/test_counter.py"),
+    ),
 )
 
 

@@ -29,14 +29,14 @@ from opcost.params.profile import CampaignParams
 
 
 def test_aligned_energy_is_the_mean_power_between_first_and_last_change():
-    # changes at midpoints 0.1, 0.2, 0.3 s (each bracketed by 2 ms), 40 J apart: 400 W
-    changes = [Change(0.099, 0.101, 100.0), Change(0.199, 0.201, 140.0), Change(0.299, 0.301, 180.0)]
+    # changes at midpoints 0.1, 0.2, 0.3 s (the first bracketed by 20 ms, the others by 2 ms), 40 J apart: 400 W
+    changes = [Change(0.090, 0.110, 100.0), Change(0.199, 0.201, 140.0), Change(0.299, 0.301, 180.0)]
     period = CounterPeriod(0.1, 0.09, 0.11, 0.12, 0.001, 3)
     got = aligned_energy(changes, 0.0, 0.5, period, resolution_j=0.001)
     assert got is not None
     assert got.power_w == pytest.approx(400.0) and got.span_s == pytest.approx(0.2) and got.updates == 3
-    # per end: half its 2 ms bracket; plus 1 mJ of 80 J
-    assert got.bound == pytest.approx(0.001 * 2 / 0.2 + 0.001 / 80.0)
+    # per end: half its bracket (10 ms and 1 ms); plus 1 mJ of 80 J
+    assert got.bound == pytest.approx((0.010 + 0.001) / 0.2 + 0.001 / 80.0)
     # a change bracketed across the window's start is not inside it
     assert aligned_energy(changes, 0.1, 0.5, period).updates == 2  # type: ignore[union-attr]
     assert aligned_energy(changes, 0.15, 0.25, period) is None
@@ -134,3 +134,46 @@ def test_the_probe_s_own_setting_is_flagged(probe_samples):
     period = period_from_changes(changes, [0.0005])  # our poller reads every 0.5 ms
     w = counter_window(0.2, 100.0, [], 0.0, 0.2, period, 0.02)
     assert w.bound is not None and w.bound > 0.02 and w.needed_window_s is not None and w.needed_window_s <= 1.0
+
+
+class _SlowReplay(ReplayNvml):
+    """A replayed counter whose reads take 40 ms (a busy or virtualised host), as the period probe did not see."""
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: str) -> int:
+        import time
+
+        time.sleep(0.04)
+        return super().nvmlDeviceGetTotalEnergyConsumption(handle)
+
+
+def test_a_row_that_cannot_meet_its_bound_is_flagged_and_says_which_window_would(probe_samples):
+    (item, mode), *_ = _probe_items(probe_samples, 1)
+    trace = CounterTrace.for_item(probe_samples, item, mode)
+    fake = _SlowReplay(trace)
+    nvml = Nvml(0, lib=fake)
+    source = NvmlEnergy(nvml)
+    quick = CounterPeriod(0.1, 0.0995, 0.1005, 0.102, 0.0005, 12)  # what a fast probe saw
+    c = CampaignParams(name="slow", sets=("x",), min_time_s=0.01, window_s=0.05, chunks=3)
+    wl = Workload(block=lambda: sum(range(2000)) and None, instances=1)
+    row, _ = campaign_mod._measure_trial(c, wl, lambda: None, source, quick)
+    nvml.close()
+    # 40 ms brackets need a 2 s span for 2 %; the window may run to twice what the probe's period said
+    assert row["energy_bound"] > 0.02 and row["energy_flag"].startswith("energy bound")
+    assert row["window_time_s"] <= 2 * window_for(quick) + 0.1
+    assert row["energy_window_needed_s"] > row["window_time_s"]
+    assert f"a window of {row['energy_window_needed_s']:.2f} s would meet it" in row["energy_flag"]
+    assert row["energy_per_iter_j"] is not None  # flagged, not dropped: the bound says how far to trust it
+
+
+def test_a_campaign_whose_every_energy_row_is_flagged_fails_with_one_line():
+    from opcost.measure.campaign import all_flagged_message, energy_summary
+
+    result = {"campaign": "c", "energy_rows": {"target_bound": 0.02, "rows": 4, "flagged": 4, "needed_window_s": 1.46}}
+    assert (
+        energy_summary(result) == "energy: 4 of 4 rows flagged (bound above 2%; a window of 1.46 s would have met it)"
+    )
+    assert all_flagged_message(result) == (
+        "every energy row of campaign c is flagged: energy: 4 of 4 rows flagged (bound above 2%; a window of "
+        "1.46 s would have met it)"
+    )
+    assert all_flagged_message({**result, "energy_rows": {**result["energy_rows"], "flagged": 3}}) is None

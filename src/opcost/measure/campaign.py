@@ -320,11 +320,10 @@ def energy_window_s(campaign: CampaignParams, period: CounterPeriod | None) -> f
     return max(campaign.window_s, expected_window_s(period, campaign.energy_bound))
 
 
-def max_window_chunks(campaign: CampaignParams, period: CounterPeriod | None) -> int:
-    """How many chunks a window may run while its counter changes do not yet bound its energy: up to three times
-    its planned chunks, or twice the window the period says would meet the bound (counter.window_for)."""
-    longest = max(3 * campaign.window_s, 2 * window_for(period, campaign.energy_bound))
-    return max(campaign.chunks, math.ceil(longest / campaign.window_s * campaign.chunks))
+def max_window_s(campaign: CampaignParams, period: CounterPeriod | None) -> float:
+    """How long a window may run on while its counter changes do not yet bound its energy: three times its
+    planned `window_s`, or twice the window the period says would meet the bound (counter.window_for)."""
+    return max(3 * campaign.window_s, 2 * window_for(period, campaign.energy_bound))
 
 
 def _measure_trial(
@@ -336,7 +335,7 @@ def _measure_trial(
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """One trial of a built workload: warm-up, timing, host and GPU time apart, then the energy window with
     power sampled and the counter polled alongside: its planned chunks, then more until the counter's changes
-    bound its energy within `energy_bound` (or the window reaches max_window_chunks). Returns the row's
+    bound its energy within `energy_bound` (or the window reaches max_window_s). Returns the row's
     measured columns (in row order) and the trial's power samples."""
     wl.block()  # warm-up: allocator, cuDNN algorithm choice, caches
     sync()
@@ -368,7 +367,7 @@ def _measure_trial(
             sync,
             source.read_energy_j,
             more=more if poller is not None else None,
-            max_chunks=max_window_chunks(campaign, period),
+            max_s=max_window_s(campaign, period),
         )
     finally:  # also on an interrupt: no sampler or poller thread left reading a device being shut down
         if poller is not None:

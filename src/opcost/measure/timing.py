@@ -109,18 +109,19 @@ def measure_window(
     sync: Callable[[], None],
     read_energy: Callable[[], float | None],
     more: Callable[[float, float], bool] | None = None,
-    max_chunks: int | None = None,
+    max_s: float | None = None,
 ) -> WindowResult:
     """Run `chunks` x `blocks_per_chunk` blocks; checkpoint time and energy after each chunk. Then, while
-    `more(start, now)` (perf_counter times) is true, run further chunks, `max_chunks` in all at most."""
+    `more(start, now)` (perf_counter times) is true and the window is shorter than `max_s`, run further chunks."""
     sync()
     e0 = read_energy()
     t0 = time.perf_counter()
     checkpoints: list[tuple[int, float, float | None]] = [(0, 0.0, 0.0 if e0 is not None else None)]
     done = 0
-    limit = max(chunks, max_chunks or chunks)
     ran = 0
-    while ran < chunks or (more is not None and ran < limit and more(t0, time.perf_counter())):
+    while ran < chunks or (
+        more is not None and time.perf_counter() - t0 < (max_s or 0.0) and more(t0, time.perf_counter())
+    ):
         for _ in range(blocks_per_chunk):
             block()
         sync()
