@@ -6,11 +6,12 @@ can fix (`OpcostError`) are printed on one line and exit with status 2; nothing 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
 from pathlib import Path
-from typing import Any, Callable, List, Optional, TypeVar
+from typing import Any, Callable, List, NoReturn, Optional, TypeVar
 
 import typer
 from rich.console import Console
@@ -41,30 +42,43 @@ err = Console(stderr=True)
 T = TypeVar("T")
 
 
-def _run(fn: Callable[[], T]) -> T:
+def _run(fn: Callable[[], T], as_json: bool = False) -> T:
+    """`fn()`, with an error the user can fix as one line and exit 2. Under `--json` stdout holds JSON
+    only: what `fn` prints (a user's model builder saying "built!") goes to stderr, and an error is
+    also a JSON object on stdout (`{"error": ..., "exit_code": 2}`), so a script reading stdout sees it."""
     try:
-        return fn()
+        with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
+            return fn()
     except OpcostError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+        _fail(str(exc), as_json, getattr(exc, "details", None))
     except Exception as exc:  # MLflow's server or database died mid-command: one line, not its tracebacks
         from opcost.stages._run import service_down_line
 
         line = service_down_line(exc)
         if line is None:
             raise
-        err.print(f"[bold red]error:[/] {line}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+        _fail(line, as_json)
 
 
-def _stage(fn: Callable[[Paths, Any], T]) -> T:
+def _fail(message: str, as_json: bool, details: Any = None) -> NoReturn:
+    """Exit 2 with `message` on stderr, and under `--json` as a JSON object on stdout too."""
+    if as_json:
+        doc: dict[str, Any] = {"error": message, "exit_code": 2}
+        if details:
+            doc["details"] = details
+        sys.stdout.write(finite_json(doc) + "\n")
+    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2) from None
+
+
+def _stage(fn: Callable[[Paths, Any], T], as_json: bool = False) -> T:
     """Run `fn(paths, params)` for the project around the working directory, errors as one line."""
 
     def go() -> T:
         paths = Paths(find_root())
         return fn(paths, load_params(paths.params))
 
-    return _run(go)
+    return _run(go, as_json)
 
 
 @app.command()
@@ -142,7 +156,7 @@ def coverage(
         nets = [_netspec(n, input_shape, inputs, model_args) for n in names]
         return extract_nets([(n, mode) for n in nets], show_progress=not no_progress).coverage_rows()
 
-    rows = _run(go)
+    rows = _run(go, as_json)
     if as_json:
         sys.stdout.write(finite_json(rows) + "\n")
     else:
@@ -350,7 +364,7 @@ def predict(
         with deadline(timeout, f"predicting {net.label}"):
             return Predictor(registry=registry).predict(net, None, device, mode, clock, optimizer=optimizer)
 
-    p = _run(go)
+    p = _run(go, as_json)
     for w in p.warnings:
         err.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
     if as_json:
@@ -443,13 +457,13 @@ def recommend(
             pr = Predictor(clock_grid_points=clock_grid_points())
             return net, pr.recommend(net, None, mode, max_slowdown, optimizer, devices)
 
-    net, df = _run(go)
+    net, df = _run(go, as_json)
     from opcost.model.recommend import summary_lines
 
     dropped = df.attrs.get("dropped", [])
     optima = _optima(df)
     if plot is not None:
-        _run(lambda: _plot_sweeps(df, plot, f"{net.label} {net.input_text} ({mode})"))
+        _run(lambda: _plot_sweeps(df, plot, f"{net.label} {net.input_text} ({mode})"), as_json)
     if as_json:
         rows = json.loads(df.to_json(orient="records"))
         doc = {
@@ -719,7 +733,7 @@ def devices(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -
     power data) and how its predictions are made (own measurements, transferred, none yet)."""
     from opcost.devicelist import device_list
 
-    rows = _run(lambda: device_list(Paths(find_root())))
+    rows = _run(lambda: device_list(Paths(find_root())), as_json)
     if as_json:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return
@@ -797,7 +811,7 @@ def submit(
         "cpus_per_task": cpus,
         "mem": mem,
     }
-    r = _stage(lambda paths, params: do_submit(paths, params, campaign, flags, python, dry_run))
+    r = _stage(lambda paths, params: do_submit(paths, params, campaign, flags, python, dry_run), as_json)
     if as_json:
         sys.stdout.write(finite_json(r) + "\n")
     elif r["complete"]:
@@ -824,7 +838,7 @@ def status(
     """Per shard of a submitted campaign: pending, running, done or failed (with the error), and the merge job."""
     from opcost.slurm.submit import status as get_status
 
-    s = _stage(lambda paths, params: get_status(paths, params, campaign))
+    s = _stage(lambda paths, params: get_status(paths, params, campaign), as_json)
     if as_json:
         sys.stdout.write(finite_json(s) + "\n")
         return
