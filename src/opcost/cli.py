@@ -123,7 +123,52 @@ def _check_top(top: int) -> None:
         raise OpcostError(f"--top {top}: expected a positive number of rows, e.g. --top 10")
 
 
+def _optimizer(mode: str, optimizer: str | None) -> str:
+    """The optimizer whose state the training memory holds: sgd unless given. Given with inference it
+    would change nothing, so it is refused rather than ignored."""
+    from opcost.ops.footprint import footprint_key
+
+    check_mode(mode)
+    if optimizer is None:
+        return "sgd"
+    footprint_key("training", optimizer)  # an unknown name: one line naming the valid ones
+    if mode != "training":
+        raise OpcostError(
+            f"--optimizer {optimizer} goes with --mode training (its state is training memory); "
+            f"--mode {mode} has no optimizer: drop --optimizer"
+        )
+    return optimizer
+
+
+class CannotRun(OpcostError):
+    """A step that fits on no GPU: refused, with its memory as `details` (the JSON error carries it)."""
+
+    def __init__(self, message: str, details: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.details = details
+
+
+def _runnable(p: Any) -> Any:
+    """The prediction, unless its step fits on no GPU of the device table: then no time is given for a
+    step nothing can run, only what it needs (a batch of 100000 images asks for a terabyte)."""
+    m = p.memory
+    if m is None or not m["fits"] or any(m["fits"].values()):
+        return p
+    from opcost.devices import DEVICES
+
+    largest = max(DEVICES, key=lambda k: DEVICES[k].memory_bytes)
+    what = m["mode"] + (f" with {m['optimizer']}" if m["optimizer"] else "")
+    raise CannotRun(
+        f"{p.model} {' '.join(p.inputs)} ({what}) needs {_gib(m['needed_bytes'])} (peak {_gib(m['peak_bytes'])} in "
+        f"{m['peak_phase']}), more than any GPU of the device table holds (largest: {largest}, "
+        f"{_gib(DEVICES[largest].memory_bytes)}): it cannot run, so no time is given; use a smaller batch",
+        {"memory": m},
+    )
+
+
 def _gib(n: float) -> str:
+    if n >= 2**40:
+        return f"{n / 2**40:.2f} TiB"
     return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
 
@@ -251,15 +296,39 @@ def validate(
 def check_params(
     params_file: Optional[Path] = typer.Option(None, "--params", help="The file to check (default: params.yaml)."),
 ) -> None:
-    """Validate params.yaml and exit 2 with one line if it is wrong. `make repro` runs this before
-    `dvc repro`, which deletes a stage's outputs before its command can refuse a typo."""
+    """Validate params.yaml and sets.yaml and exit 2 with one line if either is wrong. `make repro` runs
+    this before `dvc repro`, which deletes a stage's outputs before its command can refuse a typo.
+
+    Beyond the files' own rules: every extract set names a model that exists (a torchvision name, or a
+    user's callable that imports), there is at least one set, and `train.folds` is no more than the
+    distinct layers of each target's training data where that data is in the checkout."""
 
     def go() -> str:
+        from opcost.ops.catalog import validate_sets
+        from opcost.stages.extract import sets_where
+
         f = params_file or Paths(find_root()).params
         p = load_params(f)
-        return f"{f}: valid ({len(p.train.targets)} train targets)"
+        paths = Paths(f.parent)
+        validate_sets(p.extract.sets, sets_where(paths))
+        _check_folds(paths, p)
+        return f"{f}: valid ({len(p.extract.sets)} extract sets, {len(p.train.targets)} train targets)"
 
     out.print(_run(go), highlight=False)
+
+
+def _check_folds(paths: Paths, params: Any) -> None:
+    """`train.folds` against the distinct layers of each target's training data that is in the checkout
+    (after `dvc pull` or `dvc repro evaluate`; without it the train stage refuses when it reads it)."""
+    from opcost.model.fit import check_folds
+
+    for target in params.train.targets:
+        table = paths.target_operations(target)
+        if table.is_file():
+            import pyarrow.parquet as pq
+
+            layers = pq.read_table(table, columns=["layer_id"]).column("layer_id").to_pylist()
+            check_folds(params.train.folds, len(set(layers)), f"{target}'s training data ({table.name})")
 
 
 @app.command("sync-registry")
@@ -340,7 +409,9 @@ def predict(
         "(answered by the cross-device model: transferred).",
     ),
     mode: str = typer.Option("inference", "--mode", help="inference or training."),
-    optimizer: str = typer.Option("sgd", "--optimizer", help="Training memory: sgd (with momentum) or adam."),
+    optimizer: Optional[str] = typer.Option(
+        None, "--optimizer", help="Training memory (--mode training only): sgd with momentum (the default) or adam."
+    ),
     clock: Optional[float] = typer.Option(
         None,
         "--clock",
@@ -362,7 +433,8 @@ def predict(
         _check_top(top)
         net = _netspec(model, input_shape, inputs, model_args)
         with deadline(timeout, f"predicting {net.label}"):
-            return Predictor(registry=registry).predict(net, None, device, mode, clock, optimizer=optimizer)
+            opt = _optimizer(mode, optimizer)
+            return _runnable(Predictor(registry=registry).predict(net, None, device, mode, clock, optimizer=opt))
 
     p = _run(go, as_json)
     for w in p.warnings:
@@ -417,7 +489,9 @@ def recommend(
     inputs: List[str] = typer.Option([], "--input", help=INPUT_OPTION_HELP),
     model_args: List[str] = typer.Option([], "--model-arg", help=MODEL_ARG_HELP),
     mode: str = typer.Option("inference", "--mode", help="inference or training."),
-    optimizer: str = typer.Option("sgd", "--optimizer", help="Training memory: sgd (with momentum) or adam."),
+    optimizer: Optional[str] = typer.Option(
+        None, "--optimizer", help="Training memory (--mode training only): sgd with momentum (the default) or adam."
+    ),
     max_slowdown: Optional[float] = typer.Option(
         None, "--max-slowdown", help="Keep configs at most X times slower than the fastest."
     ),
@@ -455,7 +529,7 @@ def recommend(
             from opcost.api import clock_grid_points  # params clock.grid_points, read here at the edge
 
             pr = Predictor(clock_grid_points=clock_grid_points())
-            return net, pr.recommend(net, None, mode, max_slowdown, optimizer, devices)
+            return net, pr.recommend(net, None, mode, max_slowdown, _optimizer(mode, optimizer), devices)
 
     net, df = _run(go, as_json)
     from opcost.model.recommend import summary_lines
