@@ -244,3 +244,38 @@ class FakeNvml:
         self._knob("power_limit", limit)
         self.power_limit_mw = limit
         self._changed("power_limit", limit)
+
+
+class ReplayNvml(FakeNvml):
+    """A FakeNvml whose energy counter and power reading replay a real card's counter record
+    (opcost.measure.replay.CounterTrace, from the H200 probe's raw power log): the counter changes only at
+    the recorded update instants, in whole mJ, and the power reading holds between them, as on the card.
+    `true_energy_j(p0, p1)` is the trace's own integral between two time.perf_counter() readings."""
+
+    def __init__(self, counter: Any, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.counter = counter
+        self.c0 = time.perf_counter()
+
+    def _elapsed(self) -> float:
+        return time.perf_counter() - self.c0
+
+    def true_energy_j(self, p0: float, p1: float) -> float:
+        return float(self.counter.energy_between(p0 - self.c0, p1 - self.c0))
+
+    @_initialised
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: str) -> int:
+        return int(self.counter.counter_j(self._elapsed()) * 1000)
+
+    @_initialised
+    def nvmlDeviceGetFieldValues(self, handle: str, fieldIds: list[int]) -> list:
+        value = SimpleNamespace(uiVal=int(self.counter.power_w(self._elapsed()) * 1000))
+        return [SimpleNamespace(nvmlReturn=self.NVML_SUCCESS, value=value)]
+
+    @_initialised
+    def nvmlDeviceGetPowerUsage(self, handle: str) -> int:
+        return int(self.counter.power_w(self._elapsed()) * 1000)
+
+
+H200_PROBE = Path(__file__).parent / "fixtures" / "h200_probe"  # ../shared/datasets/h200-probe, as measured
+H200_PROBE_SAMPLES = H200_PROBE / "power_samples.parquet"

@@ -396,6 +396,12 @@ def _memory_lines(p: Any) -> list[str]:
     ]
 
 
+TRUST_UNRECORDED_HELP = (
+    "Use a model that nothing vouches for (no dvc.lock record, or a registered version without its bundle_md5 "
+    "tag) as it is; the answer says so. Without it such a model is refused."
+)
+
+
 @app.command()
 def predict(
     model: str = typer.Option(..., "--model", help=MODEL_HELP),
@@ -419,6 +425,7 @@ def predict(
         "clock sweep, else transferred by the clock model (models/clock).",
     ),
     registry: bool = typer.Option(False, "--registry", help="Use the MLflow registry's champion instead of models/."),
+    trust_unrecorded: bool = typer.Option(False, "--trust-unrecorded", help=TRUST_UNRECORDED_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     top: int = typer.Option(10, "--top", help="Operations shown in the breakdown table."),
     timeout: float = typer.Option(
@@ -434,7 +441,8 @@ def predict(
         net = _netspec(model, input_shape, inputs, model_args)
         with deadline(timeout, f"predicting {net.label}"):
             opt = _optimizer(mode, optimizer)
-            return _runnable(Predictor(registry=registry).predict(net, None, device, mode, clock, optimizer=opt))
+            pr = Predictor(registry=registry, trust_unrecorded=trust_unrecorded)
+            return _runnable(pr.predict(net, None, device, mode, clock, optimizer=opt))
 
     p = _run(go, as_json)
     for w in p.warnings:
@@ -498,6 +506,7 @@ def recommend(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     top: int = typer.Option(15, "--top", help="Rows of the sweep table (best energy first)."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Write the U-curves (time, energy, EDP vs clock) here."),
+    trust_unrecorded: bool = typer.Option(False, "--trust-unrecorded", help=TRUST_UNRECORDED_HELP),
     devices: Optional[str] = typer.Option(
         None,
         "--devices",
@@ -528,11 +537,16 @@ def recommend(
         with deadline(timeout, f"recommending for {net.label}"):
             from opcost.api import clock_grid_points  # params clock.grid_points, read here at the edge
 
-            pr = Predictor(clock_grid_points=clock_grid_points())
-            return net, pr.recommend(net, None, mode, max_slowdown, _optimizer(mode, optimizer), devices)
+            pr = Predictor(clock_grid_points=clock_grid_points(), trust_unrecorded=trust_unrecorded)
+            df = pr.recommend(net, None, mode, max_slowdown, _optimizer(mode, optimizer), devices)
+            unvouched = [f"{t}: {b.unvouched}" for t, b in sorted(pr.bundles.loaded.items()) if b.unvouched]
+            return net, df, unvouched
 
-    net, df = _run(go, as_json)
+    net, df, unvouched = _run(go, as_json)
     from opcost.model.recommend import summary_lines
+
+    for u in unvouched:  # served only because of --trust-unrecorded: said before any number
+        err.print(f"[yellow]warning:[/] {escape(u)}; served as it is because of --trust-unrecorded", soft_wrap=True)
 
     dropped = df.attrs.get("dropped", [])
     optima = _optima(df)
@@ -547,6 +561,7 @@ def recommend(
             "interval_level": 0.9,
             "removed_by_max_slowdown": df.attrs.get("removed_by_max_slowdown", 0),
             "dropped_for_memory": dropped,
+            "unvouched_models": unvouched,
         }
         sys.stdout.write(finite_json(doc) + "\n")
         return
@@ -720,7 +735,6 @@ def profile(
     """
     from opcost.cputhreads import pinned_threads
     from opcost.measure import profile as prof
-    from opcost.measure.campaign import all_failed_message
     from opcost.measure.interrupts import RESUME_HINT, Interrupted
     from opcost.stages import profile as stage
 
@@ -795,10 +809,102 @@ def profile(
         out.print_json(data=result)
         return
     out.print(stage.summary(result), highlight=False, soft_wrap=True)
-    failure = all_failed_message(result)
+    failure = stage.failure(result)
     if failure is not None:
         err.print(f"[bold red]error:[/] {escape(failure)}", highlight=False, soft_wrap=True)
         raise typer.Exit(1)
+
+
+@app.command()
+def visit(
+    campaign: str = typer.Option(..., "--campaign", help="A CUDA campaign of params.yaml, e.g. visit-h200."),
+    archive: Path = typer.Option(..., "--out", help="The archive to write (.tar.gz, at most 16 MB)."),
+    work: Optional[Path] = typer.Option(
+        None, "--work", help="Where the campaign runs and resumes (default: ARCHIVE's folder/.visit)."
+    ),
+    check_seconds: float = typer.Option(10.0, "--check-seconds", help="Seconds of the energy-counter check."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and its estimated duration; touch nothing."),
+    no_progress: bool = typer.Option(False, "--no-progress", help="Do not draw a progress bar."),
+) -> None:
+    """A GPU visit in one command: check the environment, run the 10 s energy-counter check, run the campaign,
+    pack everything into one archive for `opcost land` on the DVC machine. Needs neither DVC nor MLflow.
+
+    Resumes where it stopped when run again with the same --out. Exits 1 when every measurement failed or
+    every energy row is flagged (the line says which window would have met the bound)."""
+    from opcost.measure import visit as v
+    from opcost.measure.interrupts import RESUME_HINT, Interrupted
+    from opcost.stages import profile as stage
+
+    def go(paths: Paths, params: Any) -> dict:
+        if campaign not in params.profile.campaigns:
+            valid = ", ".join(sorted(params.profile.campaigns)) or "none defined"
+            raise OpcostError(f"unknown campaign {campaign!r}; campaigns in params.yaml: {valid}")
+        if not archive.name.endswith(".tar.gz"):
+            raise OpcostError(f"--out {archive}: a visit archive is a .tar.gz file, e.g. {campaign}.tar.gz")
+        c = params.profile.campaigns[campaign]
+        extracted = (paths.operations, paths.occurrences)
+        if dry_run:
+            return v.visit_plan(c, list(params.extract.sets), extracted).summary()
+        folder = work or archive.parent / ".visit"
+        return v.run_visit(
+            c, list(params.extract.sets), archive, folder, check_seconds, not no_progress, out.print, extracted
+        )
+
+    try:
+        result = _stage(go)
+    except Interrupted as exc:
+        err.print(RESUME_HINT, highlight=False, markup=False)
+        raise typer.Exit(exc.exit_code) from None
+    if dry_run:
+        out.print_json(data=result)
+        return
+    out.print(stage.summary(result), highlight=False, soft_wrap=True)
+    out.print(
+        f"wrote {result['archive']} ({result['archive_bytes'] / 2**20:.1f} MB) in {result['visit_seconds']:.0f} s"
+    )
+    failure = stage.failure(result)
+    if failure is not None:
+        err.print(f"[bold red]error:[/] {escape(failure)}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
+
+
+@app.command()
+def land(
+    source: Path = typer.Argument(..., help="A visit archive (.tar.gz) or a campaign folder measured elsewhere."),
+    campaign: Optional[str] = typer.Option(
+        None, "--campaign", help="The params.yaml campaign it lands as (default: the one it was measured as)."
+    ),
+) -> None:
+    """Land a campaign measured elsewhere as data/raw/CAMPAIGN/, checked against its params.yaml entry, so that
+    `dvc repro profile@CAMPAIGN` records it as complete (then `dvc push` and commit dvc.lock)."""
+    from opcost.measure.land import land as do_land
+    from opcost.measure.land import read_source
+    from opcost.stages import profile as stage
+
+    def go(paths: Paths, params: Any) -> dict:
+        name = campaign
+        if name is None:
+            files, _ = read_source(source)
+            try:
+                name = str(json.loads(files["campaign.json"]).get("campaign"))
+            except (ValueError, AttributeError):
+                raise OpcostError(f"{source}: campaign.json is not a JSON object") from None
+        if name not in params.profile.campaigns:
+            valid = ", ".join(sorted(params.profile.campaigns)) or "none defined"
+            raise OpcostError(
+                f"{source} is campaign {name!r}, which params.yaml does not define (give --campaign NAME): {valid}"
+            )
+        plan = stage.stage_plan(paths, params, name) if paths.operations.is_file() else None
+        return do_land(source, paths.raw_dir(name), params.profile.campaigns[name], plan)
+
+    r = _stage(go)
+    note = f", re-derived {', '.join(r['landed']['rederived'])}" if r["landed"]["rederived"] else ""
+    out.print(
+        f"landed {r['campaign']} in {r['folder']}: {r['rows']} energy rows, {r['flagged']} flagged{note}; next: "
+        f"dvc repro profile@{r['campaign']}, dvc push, git commit dvc.lock",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @app.command()

@@ -183,6 +183,11 @@ class Paths:
         return self.root / "models" / "xdevice"
 
     @property
+    def measured_ops_dir(self) -> Path:
+        """DVC output of `measured-ops`: op times measured on GPUs answered by transfer (model/measured.py)."""
+        return self.root / "models" / "measured"
+
+    @property
     def xdevice_report_dir(self) -> Path:
         """logo_ops.csv, logo_networks.csv and metrics.json of `train-xdevice`."""
         return self.root / "reports" / "xdevice"

@@ -337,6 +337,18 @@ _MEASUREMENT = cols(
         nullable=True,
         doc="why the window's energy is not its counter's difference (measure/timing.window_energy); null: it is",
     ),
+    Col(
+        "energy_bound",
+        "float",
+        nullable=True,
+        min=0,
+        doc="relative error bound of the window's energy from the counter's update instants (measure/counter.py)",
+    ),
+    time_col("energy_span_s", "time between the first and last counter change the energy rests on", nullable=True),
+    Col("counter_updates", "int", nullable=True, min=0, doc="counter changes seen inside the energy window"),
+    time_col("energy_window_needed_s", "the window that would meet the energy bound", nullable=True),
+    time_col("gpu_time_per_call_s", "the GPU's own time per call: CUDA events around a held burst (gputime.py)", True),
+    time_col("host_time_per_call_s", "the host's cost of issuing one call (the held burst's enqueue time)", True),
     Col("timing_warnings", "bool", nullable=True, doc="torch.utils.benchmark flagged the timed runs (has_warnings)"),
     Col("started_at", "float", unit="s since epoch", min=0),
     Col("ended_at", "float", unit="s since epoch", min=0),
@@ -381,6 +393,8 @@ POWER_SAMPLES = Table(
         Col("temperature_c", "float", unit="C", nullable=True, min=-50, max=150),
         Col("utilization_pct", "float", unit="%", nullable=True, min=0, max=100),
         Col("throttle_reasons", "int", nullable=True, min=0, doc="NVML clocks event reasons bitmask"),
+        time_col("counter_period_s", "the energy counter's median update period at this setting", True),
+        time_col("counter_jitter_s", "half the 10th-90th percentile range of that period", True),
     ),
 )
 

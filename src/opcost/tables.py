@@ -7,6 +7,8 @@ only read tables (evaluate, train, validate) stay fast and their DVC dependencie
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import pandas as pd
@@ -28,7 +30,18 @@ def require(path: Path, stage: str) -> Path:
 def read_parquet(path: Path, stage: str | None = None, **kwargs: object) -> pd.DataFrame:
     """`pd.read_parquet`, but a file that is not readable Parquet (truncated, overwritten, a DVC
     pointer left in place) is a one-line error naming the file and how to get it back, not
-    pyarrow's traceback."""
+    pyarrow's traceback. So is a path that is no regular file (a link to /dev/zero, a folder): pyarrow
+    calls it missing."""
+    try:
+        mode = os.stat(path).st_mode  # follows links: what would be read
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise OpcostError(f"{path} cannot be read ({exc.strerror}): run `dvc checkout {path}` to restore it") from None
+    if not stat.S_ISREG(mode):
+        what = "a folder" if stat.S_ISDIR(mode) else "a device, pipe or socket"
+        again = f"run `dvc repro {stage}` or `dvc checkout {path}`" if stage else f"run `dvc checkout {path}`"
+        raise OpcostError(f"{path} is {what}, not a Parquet file: {again} to restore it")
     try:
         return pd.read_parquet(path, **kwargs)
     except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError, ArrowIOError an OSError

@@ -553,7 +553,7 @@ def test_a_bundle_trained_on_a_clock_sweep_answers_measured_without_the_clock_mo
 
     paths, _, _ = trained
     assert not (paths.clock_model_dir / CLOCK_MODEL_FILE).exists()
-    pr = Predictor(paths=paths)
+    pr = Predictor(paths=paths, trust_unrecorded=True)
     swept = dataclasses.replace(pr.bundle("RTX2080Ti", "training"), clocks_mhz=(900.0, 1545.0))
     pr.bundles.loaded["RTX2080Ti-training"] = swept
     p = pr.predict("resnet18", "32,3,32,32", "RTX2080Ti", "training", clock_mhz=900.0)

@@ -129,14 +129,14 @@ def test_no_tf32_on_a_gpu_without_tf32_is_answered_by_its_own_bundle(trained):
     """No models/xdevice here: `RTX2080Ti_no_tf32` must still find the RTX 2080 Ti's bundle (the same
     numerics), and answer exactly what `RTX2080Ti` answers."""
     paths, _, _ = trained
-    a = Predictor(paths=paths).predict("resnet18", "32,3,32,32", "RTX2080Ti_no_tf32", "training")
-    b = Predictor(paths=paths).predict("resnet18", "32,3,32,32", "RTX2080Ti", "training")
+    a = Predictor(paths=paths, trust_unrecorded=True).predict("resnet18", "32,3,32,32", "RTX2080Ti_no_tf32", "training")
+    b = Predictor(paths=paths, trust_unrecorded=True).predict("resnet18", "32,3,32,32", "RTX2080Ti", "training")
     assert a.device_config == "RTX2080Ti" and a.time_s == b.time_s and a.energy_j == b.energy_j
 
 
 def test_every_op_gets_a_cost_and_the_total_follows_the_composition(trained):
     paths, _, _ = trained
-    p = Predictor(paths=paths).predict("resnet18", "32,3,32,32", "RTX2080Ti", "training")
+    p = Predictor(paths=paths, trust_unrecorded=True).predict("resnet18", "32,3,32,32", "RTX2080Ti", "training")
     bd = p.breakdown.set_index("op_id")
     # every op of the network has a cost (no partial sums), each from where its source says:
     import pandas as pd
@@ -193,7 +193,7 @@ def test_a_prediction_scales_its_interval_by_its_own_composition_correction(trai
         return real(self, value, which, extrapolating, family, covariate)
 
     monkeypatch.setattr(Composition, "interval", spy)
-    p = Predictor(paths=paths).predict("resnet18", "32,3,32,32", "RTX2080Ti", "training")
+    p = Predictor(paths=paths, trust_unrecorded=True).predict("resnet18", "32,3,32,32", "RTX2080Ti", "training")
     want = math.log(p.time_s / p.sum_s)
     assert want != 0.0 and [w for w, _ in asked] == ["time", "energy"][: len(asked)] and asked
     assert all(c == pytest.approx(want, rel=1e-12) for _, c in asked)
@@ -201,7 +201,7 @@ def test_a_prediction_scales_its_interval_by_its_own_composition_correction(trai
 
 def test_predict_errors_say_what_exists(trained, tmp_path):
     paths, _, _ = trained
-    pr = Predictor(paths=paths)
+    pr = Predictor(paths=paths, trust_unrecorded=True)
     with pytest.raises(
         OpcostError, match=r"no model for device 'H100' in mode training; trained: A30_no_tf32, RTX2080Ti"
     ):
@@ -226,16 +226,20 @@ def test_predict_errors_say_what_exists(trained, tmp_path):
 
 def test_recommend_ranks_devices(trained):
     paths, _, _ = trained
-    df = Predictor(paths=paths).recommend("resnet18", "32,3,32,32", "training")
+
+    def fresh() -> Predictor:  # the fixture's models are fresh training output: no dvc.lock records them
+        return Predictor(paths=paths, trust_unrecorded=True)
+
+    df = fresh().recommend("resnet18", "32,3,32,32", "training")
     assert sorted(df["device_config"]) == ["A30_no_tf32", "RTX2080Ti"]
     # the ranking agrees with separate predictions made by a fresh predictor
-    alone = {d: Predictor(paths=paths).predict("resnet18", "32,3,32,32", d, "training") for d in df["device_config"]}
+    alone = {d: fresh().predict("resnet18", "32,3,32,32", d, "training") for d in df["device_config"]}
     fastest = min(alone, key=lambda d: alone[d].time_s)
     slowest = max(alone, key=lambda d: alone[d].time_s)
     assert df.loc[df["rank_time"] == 1, "device_config"].item() == fastest
     ratio = alone[slowest].time_s / alone[fastest].time_s
     assert df.loc[df["device_config"] == slowest, "slowdown"].item() == pytest.approx(ratio)
-    only = Predictor(paths=paths).recommend("resnet18", "32,3,32,32", "training", max_slowdown=1.0)
+    only = fresh().recommend("resnet18", "32,3,32,32", "training", max_slowdown=1.0)
     assert list(only["device_config"]) == [fastest]
 
 
@@ -270,6 +274,7 @@ def test_cli_predict_json(trained):
             "--mode",
             "training",
             "--json",
+            "--trust-unrecorded",  # the fixture's models are fresh training output: no dvc.lock records them
         ],
     )
     assert res.exit_code == 0, res.output
@@ -314,10 +319,10 @@ def test_predictions_from_the_disk_cache_match_and_need_no_torch(trained):
     import sys
 
     paths, _, _ = trained
-    first = Predictor(paths=paths).predict("resnet18", "32,3,32,32", "RTX2080Ti", "training")
+    first = Predictor(paths=paths, trust_unrecorded=True).predict("resnet18", "32,3,32,32", "RTX2080Ti", "training")
     code = (
         "import sys, json; from opcost.model.predict import Predictor; from opcost.paths import Paths;"
-        f"p = Predictor(paths=Paths(__import__('pathlib').Path({str(paths.root)!r})))"
+        f"p = Predictor(paths=Paths(__import__('pathlib').Path({str(paths.root)!r})), trust_unrecorded=True)"
         ".predict('resnet18', '32,3,32,32', 'RTX2080Ti', 'training');"
         "mods = sorted(m for m in ('torch', 'xgboost', 'sklearn', 'scipy.optimize') if m in sys.modules);"
         "print(json.dumps({'t': p.time_s, 'mods': mods}))"
@@ -425,7 +430,7 @@ def test_a_network_smaller_than_the_calibration_networks_is_flagged_and_its_inte
     paths, _, _ = trained
     answers = []
     for ranges in ({}, {NET_SAMPLE_NUMEL: [3 * 224 * 224.0, 3 * 224 * 224.0]}):
-        pr = Predictor(paths=paths, disk_cache=False)
+        pr = Predictor(paths=paths, disk_cache=False, trust_unrecorded=True)
         b = pr.bundle("RTX2080Ti", "training")
         b.ranges = {k: v for k, v in b.ranges.items() if k != NET_SAMPLE_NUMEL} | ranges
         answers.append(pr.predict("resnet18", "32,3,32,32", "RTX2080Ti", "training"))

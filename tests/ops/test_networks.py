@@ -335,7 +335,7 @@ def test_predict_reports_memory_and_recommend_drops_small_devices(trained, user_
     from opcost.model.predict import Predictor
 
     paths, _, _ = trained
-    pr = Predictor(paths=paths)
+    pr = Predictor(paths=paths, trust_unrecorded=True)
     p = pr.predict("resnet18", "32,3,32,32", "RTX2080Ti", "training", optimizer="adam")
     m = p.to_json()["memory"]
     assert m["mode"] == "training" and m["optimizer"] == "adam" and m["fits_device"] is True
@@ -351,6 +351,6 @@ def test_predict_reports_memory_and_recommend_drops_small_devices(trained, user_
     (dropped,) = df.attrs["dropped"]
     assert dropped["device_config"] == "RTX2080Ti" and dropped["needed_bytes"] > dropped["device_memory_bytes"]
     res = runner.invoke(app, ["recommend", "--model", "resnet18", "--input-shape", "640,3,224,224", "--mode",
-                              "training"], env={"OPCOST_ROOT": str(paths.root)})  # fmt: skip
+                              "training", "--trust-unrecorded"], env={"OPCOST_ROOT": str(paths.root)})  # fmt: skip
     assert res.exit_code == 0, res.output
     assert "dropped RTX2080Ti: the step needs" in res.stdout and "the device has 11.00 GiB" in res.stdout

@@ -140,6 +140,7 @@ def test_dvc_yaml_paths_are_the_config_paths(repo_root):
             paths.validate_xdevice_energy,
             paths.xpower_report_dir / "metrics.json",
             paths.xdevice_model_dir,
+            paths.measured_ops_dir,
             paths.xdevice_metrics,
             *(paths.xdevice_table(t) for t in ("logo_ops", "logo_networks")),
             paths.headline_metrics,

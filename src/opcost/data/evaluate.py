@@ -116,8 +116,18 @@ def thesis_power_stats(samples: pd.DataFrame) -> tuple[float, float]:
     return float(kept.mean()), float(kept.std())
 
 
+def flagged_energy(rows: pd.DataFrame) -> np.ndarray:
+    """Rows whose energy the profiler did not trust (a non-null `energy_flag`, measure/timing.py): their
+    time stands, their energy and power are left out of every statistic. A table without the column
+    (written before it existed) flags nothing."""
+    if "energy_flag" not in rows.columns:
+        return np.zeros(len(rows), bool)
+    return rows["energy_flag"].notna().to_numpy(bool)
+
+
 def evaluate_campaign_rows(rows: pd.DataFrame, samples: pd.DataFrame, item_col: str, keys: list[str]) -> pd.DataFrame:
-    """Trial rows (status ok) -> per-key statistics, trial-based and thesis-style."""
+    """Trial rows (status ok) -> per-key statistics, trial-based and thesis-style; a row with flagged
+    energy counts for time only (`flagged_energy`)."""
     ok = rows[rows["status"] == "ok"].copy()
     if ok.empty:
         return pd.DataFrame()
@@ -130,6 +140,9 @@ def evaluate_campaign_rows(rows: pd.DataFrame, samples: pd.DataFrame, item_col: 
     pw = [stats.get((r[item_col], r["mode"], r["setting"], r["trial"]), (np.nan, np.nan)) for _, r in ok.iterrows()]
     ok["thesis_p"] = [p for p, _ in pw]
     ok["thesis_sp"] = [s for _, s in pw]
+    # a row whose energy the profiler flagged (energy_flag) keeps its time and gives no energy or power:
+    # neither its window's nor the thesis-style figures from its power samples
+    ok.loc[flagged_energy(ok), ["energy_per_iter_j", "power_w", "thesis_p", "thesis_sp"]] = np.nan
     ok["thesis_e"] = ok["thesis_p"] * ok["mean_s"]
     ok["thesis_se"] = ok["thesis_sp"] * ok["mean_s"]
     g = ok.groupby(keys, dropna=False, sort=True)
@@ -217,11 +230,15 @@ def reject_summary(rejects: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
 
 
 def campaign_frames(
-    paths: Paths, rejects: dict[str, list[dict[str, Any]]] | None = None
+    paths: Paths, rejects: dict[str, list[dict[str, Any]]] | None = None, flagged: dict[str, int] | None = None
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """The evaluated ops, networks and sweeps of every campaign; refused rows go to `rejects`."""
+    """The evaluated ops, networks and sweeps of every campaign; refused rows go to `rejects`, and the
+    number of ok rows whose energy was flagged (kept for time only) to `flagged[name]` where there are any."""
     ops, nets, sweeps = [], [], []
     for name, meta, t, n, s in read_campaigns(paths, rejects):
+        n_flagged = sum(int(flagged_energy(df[df["status"] == "ok"]).sum()) for df in (t, n))
+        if flagged is not None and n_flagged:
+            flagged[name] = n_flagged
         cfg = device_config(meta["environment"], meta["parameters"]["device"])
         for df, phase_training in ((t, "forward_backward"), (n, "train_step")):
             df["device_config"] = cfg

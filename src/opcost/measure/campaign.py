@@ -26,11 +26,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import platform
 import re
 import shutil
 import socket
+import sys
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -45,6 +47,19 @@ from opcost.errors import OpcostError
 from opcost.io import write_json, write_parquet
 from opcost.locks import cpu_lock_key, device_lock, device_state_dir, file_lock
 from opcost.measure.clocks import DeviceControl, Setting, settings_grid
+from opcost.measure.counter import (
+    PERIOD_PROBE_S,
+    PLANNING_PERIOD,
+    CounterPeriod,
+    CounterPoller,
+    aligned_energy,
+    bound_flag,
+    counter_window,
+    expected_window_s,
+    measure_period,
+    window_for,
+)
+from opcost.measure.gputime import host_and_gpu
 from opcost.measure.interrupts import Interrupted, stop_on_signals
 from opcost.measure.interrupts import say as _say
 from opcost.measure.power import EnergySource, integrate_power_j, open_source
@@ -56,8 +71,15 @@ from opcost.params.profile import CampaignParams
 from opcost.progress import progress_bar
 from opcost.schemas import NETWORKS, POWER_SAMPLES, TIMINGS, conform
 
-# Rough seconds a trial spends outside the timed loops (building instances, warm-up, calibration).
-TRIAL_OVERHEAD_S = 0.1
+# What a trial costs beyond its energy window, from the first visit (visit-h200 on an H200: 572 op trials took
+# 0.86 s each, 0.46 s of it the window): building instances, warm-up and calibration (TRIAL_OVERHEAD_S), the
+# held bursts (BURST_OVERHEAD_S) and benchmark.Timer's autorange, about three times its min_time_s (0.15 s
+# for 0.05 s). A whole network's trial took 0.41 s more (NETWORK_OVERHEAD_S).
+TRIAL_OVERHEAD_S = 0.2
+TIMING_FACTOR = 3.0
+POLL_SWITCH_S = 0.0002  # the interpreter's thread switch interval while the counter poller runs
+NETWORK_OVERHEAD_S = 0.4  # building a whole network and its first passes (cuDNN's algorithm search), per trial
+BURST_OVERHEAD_S = 0.05  # the held bursts that part host and GPU time (gputime.py), per trial
 
 
 @dataclass(frozen=True)
@@ -101,8 +123,16 @@ class Plan:
         return {"count": self.parts, "digest": digest}
 
     def estimated_seconds(self) -> float:
+        """Planned duration: per trial the timing, the host/GPU bursts and the energy window (sized for the
+        counter period of an H100-class card where the campaign runs on a GPU, counter.PLANNING_PERIOD), plus
+        building each network, plus the counter-period probe at each setting."""
         c = self.campaign
-        return self.measurements * (TRIAL_OVERHEAD_S + 1.5 * c.min_time_s + c.window_s)
+        period = PLANNING_PERIOD if c.device.startswith("cuda") and c.energy_source != "none" else None
+        per_trial = TRIAL_OVERHEAD_S + TIMING_FACTOR * c.min_time_s + energy_window_s(c, period)
+        per_trial += BURST_OVERHEAD_S if c.device.startswith("cuda") else 0.0
+        networks = sum(u.item_type == "network" for u in self.units) * len(self.settings) * c.trials
+        probes = len(self.settings) * (PERIOD_PROBE_S if period is not None else 0.0)
+        return self.measurements * per_trial + networks * NETWORK_OVERHEAD_S + probes
 
     def summary(self) -> dict[str, Any]:
         ops = {m: sum(u.item_type == "op" and u.mode == m for u in self.units) for m in self.campaign.modes}
@@ -128,7 +158,8 @@ def unit_key(unit: Unit) -> tuple[str, str, str]:
 
 def make_plan(campaign: CampaignParams, units: Sequence[Unit]) -> Plan:
     settings = settings_grid(campaign.clocks_mhz, campaign.power_limits_w)
-    ordered = sorted(units, key=lambda u: (campaign.modes.index(u.mode), u.item_type != "op", u.label, u.item_id))
+    unique = {unit_key(u): u for u in units}.values()  # an op of a set that op_ids names too: measured once
+    ordered = sorted(unique, key=lambda u: (campaign.modes.index(u.mode), u.item_type != "op", u.label, u.item_id))
     return Plan(campaign, tuple(ordered), tuple(settings))
 
 
@@ -150,6 +181,13 @@ def code_hash() -> str:
 def fingerprint(campaign: CampaignParams) -> str:
     """Parts are resumed only by a run with the same measuring parameters and the same code."""
     text = json.dumps({**campaign.fingerprint_fields(), "code": code_hash()}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def parameters_fingerprint(campaign: CampaignParams) -> str:
+    """What a campaign landed from elsewhere (measure/land.py) must agree on with its params.yaml entry: the
+    measuring parameters, not the code (the code that measured it is recorded, and cannot rerun here)."""
+    text = json.dumps(campaign.fingerprint_fields(), sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -275,24 +313,88 @@ def _unit_workload(campaign: CampaignParams, unit: Unit, seed: int) -> Workload:
     return network_workload(unit.set, unit.mode, campaign.device, seed)
 
 
+def energy_window_s(campaign: CampaignParams, period: CounterPeriod | None) -> float:
+    """The energy window a trial is expected to take: the campaign's `window_s` (its planned chunks), or, where
+    the counter's update period asks for more, about half a period to the first change plus the span the bound
+    needs in whole periods (counter.expected_window_s). For dry-run estimates."""
+    return max(campaign.window_s, expected_window_s(period, campaign.energy_bound))
+
+
+def max_window_chunks(campaign: CampaignParams, period: CounterPeriod | None) -> int:
+    """How many chunks a window may run while its counter changes do not yet bound its energy: up to three times
+    its planned chunks, or twice the window the period says would meet the bound (counter.window_for)."""
+    longest = max(3 * campaign.window_s, 2 * window_for(period, campaign.energy_bound))
+    return max(campaign.chunks, math.ceil(longest / campaign.window_s * campaign.chunks))
+
+
 def _measure_trial(
-    campaign: CampaignParams, wl: Workload, sync: Callable[[], None], source: EnergySource
+    campaign: CampaignParams,
+    wl: Workload,
+    sync: Callable[[], None],
+    source: EnergySource,
+    period: CounterPeriod | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """One trial of a built workload: warm-up, timing, then the energy window with power sampled
-    alongside. Returns the row's measured columns (in row order) and the trial's power samples."""
+    """One trial of a built workload: warm-up, timing, host and GPU time apart, then the energy window with
+    power sampled and the counter polled alongside: its planned chunks, then more until the counter's changes
+    bound its energy within `energy_bound` (or the window reaches max_window_chunks). Returns the row's
+    measured columns (in row order) and the trial's power samples."""
     wl.block()  # warm-up: allocator, cuDNN algorithm choice, caches
     sync()
     timing = time_block(wl.block, wl.instances, campaign.min_time_s)
     stats = timing.stats()
     block_s = float(stats["mean_s"] or 0.0) * wl.instances
+    split = host_and_gpu(wl.block, wl.instances, campaign.device, block_s)
     per_chunk = blocks_for(campaign.window_s, block_s, campaign.chunks)
+    poller = CounterPoller(source.read_energy_j) if source.has_counter else None
+
+    def more(t0: float, now: float) -> bool:
+        """A window runs on (up to 3x its chunks) until its counter changes bound its energy."""
+        assert poller is not None
+        aligned = aligned_energy(poller.changes, t0, now, period)
+        return aligned is None or aligned.bound > campaign.energy_bound
+
     sampler = source.start_sampling(campaign.sample_interval_s)
+    switch = sys.getswitchinterval()
     try:
-        window = measure_window(wl.block, wl.instances, per_chunk, campaign.chunks, sync, source.read_energy_j)
-    finally:  # also on an interrupt: no sampler thread left reading a device being shut down
+        if poller is not None:
+            # the poller's reads bracket each change: it must not wait 5 ms for the GIL behind the work's thread
+            sys.setswitchinterval(POLL_SWITCH_S)
+            poller.__enter__()
+        window = measure_window(
+            wl.block,
+            wl.instances,
+            per_chunk,
+            campaign.chunks,
+            sync,
+            source.read_energy_j,
+            more=more if poller is not None else None,
+            max_chunks=max_window_chunks(campaign, period),
+        )
+    finally:  # also on an interrupt: no sampler or poller thread left reading a device being shut down
+        if poller is not None:
+            poller.stop()
+        sys.setswitchinterval(switch)
         trial_samples = sampler.stop()
     integrated = source.window_energy_j(trial_samples, window.time_s) or integrate_power_j(trial_samples)
-    energy, energy_flag = window_energy(window.energy_j, source.has_counter, integrated, window.time_s)
+    counted = (
+        counter_window(
+            window.time_s,
+            window.energy_j,
+            poller.changes,
+            window.start_s,
+            window.end_s,
+            period,
+            campaign.energy_bound,
+        )
+        if poller is not None
+        else None
+    )
+    energy, energy_flag = window_energy(
+        counted.energy_j if counted is not None else window.energy_j, source.has_counter, integrated, window.time_s
+    )
+    bound = counted.bound if counted is not None and energy is not None else None
+    if energy_flag is None and bound is not None and counted is not None and bound > campaign.energy_bound:
+        energy_flag = bound_flag(bound, campaign.energy_bound, counted.needed_window_s or float("inf"))
     t_fit, e_fit = window.fit("time"), window.fit("energy")
     clocks = [s["sm_clock_mhz"] for s in trial_samples if s.get("sm_clock_mhz") is not None]
     measured = dict(
@@ -312,9 +414,23 @@ def _measure_trial(
         energy_r2=None if e_fit is None else e_fit[0],
         proportional=window.proportional(),
         energy_flag=energy_flag,
+        energy_bound=None if bound is None or not math.isfinite(bound) else bound,
+        energy_span_s=counted.span_s if counted is not None else None,
+        counter_updates=counted.updates if counted is not None else None,
+        energy_window_needed_s=(
+            counted.needed_window_s
+            if counted is not None and counted.needed_window_s is not None and math.isfinite(counted.needed_window_s)
+            else None
+        ),
+        gpu_time_per_call_s=split.gpu_s,
+        host_time_per_call_s=split.host_s,
         timing_warnings=timing.has_warnings,
         sm_clock_mhz=sum(clocks) / len(clocks) if clocks else None,
     )
+    if period is not None:
+        trial_samples = [
+            {**s, "counter_period_s": period.median_s, "counter_jitter_s": period.jitter_s} for s in trial_samples
+        ]
     return measured, trial_samples
 
 
@@ -339,7 +455,7 @@ def _item_columns(unit: Unit) -> dict[str, Any]:
 
 
 def measure_part(
-    campaign: CampaignParams, unit: Unit, setting: Setting, source: EnergySource
+    campaign: CampaignParams, unit: Unit, setting: Setting, source: EnergySource, period: CounterPeriod | None = None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """`campaign.trials` trials of one unit at one setting, each on its own seed: timing rows and power-sample rows."""
     sync = device_sync(campaign.device)
@@ -359,7 +475,7 @@ def measure_part(
         try:
             wl = _unit_workload(campaign, unit, seed)
             row["variant"] = wl.variant
-            measured, trial_samples = _measure_trial(campaign, wl, sync, source)
+            measured, trial_samples = _measure_trial(campaign, wl, sync, source, period)
             row.update(status="ok", **measured)
             ctx = _sample_context(campaign, unit, setting, trial)
             samples.extend({**ctx, **s} for s in trial_samples)
@@ -428,6 +544,28 @@ def all_failed_message(result: dict[str, Any]) -> str | None:
     return f"every measurement of {what}campaign {result['campaign']} failed ({total} rows){first}"
 
 
+def energy_summary(result: dict[str, Any]) -> str | None:
+    """The summary line's energy part: how many rows are flagged and which window would have met the bound."""
+    e = result.get("energy_rows")
+    if not e or not e.get("rows"):
+        return None
+    text = f"energy: {e['flagged']} of {e['rows']} rows flagged"
+    if e["flagged"]:
+        window = e.get("needed_window_s")
+        text += f" (bound above {e['target_bound']:.0%}" + (
+            f"; a window of {window:.2f} s would have met it)" if window is not None else ")"
+        )
+    return text
+
+
+def all_flagged_message(result: dict[str, Any]) -> str | None:
+    """A one-line error when every energy row of a campaign is flagged (its energy measures nothing), else None."""
+    e = result.get("energy_rows")
+    if not e or not e.get("rows") or e["flagged"] < e["rows"]:
+        return None
+    return f"every energy row of campaign {result['campaign']} is flagged: {energy_summary(result)}"
+
+
 class Campaign:
     """Runs a plan into `out_dir`, keeping resumable parts in `parts_root`.
 
@@ -475,11 +613,16 @@ class Campaign:
         return [(s, u) for s in plan.settings for u in plan.units if not self._done(part_name(s, u))]
 
     def completed(self) -> dict[str, Any] | None:
-        """campaign.json of `out_dir` if it holds this very plan complete (same fingerprint, same
-        planned parts, every table with the rows campaign.json counts), else None."""
+        """campaign.json of `out_dir` if it holds this very plan complete (same fingerprint, or for a campaign
+        landed from elsewhere the same measuring parameters; same planned parts; every table with the rows
+        campaign.json counts), else None."""
         try:
             meta = json.loads((self.out_dir / "campaign.json").read_text())
-            if meta.get("fingerprint") != fingerprint(self.c) or meta.get("planned_parts") != self.plan.parts_record():
+            landed = meta.get("landed") or {}
+            same = meta.get("fingerprint") == fingerprint(self.c) or (
+                landed.get("parameters_fingerprint") == parameters_fingerprint(self.c)
+            )
+            if not same or meta.get("planned_parts") != self.plan.parts_record():
                 return None
             for table in ("timings", "networks", "power_samples"):
                 if pq.read_metadata(self.out_dir / f"{table}.parquet").num_rows != meta["rows"][table]:
@@ -614,6 +757,7 @@ class Campaign:
     ) -> None:
         self.parts_dir.mkdir(parents=True, exist_ok=True)
         rec = {**self._record_base(record, extra), "status": "running"}
+        counters: dict[str, Any] = {}
         write_json(rec, self.record_path(record))
         try:
             with progress_bar(show_progress) as progress:
@@ -623,9 +767,14 @@ class Campaign:
                     if not todo:
                         continue
                     control.apply(setting)
+                    # the counter's update period after every change of clock or power limit (it may follow them)
+                    period = measure_period(source.read_energy_j) if source.has_counter else None
+                    counters[setting.label] = None if period is None else period.record()
+                    rec["energy_counter"] = counters
+                    write_json(rec, self.record_path(record))
                     for unit in todo:
                         progress.update(task, description=f"{setting.label} {unit.mode} {unit.label}")
-                        rows, samples = measure_part(self.c, unit, setting, source)
+                        rows, samples = measure_part(self.c, unit, setting, source, period)
                         self.write_part(part_name(setting, unit), unit, rows, samples)
                         progress.advance(task)
             rec.update(status="done")
@@ -719,6 +868,9 @@ class Campaign:
         write_parquet(nets, self.out_dir / "networks.parquet")
         write_parquet(samples, self.out_dir / "power_samples.parquet")
         failed = int((ops["status"] == "failed").sum() + (nets["status"] == "failed").sum())
+        counters: dict[str, Any] = {}
+        for r in records:
+            counters.update(r.get("energy_counter") or {})
         meta = {
             "campaign": self.c.name,
             "parameters": {**asdict(self.c)},
@@ -734,12 +886,30 @@ class Campaign:
             "rows": {"timings": len(ops), "networks": len(nets), "power_samples": len(samples)},
             "failed_rows": failed,
             "errors": error_summary(ops, nets),
+            "energy_counter": counters,
+            "energy_rows": energy_rows(ops, nets, self.c.energy_bound),
             "energy_note": None
             if env["energy_source"] != "none"
             else "no energy source: time only, energy columns are null",
         }
         write_json(meta, self.out_dir / "campaign.json")
         return meta
+
+
+def energy_rows(ops: pd.DataFrame, nets: pd.DataFrame, target: float) -> dict[str, Any]:
+    """Of the measured rows that have an energy source: how many, how many are flagged (energy_flag), and the
+    longest window a flagged row says would have met the bound (None: no row is flagged for its bound)."""
+    frames = [t for t in (ops, nets) if len(t)]
+    rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(TIMINGS.names))
+    measured = rows[(rows["status"] == "ok") & (rows["energy_source"] != "none")]
+    flagged = measured[measured["energy_flag"].notna()]
+    needed = pd.to_numeric(flagged["energy_window_needed_s"], errors="coerce").dropna()
+    return {
+        "target_bound": target,
+        "rows": len(measured),
+        "flagged": len(flagged),
+        "needed_window_s": None if needed.empty else round(float(needed.max()), 3),
+    }
 
 
 def part_stats(parts_dir: Path, names: Sequence[str]) -> dict[str, Any]:
@@ -788,18 +958,21 @@ def units_from_sets(
     occurrences: pd.DataFrame,
     operations: pd.DataFrame,
     networks: bool,
+    ops: bool = True,
+    set_modes: dict[str, tuple[str, ...]] | None = None,
 ) -> list[Unit]:
-    """The ops (and networks) of model-input sets, from the extract stage's tables."""
+    """The ops (if `ops`) and networks (if `networks`) of model-input sets, from the extract stage's tables, in
+    `modes` (or, for a set that `set_modes` names, in its modes there)."""
     specs = dict(zip(operations["op_id"], operations["spec_json"]))
     units: dict[tuple[str, str, str], Unit] = {}
     for s in sets:
-        for mode in modes:
+        for mode in (set_modes or {}).get(s.set_id, tuple(modes)):
             rows = occurrences[(occurrences["set_id"] == s.set_id) & (occurrences["mode"] == mode)]
             if rows.empty:
                 raise OpcostError(
                     f"set {s.set_id} in mode {mode} is not in the extract outputs; add it to the sets of sets.yaml"
                 )
-            for op_id in rows["op_id"]:
+            for op_id in rows["op_id"] if ops else []:
                 spec = OpSpec.from_json(json.loads(specs[op_id]))
                 units[("op", op_id, mode)] = Unit("op", op_id, mode, spec.kind, spec=spec)
             if networks:
@@ -808,14 +981,17 @@ def units_from_sets(
 
 
 def units_from_op_ids(op_ids: Sequence[str], modes: Sequence[str], operations: pd.DataFrame) -> list[Unit]:
+    """The units of a campaign's op_ids entries: `ID` in every mode, `ID@mode` in that one."""
     specs = dict(zip(operations["op_id"], operations["spec_json"]))
-    unknown = [o for o in op_ids if o not in specs]
+    entries = [(e.partition("@")[0], e.partition("@")[2]) for e in op_ids]
+    unknown = sorted({o for o, _ in entries if o not in specs})
     if unknown:
         raise OpcostError(
             f"op id(s) {', '.join(unknown)} not in operations.parquet; run `opcost extract` for their networks"
         )
-    out: list[Unit] = []
-    for o in op_ids:
+    out: dict[tuple[str, str], Unit] = {}
+    for o, only in entries:
         spec = OpSpec.from_json(json.loads(specs[o]))
-        out.extend(Unit("op", o, m, spec.kind, spec=spec) for m in modes)
-    return out
+        for m in [only] if only else modes:
+            out[(o, m)] = Unit("op", o, m, spec.kind, spec=spec)
+    return list(out.values())

@@ -16,6 +16,11 @@ Restoring must survive everything short of a power cut:
   checkout finds it). SIGKILL cannot be handled, so the next run on that GPU from whichever
   checkout, or `opcost restore-device` from any directory, restores from the file first; it is
   removed after a clean restore.
+- A state file sets the GPU, so it is trusted only if it can be ours (`DeviceControl.trusted_record`):
+  it lies in a folder only root or the current user can write, is a plain file (never followed
+  through a link) owned by root or the current user, and records this GPU, this host, a possible
+  PID and a time between this machine's boot and now. Anything else is refused in one line and
+  nothing is changed.
   NVML cannot read back whether clocks were locked before, so the found state is taken to be the
   driver default (unlocked) and restored by resetting the lock, as `nvidia-smi -rgc` does.
 
@@ -25,7 +30,6 @@ Tested against a fake NVML and a dry run only: no test here changes a real GPU's
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import socket
@@ -35,8 +39,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from opcost.errors import OpcostError
-from opcost.io import write_json
-from opcost.locks import device_lock
+from opcost.locks import device_lock, private_dir, read_private_json, write_private_json
 from opcost.measure.interrupts import say as _say
 from opcost.measure.interrupts import stop_on_signals
 
@@ -79,6 +82,8 @@ class RestoreError(OpcostError):
 
 
 KNOBS = ("clocks", "power_limit")
+PID_MAX = 1 << 22  # Linux's largest pid_max: no process anywhere has a larger PID
+CLOCK_SLACK_S = 300.0  # a state file may be stamped this far in the future (clock adjustments)
 
 
 def device_key(nvml: Any) -> str:
@@ -88,6 +93,14 @@ def device_key(nvml: Any) -> str:
     except Exception:  # an NVML without UUIDs: the index on this host
         key = f"{socket.gethostname()}-index{nvml.index}"
     return re.sub(r"[^A-Za-z0-9_.-]", "_", key)
+
+
+def _when(t: Any) -> str:
+    """A recorded time as local date and time; as written where it is none."""
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(t)))
+    except (TypeError, ValueError, OverflowError, OSError):
+        return repr(t)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -187,7 +200,11 @@ class DeviceControl:
             if self._saved_limit is None:
                 self._saved_limit = self.nvml.power_limit_w()  # the original, read before any change
             self._changed[knob] = True
-            self._save_state()
+            try:
+                self._save_state()
+            except BaseException:  # nothing changed yet, and nothing saved
+                self._changed[knob] = False
+                raise
         try:
             call()
         except Exception:
@@ -224,29 +241,37 @@ class DeviceControl:
                     f"cuda:{self.nvml.index}` as a user allowed to change it"
                 )
             raise RestoreError(f"could not restore {self.device}: {'; '.join(errors)}{where}")
-        if self.state_file is not None and self.state_file.exists():
+        if self.state_file is not None and os.path.lexists(self.state_file):
             self.state_file.unlink()
 
     def recover(self) -> bool:
-        """Restore what a run killed on this GPU left changed (its state file); False if nothing was left."""
-        if self.nvml is None or self.state_file is None or not self.state_file.is_file():
+        """Restore what a run killed on this GPU left changed (its state file); False if nothing was left.
+        A state file that is not trusted (`trusted_record`) is refused in one line, changing nothing."""
+        if self.nvml is None or self.state_file is None or not os.path.lexists(self.state_file):
             return False
+        fix = (
+            f"check the clocks and power limit of {self.device} (nvidia-smi -q -d CLOCK,POWER), reset them "
+            "(nvidia-smi -rgc, nvidia-smi -pl W) and delete the file"
+        )
+        private_dir(self.state_file.parent)  # a folder another user can write into is refused first
         try:
-            saved = json.loads(self.state_file.read_text())
+            saved, why = read_private_json(self.state_file, "device state file")
+            why = why or self.trusted_record(saved)
+            if why:
+                untrusted = f"device state file {self.state_file} is not trusted: {why}; nothing was changed"
+                raise OpcostError(f"{untrusted}: {fix}")
             changed = [k for k in saved["changed"] if k in KNOBS]
             limit = saved["original"]["power_limit_w"]
             limit = None if limit is None else float(limit)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise OpcostError(
-                f"device state file {self.state_file} is unreadable ({_first_line(exc)}): check the clocks and "
-                f"power limit of {self.device} (nvidia-smi -q -d CLOCK,POWER), reset them (nvidia-smi -rgc, "
-                "nvidia-smi -pl W) and delete the file"
+                f"device state file {self.state_file} is unreadable ({_first_line(exc)}): {fix}"
             ) from None
         what = ["reset locked clocks" if k == "clocks" else f"power limit back to {limit} W" for k in changed]
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(saved.get("saved_at", 0)))
+        when = _when(saved["saved_at"])
         self.say(
-            f"{self.device}: restoring the state saved by an interrupted run (pid {saved.get('pid')} on "
-            f"{saved.get('host')}, {when}): {', '.join(what) or 'nothing left changed'}"
+            f"{self.device}: restoring the state saved by an interrupted run (pid {saved['pid']} on "
+            f"{saved['host']}, {when}): {', '.join(what) or 'nothing left changed'}"
         )
         self._saved_limit = limit if limit is not None else self._saved_limit
         for k in changed:
@@ -254,10 +279,40 @@ class DeviceControl:
         self.restore()
         return True
 
+    def trusted_record(self, saved: Any) -> str:
+        """Why the record of a state file cannot have been written by a run on this GPU ("" if it can): it
+        must name this GPU and this host, a possible PID (alive or dead), and a time between this
+        machine's boot and now; its original power limit must be one the GPU accepts."""
+        if not isinstance(saved, dict):
+            return "it holds no record"
+        host = socket.gethostname()
+        if saved.get("key") != self.key:
+            return f"it records GPU {saved.get('key')!r}, not {self.key}"
+        if saved.get("host") != host:
+            return f"it was written on host {saved.get('host')!r}, not on this host ({host})"
+        pid = saved.get("pid")
+        if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid <= PID_MAX:
+            return f"its pid {pid!r} is no process id"
+        at = saved.get("saved_at")
+        now, booted = time.time(), boot_time()
+        if not isinstance(at, (int, float)) or isinstance(at, bool) or not booted <= at <= now + CLOCK_SLACK_S:
+            return f"its time {_when(at)} is not between this machine's boot ({_when(booted)}) and now"
+        changed, original = saved.get("changed"), saved.get("original")
+        if not isinstance(changed, list) or not set(changed) <= set(KNOBS) or not isinstance(original, dict):
+            return "it does not record which knobs were changed and their originals"
+        limit = original.get("power_limit_w")
+        if limit is not None:
+            if not isinstance(limit, (int, float)) or isinstance(limit, bool):
+                return f"its original power limit {limit!r} is no number"
+            lo, hi = self.nvml.power_limit_range_w()
+            if not lo <= limit <= hi:
+                return f"its original power limit {limit:g} W is outside what {self.device} allows ({lo:g}..{hi:g} W)"
+        return ""
+
     def _save_state(self) -> None:
         if self.state_file is None:
             return
-        write_json(
+        write_private_json(
             {
                 "device": self.device,
                 "key": self.key,
@@ -285,6 +340,19 @@ class DeviceControl:
                     self.say(f"warning: {exc}")
                 raise
             self.restore()
+
+
+def boot_time() -> float:
+    """When this machine booted (Linux: /proc/stat btime); 0 where it cannot be read. A GPU's clocks and
+    power limit return to the driver's defaults at boot, so a state saved before it describes nothing."""
+    try:
+        with open("/proc/stat") as f:
+            for line in f:
+                if line.startswith("btime "):
+                    return float(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0.0
 
 
 def restore_device(state_dir: Path, index: int, lib: Any = None, say: Callable[[str], None] = _say) -> str:

@@ -23,7 +23,10 @@ def campaign_plan(
 ) -> Plan:
     """The plan of `campaign` over extracted `operations`/`occurrences`: the units of its model-input `sets`
     (their networks too where the campaign measures networks) and of its extra op ids, in its modes."""
-    units = units_from_sets(sets, campaign.modes, occurrences, operations, campaign.networks)
+    modes = campaign.set_modes()
+    units = units_from_sets(
+        sets, campaign.modes, occurrences, operations, campaign.networks, campaign.set_ops, set_modes=modes
+    )
     units += units_from_op_ids(campaign.op_ids, campaign.modes, operations)
     return make_plan(campaign, units)
 

@@ -5,10 +5,13 @@
 iterations (reported as such). Each block cycles through several instances with their own random
 weights so the cache is not hit every time.
 
-`measure_window` runs the block in chunks inside one synchronised window of at least a few
-seconds (on a GPU), reading the energy counter and the clock at each chunk boundary. Total time
-and energy must grow linearly with iterations; a straight-line fit through the checkpoints gives
-R^2 and the intercept, and runs that are not proportional are flagged.
+`measure_window` runs the block in chunks inside one synchronised window, reading the energy counter
+and the clock at each chunk boundary, and runs further chunks while `more` asks for them (a window whose
+counter has not yet changed often enough, opcost.measure.counter). Time must grow linearly with
+iterations; a straight-line fit through the checkpoints gives R^2 and the intercept, and runs that are
+not proportional are flagged. The energy checkpoints are fitted too (energy_r2), for information only:
+a counter that changes every 100 ms makes them steps, so whether a row's energy holds is decided by its
+error bound (counter.aligned_energy), not by that fit.
 """
 
 from __future__ import annotations
@@ -72,6 +75,8 @@ class WindowResult:
     time_s: float
     energy_j: float | None
     checkpoints: list[tuple[int, float, float | None]] = field(default_factory=list)  # (iters, s, J)
+    start_s: float = 0.0  # perf_counter at the window's start and end (the counter poller's clock)
+    end_s: float = 0.0
 
     def fit(self, which: str) -> tuple[float, float] | None:
         """(R^2, intercept share) of a straight line through the checkpoints, time or energy."""
@@ -88,10 +93,12 @@ class WindowResult:
         return r2, share
 
     def proportional(self) -> bool | None:
-        fits = [f for f in (self.fit("time"), self.fit("energy")) if f is not None]
-        if not fits:
+        """Time grows linearly with iterations (None: too few checkpoints)."""
+        fit = self.fit("time")
+        if fit is None:
             return None
-        return all(r2 >= R2_MIN and share <= INTERCEPT_MAX for r2, share in fits)
+        r2, share = fit
+        return r2 >= R2_MIN and share <= INTERCEPT_MAX
 
 
 def measure_window(
@@ -101,22 +108,35 @@ def measure_window(
     chunks: int,
     sync: Callable[[], None],
     read_energy: Callable[[], float | None],
+    more: Callable[[float, float], bool] | None = None,
+    max_chunks: int | None = None,
 ) -> WindowResult:
-    """Run `chunks` x `blocks_per_chunk` blocks; checkpoint time and energy after each chunk."""
+    """Run `chunks` x `blocks_per_chunk` blocks; checkpoint time and energy after each chunk. Then, while
+    `more(start, now)` (perf_counter times) is true, run further chunks, `max_chunks` in all at most."""
     sync()
     e0 = read_energy()
     t0 = time.perf_counter()
     checkpoints: list[tuple[int, float, float | None]] = [(0, 0.0, 0.0 if e0 is not None else None)]
     done = 0
-    for _ in range(chunks):
+    limit = max(chunks, max_chunks or chunks)
+    ran = 0
+    while ran < chunks or (more is not None and ran < limit and more(t0, time.perf_counter())):
         for _ in range(blocks_per_chunk):
             block()
         sync()
+        ran += 1
         done += blocks_per_chunk * instances
         e = read_energy()
         checkpoints.append((done, time.perf_counter() - t0, None if e is None or e0 is None else e - e0))
     total_t = checkpoints[-1][1]
-    return WindowResult(iterations=done, time_s=total_t, energy_j=checkpoints[-1][2], checkpoints=checkpoints)
+    return WindowResult(
+        iterations=done,
+        time_s=total_t,
+        energy_j=checkpoints[-1][2],
+        checkpoints=checkpoints,
+        start_s=t0,
+        end_s=t0 + total_t,
+    )
 
 
 # Why a window's energy is not its counter's difference (TIMINGS.energy_flag); null where it is.

@@ -67,6 +67,9 @@ class NetworkPrediction:
     # Where the clock behaviour came from: "measured" (the bundle was trained on a clock sweep),
     # "transferred" (the cross-clock model, model/clock.py), None at the default clock.
     clock_source: str | None = None
+    # A transferred answer on a GPU where our campaigns measured some of its ops (model/xdevice_predict.py):
+    # which, their shares and how they were composed; None otherwise (and then absent from the JSON).
+    measured: dict[str, Any] | None = None
 
     @property
     def fits(self) -> bool | None:
@@ -139,6 +142,7 @@ class NetworkPrediction:
             "memory": None if self.memory is None else {**self.memory, "fits_device": self.fits},
             "note": self.note,
             "warnings": self.warnings,
+            **({} if self.measured is None else {"measured": self.measured}),
         }
 
 
@@ -229,6 +233,8 @@ def assemble(
         proxies=costs.proxy,
         calibrated=comp.calibrated,
         note="; ".join(notes),
-        warnings=warnings,
+        # first, the model nothing vouches for (served with trust_unrecorded; it widens no interval)
+        warnings=([f"{bundle.unvouched}; served as it is because of --trust-unrecorded"] if bundle.unvouched else [])
+        + warnings,
         clock_source=clock_source,
     )

@@ -113,6 +113,8 @@ class Bundle:
     lookup: dict[str, tuple[float, float, bool]] = field(default_factory=dict)  # op_id -> measured (t, p, estimated)
     composition: Composition | None = None
     content_md5: str = ""  # md5 of the folder's files, computed at load (model/integrity.py); "" if not loaded
+    # why nothing vouches for the content, when it was loaded anyway (trust_unrecorded); "" when something does
+    unvouched: str = ""
 
     def coster(self) -> OpCoster:
         return OpCoster(

@@ -1,9 +1,11 @@
 """Loading bundles: which targets a project has, and each target's bundle, loaded once.
 
 Why a module of its own: where a bundle comes from (models/<target>/ checked against dvc.lock, or
-the MLflow registry's champion) and how a missing or modified one is said in one line is one job,
-apart from what a prediction does with it. Targets are named by the device table's keys
-(`NVIDIA H100 80GB HBM3`, `h100` -> `H100`).
+the MLflow registry's champion checked against its `bundle_md5` tag) and how a missing, modified or
+unvouched one is said in one line is one job, apart from what a prediction does with it. A bundle
+nothing vouches for (no `dvc.lock` record, no tag) is refused unless `trust_unrecorded`; then it is
+served with `Bundle.unvouched` saying why, and every answer from it carries that as a warning.
+Targets are named by the device table's keys (`NVIDIA H100 80GB HBM3`, `h100` -> `H100`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class BundleStore:
 
     paths: Paths
     registry: bool = False
+    trust_unrecorded: bool = False  # serve a bundle nothing vouches for (the answers say so)
     loaded: dict[str, Bundle] = field(default_factory=dict)  # target -> bundle, loaded once
     _listing: "_Listing | None" = field(default=None, init=False, repr=False, compare=False)
 
@@ -51,7 +54,7 @@ class BundleStore:
         if self.registry:  # the registered model carries the bundle: no local models/ needed
             from opcost.model.registry import champion_bundle
 
-            self.loaded[target] = champion_bundle(self.paths, target)
+            self.loaded[target] = champion_bundle(self.paths, target, self.trust_unrecorded)
             return self.loaded[target]
         available = self.targets()
         if not available:
@@ -66,12 +69,14 @@ class BundleStore:
                 f"no model for device {device!r} in mode {mode}; trained: {', '.join(devices) or 'none in this mode'} "
                 f"(all: {', '.join(available)})"
             )
-        from opcost.model.integrity import locked_md5  # content checked against dvc.lock (issue 24.3)
+        from opcost.model.integrity import locked_md5, unrecorded_error, unrecorded_why
 
         folder = self.paths.model_dir(target)
-        expect = locked_md5(self.paths.root, folder)
+        expect = locked_md5(self.paths.root, folder)  # by the path in the project, not where a link leads
+        if expect is None and not self.trust_unrecorded:
+            raise unrecorded_error(self.paths.root, folder)
         try:
-            self.loaded[target] = Bundle.load(folder, expect_md5=expect)
+            bundle = Bundle.load(folder, expect_md5=expect)
         except OpcostError as exc:
             if expect is None or "was modified" not in str(exc):
                 raise
@@ -80,6 +85,9 @@ class BundleStore:
                 f"{exc}: if you retrained it yourself (`opcost train`), record it with `dvc commit train@{target}`; "
                 f"otherwise restore the pipeline's copy with `dvc checkout {folder.relative_to(self.paths.root)}`"
             ) from None
+        if expect is None:
+            bundle.unvouched = unrecorded_why(self.paths.root, folder)
+        self.loaded[target] = bundle
         return self.loaded[target]
 
 

@@ -12,6 +12,11 @@ value there. What a folder is checked against instead:
   `BUNDLE_MD5_TAG`), computed by the registering process from the content, not read from it;
 - `dvc status` on the stage that writes the folder: a stage DVC reports changed (its outputs, deps,
   parameters or command) did not produce what the folder holds now.
+
+A folder is looked up in `dvc.lock` by its path inside the project as written (`models/<target>`),
+never by where a symbolic link leads: a linked folder, or a linked `models/`, is checked like any
+other. A folder with no record (no `dvc.lock`, or a path it does not list) is vouched for by nothing:
+`unrecorded_error` refuses it, and only an explicit `trust_unrecorded` serves it, with a warning.
 """
 
 from __future__ import annotations
@@ -59,11 +64,10 @@ def dir_md5(folder: Path) -> str:
 
 def locked_out(root: Path, folder: Path) -> tuple[str, str] | None:
     """(stage, md5) that `dvc.lock` records for `folder` as a stage output, None if it records none.
-    A line scan, not a YAML parse: a prediction's cold start should not pay ~0.1 s for the lock."""
-    root = Path(root).resolve()
-    try:
-        rel = Path(folder).resolve().relative_to(root).as_posix()
-    except ValueError:
+    A line scan, not a YAML parse: a prediction's cold start should not pay ~0.1 s for the lock.
+    `folder` is placed by its path, not resolved: a link inside the project is looked up by its name."""
+    rel = project_path(root, folder)
+    if rel is None:
         return None
     lock = root / LOCK_FILE
     if not lock.is_file():
@@ -84,6 +88,35 @@ def locked_out(root: Path, folder: Path) -> tuple[str, str] | None:
     return None
 
 
+def project_path(root: Path, folder: Path) -> str | None:
+    """`folder`'s path inside the project as `dvc.lock` writes it (`models/A30-inference`), from the paths
+    as given (made absolute and normalised, no symbolic link followed); None outside the project."""
+    rel = os.path.relpath(os.path.abspath(folder), os.path.abspath(root))
+    if rel == os.curdir or rel == os.pardir or rel.startswith(os.pardir + os.sep) or os.path.isabs(rel):
+        return None
+    return Path(rel).as_posix()
+
+
+def unrecorded_why(root: Path, folder: Path) -> str:
+    """Why nothing vouches for `folder`, in a few words: `dvc.lock` is missing, or records no output there."""
+    rel = project_path(root, folder) or str(folder)
+    if not (Path(root) / LOCK_FILE).is_file():
+        return f"{LOCK_FILE} is missing, so nothing vouches for the content of {rel}"
+    return f"{LOCK_FILE} records no output at {rel}, so nothing vouches for its content"
+
+
+def unrecorded_error(root: Path, folder: Path, flag: bool = True) -> OpcostError:
+    """`unrecorded_why` and how to go on, in one line; `flag`: the command has --trust-unrecorded
+    (predict, recommend) to use the folder as it is."""
+    if not (Path(root) / LOCK_FILE).is_file():
+        how = f"restore it (`git checkout {LOCK_FILE}`)"
+    else:
+        how = "a renamed or copied model folder? train it with `dvc repro`, or `dvc commit` one you trained yourself"
+    if flag:
+        how += ", or pass --trust-unrecorded to use it as it is"
+    return OpcostError(f"{unrecorded_why(root, folder)}: {how}; refused")
+
+
 def locked_md5(root: Path, folder: Path) -> str | None:
     found = locked_out(root, folder)
     return None if found is None else found[1]
@@ -94,10 +127,7 @@ def check_locked(root: Path, folder: Path, actual_md5: str) -> str:
     writes it. A folder `dvc.lock` does not record is refused too (nothing vouches for it)."""
     found = locked_out(root, folder)
     if found is None:
-        raise OpcostError(
-            f"{folder}: {LOCK_FILE} records no output at this path, so nothing vouches for its content; "
-            "run `dvc repro` (or `dvc pull`) first; refused"
-        )
+        raise unrecorded_error(root, folder, flag=False)
     stage, md5 = found
     if md5 != actual_md5:
         raise OpcostError(

@@ -69,13 +69,14 @@ class Predictor:
     paths: Paths = field(default_factory=lambda: Paths(find_root()))
     registry: bool = False
     disk_cache: bool = True
+    trust_unrecorded: bool = False  # serve bundles nothing vouches for (model/bundlestore.py), with a warning
     clock_grid_points: int = ClockParams().grid_points  # clocks per device `recommend` sweeps (params clock)
     bundles: BundleStore = field(init=False)
     networks: NetworkCache = field(init=False)
     clocks: ClockTransfer = field(init=False)
 
     def __post_init__(self) -> None:
-        self.bundles = BundleStore(self.paths, self.registry)
+        self.bundles = BundleStore(self.paths, self.registry, self.trust_unrecorded)
         self.networks = network_cache(self.paths.root, self.disk_cache)
         self.clocks = ClockTransfer(self.paths.clock_model_dir)
 

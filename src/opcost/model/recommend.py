@@ -7,7 +7,8 @@ gives it), and, per objective, the settings whose interval overlaps the best set
 a tie with it. Answers that stand on less are marked: `uncalibrated` (the device config's
 composition layer was fitted on no measured network), `clock transferred` (the clock behaviour
 comes from the cross-clock model) and `device transferred` (the device's op costs come from the
-cross-device model, source `transferred`).
+cross-device model, source `transferred`), or `device partly measured` where our campaigns measured
+some of its ops (model/measured.py) and the cross-device model gives the rest and the composition.
 
 The table logic (`settings_table` and below) is plain data in, plain data out, and can be checked on
 known predictions; `recommend` above it chooses the settings to ask a `Predictor` about (own bundles
@@ -113,6 +114,8 @@ def marks(p: "NetworkPrediction") -> list[str]:
         out.append("clock transferred")
     if set(p.sources) == {"transferred"}:
         out.append("device transferred")
+    elif p.measured is not None:
+        out.append("device partly measured")
     return out
 
 
@@ -139,7 +142,7 @@ def setting_row(p: "NetworkPrediction") -> dict[str, Any]:
         "edp_lo_js": t_lo * e_lo if has_e and e_lo is not None else None,
         "edp_hi_js": t_hi * e_hi if has_e and e_hi is not None else None,
         "calibrated": p.calibrated,
-        "source": "transferred" if set(p.sources) == {"transferred"} else "own models",
+        "source": "transferred" if set(p.sources) == {"transferred"} or p.measured is not None else "own models",
         "marks": ", ".join(marks(p)),
         "measured_time_share": p.coverage()["time"].get("measured", 0.0),
         "memory_needed_bytes": None if p.memory is None else p.memory["needed_bytes"],
@@ -234,6 +237,11 @@ def summary_lines(df: "pd.DataFrame") -> list[str]:
         lines.append("clock transferred: clock behaviour from the cross-clock model, not measured on the device")
     if "device transferred" in marked:
         lines.append("device transferred: op costs from the cross-device model, not measured on the device")
+    if "device partly measured" in marked:
+        lines.append(
+            "device partly measured: the ops measured on the device take their measured time "
+            "(measured_time_share), the others and the composition come from the cross-device model"
+        )
     removed = df.attrs.get("removed_by_max_slowdown", 0)
     if removed:
         lines.append(f"--max-slowdown removed {removed} setting(s) slower than allowed")

@@ -164,11 +164,33 @@ def _version_source(root: Path, mlflow: Any) -> dict[str, str]:
     return out
 
 
+def logged_md5(bundle: Bundle) -> str:
+    """The md5 of the files a registered version of `bundle` holds (what `bundle.save` writes, which is
+    deterministic): the value of its `bundle_md5` tag, computed from the bundle, never from the store."""
+    from opcost.model.integrity import dir_md5
+
+    with tempfile.TemporaryDirectory() as tmp:
+        bundle.save(Path(tmp) / "b")
+        return dir_md5(Path(tmp) / "b")
+
+
+def restore_md5_tag(client: Any, name: str, version: Any, bundle: Bundle) -> bool:
+    """Tag `version` with the md5 of `bundle` (checked against dvc.lock by the caller) when it carries
+    none: a version registered before the tag existed, or one whose tag was lost. A version whose
+    artifact differs from the bundle is then refused at load, as a tampered one is. True if tagged."""
+    from opcost.model.integrity import BUNDLE_MD5_TAG
+
+    if version.tags.get(BUNDLE_MD5_TAG):
+        return False
+    client.set_model_version_tag(name, str(version.version), BUNDLE_MD5_TAG, logged_md5(bundle))
+    return True
+
+
 def register_bundle(root: Path, mlflow: Any, bundle: Bundle, split: str, veto: str = "") -> str | None:
     """Register `bundle` from the active run unless a version with its hash exists, then consider it
     for `champion` (module docstring; `veto` keeps the alias where it is). Returns the new version, or None."""
     from opcost.model import pyfunc
-    from opcost.model.integrity import BUNDLE_MD5_TAG, dir_md5
+    from opcost.model.integrity import BUNDLE_MD5_TAG
     from opcost.paths import Paths as _Paths
 
     example = pyfunc.input_example(_Paths(root).operations, bundle.kinds)
@@ -190,9 +212,7 @@ def register_bundle(root: Path, mlflow: Any, bundle: Bundle, split: str, veto: s
     name = tracking.registered_name(bundle.target)
     tags = version_tags(bundle, split, _version_source(root, mlflow))
     description = pyfunc.describe(bundle, split)
-    with tempfile.TemporaryDirectory() as tmp:  # the md5 of what is logged (save is deterministic)
-        bundle.save(Path(tmp) / "b")
-        tags[BUNDLE_MD5_TAG] = dir_md5(Path(tmp) / "b")
+    tags[BUNDLE_MD5_TAG] = logged_md5(bundle)
     version = _register_once(
         root, mlflow, name, bundle.bundle_hash, bundle_score(bundle), split, tags, log, description, veto
     )
@@ -283,7 +303,8 @@ def sync_registry(paths: Paths, params: Params) -> dict[str, str | None]:
     store gets the same parent and nested runs, fold scores and figures the training machine logged.
 
     Every folder is checked before anything is written: its content md5 against `dvc.lock` (refused
-    if it differs), and its stage against `dvc status` (a changed stage is registered, never champion)."""
+    if it differs), and its stage against `dvc status` (a changed stage is registered, never champion).
+    A registered version of a folder's bundle that lacks its `bundle_md5` tag gets it back (`restore_md5_tag`)."""
     from mlflow import MlflowClient
 
     from opcost.model import integrity, runlog
@@ -310,6 +331,7 @@ def sync_registry(paths: Paths, params: Params) -> dict[str, str | None]:
             found = tracking.find_version(client, name, bundle.bundle_hash)
             if found is not None:
                 done[target] = None
+                restore_md5_tag(client, name, found, bundle)  # the folder matched dvc.lock above
                 # committed main: the bundle in models/ may now be champion (re-checked on every sync, so
                 # a kill between a version's creation and this decision is repaired by the next one)
                 consider_champion(paths.root, client, name, str(found.version), bundle_score(bundle), split, veto)
@@ -449,10 +471,12 @@ def no_models_error(paths: Paths) -> OpcostError:
     )
 
 
-def champion_bundle(paths: Paths, target: str) -> Bundle:
+def champion_bundle(paths: Paths, target: str, trust_unrecorded: bool = False) -> Bundle:
     """The `champion` of `opcost-<target>` from the registry, loaded as data from its artifact (the
     bundle's JSON and npz files; nothing unpickled). Needs no local models/, only a store: the
-    MLFLOW_TRACKING_URI, or the repository's mlflow.db."""
+    MLFLOW_TRACKING_URI, or the repository's mlflow.db. Its content must match the version's
+    `bundle_md5` tag; a version without one is refused unless `trust_unrecorded` (then the bundle is
+    marked unvouched, and its answers say so)."""
     import os
 
     uri_store = tracking.tracking_uri(paths.root)
@@ -475,7 +499,19 @@ def champion_bundle(paths: Paths, target: str) -> Bundle:
 
     from opcost.model.integrity import BUNDLE_MD5_TAG
 
-    champ = tracking.champion_version(MlflowClient(), tracking.registered_name(target))
+    name = tracking.registered_name(target)
+    champ = tracking.champion_version(MlflowClient(), name)
     expect = champ.tags.get(BUNDLE_MD5_TAG) if champ is not None else None
+    if not expect:
+        which = f"version {champ.version} of {name}" if champ is not None else f"the champion of {name}"
+        why = f"{which} carries no {BUNDLE_MD5_TAG} tag, so nothing vouches for its content"
+        if not trust_unrecorded:
+            raise OpcostError(
+                f"{why}: run `opcost sync-registry` in a checkout whose models/{target} matches dvc.lock to restore "
+                "the tag, or pass --trust-unrecorded to use it as it is; refused"
+            )
+        bundle = Bundle.load(local / "data" / "bundle")
+        bundle.unvouched = why
+        return bundle
     where = f"the registry's tag {BUNDLE_MD5_TAG} of version {champ.version}" if champ is not None else ""
     return Bundle.load(local / "data" / "bundle", expect_md5=expect, expected_from=where)

@@ -165,6 +165,22 @@ def database_address(uri: str) -> tuple[str, int, str] | None:
     return u.hostname, u.port or DATABASE_PORTS[scheme], scheme
 
 
+def check_store_kind(uri: str) -> None:
+    """One-line OpcostError for a file store (`file:...` or a bare path): MLflow refuses it (maintenance
+    mode) with a traceback, and opcost's registry needs a database or a tracking server."""
+    import urllib.parse
+
+    from opcost.errors import OpcostError
+
+    scheme = urllib.parse.urlsplit(uri).scheme
+    if scheme == "file" or not scheme:
+        raise OpcostError(
+            f"MLFLOW_TRACKING_URI={uri} is a file store, which MLflow no longer serves and opcost's registry "
+            "cannot use: name a database (sqlite:////path/to/mlflow.db) or a tracking server (http://host:5000), "
+            "or unset it to use the project's mlflow.db"
+        )
+
+
 def check_reachable(uri: str, timeout: float = REACH_TIMEOUT_S) -> None:
     """One-line OpcostError unless the service behind `uri` answers within `timeout` seconds: an
     HTTP tracking server must answer `GET /health` (any HTTP status counts as an answer), a database
@@ -207,6 +223,7 @@ def setup(root: Path, experiment: str = EXPERIMENT) -> Any:
 
     for key, value in HTTP_LIMITS.items():
         os.environ.setdefault(key, value)
+    check_store_kind(tracking_uri(root))
     check_reachable(tracking_uri(root))
 
     import mlflow

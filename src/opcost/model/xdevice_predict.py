@@ -8,6 +8,13 @@ TF32 off), a multiplicative 90 % interval from the leave-one-GPU-out network err
 distance from the training GPUs, and the memory footprint from the extraction (ops/memory.py).
 Energy comes from the power model of model/xpower.py where it exists; otherwise it is left out
 (None) and the note says why: this module invents no power model.
+
+Measured ops. Where our campaigns measured ops on the GPU (model/measured.py, models/measured/ops.json),
+those ops take their measured time per call (source `measured`) and the rest stay transferred. The
+network composes both the way a transferred answer does, t_net = scale x sum of calls x per-call time
+(+ the optimizer step): a transferred op's per-call time is max(t_op, host_floor) (and its backward in
+training), a measured op's is its measured time (forward+backward in training), which already holds
+this GPU's own host cost, so no host floor is added to it. Energy stays transferred.
 """
 
 from __future__ import annotations
@@ -21,12 +28,14 @@ import numpy as np
 from opcost.devices import NO_TF32_SUFFIX, same_numerics, table_name
 from opcost.errors import OpcostError
 from opcost.model.costing import Costs
+from opcost.paths import Paths
 
 if TYPE_CHECKING:  # pandas and the cross-device model load only for a transferred answer (cold start, issue 23)
     from opcost.model import xdevice
 
 _MODELS: dict[Path, xdevice.XdeviceModel] = {}
 SOURCE = "transferred"
+MEASURED = "measured"  # an op measured on this GPU by our campaigns (model/measured.py)
 NUMERICS = {
     True: "fp32 with PyTorch's defaults (cuDNN convolutions may use TF32 where the GPU has it; matmuls do not)",
     False: "fp32 with TF32 off (_no_tf32)",
@@ -93,7 +102,16 @@ def predict_network(folder: Path, net: Any, device_config: str, mode: str, optim
     per_call[views] = 0.0  # a view launches no kernel
     params = float(sum(float(r.metrics.get("params", 0)) * c for r, c in zip(recs, calls)))
     opt = xdevice_net.optimizer_s(mode, params, device_config)
-    time_s = float((per_call * calls).sum()) + opt
+    own = measured_times(Path(folder), device_config, mode)
+    hit = np.array([i in own for i in ids], bool)
+    # per op: what one call adds to the network per second shown (1 where t_s is the scaled transferred time)
+    factor = np.ones(len(ids))
+    if hit.any():  # measured ops: their own time per call, composed with the same scale
+        per_call[hit] = [own[i] for i in np.asarray(ids, dtype=object)[hit]]
+        factor[hit] = float(comp["scale"])
+        time_s = float((per_call * factor * calls).sum()) + opt
+    else:
+        time_s = float((per_call * calls).sum()) + opt
     trained = [xdevice.config_device(g)[0] for g in model.op.trained_on]
     dist = xdevice.distance(dev, trained) if dev.name not in model.op.trained_on else 0.0
     hw = xdevice.log_halfwidth(model.interval, dist)
@@ -108,6 +126,42 @@ def predict_network(folder: Path, net: Any, device_config: str, mode: str, optim
         "tf32": tf32,
         "optimizer_s": opt,
         "sum_s": float((per_call * calls).sum()),
+        "sources": [MEASURED if h else SOURCE for h in hit],
+        "factor": factor,
+        "scale": float(comp["scale"]),
+    }
+
+
+def measured_times(folder: Path, device_config: str, mode: str) -> dict[str, float]:
+    """op_id -> time per call that our campaigns measured on `device_config` in `mode` (model/measured.py),
+    from models/measured/ beside the cross-device model's folder; empty where there is none."""
+    from opcost.model import measured
+
+    return measured.op_times(Paths(Path(folder).parent.parent).measured_ops_dir, device_config, mode)
+
+
+def measured_note(folder: Path, r: dict[str, Any], device_config: str) -> dict[str, Any] | None:
+    """What of the answer `r` was measured on `device_config`: the campaigns, op counts, shares of calls and of
+    the op time the answer shows (as its coverage counts them), the composition used and that energy is
+    transferred; None where nothing was."""
+    from opcost.model import measured
+
+    hit = np.array([s == MEASURED for s in r["sources"]], bool)
+    if not hit.any():
+        return None
+    entry = measured.device_entry(Paths(Path(folder).parent.parent).measured_ops_dir, device_config) or {}
+    calls = np.asarray(r["calls"], float)
+    time = np.asarray(r["t_s"], float) * calls  # the op times as the answer shows them (its coverage's shares)
+    return {
+        "device_config": device_config,
+        "campaigns": list(entry.get("campaigns", [])),
+        "ops": int(hit.sum()),
+        "ops_total": int(len(hit)),
+        "calls_share": float(calls[hit].sum() / (calls.sum() or 1.0)),
+        "time_share": float(time[hit].sum() / (time.sum() or 1.0)),
+        "composition": f"scale {r['scale']:.4g} x (measured times + transferred times before scale) x calls"
+        + (" + the optimizer step" if r["optimizer_s"] else ""),
+        "energy": "transferred: the cross-device power model; energy measured in these campaigns is not used",
     }
 
 
@@ -158,7 +212,8 @@ def at_clock(
     check_clock(dev, clock)
     share = np.append(roofline_shares(r["records"], device_config), 0.0)  # the optimizer step: memory-bound
     t_ref = np.append(np.asarray(r["t_s"], float), r["optimizer_s"])
-    weights = np.append(np.asarray(r["calls"], float), 1.0)
+    calls = np.asarray(r["calls"], float)
+    weights = np.append(calls * np.asarray(r["factor"], float) if "factor" in r else calls, 1.0)
     if en is not None:
         p_ref = np.full(len(t_ref), float(en["power_w"]))
         t, p = clock_model.at_clock(dev, clock, t_ref, p_ref, share)
@@ -201,13 +256,32 @@ def network_prediction(
     if clock is not None:
         r, en, clock_note = at_clock(r, en, device_config, float(clock), clock_model)
     n = len(r["ids"])
-    costs = Costs(r["t_s"], np.full(n, np.nan), [SOURCE] * n, [None] * n)
+    own = measured_note(folder, r, device_config)
+    costs = Costs(r["t_s"], np.full(n, np.nan), list(r["sources"]), [None] * n)
+    trained = ", ".join(load(folder).op.trained_on)
+    if own is None:
+        head = (
+            f"transferred: {device_config} has no measurements of its own; op times from the cross-device model "
+            f"(models/xdevice, trained on {trained}), numerics {NUMERICS[r['tf32']]}; "
+        )
+    else:
+        head = (
+            f"measured: {own['ops']} of {own['ops_total']} ops were measured on {device_config} (campaign "
+            f"{', '.join(own['campaigns'])}; {100 * own['calls_share']:.0f} % of calls, "
+            f"{100 * own['time_share']:.0f} % of the op time) and take their measured time per call; "
+            + (
+                f"the other {own['ops_total'] - own['ops']} are transferred from the cross-device model "
+                f"(models/xdevice, trained on {trained}), numerics {NUMERICS[r['tf32']]}; "
+                if own["ops"] < own["ops_total"]
+                else ""
+            )
+            + f"the network composes them as transferred answers do (scale {r['scale']:.3g} x the sum over calls; "
+            f"a measured time holds its own host cost, so no host floor is added); "
+        )
     notes = [
-        f"transferred: {device_config} has no measurements of its own; op times from the cross-device model "
-        f"(models/xdevice, trained on {', '.join(load(folder).op.trained_on)}), numerics {NUMERICS[r['tf32']]}; "
-        f"the 90 % interval comes from leave-one-GPU-out network errors at this GPU's distance "
+        head + f"the 90 % interval comes from leave-one-GPU-out network errors at this GPU's distance "
         f"{r['distance']:.2f} from the training GPUs",
-        en_note,
+        en_note if own is None else en_note + " (energy measured on this GPU is not used: time only)",
     ]
     if clock_note is not None:
         notes.append(clock_note)
@@ -236,6 +310,7 @@ def network_prediction(
         note="; ".join(notes),
         warnings=[],
         clock_source=None if clock is None else SOURCE,
+        measured=own,
     )
 
 

@@ -194,6 +194,21 @@ def init_getters(kind: str) -> Mapping[str, Callable[[Any], Any]]:
     return facts(kind).init_getters
 
 
+# Constructor arguments that a newer torch added to a layer, with the value that does what the layer did
+# before: a spec recorded under the pinned torch builds under an older one (a GPU machine's) without them
+# when they hold that value, and an op measured under the older torch is matched to its id (ops/spec.py).
+ADDED_ARGS: Mapping[str, Mapping[str, Any]] = {
+    "BatchNorm1d": {"bias": True},  # torch 2.14
+    "BatchNorm2d": {"bias": True},
+    "BatchNorm3d": {"bias": True},
+    "SyncBatchNorm": {"bias": True},
+}
+
+
+def added_args(kind: str) -> Mapping[str, Any]:
+    return ADDED_ARGS.get(kind, {})
+
+
 # --------------------------------------------------------------------------------------------
 # ATen calls among a composite's parts (ops/parts.py)
 # --------------------------------------------------------------------------------------------

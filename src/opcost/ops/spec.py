@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator
 
 import torch
@@ -186,6 +186,14 @@ class OpSpec:
     def op_id(self) -> str:
         """First 16 hex digits of SHA-256 over the canonical key: stable across runs and machines."""
         return short_hash(self.key_json())
+
+    @property
+    def legacy_op_id(self) -> str:
+        """The id this op had under a torch without the constructor arguments a newer one added at their old
+        behaviour (ops/kinds.ADDED_ARGS): how measurements made under that torch find this op."""
+        added = kinds.added_args(self.kind)
+        attrs = {k: v for k, v in self.attrs.items() if not (k in added and added[k] == v)}
+        return self.op_id if attrs == self.attrs else replace(self, attrs=attrs).op_id
 
     @property
     def dtype(self) -> str:
@@ -369,12 +377,21 @@ def build_module(spec: OpSpec, device: torch.device | str = "meta") -> nn.Module
     cls = resolve_target(spec.target)
     # Sizes stay lists: torch layers accept lists and tuples alike, torchvision's Swin wants lists.
     kwargs = {k: decode_value(v) for k, v in spec.attrs.items()}
+    added = kinds.added_args(spec.kind)
+    if added and isinstance(cls, type):
+        takes = inspect.signature(cls).parameters
+        for name, value in added.items():
+            if name in kwargs and name not in takes and kwargs[name] == value:
+                del kwargs[name]  # an older torch: the layer does without it what the argument says
     dtype = getattr(torch, spec.dtype)
-    if torch.device(device).type == "meta":
-        with meta_parameters():
-            module = cls(**kwargs)
-    else:
-        module = cls(**kwargs).to(device)
+    try:
+        if torch.device(device).type == "meta":
+            with meta_parameters():
+                module = cls(**kwargs)
+        else:
+            module = cls(**kwargs).to(device)
+    except TypeError as exc:  # an argument this torch's layer does not take: the op cannot be built here
+        raise OpcostError(f"{spec.kind} does not build under torch {torch.__version__}: {exc}") from None
     if dtype.is_floating_point:
         module = module.to(dtype=dtype)
     return module

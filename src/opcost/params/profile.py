@@ -34,6 +34,8 @@ SET_ID = re.compile(
     r":(?P<shape>[0-9]+(?:x[0-9]+)*)(?::(?P<dtype>[a-z0-9]+))?(?::(?:input|vocab)=[a-z0-9]+)*"
 )
 OP_ID = re.compile(r"[0-9a-f]{16}")
+# a campaign's op_ids entry: an op id, measured in every mode of the campaign, or `ID@mode` for one mode
+OP_ID_ENTRY = re.compile(r"(?P<op_id>[0-9a-f]{16})(?:@(?P<mode>[a-z]+))?")
 # Upper bounds of a campaign's knobs: beyond them a campaign measures for years (--trials 1e20) or
 # overflows (--window 1e308); a real campaign stays far below.
 CAMPAIGN_LIMITS: dict[str, float] = {"trials": 1000, "min_time_s": 600.0, "window_s": 3600.0, "sample_interval_s": 60.0}
@@ -41,6 +43,12 @@ MAX_THREADS = 1024  # a campaign's `threads`: more is a typo (torch takes a C in
 
 ENERGY_SOURCES: tuple[str, ...] = ("auto", "nvml", "nvidia-smi", "rapl", "none")
 DEVICE = re.compile(r"cpu|cuda(?::(?:[0-9]|[1-5][0-9]|6[0-3]))?")
+
+
+def split_mode(entry: str) -> tuple[str, str | None]:
+    """A sets or op_ids entry `ID@mode` as (ID, mode); a plain `ID` as (ID, None)."""
+    head, at, mode = entry.rpartition("@")
+    return (head, mode) if at and mode in MODES else (entry, None)
 
 
 @dataclass(frozen=True)
@@ -58,14 +66,16 @@ class CampaignParams:
     name: str
     device: str = "cpu"
     modes: tuple[str, ...] = ("inference",)
-    sets: tuple[str, ...] = ()  # model-input set ids from extract (their ops)
-    op_ids: tuple[str, ...] = ()  # single ops from operations.parquet
+    sets: tuple[str, ...] = ()  # model-input set ids from extract (their ops): ID (every mode) or ID@mode
+    op_ids: tuple[str, ...] = ()  # single ops from operations.parquet: ID (every mode) or ID@mode
     networks: bool = True  # also measure the sets' whole networks
+    set_ops: bool = True  # measure the sets' ops (false: only their whole networks, and op_ids)
     clocks_mhz: tuple[int, ...] = ()
     power_limits_w: tuple[float, ...] = ()
     trials: int = 3
     min_time_s: float = 0.2  # benchmark.Timer.blocked_autorange(min_run_time)
-    window_s: float = 2.0  # energy window per trial
+    window_s: float = 2.0  # energy window per trial, at least (longer where the counter's update period needs it)
+    energy_bound: float = 0.02  # a row's energy must be within this by its own error bound, else it is flagged
     chunks: int = 5  # checkpoints in the window for the proportionality fit
     energy_source: str = "auto"
     sample_interval_s: float = 0.02
@@ -80,7 +90,13 @@ class CampaignParams:
             raise OpcostError(f"{where}: a campaign must be a mapping of its settings, got {raw!r}")
         c = cls(name=name, **checked_fields(raw, where, CAMPAIGN_FIELDS))
         c.check(where)
-        for i, s in enumerate(c.sets):
+        for i, entry in enumerate(c.sets):
+            s, only = split_mode(entry)
+            if only is not None and only not in c.modes:
+                raise OpcostError(
+                    f"{where}.sets[{i}]: {entry!r} names mode {only!r}, not one of the campaign's modes "
+                    f"({', '.join(c.modes)})"
+                )
             m = SET_ID.fullmatch(s)
             if not m or (m.group("dtype") and m.group("dtype") not in DTYPES):
                 raise OpcostError(
@@ -90,8 +106,12 @@ class CampaignParams:
             if ":" not in m.group("model"):  # a torchvision name; a user's network is checked against extract's sets
                 check_name(m.group("model"), f"{where}.sets[{i}]", "model")
         for i, op in enumerate(c.op_ids):
-            if not OP_ID.fullmatch(op):
-                raise OpcostError(f"{where}.op_ids[{i}]: {op!r} is not an op id (16 lowercase hex digits)")
+            m = OP_ID_ENTRY.fullmatch(op)
+            if not m or (m.group("mode") and m.group("mode") not in c.modes):
+                raise OpcostError(
+                    f"{where}.op_ids[{i}]: {op!r} is not an op id (16 lowercase hex digits), optionally with "
+                    f"@mode for one of the campaign's modes ({', '.join(c.modes)})"
+                )
         return c
 
     def check(self, where: str) -> None:
@@ -109,6 +129,14 @@ class CampaignParams:
             raise OpcostError(
                 f"{where}: trials must be 1..{CAMPAIGN_LIMITS['trials']:g} and chunks >= 3 (got {self.trials}, "
                 f"{self.chunks})"
+            )
+        if (
+            isinstance(self.energy_bound, bool)
+            or not isinstance(self.energy_bound, (int, float))
+            or not (0 < self.energy_bound < 1)
+        ):
+            raise OpcostError(
+                f"{where}: energy_bound must be a fraction between 0 and 1 (0.02: 2 %), got {self.energy_bound!r}"
             )
         for key in ("min_time_s", "window_s", "sample_interval_s", "instance_budget_mb"):
             v = getattr(self, key)
@@ -133,6 +161,15 @@ class CampaignParams:
         ):
             raise OpcostError(f"{where}: clocks_mhz and power_limits_w must be positive finite numbers")
 
+    def set_modes(self) -> dict[str, tuple[str, ...]]:
+        """Each set id of `sets` with the modes it is measured in (an `@mode` entry: that one; else all)."""
+        out: dict[str, tuple[str, ...]] = {}
+        for entry in self.sets:
+            set_id, only = split_mode(entry)
+            modes = (only,) if only else self.modes
+            out[set_id] = tuple(m for m in self.modes if m in modes or m in out.get(set_id, ()))
+        return out
+
     def fingerprint_fields(self) -> dict[str, Any]:
         """What makes two measurements of one unit comparable; resumed parts must agree on it. `threads`
         is not here (see the class docstring): opcost.stages.profile checks it against the recorded
@@ -144,6 +181,7 @@ class CampaignParams:
                 "trials",
                 "min_time_s",
                 "window_s",
+                "energy_bound",
                 "chunks",
                 "energy_source",
                 "sample_interval_s",
@@ -166,11 +204,13 @@ CAMPAIGN_FIELDS: dict[str, Check] = {
     "sets": lambda v, w: as_list(v, w, _str_item),
     "op_ids": lambda v, w: as_list(v, w, _str_item),
     "networks": as_bool,
+    "set_ops": as_bool,
     "clocks_mhz": lambda v, w: as_list(v, w, lambda x, w2: as_int(x, w2, lo=1)),
     "power_limits_w": lambda v, w: as_list(v, w, as_positive),
     "trials": lambda v, w: as_int(v, w, lo=1),
     "min_time_s": as_positive,
     "window_s": as_positive,
+    "energy_bound": as_positive,
     "chunks": lambda v, w: as_int(v, w, lo=3),
     "energy_source": lambda v, w: as_str(v, w, ENERGY_SOURCES),
     "sample_interval_s": as_positive,

@@ -81,7 +81,8 @@ def run(paths: Paths, params: Params) -> dict[str, Any]:
         e["input_shape"] = [list(shapes[i]) for i in e["set_id"]]
         parts_nets.append(e)
     refused: dict[str, list[dict[str, Any]]] = {}  # campaign rows with impossible numbers, by campaign
-    c_ops, c_nets, c_sweeps = campaign_frames(paths, refused)
+    flagged: dict[str, int] = {}  # campaign rows measured for time only: their energy was flagged
+    c_ops, c_nets, c_sweeps = campaign_frames(paths, refused, flagged)
     ops = _finish(_concat([*parts_ops, c_ops]), EVALUATED_OPERATIONS)
     nets = _finish(_concat([*parts_nets, c_nets]), EVALUATED_NETWORKS)
     # public measurements (NeuSight) join the evaluated tables, named as theirs, and train no target
@@ -124,6 +125,7 @@ def run(paths: Paths, params: Params) -> dict[str, Any]:
         "mean_flops_share": coverage.get("mean_flops_share"),
         "min_flops_share": coverage.get("min_flops_share"),
         "campaign_rejects": reject_summary(refused),
+        "energy_flagged_rows": flagged,
     }
     write_report(headline, paths.evaluate_summary)
     return headline
@@ -131,16 +133,22 @@ def run(paths: Paths, params: Params) -> dict[str, Any]:
 
 def summary(s: dict[str, Any]) -> str:
     share = s["mean_flops_share"]
-    return (
-        f"evaluate: {s['operation_rows']} op rows, {s['network_rows']} network rows, {s['sweep_rows']} sweep rows, "
-        f"{len(s['target_rows'])} train targets; mean FLOP share of measured networks covered by measured ops: "
-        f"{'n/a' if share is None else f'{share:.3f}'}"
-    ) + "".join(
+    rejects = "".join(
         f"; campaign {name}: {r['rejected_rows']} row(s) refused ("
         + ", ".join(f"{k} {v}" for k, v in r["rejected_by_reason"].items() if v)
         + "; see reports/evaluate/summary.json)"
         for name, r in s.get("campaign_rejects", {}).items()
     )
+    flagged = "".join(
+        f"; campaign {name}: {k} row(s) with flagged energy (time kept, energy left out)"
+        for name, k in s.get("energy_flagged_rows", {}).items()
+    )
+    head = (
+        f"evaluate: {s['operation_rows']} op rows, {s['network_rows']} network rows, {s['sweep_rows']} sweep rows, "
+        f"{len(s['target_rows'])} train targets; mean FLOP share of measured networks covered by measured ops: "
+        f"{'n/a' if share is None else f'{share:.3f}'}"
+    )
+    return head + rejects + flagged
 
 
 def main(argv: list[str] | None = None) -> int:

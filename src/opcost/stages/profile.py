@@ -15,7 +15,7 @@ import pandas as pd
 from opcost.cputhreads import pinned_threads, threads_measured
 from opcost.errors import OpcostError
 from opcost.locks import device_state_dir
-from opcost.measure.campaign import Campaign, Plan, all_failed_message
+from opcost.measure.campaign import Campaign, Plan, all_failed_message, all_flagged_message, energy_summary
 from opcost.measure.interrupts import RESUME_HINT, Interrupted
 from opcost.measure.profile import campaign_plan
 from opcost.params.load import Params
@@ -41,14 +41,15 @@ def stage_plan(paths: Paths, params: Params, name: str) -> Plan:
         raise OpcostError(f"unknown campaign {name!r}; campaigns in params.yaml: {valid}")
     c = campaigns[name]
     by_id = {s.set_id: s for s in params.extract.sets}
-    unknown = [s for s in c.sets if s not in by_id]
+    set_modes = c.set_modes()
+    unknown = [s for s in set_modes if s not in by_id]
     if unknown:
         raise OpcostError(
             f"campaign {name}: set(s) {', '.join(unknown)} not in extract.sets; valid ids look like "
             f"{', '.join(list(by_id)[:3])}"
         )
     ops, occ = read_extract(paths)
-    return campaign_plan(c, [by_id[s] for s in c.sets], ops, occ)
+    return campaign_plan(c, [by_id[s] for s in set_modes], ops, occ)
 
 
 def stage_campaign(paths: Paths, params: Params, name: str) -> Campaign:
@@ -149,11 +150,18 @@ def summary(result: dict[str, Any]) -> str:
             f"profile {result['campaign']}: complete ({result['planned_parts']['count']} parts, same plan and "
             f"measuring code); nothing to measure. --remeasure measures it again"
         )
+    energy = energy_summary(result)
     return (
         f"profile {result['campaign']}: {rows['timings']} op rows, {rows['networks']} network rows, "
         f"{rows['power_samples']} power samples, {result['failed_rows']} failed, "
         f"{result['parts_resumed']} parts resumed; energy source {result['environment']['energy_source']}"
+        + (f"; {energy}" if energy else "")
     )
+
+
+def failure(result: dict[str, Any]) -> str | None:
+    """Why a finished profile run fails (exit 1): every measurement failed, or every energy row is flagged."""
+    return all_failed_message(result) or all_flagged_message(result)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -177,9 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(RESUME_HINT, file=sys.stderr)
         return 130
-    failure = all_failed_message(done["result"]) if code == 0 else None
-    if failure is not None:
-        print(f"error: {failure}", file=sys.stderr)
+    why = failure(done["result"]) if code == 0 else None
+    if why is not None:
+        print(f"error: {why}", file=sys.stderr)
         return 1
     return code
 

@@ -1,0 +1,45 @@
+"""Stage `measured-ops`: op times our campaigns measured on a table GPU, for its transferred answers.
+
+Reads data/evaluated/operations.parquet and writes models/measured/ops.json (model/measured.py): per
+device config and mode, each measured op's time per call. `opcost predict` on such a GPU takes these
+ops' times from it (source `measured`) and transfers the rest from the cross-device model. Torch-free
+and GPU-free: `dvc repro` makes it anywhere from the landed campaigns.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from opcost.io import write_json
+from opcost.model.measured import FILE, measured_table
+from opcost.params.load import Params
+from opcost.paths import Paths
+from opcost.schemas import EVALUATED_OPERATIONS
+from opcost.stages._run import execute
+from opcost.tables import read_table
+
+
+def run(paths: Paths, params: Params | None = None) -> dict[str, Any]:
+    """Write the table; `params` is unused (the stage reads no parameters)."""
+    table = measured_table(read_table(paths.evaluated_operations, EVALUATED_OPERATIONS, "evaluate"))
+    write_json(table, paths.measured_ops_dir / FILE)
+    return table
+
+
+def summary(table: dict[str, Any]) -> str:
+    parts = [
+        f"{cfg} "
+        + ", ".join(f"{len(ops)} {mode}" for mode, ops in entry["modes"].items())
+        + f" (campaigns {', '.join(entry['campaigns'])})"
+        for cfg, entry in table["devices"].items()
+    ]
+    return "measured-ops: " + ("; ".join(parts) if parts else "no GPU campaign measured ops") + " (op times only)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    return execute(argv, __doc__.splitlines()[0], lambda p: None, lambda paths, params, a: run(paths, params), summary)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
