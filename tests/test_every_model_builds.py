@@ -18,31 +18,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
+
+from tiny_bundles import record_in_lock, tiny_bundle
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
 pytestmark = pytest.mark.slow  # each test starts python and imports torch (several seconds on 2 cores)
-
-
-def _bundle(root: Path, target: str) -> None:
-    """A tiny own bundle for `target` (one forest over Linear and ReLU); other kinds are charged by the
-    costing's fallbacks, which is all a build test needs."""
-    from sklearn.ensemble import RandomForestRegressor
-
-    from opcost.model.bundle import Bundle, QuantityModel
-    from opcost.model.features import Encoding
-    from opcost.model.trees import compile_ensemble
-
-    enc = Encoding("baseline", ("Linear", "ReLU"))
-    X = np.random.default_rng(0).normal(size=(60, len(enc.columns)))
-    ens = compile_ensemble(RandomForestRegressor(n_estimators=3, random_state=0).fit(X, np.abs(X[:, 0]) * 1e-5), X)
-    device, mode = target.rsplit("-", 1)
-    model = QuantityModel("rf-baseline", ens, enc, "raw")
-    Bundle(target, device, mode, "forward", {"time": model}, ("Linear", "ReLU"), (), {}, "v", "h").save(
-        root / "models" / target
-    )
 
 
 def _readme_file(name: str) -> str:
@@ -58,7 +40,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A project root with tiny A30 bundles (both modes) and the README's `my.py`."""
     root = tmp_path_factory.mktemp("project")
     for target in ("A30-inference", "A30-training"):
-        _bundle(root, target)
+        tiny_bundle(root, target)
+    record_in_lock(root)
     (root / "my.py").write_text(_readme_file("my.py"))
     return root
 

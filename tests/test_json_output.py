@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from opcost.cli import app
+from tiny_bundles import record_in_lock, tiny_bundle
 
 PRINTING = """
 from torch import nn
@@ -24,26 +24,10 @@ def tiny():
 """
 
 
-def _tiny_bundle(root: Path, target: str = "A30-inference") -> None:
-    from sklearn.ensemble import RandomForestRegressor
-
-    from opcost.model.bundle import Bundle, QuantityModel
-    from opcost.model.features import Encoding
-    from opcost.model.trees import compile_ensemble
-
-    enc = Encoding("baseline", ("Linear", "ReLU"))
-    X = np.random.default_rng(0).normal(size=(60, len(enc.columns)))
-    ens = compile_ensemble(RandomForestRegressor(n_estimators=3, random_state=0).fit(X, np.abs(X[:, 0]) * 1e-5), X)
-    device, mode = target.rsplit("-", 1)
-    model = QuantityModel("rf-baseline", ens, enc, "raw")
-    Bundle(target, device, mode, "forward", {"time": model}, ("Linear", "ReLU"), (), {}, "v", "h").save(
-        root / "models" / target
-    )
-
-
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    _tiny_bundle(tmp_path)
+    tiny_bundle(tmp_path, "A30-inference")
+    record_in_lock(tmp_path)
     (tmp_path / "printing.py").write_text(PRINTING)
     monkeypatch.setenv("OPCOST_ROOT", str(tmp_path))
     return tmp_path

@@ -20,38 +20,9 @@ from opcost.model.predict import Predictor
 from opcost.ops.netspec import NetSpec, build_model
 from opcost.params.load import load_params
 from opcost.paths import Paths
+from tiny_bundles import record_in_lock, tiny_bundle
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _tiny_bundle(root: Path, target: str) -> None:
-    from sklearn.ensemble import RandomForestRegressor
-
-    from opcost.model.bundle import Bundle, QuantityModel
-    from opcost.model.features import Encoding
-    from opcost.model.trees import compile_ensemble
-
-    enc = Encoding("baseline", ("Linear", "ReLU"))
-    X = np.random.default_rng(0).normal(size=(60, len(enc.columns)))
-    ens = compile_ensemble(RandomForestRegressor(n_estimators=3, random_state=0).fit(X, np.abs(X[:, 0]) * 1e-5), X)
-    device, mode = target.rsplit("-", 1)
-    model = QuantityModel("rf-baseline", ens, enc, "raw")
-    Bundle(target, device, mode, "forward", {"time": model}, ("Linear", "ReLU"), (), {}, "v", "h").save(
-        root / "models" / target
-    )
-
-
-LOCK = """schema: '2.0'
-stages:
-  train@A30-inference:
-    cmd: python3 -m opcost.stages.train --target A30-inference
-    outs:
-    - path: models/A30-inference
-      hash: md5
-      md5: 0123456789abcdef0123456789abcdef.dir
-      size: 1
-      nfiles: 3
-"""
 
 
 def cli(root: Path, *args: str):
@@ -73,8 +44,8 @@ def one_line_error(res, *says: str) -> str:
 @pytest.fixture
 def half_pulled(tmp_path: Path) -> Path:
     """dvc.lock records models/A30-inference; the checkout holds only models/A30-training."""
-    (tmp_path / "dvc.lock").write_text(LOCK)
-    _tiny_bundle(tmp_path, "A30-training")
+    tiny_bundle(tmp_path, "A30-training")
+    record_in_lock(tmp_path, missing=("A30-inference",))
     return tmp_path
 
 
@@ -86,7 +57,7 @@ def test_a_model_folder_dvc_lock_records_but_the_checkout_lacks_is_refused(half_
     one_line_error(cli(half_pulled, "recommend", *net), "`dvc pull models/A30-inference`")
     with pytest.raises(OpcostError, match="dvc pull models/A30-inference"):
         Predictor(paths=Paths(half_pulled)).predict("resnet18", "2,3,32,32", "A30")
-    # the folder that is there answers; so does a folder dvc.lock does not record
+    # the folder that is there answers
     assert cli(half_pulled, "predict", *net, "--device", "A30", "--mode", "training").exit_code == 0
 
 
@@ -173,7 +144,8 @@ def test_pretrained_weights_are_refused_nothing_is_downloaded(arg):
 @pytest.fixture
 def trained_a30(tmp_path: Path) -> Path:
     for t in ("A30-inference", "A30-training"):
-        _tiny_bundle(tmp_path, t)
+        tiny_bundle(tmp_path, t)
+    record_in_lock(tmp_path)
     return tmp_path
 
 
