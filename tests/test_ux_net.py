@@ -13,6 +13,7 @@ from opcost.errors import OpcostError
 from opcost.model.predict import Predictor
 from opcost.ops.netspec import NetSpec, build_model
 from opcost.paths import Paths
+from tiny_bundles import record_in_lock
 
 
 def test_a_hf_config_typo_is_refused_naming_the_closest_field():
@@ -244,6 +245,7 @@ def test_a_never_seen_network_is_predicted_without_dynamo_pandas_torchvision_or_
 
     (tmp_path / "tiny.py").write_text(TINY)
     _tiny_bundle(tmp_path)
+    record_in_lock(tmp_path)  # as a clone's dvc.lock records it: a bundle nothing vouches for is refused
     code = (
         "import sys\n"
         "from pathlib import Path\nfrom opcost.paths import Paths\n"

@@ -6,11 +6,12 @@ can fix (`OpcostError`) are printed on one line and exit with status 2; nothing 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
 from pathlib import Path
-from typing import Any, Callable, List, Optional, TypeVar
+from typing import Any, Callable, List, NoReturn, Optional, TypeVar
 
 import typer
 from rich.console import Console
@@ -41,30 +42,43 @@ err = Console(stderr=True)
 T = TypeVar("T")
 
 
-def _run(fn: Callable[[], T]) -> T:
+def _run(fn: Callable[[], T], as_json: bool = False) -> T:
+    """`fn()`, with an error the user can fix as one line and exit 2. Under `--json` stdout holds JSON
+    only: what `fn` prints (a user's model builder saying "built!") goes to stderr, and an error is
+    also a JSON object on stdout (`{"error": ..., "exit_code": 2}`), so a script reading stdout sees it."""
     try:
-        return fn()
+        with contextlib.redirect_stdout(sys.stderr) if as_json else contextlib.nullcontext():
+            return fn()
     except OpcostError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+        _fail(str(exc), as_json, getattr(exc, "details", None))
     except Exception as exc:  # MLflow's server or database died mid-command: one line, not its tracebacks
         from opcost.stages._run import service_down_line
 
         line = service_down_line(exc)
         if line is None:
             raise
-        err.print(f"[bold red]error:[/] {line}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+        _fail(line, as_json)
 
 
-def _stage(fn: Callable[[Paths, Any], T]) -> T:
+def _fail(message: str, as_json: bool, details: Any = None) -> NoReturn:
+    """Exit 2 with `message` on stderr, and under `--json` as a JSON object on stdout too."""
+    if as_json:
+        doc: dict[str, Any] = {"error": message, "exit_code": 2}
+        if details:
+            doc["details"] = details
+        sys.stdout.write(finite_json(doc) + "\n")
+    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2) from None
+
+
+def _stage(fn: Callable[[Paths, Any], T], as_json: bool = False) -> T:
     """Run `fn(paths, params)` for the project around the working directory, errors as one line."""
 
     def go() -> T:
         paths = Paths(find_root())
         return fn(paths, load_params(paths.params))
 
-    return _run(go)
+    return _run(go, as_json)
 
 
 @app.command()
@@ -109,7 +123,52 @@ def _check_top(top: int) -> None:
         raise OpcostError(f"--top {top}: expected a positive number of rows, e.g. --top 10")
 
 
+def _optimizer(mode: str, optimizer: str | None) -> str:
+    """The optimizer whose state the training memory holds: sgd unless given. Given with inference it
+    would change nothing, so it is refused rather than ignored."""
+    from opcost.ops.footprint import footprint_key
+
+    check_mode(mode)
+    if optimizer is None:
+        return "sgd"
+    footprint_key("training", optimizer)  # an unknown name: one line naming the valid ones
+    if mode != "training":
+        raise OpcostError(
+            f"--optimizer {optimizer} goes with --mode training (its state is training memory); "
+            f"--mode {mode} has no optimizer: drop --optimizer"
+        )
+    return optimizer
+
+
+class CannotRun(OpcostError):
+    """A step that fits on no GPU: refused, with its memory as `details` (the JSON error carries it)."""
+
+    def __init__(self, message: str, details: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.details = details
+
+
+def _runnable(p: Any) -> Any:
+    """The prediction, unless its step fits on no GPU of the device table: then no time is given for a
+    step nothing can run, only what it needs (a batch of 100000 images asks for a terabyte)."""
+    m = p.memory
+    if m is None or not m["fits"] or any(m["fits"].values()):
+        return p
+    from opcost.devices import DEVICES
+
+    largest = max(DEVICES, key=lambda k: DEVICES[k].memory_bytes)
+    what = m["mode"] + (f" with {m['optimizer']}" if m["optimizer"] else "")
+    raise CannotRun(
+        f"{p.model} {' '.join(p.inputs)} ({what}) needs {_gib(m['needed_bytes'])} (peak {_gib(m['peak_bytes'])} in "
+        f"{m['peak_phase']}), more than any GPU of the device table holds (largest: {largest}, "
+        f"{_gib(DEVICES[largest].memory_bytes)}): it cannot run, so no time is given; use a smaller batch",
+        {"memory": m},
+    )
+
+
 def _gib(n: float) -> str:
+    if n >= 2**40:
+        return f"{n / 2**40:.2f} TiB"
     return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
 
@@ -142,7 +201,7 @@ def coverage(
         nets = [_netspec(n, input_shape, inputs, model_args) for n in names]
         return extract_nets([(n, mode) for n in nets], show_progress=not no_progress).coverage_rows()
 
-    rows = _run(go)
+    rows = _run(go, as_json)
     if as_json:
         sys.stdout.write(finite_json(rows) + "\n")
     else:
@@ -237,15 +296,39 @@ def validate(
 def check_params(
     params_file: Optional[Path] = typer.Option(None, "--params", help="The file to check (default: params.yaml)."),
 ) -> None:
-    """Validate params.yaml and exit 2 with one line if it is wrong. `make repro` runs this before
-    `dvc repro`, which deletes a stage's outputs before its command can refuse a typo."""
+    """Validate params.yaml and sets.yaml and exit 2 with one line if either is wrong. `make repro` runs
+    this before `dvc repro`, which deletes a stage's outputs before its command can refuse a typo.
+
+    Beyond the files' own rules: every extract set names a model that exists (a torchvision name, or a
+    user's callable that imports), there is at least one set, and `train.folds` is no more than the
+    distinct layers of each target's training data where that data is in the checkout."""
 
     def go() -> str:
+        from opcost.ops.catalog import validate_sets
+        from opcost.stages.extract import sets_where
+
         f = params_file or Paths(find_root()).params
         p = load_params(f)
-        return f"{f}: valid ({len(p.train.targets)} train targets)"
+        paths = Paths(f.parent)
+        validate_sets(p.extract.sets, sets_where(paths))
+        _check_folds(paths, p)
+        return f"{f}: valid ({len(p.extract.sets)} extract sets, {len(p.train.targets)} train targets)"
 
     out.print(_run(go), highlight=False)
+
+
+def _check_folds(paths: Paths, params: Any) -> None:
+    """`train.folds` against the distinct layers of each target's training data that is in the checkout
+    (after `dvc pull` or `dvc repro evaluate`; without it the train stage refuses when it reads it)."""
+    from opcost.model.fit import check_folds
+
+    for target in params.train.targets:
+        table = paths.target_operations(target)
+        if table.is_file():
+            import pyarrow.parquet as pq
+
+            layers = pq.read_table(table, columns=["layer_id"]).column("layer_id").to_pylist()
+            check_folds(params.train.folds, len(set(layers)), f"{target}'s training data ({table.name})")
 
 
 @app.command("sync-registry")
@@ -332,7 +415,9 @@ def predict(
         "(answered by the cross-device model: transferred).",
     ),
     mode: str = typer.Option("inference", "--mode", help="inference or training."),
-    optimizer: str = typer.Option("sgd", "--optimizer", help="Training memory: sgd (with momentum) or adam."),
+    optimizer: Optional[str] = typer.Option(
+        None, "--optimizer", help="Training memory (--mode training only): sgd with momentum (the default) or adam."
+    ),
     clock: Optional[float] = typer.Option(
         None,
         "--clock",
@@ -355,10 +440,11 @@ def predict(
         _check_top(top)
         net = _netspec(model, input_shape, inputs, model_args)
         with deadline(timeout, f"predicting {net.label}"):
+            opt = _optimizer(mode, optimizer)
             pr = Predictor(registry=registry, trust_unrecorded=trust_unrecorded)
-            return pr.predict(net, None, device, mode, clock, optimizer=optimizer)
+            return _runnable(pr.predict(net, None, device, mode, clock, optimizer=opt))
 
-    p = _run(go)
+    p = _run(go, as_json)
     for w in p.warnings:
         err.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
     if as_json:
@@ -411,7 +497,9 @@ def recommend(
     inputs: List[str] = typer.Option([], "--input", help=INPUT_OPTION_HELP),
     model_args: List[str] = typer.Option([], "--model-arg", help=MODEL_ARG_HELP),
     mode: str = typer.Option("inference", "--mode", help="inference or training."),
-    optimizer: str = typer.Option("sgd", "--optimizer", help="Training memory: sgd (with momentum) or adam."),
+    optimizer: Optional[str] = typer.Option(
+        None, "--optimizer", help="Training memory (--mode training only): sgd with momentum (the default) or adam."
+    ),
     max_slowdown: Optional[float] = typer.Option(
         None, "--max-slowdown", help="Keep configs at most X times slower than the fastest."
     ),
@@ -450,11 +538,11 @@ def recommend(
             from opcost.api import clock_grid_points  # params clock.grid_points, read here at the edge
 
             pr = Predictor(clock_grid_points=clock_grid_points(), trust_unrecorded=trust_unrecorded)
-            df = pr.recommend(net, None, mode, max_slowdown, optimizer, devices)
+            df = pr.recommend(net, None, mode, max_slowdown, _optimizer(mode, optimizer), devices)
             unvouched = [f"{t}: {b.unvouched}" for t, b in sorted(pr.bundles.loaded.items()) if b.unvouched]
             return net, df, unvouched
 
-    net, df, unvouched = _run(go)
+    net, df, unvouched = _run(go, as_json)
     from opcost.model.recommend import summary_lines
 
     for u in unvouched:  # served only because of --trust-unrecorded: said before any number
@@ -463,7 +551,7 @@ def recommend(
     dropped = df.attrs.get("dropped", [])
     optima = _optima(df)
     if plot is not None:
-        _run(lambda: _plot_sweeps(df, plot, f"{net.label} {net.input_text} ({mode})"))
+        _run(lambda: _plot_sweeps(df, plot, f"{net.label} {net.input_text} ({mode})"), as_json)
     if as_json:
         rows = json.loads(df.to_json(orient="records"))
         doc = {
@@ -825,7 +913,7 @@ def devices(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -
     power data) and how its predictions are made (own measurements, transferred, none yet)."""
     from opcost.devicelist import device_list
 
-    rows = _run(lambda: device_list(Paths(find_root())))
+    rows = _run(lambda: device_list(Paths(find_root())), as_json)
     if as_json:
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return
@@ -903,7 +991,7 @@ def submit(
         "cpus_per_task": cpus,
         "mem": mem,
     }
-    r = _stage(lambda paths, params: do_submit(paths, params, campaign, flags, python, dry_run))
+    r = _stage(lambda paths, params: do_submit(paths, params, campaign, flags, python, dry_run), as_json)
     if as_json:
         sys.stdout.write(finite_json(r) + "\n")
     elif r["complete"]:
@@ -930,7 +1018,7 @@ def status(
     """Per shard of a submitted campaign: pending, running, done or failed (with the error), and the merge job."""
     from opcost.slurm.submit import status as get_status
 
-    s = _stage(lambda paths, params: get_status(paths, params, campaign))
+    s = _stage(lambda paths, params: get_status(paths, params, campaign), as_json)
     if as_json:
         sys.stdout.write(finite_json(s) + "\n")
         return

@@ -218,6 +218,7 @@ def test_predict_json_prints_no_nan(monkeypatch):
 
     class Answer:  # the shape cli.predict prints with --json; the numbers are not under test here
         warnings: list[str] = []
+        memory = None  # no footprint: nothing to refuse for memory
 
         def to_json(self):
             return {"time_s": 0.01, "energy_j": float("nan"), "power_w": np.float64("nan")}

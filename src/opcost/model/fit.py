@@ -142,12 +142,22 @@ def prepare(df: pd.DataFrame, mode: str, device_config: str) -> TargetData:
 # --------------------------------------------------------------------------------------------
 
 
+def check_folds(k: int, n_groups: int, what: str = "the training data") -> None:
+    """Refuse more folds than layers: a fold holds out whole layers, so `k` of them cannot be made (capping
+    k quietly ran leave-one-layer-out instead, minutes of training nobody asked for)."""
+    if n_groups < 2:
+        raise OpcostError(f"only {n_groups} distinct layers to train on: need at least 2 for cross-validation")
+    if k > n_groups:
+        raise OpcostError(
+            f"train.folds is {k}, but {what} hold only {n_groups} distinct layers: give at most {n_groups} "
+            "(a fold holds out whole layers, so there cannot be more folds than layers)"
+        )
+
+
 def grouped_folds(layers: np.ndarray, k: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """K folds with every row of a layer (all its input shapes) on one side."""
     n_groups = len(set(layers))
-    k = min(k, n_groups)
-    if k < 2:
-        raise OpcostError(f"only {n_groups} distinct layers to train on: need at least 2 for cross-validation")
+    check_folds(k, n_groups)
     idx = np.arange(len(layers))
     return list(GroupKFold(n_splits=k, shuffle=True, random_state=seed).split(idx, groups=layers))
 

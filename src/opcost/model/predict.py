@@ -32,9 +32,12 @@ fits on each device of the table; `recommend` drops device configs it does not f
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from opcost.errors import OpcostError
 from opcost.model.answer import TRAINING_NOTE, NetworkPrediction, assemble
 from opcost.model.bundle import Bundle
 from opcost.model.bundlestore import BundleStore
@@ -154,12 +157,13 @@ class Predictor:
         """(device config, config to answer with the cross-device model or None). None where the device
         has its own bundle in this mode (an NVML name becomes its key) or no models/xdevice is there.
         `own`: the targets, where the caller listed them already."""
-        from opcost.model.xdevice_predict import own_config
+        from opcost.model.xdevice_predict import own_candidates, own_config
 
         own = self.targets() if own is None else own
         mine = own_config(device, mode, own)  # first: an own bundle needs neither the cross-device model nor pandas
         if mode not in MODES or mine is not None:
             return mine or device, None
+        self.check_checkout(own, own_candidates(device), mode)
         from opcost.model.xdevice import MODEL_FILE
 
         if not (self.paths.xdevice_model_dir / MODEL_FILE).is_file():
@@ -168,6 +172,22 @@ class Predictor:
 
         cfg, how = transfer_config(device, mode, own)
         return cfg, (cfg if how is not None else None)
+
+    def check_checkout(self, own: list[str], configs: Sequence[str], mode: str) -> None:
+        """Refuse where `dvc.lock` records `models/<config>-<mode>` for one of `configs` but the checkout
+        lacks it (no `dvc pull` yet, or deleted): the cross-device model would answer in its place, wider
+        and off by tens of per cent, and say the GPU has no measurements of its own. Not for `--registry`
+        (the registered champion carries the bundle)."""
+        if self.registry:
+            return
+        missing = [t for t in (f"{c}-{mode}" for c in configs) if t not in own and t in locked_models(self.paths.root)]
+        if missing:
+            folders = " ".join(f"models/{t}" for t in missing)
+            raise OpcostError(
+                f"{folders} {'is' if len(missing) == 1 else 'are'} recorded in dvc.lock but missing from this "
+                "checkout, so the own model cannot answer: "
+                f"run `dvc pull {folders}` (or `dvc checkout {folders}` where the DVC cache holds it)"
+            )
 
     def _transferred_answer(
         self, spec: NetSpec, device_config: str, mode: str, optimizer: str, clock: float | None
@@ -217,6 +237,30 @@ class Predictor:
         from opcost.model.recommend import recommend
 
         return recommend(self, model, input_shape, mode, max_slowdown, optimizer, devices)
+
+
+_LOCKED_MODEL = re.compile(r"^\s*- path:\s*['\"]?models/([^/'\"\s]+)/?['\"]?\s*$")
+
+
+def locked_models(root: Path) -> frozenset[str]:
+    """The folders under models/ that `dvc.lock` records as stage outputs (`A30-inference`, `xdevice`, ...):
+    what a complete checkout holds. A line scan, as model/integrity.py reads the lock (no YAML parse on the
+    prediction path); cached per lock file content stamp."""
+    lock = Path(root) / "dvc.lock"
+    try:
+        st = lock.stat()
+    except OSError:
+        return frozenset()
+    key = (str(lock), st.st_mtime_ns, st.st_size)
+    if key not in _LOCKED:
+        _LOCKED.clear()
+        _LOCKED[key] = frozenset(
+            m.group(1) for line in lock.read_text().splitlines() if (m := _LOCKED_MODEL.match(line))
+        )
+    return _LOCKED[key]
+
+
+_LOCKED: dict[tuple[str, int, int], frozenset[str]] = {}
 
 
 # Names other modules and tests import from here, kept while they move to their homes.

@@ -66,6 +66,10 @@ def recommend(
             for c in (pr.sweep_clocks(d, mode) if d in own else pr.transferred_clocks(d))
         ]
     else:
+        from opcost.model.predict import locked_models
+
+        locked = [t.rpartition("-")[0] for t in sorted(locked_models(pr.paths.root)) if t.endswith(f"-{mode}")]
+        pr.check_checkout(pr.targets(), locked, mode)  # a model dvc.lock records is not left out unsaid
         if not own:
             raise OpcostError(f"no trained model in mode {mode}; trained: {', '.join(pr.targets()) or 'none'}")
         requests = [(model, input_shape, d, mode, c) for d in own for c in pr.sweep_clocks(d, mode)]

@@ -51,10 +51,16 @@ def load(folder: Path) -> xdevice.XdeviceModel:
     return _MODELS[folder]
 
 
+def own_candidates(device: str) -> list[str]:
+    """The device configs whose own bundle would answer `device`: as given, its table key (an NVML name),
+    and the config of the same numerics (`RTX2080Ti` for `RTX2080Ti_no_tf32`)."""
+    return list(dict.fromkeys((device, table_name(device), same_numerics(device))))
+
+
 def own_config(device: str, mode: str, own_targets: list[str]) -> str | None:
     """The device config of `device`'s own bundle in `mode` (its table key where an NVML name was given),
     None where it has none. Light: it needs neither pandas nor the cross-device model."""
-    for cfg in dict.fromkeys((device, table_name(device), same_numerics(device))):
+    for cfg in own_candidates(device):
         if f"{cfg}-{mode}" in own_targets:
             return cfg
     return None
@@ -312,9 +318,13 @@ def table_configs(names: str) -> list[str]:
     """`--devices H100,A100,L4,T4` as device configs (table keys, `_no_tf32` kept); unknown: one line."""
     from opcost.model import xdevice
 
-    out = [xdevice.resolve(n.strip()) for n in names.split(",") if n.strip()]
-    if not out:
-        raise OpcostError(f"--devices {names!r}: expected a comma-separated list of GPUs, e.g. H100,A100,L4,T4")
+    items = [n.strip() for n in names.split(",")]
+    if "" in items:  # "H100,,L4" or a trailing comma: a GPU left out, never skipped unsaid
+        raise OpcostError(
+            f"--devices {names!r}: entry {items.index('') + 1} is empty; expected a comma-separated list of GPUs, "
+            "e.g. H100,A100,L4,T4"
+        )
+    out = [xdevice.resolve(n) for n in items]
     return list(dict.fromkeys(out))
 
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
+from opcost.errors import OpcostError
 from opcost.modes import check_mode
 from opcost.ops.extract import Trace, one_line
 from opcost.ops.features import OpMetrics, op_metrics
@@ -128,19 +129,29 @@ class Catalog:
         return rows
 
 
-def validate_sets(sets: Iterable[ModelInputSet]) -> None:
-    """Fail before any work if a set names an unknown model or a user's callable that is not there
-    (nothing gets written)."""
-    for s in sets:
-        if s.is_user:
-            resolve_builder(NetSpec.from_set(s))
-        else:
-            check_model_name(s.model)
+def validate_sets(sets: Sequence[ModelInputSet], where: str = "sets") -> None:
+    """Fail before any work if there is no set, or a set names an unknown model or a user's callable
+    that is not there (nothing gets written; `opcost check-params` runs this before `dvc repro`
+    deletes the extract stage's outputs). `where`: how the list is named in the message."""
+    if not sets:
+        raise OpcostError(
+            f"{where} lists no model-input set, so there is nothing to extract; "
+            "add one, e.g. `- {model: resnet18, input_shape: [32, 3, 32, 32]}`"
+        )
+    with dynamo_stub():  # torchvision's import asks for TorchDynamo, which a name check does not need
+        for i, s in enumerate(sets):
+            try:
+                if s.is_user:
+                    resolve_builder(NetSpec.from_set(s))
+                else:
+                    check_model_name(s.model)
+            except OpcostError as exc:
+                raise OpcostError(f"{where}[{i}] ({s.set_id}): {exc}") from None
 
 
-def extract_sets(sets: Sequence[ModelInputSet], show_progress: bool = True) -> Catalog:
+def extract_sets(sets: Sequence[ModelInputSet], show_progress: bool = True, where: str = "sets") -> Catalog:
     """Trace every set in each of its modes; rebuild and measure every unique operation once."""
-    validate_sets(sets)
+    validate_sets(sets, where)
     return extract_nets([(s, m) for s in sets for m in s.modes], show_progress)
 
 

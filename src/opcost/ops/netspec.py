@@ -307,6 +307,12 @@ def _builder(net: NetSpec) -> tuple[Any, dict[str, Any], str]:
             raise _unknown_model(net.model)
         fn = tvm.get_model_builder(net.model)
         params = inspect.signature(fn).parameters
+        for key in ("weights", "weights_backbone"):
+            if kwargs.get(key) is not None:
+                raise OpcostError(
+                    f"--model-arg {key}={kwargs[key]!r} for {net.model}: opcost builds models without weights and "
+                    "downloads nothing (weights change no op's time or energy); drop the argument"
+                )
         defaults = {"weights": None}
         if "weights_backbone" in params:
             defaults["weights_backbone"] = None  # never download a backbone
@@ -457,7 +463,25 @@ def build_model(net: NetSpec, meta: bool = True, seed: int = 0) -> LoadedModel:
     inputs = net.inputs or default_inputs(net, module, family)
     if family == "hf":
         _check_positions(net, module, inputs)
+    _check_vocab(net, module, inputs)
     return LoadedModel(module, family, tuple(inputs))
+
+
+def _check_vocab(net: NetSpec, module: Any, inputs: Any) -> None:
+    """Refuse `vocab=N` larger than every `nn.Embedding` of the model: token ids up to N - 1 would index
+    past each table, which real weights refuse, but meta tensors never check (the network would be
+    answered as if it could run). A model without an Embedding is not judged."""
+    from torch import nn
+
+    rows = [m.num_embeddings for m in module.modules() if isinstance(m, nn.Embedding)]
+    if not rows:
+        return
+    for spec in inputs:
+        if spec.vocab is not None and spec.vocab > max(rows):
+            raise OpcostError(
+                f"input {spec.text()} of model {net.label}: token ids up to {spec.vocab - 1}, but its largest "
+                f"nn.Embedding has {max(rows)} rows (ids 0..{max(rows) - 1}); give vocab={max(rows)} or less"
+            )
 
 
 def _check_positions(net: NetSpec, module: Any, inputs: Any) -> None:

@@ -17,8 +17,13 @@ from opcost.paths import Paths
 from opcost.stages._run import execute
 
 
+def sets_where(paths: Paths) -> str:
+    """How the extract sets are named in a message: the sets file's list, or params.yaml's inline one."""
+    return f"{paths.extract_sets.name}: sets" if paths.extract_sets.is_file() else f"{paths.params.name}: extract.sets"
+
+
 def run(paths: Paths, params: Params, show_progress: bool = True) -> dict[str, Any]:
-    catalog = extract_sets(params.extract.sets, show_progress=show_progress)
+    catalog = extract_sets(params.extract.sets, show_progress=show_progress, where=sets_where(paths))
     ops = operations_frame(catalog)
     occ = occurrences_frame(catalog)
     report = coverage_report(catalog.coverage_rows())
