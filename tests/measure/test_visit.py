@@ -185,3 +185,22 @@ def test_a_campaign_on_a_replayed_h200_counter_packs_and_lands_unflagged(tmp_pat
     # a landed folder is complete for its campaign whatever measuring code runs later
     again = Campaign(plan, tmp_path / "raw" / "replayed", tmp_path / "parts2", state_dir=tmp_path / "state")
     assert again.completed() is not None
+
+
+def test_a_landed_campaign_with_every_energy_row_flagged_is_complete_not_failed():
+    # the stage reruns over a landed campaign (the probe: every energy row flagged) and measures nothing: it must
+    # not fail `dvc repro` for what a measuring run is refused for
+    from opcost.stages.profile import failure, summary
+
+    result = {
+        "campaign": "h200-probe",
+        "complete": True,
+        "planned_parts": {"count": 112},
+        "landed": {"from": "h200-probe"},
+        "rows": {"timings": 220, "networks": 4, "power_samples": 2409},
+        "failed_rows": 0,
+        "energy_rows": {"target_bound": 0.02, "rows": 224, "flagged": 224, "needed_window_s": 2.0},
+    }
+    assert failure(result) is None
+    assert "landed from h200-probe" in summary(result) and "224 of 224 rows flagged" in summary(result)
+    assert failure({**result, "complete": False, "parts_resumed": 0, "environment": {}}) is not None

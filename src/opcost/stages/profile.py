@@ -146,9 +146,12 @@ def summary(result: dict[str, Any]) -> str:
             f"opcost profile --campaign {result['campaign']} --merge"
         )
     if result.get("complete"):
+        landed = result.get("landed")
+        how = f"landed from {landed['from']}, same parameters" if landed else "same plan and measuring code"
+        energy = energy_summary(result)
         return (
-            f"profile {result['campaign']}: complete ({result['planned_parts']['count']} parts, same plan and "
-            f"measuring code); nothing to measure. --remeasure measures it again"
+            f"profile {result['campaign']}: complete ({result['planned_parts']['count']} parts, {how}); nothing to "
+            f"measure{f' ({energy})' if energy else ''}. --remeasure measures it again"
         )
     energy = energy_summary(result)
     return (
@@ -160,7 +163,10 @@ def summary(result: dict[str, Any]) -> str:
 
 
 def failure(result: dict[str, Any]) -> str | None:
-    """Why a finished profile run fails (exit 1): every measurement failed, or every energy row is flagged."""
+    """Why a profile run that measured fails (exit 1): every measurement failed, or every energy row is flagged.
+    A campaign already complete (pulled, or landed from elsewhere) measured nothing now: its rows say the rest."""
+    if result.get("complete"):
+        return None
     return all_failed_message(result) or all_flagged_message(result)
 
 
