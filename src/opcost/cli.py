@@ -898,7 +898,7 @@ def land(
         return do_land(source, paths.raw_dir(name), params.profile.campaigns[name], plan)
 
     r = _stage(go)
-    note = f", re-derived {', '.join(r['landed']['rederived'])}" if r["landed"]["rederived"] else ""
+    note = f"; on landing: {', '.join(r['landed']['rederived'])}" if r["landed"]["rederived"] else ""
     out.print(
         f"landed {r['campaign']} in {r['folder']}: {r['rows']} energy rows, {r['flagged']} flagged{note}; next: "
         f"dvc repro profile@{r['campaign']}, dvc push, git commit dvc.lock",

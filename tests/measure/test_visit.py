@@ -204,3 +204,14 @@ def test_a_landed_campaign_with_every_energy_row_flagged_is_complete_not_failed(
     assert failure(result) is None
     assert "landed from h200-probe" in summary(result) and "224 of 224 rows flagged" in summary(result)
     assert failure({**result, "complete": False, "parts_resumed": 0, "environment": {}}) is not None
+
+
+def test_a_campaign_lands_its_own_parts_from_a_larger_archive_and_is_complete(tmp_path):
+    # one run measured both modes; a campaign of its inference parts alone takes those and counts as complete
+    inference = CampaignParams(**{**PROBE.__dict__, "modes": ("inference",)})
+    plan = adhoc_plan(inference, [ModelInputSet("resnet50", (32, 3, 224, 224), modes=("inference",))])
+    out = tmp_path / "raw" / "inference"
+    r = land(H200_PROBE, out, inference, plan)
+    assert r["rows"] == 112 and "the 56 of its 112 parts that campaign h200-probe plans" in r["landed"]["rederived"]
+    assert set(pd.read_parquet(out / "power_samples.parquet")["mode"]) == {"inference"}
+    assert Campaign(plan, out, tmp_path / "parts", state_dir=tmp_path / "state").completed() is not None

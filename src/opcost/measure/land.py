@@ -229,6 +229,8 @@ def land(source: Path, raw_dir: Path, campaign: CampaignParams, plan: Plan | Non
     for df in (timings, networks, samples):
         df["campaign"] = campaign.name
     meta["energy_rows"] = energy_rows(timings, networks, campaign.energy_bound)
+    meta["rows"] = {"timings": len(timings), "networks": len(networks), "power_samples": len(samples)}
+    meta["failed_rows"] = int((timings["status"] == "failed").sum() + (networks["status"] == "failed").sum())
     meta["landed"] = {
         "from": source.name,
         "digest": digest,
