@@ -22,7 +22,7 @@ made to misbehave the way hardware does:
 
 The trace in tests/fixtures/nvml_trace.json is synthetic (no GPU was available when it was written):
 a card idling at ~60 W that steps to ~250 W under load, with 1410 MHz clocks. Replace it with a
-trace recorded on a real GPU when one is at hand (see the README, "Measuring on a GPU").
+trace recorded on a real GPU when one is at hand (see docs/measuring.md).
 """
 
 from __future__ import annotations
