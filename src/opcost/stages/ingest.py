@@ -45,8 +45,11 @@ def run(paths: Paths, params: Params, source: str) -> dict[str, Any]:
 
 
 def summary(s: dict[str, Any]) -> str:
+    """One line: rows taken per table, lines rejected (by reason) and lines skipped (by kind)."""
     counts = {k: v for k, v in s.items() if k.endswith("_rows")}
-    return f"ingest {s['source']}: {counts}; skipped lines {s.get('skipped_lines', {})}"
+    by = ", ".join(f"{k} {v}" for k, v in s.get("rejected_by_reason", {}).items() if v)
+    rejected = f"; rejected lines {s.get('rejected_lines', 0)}" + (f" ({by})" if by else "")
+    return f"ingest {s['source']}: {counts}{rejected}; skipped lines {s.get('skipped_lines', {})}"
 
 
 def main(argv: list[str] | None = None) -> int:
