@@ -274,6 +274,7 @@ def _take(res: LogResult, rel: str, line: Line, rows: list[dict[str, Any]], tabl
         if problem:
             res.reject(rel, line, *problem)
             return
+
     def label(r: dict[str, Any]) -> str:
         return {"forward_backward": "forward+backward"}.get(r.get("phase", ""), r.get("phase", ""))
 
