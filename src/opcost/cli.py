@@ -845,6 +845,9 @@ def visit(
         extracted = (paths.operations, paths.occurrences)
         if dry_run:
             return v.visit_plan(c, list(params.extract.sets), extracted).summary()
+        from opcost.outputs import check_output_file
+
+        check_output_file(archive, "--out")  # before the campaign: /proc/x.tar.gz is one line, not a lost visit
         folder = work or archive.parent / ".visit"
         return v.run_visit(
             c, list(params.extract.sets), archive, folder, check_seconds, not no_progress, out.print, extracted

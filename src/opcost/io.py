@@ -27,12 +27,31 @@ if TYPE_CHECKING:  # pandas is imported where a table is written: a prediction n
     import pandas as pd
 
 
+# A full disk or quota: the output cannot be written, which the user fixes by freeing space.
+DISK_FULL = {errno.ENOSPC, errno.EDQUOT}
+
+
+def disk_full_error(target: Path, where: Path, exc: OSError) -> OpcostError:
+    """The one line for an output that ran out of space (the caller has removed its temporary file)."""
+    return OpcostError(
+        f"cannot write {target}: {os.strerror(exc.errno or errno.ENOSPC)} (writing in {where}); nothing was "
+        "half-written (the temporary file is removed): free space there and run it again"
+    )
+
+
 @contextmanager
 def atomic_path(target: Path) -> Iterator[Path]:
-    """Yield a temporary path in the target's folder; rename it onto `target` if the block succeeds."""
+    """Yield a temporary path in the target's folder; rename it onto `target` if the block succeeds.
+    A full disk, in the block or at the rename, is a one-line OpcostError (`disk_full_error`)."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=temp_dir_for(target))
+    where = temp_dir_for(target)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=where)
+    except OSError as exc:
+        if exc.errno in DISK_FULL:
+            raise disk_full_error(target, where, exc) from None
+        raise
     os.close(fd)
     tmp_path = Path(tmp)
     umask = os.umask(0)
@@ -41,6 +60,11 @@ def atomic_path(target: Path) -> Iterator[Path]:
     try:
         yield tmp_path
         _replace(tmp_path, target)
+    except OSError as exc:
+        if exc.errno not in DISK_FULL:
+            raise
+        tmp_path.unlink(missing_ok=True)
+        raise disk_full_error(target, where, exc) from None
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
@@ -86,12 +110,17 @@ def write_parquet(df: "pd.DataFrame", target: Path) -> None:
         df.to_parquet(tmp, index=False)
 
 
-def write_json(obj: Any, target: Path, digits: int | None = None) -> None:
-    """Write JSON atomically, pretty-printed and key-sorted so diffs in git stay readable; floats
+def json_text(obj: Any, digits: int | None = None) -> str:
+    """JSON as the project writes it: pretty-printed and key-sorted so diffs in git stay readable; floats
     exactly (or to `digits` significant digits). NaN and infinity are refused: they are not JSON."""
     data = round_floats(obj, digits) if digits is not None else obj
+    return json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+
+def write_json(obj: Any, target: Path, digits: int | None = None) -> None:
+    """Write `json_text(obj, digits)` atomically."""
     with atomic_path(target) as tmp:
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n")
+        tmp.write_text(json_text(obj, digits))
 
 
 REPORT_DIGITS = 10
@@ -102,6 +131,11 @@ def write_report(obj: Any, target: Path) -> None:
     every stage, so a report does not change in its last bits when a parallel reduction sums in
     another order, and `dvc repro -f` twice leaves dvc.lock as it was."""
     write_json(obj, target, digits=REPORT_DIGITS)
+
+
+def report_text(obj: Any) -> str:
+    """The text `write_report` writes, for a caller that renames several outputs into place together."""
+    return json_text(obj, REPORT_DIGITS)
 
 
 def round_floats(obj: Any, digits: int = 10) -> Any:

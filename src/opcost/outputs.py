@@ -32,6 +32,7 @@ def check_output_file(path: Path, option: str) -> Path:
         raise OpcostError(f"{option} {path}: {_nearest_file(folder)} is a file, not a folder")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise OpcostError(f"{option} {path}: folder {folder} is not writable")
+    _probe(folder, path, option)
     return path
 
 
@@ -45,7 +46,24 @@ def check_output_dir(path: Path, option: str) -> Path:
         raise OpcostError(f"{option} {path}: {base} is a file, not a folder")
     if not os.access(base, os.W_OK | os.X_OK):
         raise OpcostError(f"{option} {path}: folder {base} is not writable")
+    _probe(base, path, option)
     return path
+
+
+def _probe(folder: Path, path: Path, option: str) -> None:
+    """Create and remove an empty file in `folder`: permission bits do not tell everything (root passes
+    every `os.access` check, yet /proc and /sys take no new files, and a read-only mount takes none)."""
+    import tempfile
+
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".opcost-probe-", dir=folder)
+    except OSError as exc:
+        raise OpcostError(
+            f"{option} {path}: no file can be created in {folder} ({exc.strerror or exc}; a system or read-only "
+            "file system?): choose another path"
+        ) from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 def _nearest_file(folder: Path) -> Path:

@@ -502,6 +502,7 @@ REJECT_REASONS = (
     "bad_value",  # a field outside its allowed set (an unknown instruction, a name with a slash, ...)
     "duplicate",  # a row whose key an earlier row already holds
     "inconsistent",  # values of one line that disagree with its own arithmetic (total runtime != N x t, ...)
+    "unterminated",  # a file's last line, without a line end, whose last value cannot be checked (cut short?)
 )
 
 REJECTS = Table(

@@ -169,15 +169,20 @@ def ingest_sweep(src: IngestSource, root: Path) -> tuple[dict[str, Any], dict[st
 
 def refuse_empty(src: IngestSource, summary: dict[str, Any], rejects: pd.DataFrame) -> None:
     """A source that yields no row at all is an error, not an empty table: every line rejected (say
-    why, with the first), or no data line found (line endings, wrong files)."""
+    why, with the first), or no data line found (line endings, wrong files). So is a source of ops and
+    networks whose every op line was rejected: its network rows alone would train nothing, and the
+    stage would pass with every op measurement gone."""
     rows = summary.get("sweep_rows", summary.get("op_rows", 0) + summary.get("network_rows", 0))
-    if rows:
+    op_rejects = rejects[rejects["source_file"].str.startswith("ops/")] if "op_rows" in summary else rejects[:0]
+    if rows and not (summary.get("op_rows") == 0 and len(op_rejects)):
         return
     if len(rejects):
-        first = rejects.iloc[0]
-        by = ", ".join(f"{k} {v}" for k, v in summary["rejected_by_reason"].items() if v)
+        which, bad = ("op lines", op_rejects) if rows else ("data lines", rejects)
+        first = bad.iloc[0]
+        by = ", ".join(f"{k} {v}" for k, v in reject_counts(bad.to_dict("records")).items() if v)
+        kept = f" ({summary['network_rows']} network rows taken)" if rows else ""
         raise OpcostError(
-            f"{src.path}: every one of its {len(rejects)} data lines was rejected ({by}; first: "
+            f"{src.path}: every one of its {len(bad)} {which} was rejected{kept} ({by}; first: "
             f"{first['source_file']}:{first['line']} {first['message']}); nothing written"
         )
     raise OpcostError(f"{src.path}: no data line found in {len(summary.get('files', {}))} file(s); nothing written")

@@ -60,11 +60,14 @@ def parse_number(text: str, what: str) -> float:
 
 @dataclass(frozen=True)
 class Line:
-    """One physical line: its 1-based number, its text, and what is wrong with it (None: nothing)."""
+    """One physical line: its 1-based number, its text, what is wrong with it (None: nothing), and
+    whether a line end follows it (False only for a file's last line without one: a file cut short
+    ends that way, so a parser treats such a line as possibly cut in its last value)."""
 
     number: int
     text: str
     problem: str | None = None
+    terminated: bool = True
 
 
 def clip(text: str, n: int = MAX_TEXT) -> str:
@@ -107,7 +110,8 @@ def read_lines(path: Path, what: str) -> list[Line]:
     if not data.strip():
         raise OpcostError(f"{path} is empty; expected a {what} file")
     raw = data.split(b"\n") if b"\n" in data else data.split(b"\r")
-    if raw and raw[-1] == b"":
+    terminated = raw[-1] == b""
+    if terminated:
         raw.pop()  # the newline that ends the last line
     lines: list[Line] = []
     bad_lines = 0
@@ -123,7 +127,7 @@ def read_lines(path: Path, what: str) -> list[Line]:
         if problem is None and "\x00" in text:
             problem = NUL_BYTE
         bad_lines += problem is not None
-        lines.append(Line(number, text, problem))
+        lines.append(Line(number, text, problem, terminated or number < len(raw)))
     if 2 * bad_lines > len(lines):
         raise OpcostError(
             f"{path} is not a text file ({bad_lines} of {len(lines)} lines undecodable or holding NUL bytes); "

@@ -22,6 +22,14 @@ A data line must also agree with its own arithmetic (`check_arithmetic`), which 
 real logs does to within 0.1 %: total runtime = iterations x t, e = P x t, and sigma_t at most
 t x sqrt(iterations) (the largest spread n non-negative times with mean t can have). A line cut
 short, or with a digit lost, breaks one of these and is rejected as `inconsistent`.
+
+The last value of a line is the one a file cut short can leave looking whole (`1` for
+`11.374414850457741`), so a file's last line without a line end is checked further
+(`check_last_value`): the total energy's sigma is the first-order propagation of power and time,
+sigma_E = E x hypot(sigma_P / P, sigma_t / t), to the last digit on every line of the real logs, and
+that relation holds the last value (v14 sigma_t, or v23 the forward+backward sigma_E). A last value
+it does not pin down to 1e-5 (sigma_t far below sigma_P moves sigma_E too little) is rejected as
+`unterminated`: it cannot be told from a cut one.
 """
 
 from __future__ import annotations
@@ -150,6 +158,38 @@ def check_arithmetic(v: dict[str, Any], phase: str) -> None:
         )
 
 
+SIGMA_TOLERANCE = 1e-12  # relative; the real logs' sigma_E agrees with the propagation to 1e-15
+CHECKED_TO = 1e-5  # a last value is checked when a relative change of this size breaks the relation
+
+
+def check_last_value(v: dict[str, Any], phase: str) -> None:
+    """LineError unless the last value of a line without a line end (sigma_t_s, or for the
+    forward+backward row sigma_total_energy_j) agrees with the sigma_E relation (module docstring):
+    `inconsistent` when it disagrees, `unterminated` when the relation cannot pin it down."""
+    fb = phase == "forward+backward"
+    name, number = ("sigma_total_energy_j", 23) if fb else ("sigma_t_s", 14)
+    e, p, t = v["total_energy_j"], v["p_w"], v["t_s"]
+    sigmas = v["sigma_total_energy_j"], v["sigma_p_w"], v["sigma_t_s"]
+    where = f"{phase}: the file's last line has no line end and its last value v{number} = {v[name]:g}"
+    if not (e > 0 and p > 0 and t > 0) or min(sigmas) < 0:
+        raise LineError("unterminated", f"{where} cannot be checked (a zero or negative value); it may be cut short")
+    rel_e, rel_p, rel_t = sigmas[0] / e, sigmas[1] / p, sigmas[2] / t
+    expected = math.hypot(rel_p, rel_t)
+    sensitivity = 1.0 if fb else (rel_t / expected) ** 2 if expected > 0 else 0.0
+    if sensitivity * CHECKED_TO < SIGMA_TOLERANCE:
+        raise LineError(
+            "unterminated",
+            f"{where} cannot be checked: sigma_t / t = {rel_t:.3g} is too small beside sigma_P / P = {rel_p:.3g} to "
+            "move the total energy's sigma; it may be cut short",
+        )
+    if abs(rel_e - expected) > SIGMA_TOLERANCE * max(rel_e, expected):
+        raise LineError(
+            "inconsistent",
+            f"{where} breaks sigma_E = E x hypot(sigma_P / P, sigma_t / t): sigma_E / E = {rel_e:.12g}, the "
+            f"propagation gives {expected:.12g} (the value cut short?)",
+        )
+
+
 def backward_values(tokens: list[str]) -> dict[str, Any]:
     """v15..v23 of a training op line: the forward+backward measurement."""
 
@@ -227,15 +267,22 @@ def spec_entry(text: str, shape: tuple[int, ...]) -> SpecEntry:
 
 def _take(res: LogResult, rel: str, line: Line, rows: list[dict[str, Any]], table: Any) -> None:
     """Keep the rows of one line if they meet the table's rules and then their own arithmetic
-    (`check_arithmetic`: after the rules, so a zero or negative value is named out_of_range)."""
+    (`check_arithmetic`: after the rules, so a zero or negative value is named out_of_range), and,
+    for a file's last line without a line end, the check of its last value (`check_last_value`)."""
     for r in rows:
         problem = table.row_problem(r)
         if problem:
             res.reject(rel, line, *problem)
             return
+
+    def label(r: dict[str, Any]) -> str:
+        return {"forward_backward": "forward+backward"}.get(r.get("phase", ""), r.get("phase", ""))
+
     try:
         for r in rows:
-            check_arithmetic(r, {"forward_backward": "forward+backward"}.get(r.get("phase", ""), r.get("phase", "")))
+            check_arithmetic(r, label(r))
+        if not line.terminated:  # the last value is the one a cut can leave looking whole
+            check_last_value(rows[-1], label(rows[-1]))
     except LineError as exc:
         res.reject(rel, line, exc.reason, exc.message)
         return

@@ -309,6 +309,7 @@ def sync_registry(paths: Paths, params: Params) -> dict[str, str | None]:
 
     from opcost.model import integrity, runlog
 
+    tracking.check_store(tracking.tracking_uri(paths.root))  # a broken store is one line before any folder is read
     checked = []
     for target in params.train.targets:
         folder = paths.model_dir(target)

@@ -181,10 +181,82 @@ def check_store_kind(uri: str) -> None:
         )
 
 
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
+LOCK_WAIT_S = 10.0  # how long the store check waits for another process's lock on mlflow.db
+
+
+def damaged_store_line(db: Path, why: str) -> str:
+    """The one line for a local store that SQLite cannot read: what it is and how to get a working one."""
+    return (
+        f"the MLflow store {db} is damaged ({why}): move it aside (`mv {db} {db}.damaged`) and run "
+        "`opcost sync-registry` to rebuild the registry from the models dvc.lock records, or restore it from a backup"
+    )
+
+
+def locked_store_line(db: Path, waited_s: float) -> str:
+    return (
+        f"the MLflow store {db} is locked by another process (still locked after {waited_s:g} s): wait for it "
+        f"to finish (`fuser {db}` names it) and run this again"
+    )
+
+
+def check_sqlite_store(uri: str, timeout: float | None = None) -> None:
+    """One-line OpcostError unless a local SQLite store that exists is a readable database: not SQLite
+    at all (overwritten), damaged or cut short (`PRAGMA quick_check`), or locked by another process
+    for `timeout` seconds (default LOCK_WAIT_S). MLflow would answer each with a traceback of over a
+    hundred lines. A store that does not exist yet is fine (setup creates it); so is an empty file
+    (SQLite's empty database)."""
+    import sqlite3
+
+    from opcost.errors import OpcostError
+
+    timeout = LOCK_WAIT_S if timeout is None else timeout
+    db = _sqlite_file(uri)
+    if db is None:
+        return
+    db = Path(str(db).split("?")[0]).absolute()  # sqlite:///mlflow.db?timeout=20 is a relative path and options
+    if not db.exists():
+        return
+    if not db.is_file():
+        raise OpcostError(f"the MLflow store {db} is not a regular file: expected the SQLite database MLflow keeps")
+    try:
+        with open(db, "rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise OpcostError(f"the MLflow store {db} cannot be read ({exc.strerror or exc})") from None
+    if head and head != SQLITE_HEADER:
+        raise OpcostError(damaged_store_line(db, "not an SQLite database"))
+    mode = "rw" if os.access(db, os.W_OK) else "ro"  # rw: a journal left by a crash is rolled back, as MLflow would
+    con = None
+    try:
+        con = sqlite3.connect(f"{db.as_uri()}?mode={mode}", uri=True, timeout=timeout)
+        found = con.execute("PRAGMA quick_check").fetchall()
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise OpcostError(locked_store_line(db, timeout)) from None
+        raise OpcostError(damaged_store_line(db, str(exc))) from None
+    except sqlite3.DatabaseError as exc:
+        raise OpcostError(damaged_store_line(db, str(exc))) from None
+    finally:
+        if con is not None:
+            con.close()
+    if found != [("ok",)]:
+        first = str(found[0][0]) if found else "no answer"
+        raise OpcostError(damaged_store_line(db, f"SQLite's check says: {' '.join(first.split())[:120]}"))
+
+
+def check_store(uri: str) -> None:
+    """Everything that can be checked about the store before MLflow is asked: its kind, a remote
+    service's answer, a local database's file (each a one-line OpcostError)."""
+    check_store_kind(uri)
+    check_reachable(uri)
+    check_sqlite_store(uri)
+
+
 def check_reachable(uri: str, timeout: float = REACH_TIMEOUT_S) -> None:
     """One-line OpcostError unless the service behind `uri` answers within `timeout` seconds: an
     HTTP tracking server must answer `GET /health` (any HTTP status counts as an answer), a database
-    URI's host must accept a TCP connection. Local stores (sqlite, file) are not checked."""
+    URI's host must accept a TCP connection. Local stores are not checked here (`check_sqlite_store`)."""
     import urllib.error
     import urllib.parse
     import urllib.request
@@ -223,8 +295,7 @@ def setup(root: Path, experiment: str = EXPERIMENT) -> Any:
 
     for key, value in HTTP_LIMITS.items():
         os.environ.setdefault(key, value)
-    check_store_kind(tracking_uri(root))
-    check_reachable(tracking_uri(root))
+    check_store(tracking_uri(root))
 
     import mlflow
     from mlflow import MlflowClient

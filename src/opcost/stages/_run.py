@@ -97,7 +97,31 @@ def service_down_line(exc: BaseException) -> str | None:
             return f"the MLflow tracking server {uri} failed during the run ({first}): {KEPT}"
     if db and (from_mlflow or any(n.startswith("sqlalchemy.exc.OperationalError") for n in names)):
         return f"the MLflow database {db} failed during the run ({first}): {KEPT}"
-    return None  # a local store (sqlite): an MLflow error there is a bug to see whole, not a service down
+    local = _sqlite_failure(uri, chain)
+    if local is not None:
+        return local
+    return None  # any other error on a local store is a bug to see whole, not a service down
+
+
+def _sqlite_failure(uri: str, chain: list[BaseException]) -> str | None:
+    """One line for a local SQLite store whose file failed under a running command (locked by another
+    process past SQLite's wait, damaged, disk full): SQLite's own error, found in the exception chain.
+    Errors of the statements themselves (IntegrityError, ProgrammingError) stay tracebacks."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    sqlite = [c for c in chain if type(c).__module__ == "sqlite3" and type(c).__name__ in _SQLITE_FILE_ERRORS]
+    found = sqlite[0] if sqlite else None
+    if found is None:
+        return None
+    db = uri[len("sqlite:///") :].split("?")[0]
+    kept = KEPT.replace("the service is back", "the store works again")
+    why = " ".join(str(found).split())[:200] or type(found).__name__
+    if "locked" in why or "busy" in why:
+        return f"the MLflow store {db} stayed locked by another process ({why}): {kept}"
+    return f"the MLflow store {db} failed during the run ({why}): {kept}"
+
+
+_SQLITE_FILE_ERRORS = ("OperationalError", "DatabaseError")  # not its IntegrityError, ProgrammingError, ...
 
 
 def _database_host(uri: str) -> str | None:

@@ -11,12 +11,13 @@ the stage with a one-line error naming the file, before anything is written.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import Any
 
 from opcost.data.ingest import read_source
 from opcost.errors import OpcostError
-from opcost.io import write_parquet, write_report
+from opcost.io import atomic_path, report_text
 from opcost.params.load import Params
 from opcost.paths import Paths
 from opcost.stages._run import execute
@@ -33,17 +34,22 @@ def run(paths: Paths, params: Params, source: str) -> dict[str, Any]:
     if not (paths.root / src.path).exists():
         raise OpcostError(f"{src.path} not found: run `dvc pull` to fetch the external data")
     summary, tables = read_source(src, paths.root)
-    # everything is parsed and validated before the first file is written
+    # everything is parsed and validated before the first file is written, and every file is written
+    # before the first is renamed into place: a full disk leaves the folder as it was, not half new
     out = paths.ingested_dir(source)
-    for fname, df in tables.items():
-        write_parquet(df, out / fname)
-    write_report(summary, out / "summary.json")
+    with contextlib.ExitStack() as stack:
+        for fname, df in tables.items():
+            df.to_parquet(stack.enter_context(atomic_path(out / fname)), index=False)
+        stack.enter_context(atomic_path(out / "summary.json")).write_text(report_text(summary))
     return summary
 
 
 def summary(s: dict[str, Any]) -> str:
+    """One line: rows taken per table, lines rejected (by reason) and lines skipped (by kind)."""
     counts = {k: v for k, v in s.items() if k.endswith("_rows")}
-    return f"ingest {s['source']}: {counts}; skipped lines {s.get('skipped_lines', {})}"
+    by = ", ".join(f"{k} {v}" for k, v in s.get("rejected_by_reason", {}).items() if v)
+    rejected = f"; rejected lines {s.get('rejected_lines', 0)}" + (f" ({by})" if by else "")
+    return f"ingest {s['source']}: {counts}{rejected}; skipped lines {s.get('skipped_lines', {})}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -257,8 +257,8 @@ def run(paths: Paths, params: Params, target: str, log_to_mlflow: bool = True) -
     if target not in tp.targets:
         raise OpcostError(f"unknown train target {target!r}; targets in params.yaml: {', '.join(tp.targets)}")
     device, mode = TrainParams.split_target(target)
-    if log_to_mlflow:  # a dead tracking server is one line now, not after the fit (issue 24.5)
-        tracking.check_reachable(tracking.tracking_uri(paths.root))
+    if log_to_mlflow:  # a dead tracking server or a damaged store is one line now, not after the fit
+        tracking.check_store(tracking.tracking_uri(paths.root))
     df, networks, nops = read_target(paths, target)
     version = data_version(paths, target)
     data: TargetData = prepare(df, mode, device)
