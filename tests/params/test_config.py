@@ -1,4 +1,5 @@
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -452,3 +453,23 @@ def test_ad_hoc_campaigns_refuse_nan_and_inf_durations(key, value):
     c = CampaignParams(name="adhoc", sets=("resnet18:1x3x32x32",), **{key: value})
     with pytest.raises(OpcostError, match=f"command line: {key} must be a finite number > 0, got {value}"):
         c.check("command line")
+
+
+@pytest.mark.parametrize(
+    ("section", "key"), [("xgboost", "n_jobs"), ("xgboost", "tree_method"), ("random_forest", "n_jobs")]
+)
+def test_a_key_the_code_sets_is_refused_naming_a_module_that_exists(tmp_path, repo_root, section, key):
+    """The refusal says which module sets the key; that module must exist, so a user can go and read it."""
+    params = base_params(repo_root)
+    params["train"][section][key] = 4 if key == "n_jobs" else "exact"
+    msg = refused(tmp_path, params, f"train.{section}", key)
+    named = re.findall(r"\b((?:model|ops|data|params|stages)/\w+\.py)\b", msg)
+    assert named, msg
+    for module in named:
+        assert (repo_root / "src" / "opcost" / module).is_file(), f"{module} named in {msg!r} does not exist"
+
+
+def test_the_sets_file_names_the_module_that_parses_it(repo_root):
+    first = (repo_root / "sets.yaml").read_text().splitlines()[0]
+    paths = re.findall(r"src/opcost/[\w/]+\.py", first)
+    assert paths and all((repo_root / p).is_file() for p in paths), first

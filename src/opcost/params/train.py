@@ -34,7 +34,7 @@ def _non_negative(v: Any, where: str) -> float:
 
 
 # The keyword arguments of RandomForestRegressor and XGBRegressor that params.yaml may set, with
-# their checks. Only these pass through to the estimators (model/train.py): random_state, n_jobs,
+# their checks. Only these pass through to the estimators (model/fit.py): random_state, n_jobs,
 # tree_method, objective and booster are set by the code, and model/trees.py compiles only
 # single-output forests and squared-error gbtree boosters with numerical splits.
 RANDOM_FOREST_KEYS: dict[str, Check] = {
@@ -69,8 +69,8 @@ XGBOOST_KEYS: dict[str, Check] = {
 
 SET_BY_THE_CODE = {
     "random_state": "the seed comes from train.seed",
-    "n_jobs": "model/train.py sets the thread count",
-    "tree_method": "model/train.py uses hist",
+    "n_jobs": "model/fit.py sets the thread count",
+    "tree_method": "model/fit.py uses hist",
     "objective": "model/trees.py compiles squared-error models only",
     "booster": "model/trees.py compiles gbtree models only",
 }
