@@ -41,7 +41,7 @@ def main() -> int:
                 "error": p.time_s / measured_t - 1,
                 "covered": bool(lo <= measured_t <= hi),
                 "measured_power_w": float(g["power_w"].mean()) if g["power_w"].notna().any() else None,
-                "predicted_power_w": p.avg_power_w,
+                "predicted_power_w": None if p.energy_j is None else p.energy_j / p.time_s,
             }
         )
     df = pd.DataFrame(rows)

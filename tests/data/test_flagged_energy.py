@@ -87,3 +87,25 @@ def test_an_h200_campaign_is_device_config_h200():
     env = {"device_name": "NVIDIA H200", "nvml_device_name": "NVIDIA H200", "tf32_cudnn": True}
     assert device_config(env, "cuda:0") == "H200"
     assert device_config({**env, "tf32_cudnn": False}, "cuda:0") == "H200_no_tf32"
+
+
+def test_two_campaigns_of_one_device_pool_their_trials_into_one_row():
+    # the probe and a visit both measured op "a" on the H200: one evaluated row over all four trials, and each
+    # trial's thesis-style power from its own campaign's samples (trial numbers repeat across campaigns)
+    probe, visit = trial_rows([None, None]), trial_rows([None, None])
+    visit["campaign"] = "visit-h200"
+    visit["mean_s"] = [2e-3, 2e-3]
+    s_probe, s_visit = samples(), samples()
+    s_probe["campaign"], s_visit["campaign"] = "h200-probe", "visit-h200"
+    s_visit["power_w"] = [100.0] * 6
+    out = evaluate_campaign_rows(
+        pd.concat([probe, visit], ignore_index=True),
+        pd.concat([s_probe, s_visit], ignore_index=True),
+        "op_id",
+        OP_KEYS + ["kind"],
+    )
+    assert len(out) == 1
+    r = out.iloc[0]
+    assert r["n_trials"] == 4 and r["sources"] == "h200-probe,visit-h200"
+    assert r["t_s"] == pytest.approx(2e-3)  # (1 + 3 + 2 + 2) / 4 ms
+    assert r["thesis_p_w"] == pytest.approx((700 + 300 + 100 + 100) / 4)

@@ -132,12 +132,19 @@ def evaluate_campaign_rows(rows: pd.DataFrame, samples: pd.DataFrame, item_col: 
     if ok.empty:
         return pd.DataFrame()
     # thesis-style power per trial, from that trial's raw samples
+    # a trial is (campaign, item, mode, setting, trial): campaigns of one device config are evaluated together
+    by = [c for c in ("campaign",) if c in samples.columns and c in ok.columns] + ["mode", "setting", "trial"]
     if len(samples):
-        sp = samples.groupby(["item_id", "mode", "setting", "trial"])
+        sp = samples.groupby([by[0], "item_id", *by[1:]] if by[0] == "campaign" else ["item_id", *by])
         stats = {k: thesis_power_stats(v) for k, v in sp}
     else:
         stats = {}
-    pw = [stats.get((r[item_col], r["mode"], r["setting"], r["trial"]), (np.nan, np.nan)) for _, r in ok.iterrows()]
+
+    def trial_key(r: pd.Series) -> tuple[Any, ...]:
+        rest = tuple(r[c] for c in by if c != "campaign")
+        return (r["campaign"], r[item_col], *rest) if by[0] == "campaign" else (r[item_col], *rest)
+
+    pw = [stats.get(trial_key(r), (np.nan, np.nan)) for _, r in ok.iterrows()]
     ok["thesis_p"] = [p for p, _ in pw]
     ok["thesis_sp"] = [s for _, s in pw]
     # a row whose energy the profiler flagged (energy_flag) keeps its time and gives no energy or power:
@@ -233,8 +240,11 @@ def campaign_frames(
     paths: Paths, rejects: dict[str, list[dict[str, Any]]] | None = None, flagged: dict[str, int] | None = None
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The evaluated ops, networks and sweeps of every campaign; refused rows go to `rejects`, and the
-    number of ok rows whose energy was flagged (kept for time only) to `flagged[name]` where there are any."""
+    number of ok rows whose energy was flagged (kept for time only) to `flagged[name]` where there are any.
+    Campaigns of one device config are evaluated together: an op two campaigns measured there (the H200
+    probe's and a visit's resnet50 ops) is one row over all their trials (`sources` names both)."""
     ops, nets, sweeps = [], [], []
+    by_cfg: dict[str, list[tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]]] = {}
     for name, meta, t, n, s in read_campaigns(paths, rejects):
         n_flagged = sum(int(flagged_energy(df[df["status"] == "ok"]).sum()) for df in (t, n))
         if flagged is not None and n_flagged:
@@ -243,19 +253,27 @@ def campaign_frames(
         for df, phase_training in ((t, "forward_backward"), (n, "train_step")):
             df["device_config"] = cfg
             df["phase"] = np.where(df["mode"] == "training", phase_training, "forward")
-        e_ops = evaluate_campaign_rows(t, s[s["item_type"] == "op"], "op_id", OP_KEYS + ["kind"])
-        e_nets = evaluate_campaign_rows(n, s[s["item_type"] == "network"], "set_id", NET_KEYS + ["model"])
-        if len(e_nets):
-            shapes = n.drop_duplicates("set_id").set_index("set_id")["input_shape"]
-            e_nets["input_shape"] = [list(shapes[i]) for i in e_nets["set_id"]]
-        ops.append(e_ops)
-        nets.append(e_nets)
-        sweeps.append(campaign_sweeps(name, cfg, e_nets))
+        by_cfg.setdefault(cfg, []).append((t, n, s))
+        sweeps.append(campaign_sweeps(name, cfg, _evaluated_networks(n, s)))
+    for parts in by_cfg.values():
+        t = pd.concat([p[0] for p in parts], ignore_index=True)
+        n = pd.concat([p[1] for p in parts], ignore_index=True)
+        s = pd.concat([p[2] for p in parts], ignore_index=True)
+        ops.append(evaluate_campaign_rows(t, s[s["item_type"] == "op"], "op_id", OP_KEYS + ["kind"]))
+        nets.append(_evaluated_networks(n, s))
     return (
         pd.concat(ops, ignore_index=True) if ops else pd.DataFrame(),
         pd.concat(nets, ignore_index=True) if nets else pd.DataFrame(),
         pd.concat(sweeps, ignore_index=True) if sweeps else pd.DataFrame(),
     )
+
+
+def _evaluated_networks(n: pd.DataFrame, s: pd.DataFrame) -> pd.DataFrame:
+    e_nets = evaluate_campaign_rows(n, s[s["item_type"] == "network"], "set_id", NET_KEYS + ["model"])
+    if len(e_nets):
+        shapes = n.drop_duplicates("set_id").set_index("set_id")["input_shape"]
+        e_nets["input_shape"] = [list(shapes[i]) for i in e_nets["set_id"]]
+    return e_nets
 
 
 def campaign_sweeps(name: str, cfg: str, nets: pd.DataFrame) -> pd.DataFrame:
