@@ -163,11 +163,10 @@ def summary(result: dict[str, Any]) -> str:
 
 
 def failure(result: dict[str, Any]) -> str | None:
-    """Why a profile run that measured fails (exit 1): every measurement failed, or every energy row is flagged.
-    A campaign already complete (pulled, or landed from elsewhere) measured nothing now: its rows say the rest."""
-    if result.get("complete"):
-        return None
-    return all_failed_message(result) or all_flagged_message(result)
+    """Why a profile run fails (exit 1): every measurement failed, or, in a run that measured, every energy row is
+    flagged. A campaign already complete (pulled, or landed from elsewhere: the H200 probe, every energy row
+    flagged) measured nothing now: its flagged energy does not fail `dvc repro`."""
+    return all_failed_message(result) or (None if result.get("complete") else all_flagged_message(result))
 
 
 def main(argv: list[str] | None = None) -> int:
