@@ -197,7 +197,7 @@ def test_the_constant_power_follows_the_clock_and_the_energy_optimum_moves_down(
     comp = Composition("training", {"sum": 1.0, "calls_floor": 1.0, "params_bw": 0.0, "const": 0.0},
                        {"energy_sum": 0.5, "time": 80.0}, calibrated=True)  # fmt: skip
     _, _, (records, calls, floor, k) = _clocked_network_energy(1440.0)
-    bundle = SimpleNamespace(composition=comp, mode="training", floor_s=floor, device_config="A30",
+    bundle = SimpleNamespace(composition=comp, mode="training", floor_s=floor, device_config="A30", unvouched="",
                              models={"time": None, "power": None}, clocks_mhz=(), target="A30-training",
                              ranges={})  # fmt: skip
     transfer = ClockTransfer(Paths(tmp_path).root, ClockModel(static_frac=SIGMA, gamma=GAMMA))
