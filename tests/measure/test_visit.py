@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 import tarfile
@@ -75,7 +76,8 @@ def test_the_profile_path_runs_without_dvc_mlflow_xgboost_or_sklearn(tmp_path):
         print("OK")
         """
     )
-    r = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    env = {k: v for k, v in os.environ.items() if k != "OPCOST_ROOT"}  # this repository's params.yaml, not a test's
+    r = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and "OK" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
 
 
