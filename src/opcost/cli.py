@@ -808,7 +808,16 @@ def profile(
     if dry_run:
         out.print_json(data=result)
         return
+    _profile_outcome(result)
+
+
+def _profile_outcome(result: dict, *extra: str) -> None:
+    """A finished profile or visit: its summary line (and `extra` lines), then exit 1 where it failed."""
+    from opcost.stages import profile as stage
+
     out.print(stage.summary(result), highlight=False, soft_wrap=True)
+    for line in extra:
+        out.print(line, highlight=False, soft_wrap=True)
     failure = stage.failure(result)
     if failure is not None:
         err.print(f"[bold red]error:[/] {escape(failure)}", highlight=False, soft_wrap=True)
@@ -833,7 +842,6 @@ def visit(
     every energy row is flagged (the line says which window would have met the bound)."""
     from opcost.measure import visit as v
     from opcost.measure.interrupts import RESUME_HINT, Interrupted
-    from opcost.stages import profile as stage
 
     def go(paths: Paths, params: Any) -> dict:
         if campaign not in params.profile.campaigns:
@@ -861,14 +869,10 @@ def visit(
     if dry_run:
         out.print_json(data=result)
         return
-    out.print(stage.summary(result), highlight=False, soft_wrap=True)
-    out.print(
-        f"wrote {result['archive']} ({result['archive_bytes'] / 2**20:.1f} MB) in {result['visit_seconds']:.0f} s"
+    _profile_outcome(
+        result,
+        f"wrote {result['archive']} ({result['archive_bytes'] / 2**20:.1f} MB) in {result['visit_seconds']:.0f} s",
     )
-    failure = stage.failure(result)
-    if failure is not None:
-        err.print(f"[bold red]error:[/] {escape(failure)}", highlight=False, soft_wrap=True)
-        raise typer.Exit(1)
 
 
 @app.command()
