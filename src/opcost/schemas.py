@@ -394,7 +394,15 @@ POWER_SAMPLES = Table(
         Col("utilization_pct", "float", unit="%", nullable=True, min=0, max=100),
         Col("throttle_reasons", "int", nullable=True, min=0, doc="NVML clocks event reasons bitmask"),
         time_col("counter_period_s", "the energy counter's median update period at this setting", True),
-        time_col("counter_jitter_s", "half the 10th-90th percentile range of that period", True),
+        Col(  # 0 where the counter is perfectly regular, or never moved (then the period is null)
+            "counter_jitter_s",
+            "float",
+            unit="s",
+            doc="half the 10th-90th percentile range of that period",
+            nullable=True,
+            min=0.0,
+            max=TIME_RANGE_S[1],
+        ),
     ),
 )
 

@@ -57,9 +57,21 @@ def test_intervals_ties_and_marks(preds):
 def test_a_device_transferred_answer_is_marked(preds):
     p = preds[2]
     p.sources = ["transferred"] * len(p.sources)  # the cross-device model's answer: every op transferred
+    p.composition = "cross-device"  # its scale and host floor, fitted on other GPUs' networks: not "uncalibrated"
     df = settings_table([p])
-    assert df.loc[0, "marks"] == "uncalibrated, device transferred"
-    assert df.loc[0, "source"] == "transferred"
+    assert df.loc[0, "marks"] == "device transferred"
+    assert df.loc[0, "source"] == "transferred" and df.loc[0, "composition"] == "cross-device"
+
+
+def test_a_transferred_composition_is_said_once_and_the_same_everywhere(preds):
+    """A layer transferred from other configs is applied: the JSON, the marks and the note agree (never
+    `composition_calibrated: false` beside a note saying a layer was applied)."""
+    p = preds[2]
+    p.composition, p.note = "transferred", "the T4-inference composition layer is transferred from A30-inference"
+    assert settings_table([p]).loc[0, "marks"] == "composition transferred"
+    doc = p.to_json()
+    assert doc["composition"] == "transferred" and "composition_calibrated" not in doc
+    assert preds[0].to_json()["composition"] == "calibrated"
 
 
 def test_max_slowdown_counts_what_it_removes(preds):

@@ -202,7 +202,7 @@ def test_predict_on_a_gpu_without_own_models_is_transferred(xdevice_root, device
 
     pr = Predictor(paths=Paths(xdevice_root), disk_cache=False)
     p = pr.predict("resnet18", "8,3,32,32", device, mode)
-    assert set(p.sources) == {"transferred"}
+    assert set(p.sources) == {"transferred"} and p.to_json()["composition"] == "cross-device"
     assert p.device_config == xdevice.resolve(device)
     assert 0 < p.time_interval_s[0] < p.time_s < p.time_interval_s[1]
     assert p.memory is not None and p.fits is True
@@ -325,3 +325,119 @@ def test_recommend_sweeps_clocks_of_transferred_gpus(xdevice_power_root):
         clocks = sorted(df.loc[df["device_config"] == gpu, "clock_mhz"])
         assert clocks == sorted(pr.clock_grid(gpu)) and DEVICES[gpu].boost_clock_mhz in clocks
     assert df["energy_j"].notna().all()
+
+
+LAYERS = '''
+import torch
+from torch import nn
+from transformers.pytorch_utils import Conv1D
+
+
+def conv1d():
+    return Conv1D(3072, 768)  # GPT-2's MLP up-projection: an addmm with the weight transposed
+
+
+def linear():
+    return nn.Linear(768, 3072)
+
+
+def mha():
+    return MHA()
+
+
+class MHA(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(256, 4, batch_first=True)
+
+    def forward(self, x):
+        return self.attn(x, x, x, need_weights=False)[0]
+
+
+class Explicit(nn.Module):
+    """The same attention written out: projections, scores, softmax, weighted sum, output projection."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv, self.out = nn.Linear(256, 768), nn.Linear(256, 256)
+
+    def forward(self, x):
+        b, n, _ = x.shape
+        q, k, v = (t.reshape(b, n, 4, 64).transpose(1, 2) for t in self.qkv(x).chunk(3, -1))
+        a = (q @ k.transpose(-2, -1) / 8.0).softmax(-1)
+        return self.out((a @ v).transpose(1, 2).reshape(b, n, 256))
+
+
+def explicit():
+    return Explicit()
+
+
+def lstm():
+    return nn.LSTM(64, 64)
+'''
+
+
+@pytest.fixture
+def layers(tmp_path):
+    (tmp_path / "layers.py").write_text(LAYERS)
+    return tmp_path / "layers.py"
+
+
+def _transferred(root: Path, model: str, shape: str, mode: str = "inference") -> float:
+    from opcost.model.predict import Predictor
+    from opcost.ops.netspec import NetSpec
+
+    p = Predictor(paths=Paths(root), disk_cache=False).predict(NetSpec.make(model, [f"float32:{shape}"]), None,
+                                                               "H100", mode)  # fmt: skip
+    assert set(p.sources) == {"transferred"}
+    return p.time_s
+
+
+@pytest.mark.parametrize("mode", ["inference", "training"])
+def test_hf_conv1d_is_costed_as_the_linear_layer_of_its_gemm(xdevice_root, layers, mode):
+    """Hugging Face's Conv1D is an addmm: on a transferred GPU it costs what nn.Linear of the same GEMM costs,
+    not a convolution at the tensor-core convolution peak (3x the FP32 peak on an H100)."""
+    conv = _transferred(xdevice_root, f"{layers}:conv1d", "8,128,768", mode)
+    lin = _transferred(xdevice_root, f"{layers}:linear", "8,128,768", mode)
+    assert conv == pytest.approx(lin, rel=0.02)
+
+
+def test_multihead_attention_pays_for_its_sequence_squared_products(xdevice_root, layers):
+    """nn.MultiheadAttention costs about what the same attention written out in Linear, matmul and softmax
+    costs (its kernels differ by a few copies); costed as a linear layer it came to a third of it at L=2048,
+    where the L^2 products carry 4x the projections' FLOPs."""
+    mha = _transferred(xdevice_root, f"{layers}:mha", "8,2048,256")
+    written_out = _transferred(xdevice_root, f"{layers}:explicit", "8,2048,256")
+    assert 0.6 < mha / written_out < 1.5
+
+
+def test_a_transferred_lstm_is_costed_by_its_steps(xdevice_root, layers):
+    """An LSTM runs its steps in sequence: twice the sequence, twice the time, and each step at least one
+    host floor (5 us in the fixture); as one op it was a single ~30 us kernel whatever its length."""
+    t50 = _transferred(xdevice_root, f"{layers}:lstm", "50,8,64")
+    t100 = _transferred(xdevice_root, f"{layers}:lstm", "100,8,64")
+    assert t100 / t50 == pytest.approx(2.0, rel=0.05)
+    assert t100 >= 100 * 5e-6
+
+
+def test_the_validation_nodes_expand_composites_as_predictions_do():
+    """xdevice_net.op_rows is the one expansion: a recurrent record's rows are its kernels, with their step
+    counts; a plain layer is its own single row."""
+    from opcost.model.costing import part_record
+    from opcost.model.features import OpRecord
+
+    parts = [{"op": "mm", "kind": "mm", "input_shapes": [[8, 64], [64, 256]], "output_shapes": [[8, 256]],
+              "flops": 2 * 8 * 64 * 256, "bytes_read": 4 * (8 * 64 + 64 * 256), "bytes_written": 4 * 8 * 256,
+              "count": 50},
+             {"op": "sigmoid", "kind": "sigmoid", "input_shapes": [[8, 256]], "output_shapes": [[8, 256]],
+              "flops": 0, "bytes_read": 4 * 8 * 256, "bytes_written": 4 * 8 * 256, "count": 150}]  # fmt: skip
+    rec = OpRecord("lstm0", "LSTM", {"input_size": 64, "hidden_size": 64}, (50, 8, 64), 50 * 8 * 64,
+                   {"flops": 1, "bytes_read": 1, "bytes_written": 1, "params": 0, "parts": parts})  # fmt: skip
+    rows = xdevice_net.op_rows(rec)
+    assert [c for _, c in rows] == [50.0, 150.0]
+    assert [r["xkind"] for r, _ in rows] == ["linear", "relu"]
+    mm = part_record(rec, 0, parts[0])
+    assert rows[0][0] == xdevice.record_row(mm.kind, mm.metrics, mm.hp, mm.input_shape)
+    lin = OpRecord("l", "Linear", {"in_features": 64, "out_features": 256}, (8, 64), 512,
+                   {"flops": 2 * 8 * 64 * 256, "bytes_read": 1, "bytes_written": 1, "params": 64 * 256})  # fmt: skip
+    assert xdevice_net.op_rows(lin) == [(xdevice.record_row("Linear", lin.metrics, lin.hp, (8, 64)), 1.0)]

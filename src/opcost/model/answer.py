@@ -30,6 +30,11 @@ if TYPE_CHECKING:
 
     from opcost.model.clocktransfer import ClockTransfer
 
+# How an answer's op costs became the network's time (`NetworkPrediction.composition`): a layer fitted on this
+# config's measured networks, one transferred from other configs' layers, none fitted (the floor-corrected
+# sum), or the cross-device composition (scale and host floor fitted on other GPUs' networks).
+COMPOSITIONS = ("calibrated", "transferred", "uncalibrated", "cross-device")
+
 TRAINING_NOTE = (
     "a training step: forward+backward of every op, the loss and the optimizer step through the composition "
     "layer's parameter term"
@@ -59,6 +64,8 @@ class NetworkPrediction:
     sources: list[str]  # measured, estimated, floor, predicted, decomposed, proxy or charged (model/costing.py)
     proxies: list[str | None]
     calibrated: bool  # the composition layer was fitted on this device config's measured networks
+    # Which composition made `time_s` from the op costs (COMPOSITIONS): one word the note and the JSON agree on
+    composition: str = ""
     note: str = ""
     warnings: list[str] = field(default_factory=list)  # extrapolation beyond the training data
     memory: dict[str, Any] | None = None  # memory_summary of the step's footprint, fit per device
@@ -119,6 +126,10 @@ class NetworkPrediction:
         cols = ["op_id", "kind", "calls", "t_s", "e_j", "source", "proxy", "time_share"]
         return pd.DataFrame(self.operations(), columns=cols)
 
+    def composition_source(self) -> str:
+        """One of COMPOSITIONS; answers built before the field existed say it from `calibrated`."""
+        return self.composition or ("calibrated" if self.calibrated else "uncalibrated")
+
     def to_json(self) -> dict[str, Any]:
         return {
             "model": self.model,
@@ -134,7 +145,7 @@ class NetworkPrediction:
             "avg_power_w": self.avg_power_w,
             "interval_level": 0.9,
             "sum_of_ops_s": self.sum_s,
-            "composition_calibrated": self.calibrated,
+            "composition": self.composition_source(),
             "coverage": self.coverage(),
             "unbuildable": self.unbuildable,
             "operations": self.operations(),
@@ -232,6 +243,7 @@ def assemble(
         sources=sources,
         proxies=costs.proxy,
         calibrated=comp.calibrated,
+        composition=comp.source or ("calibrated" if comp.calibrated else "uncalibrated"),
         note="; ".join(notes),
         # first, the model nothing vouches for (served with trust_unrecorded; it widens no interval)
         warnings=([f"{bundle.unvouched}; served as it is because of --trust-unrecorded"] if bundle.unvouched else [])

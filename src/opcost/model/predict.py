@@ -181,6 +181,9 @@ class Predictor:
         if self.registry:
             return
         missing = [t for t in (f"{c}-{mode}" for c in configs) if t not in own and t in locked_models(self.paths.root)]
+        for t in missing:  # a folder that is there without bundle.json: its own line names the missing file
+            if self.paths.model_dir(t).is_dir():
+                Bundle.load(self.paths.model_dir(t))
         if missing:
             folders = " ".join(f"models/{t}" for t in missing)
             raise OpcostError(

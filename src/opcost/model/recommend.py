@@ -108,8 +108,11 @@ def device_memory(device_config: str) -> float | None:
 def marks(p: "NetworkPrediction") -> list[str]:
     """What a setting's answer stands on beyond measured, calibrated data (empty: nothing to flag)."""
     out = []
-    if not p.calibrated:
+    comp = p.composition_source()
+    if comp == "uncalibrated":
         out.append("uncalibrated")
+    elif comp == "transferred":
+        out.append("composition transferred")
     if p.clock_source == "transferred":
         out.append("clock transferred")
     if set(p.sources) == {"transferred"}:
@@ -142,6 +145,7 @@ def setting_row(p: "NetworkPrediction") -> dict[str, Any]:
         "edp_lo_js": t_lo * e_lo if has_e and e_lo is not None else None,
         "edp_hi_js": t_hi * e_hi if has_e and e_hi is not None else None,
         "calibrated": p.calibrated,
+        "composition": p.composition_source(),
         "source": "transferred" if set(p.sources) == {"transferred"} or p.measured is not None else "own models",
         "marks": ", ".join(marks(p)),
         "measured_time_share": p.coverage()["time"].get("measured", 0.0),

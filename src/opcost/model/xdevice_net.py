@@ -7,7 +7,8 @@ times (model/xdevice.py, CUDA-event units):
 
 - `host_floor`: eager PyTorch launches one kernel per op from the host; a fast GPU finishes a small
   kernel before the host has issued the next, so no call costs less than the host's per-op time.
-  A view or a Python-side node (size, getitem) launches nothing and costs nothing here.
+  A view or a Python-side node (size, getitem) launches nothing and costs nothing here. An op costed
+  from the kernels it runs (attention, `Conv1D`, recurrent layers; `op_rows`) counts each kernel call.
 - `scale`: what isolated timings miss or add in a running network (cache warmth, overlap).
 - training: each op's backward is `bw_ratio[kind]` x its forward, the median over NeuSight's per-node
   fw/bw times of the training GPUs; a kind NeuSight never timed (conv, batch norm, pooling) takes
@@ -188,10 +189,11 @@ def thesis_networks(paths: Any, targets: list[str]) -> tuple[pd.DataFrame, pd.Da
                 if bool(o["is_view"]):
                     continue
                 rec = record_of(o)
-                row = record_row(rec.kind, rec.metrics, rec.hp, rec.input_shape)
                 params += float(o["params"]) * float(o["calls"])
-                nodes.append({**row, "config": config, "gpu": gpu, "device_config": cfg, "calls": float(o["calls"]),
-                              "measured_fw_s": np.nan, "measured_bw_s": np.nan, "kind": rec.kind})  # fmt: skip
+                for row, count in op_rows(rec):
+                    nodes.append({**row, "config": config, "gpu": gpu, "device_config": cfg, "kind": rec.kind,
+                                  "calls": float(o["calls"]) * count, "measured_fw_s": np.nan,
+                                  "measured_bw_s": np.nan})  # fmt: skip
             nets.append({"gpu": gpu, "device_config": cfg, "config": config, "model": r.model, "set": "thesis",
                          "mode": mode, "num_layer": 1, "measured_s": float(r.t_s), "params": params,
                          "product": ""})  # fmt: skip
@@ -199,6 +201,27 @@ def thesis_networks(paths: Any, targets: list[str]) -> tuple[pd.DataFrame, pd.Da
 
 
 # -- composition ---------------------------------------------------------------------------------------
+def op_rows(rec: Any) -> list[tuple[dict[str, Any], float]]:
+    """A network op as cross-device rows with their counts per call of the op: the op itself, or, where
+    it is costed from the kernels it runs (ops/parts.py; ops/kinds.has_parts), one row per kernel.
+    Composites (multi-head attention, SDPA, Swin's window attention), kinds no op category knows
+    (Hugging Face's `Conv1D`, an addmm) and recurrent layers (each step's GEMMs and gate kernels, `count`
+    times) would, as one row, be costed as what their name resembles: `Conv1D` as a convolution at the
+    tensor-core convolution peak, attention as its projections alone, an LSTM as one short kernel.
+    A matrix product is the linear layer of its GEMM (model/costing.part_record), as own bundles cost it."""
+    from opcost.model.costing import part_record
+    from opcost.ops.kinds import has_parts
+
+    parts = rec.metrics.get("parts") if has_parts(rec.kind) else None
+    if not parts:
+        return [(record_row(rec.kind, rec.metrics, rec.hp, rec.input_shape), 1.0)]
+    out = []
+    for k, p in enumerate(parts):
+        pr = part_record(rec, k, p)
+        out.append((record_row(pr.kind, pr.metrics, pr.hp, pr.input_shape), float(p.get("count", 1))))
+    return out
+
+
 def bw_ratios(nodes: pd.DataFrame, gpus: set[str]) -> dict[str, float]:
     """Median backward/forward time per kind over the measured nodes of `gpus` (NeuSight per-node)."""
     d = nodes[nodes["gpu"].isin(gpus) & nodes["measured_bw_s"].notna() & (nodes["measured_fw_s"] > 0)]

@@ -93,12 +93,17 @@ def predict_network(folder: Path, net: Any, device_config: str, mode: str, optim
     recs = [net.records[i] for i in ids]
     calls = np.array([float(net.calls[i]) for i in ids])
     views = np.array([bool(r.metrics.get("is_view")) for r in recs])
-    rows = pd.DataFrame([xdevice.record_row(r.kind, r.metrics, r.hp, r.input_shape) for r in recs])
+    # one cross-device row per op, or per kernel where it is costed from its parts (xdevice_net.op_rows)
+    expanded = [(i, row, count) for i, r in enumerate(recs) for row, count in xdevice_net.op_rows(r)]
+    rows = pd.DataFrame([row for _, row, _ in expanded])
     rows["device_config"] = device_config
     rows["wall_clock"] = 0.0
     t_fw = model.op.predict(rows) if len(rows) else np.zeros(0)
     comp = model.composition
-    per_call = xdevice_net.op_time(t_fw, rows["xkind"].to_numpy(), mode, comp) * float(comp["scale"])
+    t_row = xdevice_net.op_time(t_fw, rows["xkind"].to_numpy(), mode, comp) if len(rows) else np.zeros(0)
+    owner = np.array([i for i, _, _ in expanded], int)
+    count = np.array([c for _, _, c in expanded], float)
+    per_call = np.bincount(owner, weights=t_row * count, minlength=len(recs)) * float(comp["scale"])
     per_call[views] = 0.0  # a view launches no kernel
     params = float(sum(float(r.metrics.get("params", 0)) * c for r, c in zip(recs, calls)))
     opt = xdevice_net.optimizer_s(mode, params, device_config)
@@ -307,6 +312,7 @@ def network_prediction(
         sources=costs.source,
         proxies=costs.proxy,
         calibrated=False,
+        composition="cross-device",
         note="; ".join(notes),
         warnings=[],
         clock_source=None if clock is None else SOURCE,
