@@ -346,6 +346,41 @@ def sync_registry() -> None:
         out.print(f"validate: {'replayed as run ' + run_id if run_id else 'already in the store'}")
 
 
+@app.command("calibrate-host")
+def calibrate_host(
+    name: str = typer.Option(..., "--name", help="A name for this host (letters, digits, '.', '_', '-')."),
+    seconds: float = typer.Option(0.3, "--seconds", help="Measuring time per op kind."),
+    out_file: Optional[Path] = typer.Option(
+        None, "--out", help="Where to write the profile (default hosts/NAME.json)."
+    ),
+) -> None:
+    """Measure this machine's CPU as the host of a GPU: its cost per call of each op kind (model/hosts.py), for
+    `predict --host NAME` and `recommend --host NAME`. Needs no GPU."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from opcost.model import hosts
+    from opcost.paths import Paths, find_root
+
+    def go() -> Path:
+        hosts.check_name(name)
+        if not (0.01 <= seconds <= 60):
+            raise OpcostError(f"--seconds {seconds:g}: expected 0.01 to 60 seconds per op kind")
+        target = out_file if out_file is not None else Paths(find_root()).host_file(name)
+        if out_file is not None:
+            from opcost.outputs import check_output_file
+
+            check_output_file(out_file, "--out")
+        kinds = hosts.KINDS
+        with Progress(TextColumn("{task.description}"), BarColumn(), TimeRemainingColumn(), console=err) as bar:
+            task = bar.add_task("calibrating host", total=len(kinds))
+            profile = hosts.calibrate(name, seconds, progress=lambda k: bar.update(task, advance=1, description=k))
+        hosts.save(profile, target)
+        return target
+
+    target = _run(go)
+    out.print(f"host {name}: wrote {target}; use it with `opcost predict --host {name}`")
+
+
 @app.command()
 def promote(
     target: str = typer.Option(..., "--target", help="<device config>-<mode>, e.g. A30-inference."),
@@ -396,6 +431,10 @@ def _memory_lines(p: Any) -> list[str]:
     ]
 
 
+HOST_HELP = (
+    "The host CPU that drives a transferred GPU: a profile the cross-device model learnt (h200-visit, the default; "
+    "thesis-A30, thesis-RTX2080Ti) or one `opcost calibrate-host --name NAME` measured (hosts/NAME.json)."
+)
 TRUST_UNRECORDED_HELP = (
     "Use a model that nothing vouches for (no dvc.lock record, or a registered version without its bundle_md5 "
     "tag) as it is; the answer says so. Without it such a model is refused."
@@ -426,6 +465,7 @@ def predict(
     ),
     registry: bool = typer.Option(False, "--registry", help="Use the MLflow registry's champion instead of models/."),
     trust_unrecorded: bool = typer.Option(False, "--trust-unrecorded", help=TRUST_UNRECORDED_HELP),
+    host: Optional[str] = typer.Option(None, "--host", help=HOST_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     top: int = typer.Option(10, "--top", help="Operations shown in the breakdown table."),
     timeout: float = typer.Option(
@@ -441,7 +481,7 @@ def predict(
         net = _netspec(model, input_shape, inputs, model_args)
         with deadline(timeout, f"predicting {net.label}"):
             opt = _optimizer(mode, optimizer)
-            pr = Predictor(registry=registry, trust_unrecorded=trust_unrecorded)
+            pr = Predictor(registry=registry, trust_unrecorded=trust_unrecorded, host=host)
             return _runnable(pr.predict(net, None, device, mode, clock, optimizer=opt))
 
     p = _run(go, as_json)
@@ -507,6 +547,7 @@ def recommend(
     top: int = typer.Option(15, "--top", help="Rows of the sweep table (best energy first)."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Write the U-curves (time, energy, EDP vs clock) here."),
     trust_unrecorded: bool = typer.Option(False, "--trust-unrecorded", help=TRUST_UNRECORDED_HELP),
+    host: Optional[str] = typer.Option(None, "--host", help=HOST_HELP),
     devices: Optional[str] = typer.Option(
         None,
         "--devices",
@@ -537,7 +578,7 @@ def recommend(
         with deadline(timeout, f"recommending for {net.label}"):
             from opcost.api import clock_grid_points  # params clock.grid_points, read here at the edge
 
-            pr = Predictor(clock_grid_points=clock_grid_points(), trust_unrecorded=trust_unrecorded)
+            pr = Predictor(clock_grid_points=clock_grid_points(), trust_unrecorded=trust_unrecorded, host=host)
             df = pr.recommend(net, None, mode, max_slowdown, _optimizer(mode, optimizer), devices)
             unvouched = [f"{t}: {b.unvouched}" for t, b in sorted(pr.bundles.loaded.items()) if b.unvouched]
             return net, df, unvouched

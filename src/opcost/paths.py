@@ -73,6 +73,11 @@ class Paths:
         """Headline figures of extract (a plain output; the DVC metrics file is reports/metrics.json)."""
         return self.extract_report_dir / "summary.json"
 
+    def host_file(self, name: str) -> Path:
+        """A host profile `opcost calibrate-host --name NAME` wrote (model/hosts.py): hosts/NAME.json, a user
+        file (commit it to share it), not a DVC output."""
+        return self.root / "hosts" / f"{name}.json"
+
     def raw_dir(self, campaign: str) -> Path:
         """DVC output of `profile@<campaign>`: timings, power samples, networks, campaign.json."""
         return self.root / "data" / "raw" / campaign

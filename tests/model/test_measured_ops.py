@@ -134,11 +134,17 @@ def test_measured_ops_take_their_time_and_the_rest_stay_transferred(root, mode):
     others = [op for op in p.op_ids if op not in known]
     assert all(src[op] == "transferred" for op in others)
     assert [t[op] for op in others] == [dict(zip(before.op_ids, before.t_s))[op] for op in others]
-    # the network: transferred per-call times (scale inside) + scale x measured times, each x calls,
-    # + the same optimizer step as before
-    opt = before.time_s - before.sum_s
-    expected = sum(t[op] * calls[op] for op in others) + SCALE * (123e-6 * calls[ids[0]] + 45e-6 * calls[ids[1]])
-    assert p.time_s == pytest.approx(expected + opt, rel=1e-12)
+    # the network runs through the host/GPU queue (model/hostqueue.py): each call that launches work (t_s > 0:
+    # views launch none) issued at the host floor (this model has no host profiles; backward issues at the same
+    # cost, bw_host_factor 1 by default), so the host's busy time is known exactly; the step is never shorter
+    # than either side's busy time and never longer than the two taking turns (the per-op sum + optimizer step)
+    alternation = sum(t[op] * calls[op] for op in others) + SCALE * (123e-6 * calls[ids[0]] + 45e-6 * calls[ids[1]])
+    assert p.sum_s == pytest.approx(alternation, rel=1e-12)
+    issues = sum(c for op, c in calls.items() if t[op] > 0) * (2 if mode == "training" else 1)
+    assert p.host["host_s"] == pytest.approx(SCALE * HOST_FLOOR * issues, rel=1e-9)
+    assert p.host["name"] == "fitted-constant" and p.host["reference"]
+    assert max(p.host["host_s"], p.host["gpu_s"]) <= p.host["queue_s"] <= alternation * (1 + 1e-12)
+    assert p.time_s - p.host["queue_s"] == pytest.approx(before.time_s - before.host["queue_s"])  # the optimizer step
     # energy stays transferred: the power model's power (the TDP here) x the new time
     assert p.energy_j == pytest.approx(p.time_s * DEVICES["H200"].tdp_w, rel=1e-9)
     j = p.to_json()

@@ -13,6 +13,7 @@ import pytest
 
 from opcost.devices import DEVICES, Device, same_numerics
 from opcost.errors import OpcostError
+from opcost.model import hosts as xdevice_hosts
 from opcost.model import xdevice, xdevice_net, xdevice_predict
 from opcost.params.xdevice import XdeviceParams
 from opcost.paths import Paths
@@ -136,20 +137,38 @@ def test_no_tf32_on_a_gpu_without_tf32_is_its_own_bundle():
     assert same_numerics("Tesla T4") == "T4" and same_numerics("my-cpu-host") == "my-cpu-host"
 
 
-def test_composition_recovers_a_known_host_floor_and_scale():
+def _queued(t, calls, host):
+    """A step call by call: the host issues each call; each kernel starts after its issue and the last kernel."""
+    t_host = t_gpu = 0.0
+    for g, c, h in zip(t, calls, host):
+        for _ in range(int(c)):
+            t_host += h
+            t_gpu = max(t_gpu, t_host) + g
+    return max(t_host, t_gpu)
+
+
+def test_composition_recovers_a_known_host_floor_in_network_share_and_scale():
+    """Networks made by the host/GPU queue: NeuSight-like ones with no host profile at a per-call constant h,
+    others with a profiled host at 0.35 of its profile's costs; the fit finds h, the share and the scale."""
     rng = np.random.default_rng(2)
     nets, nodes = [], []
-    h, scale = xdevice_net.HOST_FLOOR_GRID[20], 1.3
-    for i in range(12):
-        t = 10 ** rng.uniform(-6.5, -3, 60)
+    h, kappa, scale = xdevice_net.HOST_FLOOR_GRID[20], xdevice_net.IN_NETWORK_GRID[3], 1.3
+    box = xdevice_hosts.HostProfile("box", {"add": 40e-6, "relu": 12e-6}, 20e-6, "test")
+    for i in range(16):
+        t = 10 ** rng.uniform(-6.5, -3.5, 60)
         calls = rng.integers(1, 5, 60).astype(float)
-        cfg = f"n{i}"
-        nodes.append(pd.DataFrame({"config": cfg, "xkind": "add", "calls": calls, "t": t}))
+        xk = rng.choice(["add", "relu"], 60)
+        cfg, profiled = f"n{i}", i % 2 == 1
+        host = kappa * box.costs(xk) if profiled else np.full(60, h)
+        nodes.append(pd.DataFrame({"config": cfg, "xkind": xk, "calls": calls, "t": t}))
+        measured = scale * _queued(t, calls, host)
         nets.append({"config": cfg, "mode": "inference", "params": 0.0, "device_config": "A30",
-                     "measured_s": scale * float((np.maximum(t, h) * calls).sum())})  # fmt: skip
+                     "host": "box" if profiled else "neusight", "measured_s": measured})  # fmt: skip
     nodes_df = pd.concat(nodes, ignore_index=True)
-    comp = xdevice_net.fit_composition(pd.DataFrame(nets), nodes_df, nodes_df["t"].to_numpy(), {})
-    assert comp["host_floor_s"] == h and comp["scale"] == pytest.approx(scale, rel=1e-9)
+    comp = xdevice_net.fit_composition(pd.DataFrame(nets), nodes_df, nodes_df["t"].to_numpy(), {}, {"box": box})
+    assert comp["host_floor_s"] == h and comp["in_network"] == kappa
+    assert comp["scale"] == pytest.approx(scale, rel=1e-9)
+    assert comp["hosts"] == {"box": box.to_json()}
 
 
 def test_interval_law_is_an_envelope_and_multiplicative():
@@ -290,6 +309,8 @@ def test_transferred_energy_is_time_times_transferred_power(xdevice_power_root, 
     lo, hi = p.energy_interval_j
     assert lo == pytest.approx(p.time_interval_s[0] * 70 * 0.9) and hi == pytest.approx(p.time_interval_s[1] * 70 * 1.1)
     assert 0 < lo < p.energy_j < hi
+    # the answer states the power model's basis: the TDP, its idle share, the dynamic share at the busy share
+    assert "70 W = TDP 70 W x (idle 0.50 + (1 - idle) x dynamic share 1.00 at busy share" in p.note
 
 
 @pytest.mark.parametrize("mode", ["inference", "training"])

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from opcost.model.bundle import Bundle
-from opcost.model.compose import Composition, constant_power_at, network_terms
+from opcost.model.compose import Composition, network_terms
 from opcost.model.costing import Costs, OpCost
 from opcost.model.extrapolation import extrapolation_warnings
 from opcost.model.intervals import question_covariate
@@ -66,6 +66,9 @@ class NetworkPrediction:
     calibrated: bool  # the composition layer was fitted on this device config's measured networks
     # Which composition made `time_s` from the op costs (COMPOSITIONS): one word the note and the JSON agree on
     composition: str = ""
+    # A transferred answer's host (model/hosts.py): name, source, host_bound_share (of the step the GPU waits on
+    # the host), host_s and gpu_s (each side's busy time), reference (the default host, not one asked for)
+    host: dict[str, Any] | None = None
     note: str = ""
     warnings: list[str] = field(default_factory=list)  # extrapolation beyond the training data
     memory: dict[str, Any] | None = None  # memory_summary of the step's footprint, fit per device
@@ -154,6 +157,7 @@ class NetworkPrediction:
             "note": self.note,
             "warnings": self.warnings,
             **({} if self.measured is None else {"measured": self.measured}),
+            **({} if self.host is None else {"host": self.host}),
         }
 
 
@@ -197,12 +201,9 @@ def assemble(
     clock_source = None if clock is None else ("measured" if bundle.clocks_mhz else "transferred")
     if clock_source == "transferred" and clocks is None:
         raise ValueError("an answer at a transferred clock needs the clock model (clocks=)")
-    k_w = None  # the constant power follows a transferred clock (compose.constant_power_at, issue 21.6)
-    if clock is not None and clocks is not None and clock_source == "transferred":
-        from opcost.model.clocktransfer import transfer_device
-
-        k_w = constant_power_at(comp.energy_coef["time"], clocks.model(), transfer_device(bundle.device_config), clock)
-    energy = comp.energy(terms, comp.time(terms), family, k_w) if has_power else None
+    # the constant power k is the board's static draw beyond the ops' own energies: the same at any core clock
+    # (compose.py, "Constant power and the clock"); the ops' powers follow the clock through `costs`
+    energy = comp.energy(terms, comp.time(terms), family) if has_power else None
     notes = []
     if bundle.mode == "training":
         notes.append(TRAINING_NOTE)

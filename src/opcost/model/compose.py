@@ -108,11 +108,12 @@ is scaled by its own covariate (`covariate=` of `log_interval` / `interval`), be
 The half-width is widened about its centre (x EXTRAPOLATION_WIDENING) when a question extrapolates, and
 a transferred layer's by its measured `transfer_widening` (above).
 
-Constant power and the clock (issue 21 section 6): k is the power drawn at the device's reference
-(boost) clock beyond the ops' own energies. At another core clock it is not constant: read as a
-reference power of the clock model (model/clock.py), its static share stays and the rest scales like
-dynamic power, (f / f_ref)^gamma (`constant_power_at`). Otherwise k x time, with time rising as the
-clock falls, would charge a low clock the full reference power and push the energy optimum up.
+Constant power and the clock: k is the power the board draws beyond the ops' own energies (idle gaps
+between kernels, memory and board power): static power, the same at any core clock, so a slower clock
+pays it for longer. Round 37 scaled k with the clock like an op's dynamic power (static share 0.38, the
+rest x (f / f_ref)^3): at 600 MHz k fell to 42 % of itself, and every thesis network's predicted energy
+optimum on the A30 sank to about 600 MHz, which the held-out checks contradict. The ops' own powers follow
+the clock (model/clock.py); k does not.
 """
 
 from __future__ import annotations
@@ -159,18 +160,6 @@ SCORE_SETS = {  # which scores an interval rests on (module docstring), as a not
     "new": "family-left-out scores",
     "pooled": "model-left-out scores",
 }
-
-
-def constant_power_at(k_w: float, clock_model: Any, device: Any, clock_mhz: float) -> float:
-    """The constant power k (W at the device's boost clock, the reference the op models stand for) at core
-    clock `clock_mhz`: through the clock model's `at_clock`, as every op's power goes, so its static share
-    (static_frac) is drawn at any clock and the rest scales as (f / f_ref)^gamma, with the same throttling.
-    `clock_model` a model/clock.ClockModel, `device` a devices.Device: typed Any so that the train stage,
-    which imports this module, does not depend on the clock model's code (dvc.yaml deps)."""
-    if not k_w > 0:
-        return 0.0
-    _, p = clock_model.at_clock(device, float(clock_mhz), np.array([1.0]), np.array([float(k_w)]), np.array([1.0]))
-    return float(np.asarray(p, float)[0])
 
 
 def network_terms(costs: Costs, calls: np.ndarray, records: Sequence[OpRecord], floor_s: float, device_config: str,
@@ -247,13 +236,10 @@ class Composition:
         base = float(sum(self.time_coef.get(k, 0.0) * terms.get(k, 0.0) for k in TIME_TERMS))
         return base * float(np.exp(self.family_term(family, "time")))
 
-    def energy(
-        self, terms: dict[str, float], time_s: float, family: str | None = None, const_power_w: float | None = None
-    ) -> float:
-        """Energy from the op energies and the time; `time_s` is the time without a family term;
-        `const_power_w` the constant power at the clock asked (`constant_power_at`; None: k itself, the
-        reference clock's)."""
-        k = self.energy_coef["time"] if const_power_w is None else const_power_w
+    def energy(self, terms: dict[str, float], time_s: float, family: str | None = None) -> float:
+        """Energy from the op energies and the time; `time_s` is the time without a family term. The constant
+        power k is static: the same at any core clock (module docstring)."""
+        k = self.energy_coef["time"]
         base = float(capped_energy(self.energy_coef["energy_sum"], k, terms["energy_sum"], time_s, self.power_cap_w))
         return base * float(np.exp(self.family_term(family, "energy")))
 

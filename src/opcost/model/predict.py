@@ -70,6 +70,7 @@ class Predictor:
     registry: bool = False
     disk_cache: bool = True
     trust_unrecorded: bool = False  # serve bundles nothing vouches for (model/bundlestore.py), with a warning
+    host: str | None = None  # the host of transferred answers (model/hosts.py); None: the reference host
     clock_grid_points: int = ClockParams().grid_points  # clocks per device `recommend` sweeps (params clock)
     bundles: BundleStore = field(init=False)
     networks: NetworkCache = field(init=False)
@@ -205,7 +206,7 @@ class Predictor:
             cm = self.clocks.model()
         net = self.network(spec, mode=mode)
         return xdevice_predict.network_prediction(
-            self.paths.xdevice_model_dir, spec, net, device_config, mode, optimizer, clock, cm
+            self.paths.xdevice_model_dir, spec, net, device_config, mode, optimizer, clock, cm, self.host
         )
 
     def _at_clock(self, bundle: Bundle, records: list[OpRecord], ref: Costs, clock: float) -> Costs:

@@ -40,11 +40,14 @@ import pandas as pd
 
 from opcost.devices import NO_TF32_SUFFIX
 from opcost.errors import OpcostError
+from opcost.model.hostqueue import step_queue
+from opcost.model.hosts import HostProfile
 from opcost.model.xdevice import GEMM_XKINDS, OpModel, config_device, gpu_of, record_row, resolve, xkind_of
 
 # The optimizer step: SGD with momentum reads parameter, gradient and momentum and writes parameter
 # and momentum: 5 x 4 bytes per parameter (foreach kernels; launch cost folded into the floor).
 OPTIMIZER_BYTES_PER_PARAM = 20.0
+NEUSIGHT_HOST = "neusight"  # NeuSight's measuring host: no host times published, a fitted per-call constant
 DEFAULT_BW_RATIO = {"gemm": 2.0, "other": 1.5}  # where no training GPU measured a kind's backward
 _LAYER = re.compile(r"\.(?:h|layer|layers|block)\.0'")
 _NOKERNEL_METHODS = {"size", "view", "permute", "transpose", "split", "to", "type", "dim", "expand", "reshape",
@@ -141,7 +144,7 @@ def neusight_networks(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         nets.append({"gpu": gpu, "device_config": cfg, "config": config, "model": model, "set": "neusight",
                      "mode": "training" if training else "inference", "num_layer": int(meta["num_layer"]),
                      "measured_s": float(meta["e2e_latency"]) * 1e-3, "params": 0.0,
-                     "product": product})  # fmt: skip
+                     "product": product, "host": NEUSIGHT_HOST})  # fmt: skip
         cls = d["meta"].astype(str).str.findall(r"<class '([^']+)'>").str[-1].fillna("").str.split(".").str[-1]
         layer = d["meta"].astype(str).str.contains(_LAYER)
         for i, r in d.iterrows():
@@ -196,7 +199,7 @@ def thesis_networks(paths: Any, targets: list[str]) -> tuple[pd.DataFrame, pd.Da
                                   "measured_bw_s": np.nan})  # fmt: skip
             nets.append({"gpu": gpu, "device_config": cfg, "config": config, "model": r.model, "set": "thesis",
                          "mode": mode, "num_layer": 1, "measured_s": float(r.t_s), "params": params,
-                         "product": ""})  # fmt: skip
+                         "product": "", "host": thesis_host(cfg)})  # fmt: skip
     return pd.DataFrame(nets), pd.DataFrame(nodes)
 
 
@@ -234,23 +237,22 @@ def bw_ratio(ratios: dict[str, float], xkind: str) -> float:
     return DEFAULT_BW_RATIO["gemm" if xkind in GEMM_XKINDS else "other"]
 
 
-def op_time(t_fw: np.ndarray, xkinds: np.ndarray, mode: str, comp: dict[str, Any]) -> np.ndarray:
-    """Per-call time of each op in a running network: forward (and backward) each at least the host floor."""
-    h = float(comp["host_floor_s"])
+def thesis_host(device_config: str) -> str:
+    """The host profile (model/hosts.py) of the thesis machine that measured `device_config`."""
+    return f"thesis-{gpu_of(device_config)}"
+
+
+def op_time(t_fw: np.ndarray, xkinds: np.ndarray, mode: str, comp: dict[str, Any],
+            host_s: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+    """Per-call time of each op shown in an answer: forward (and backward) each at least its host cost
+    (`host_s` per op; else the composition's per-call constant). The network's time is the queue's
+    (model/hostqueue.py), not the sum of these."""
+    h = np.full(len(t_fw), float(comp["host_floor_s"])) if host_s is None else np.asarray(host_s, float)
     t = np.maximum(t_fw, h)
     if mode == "training":
         r = np.array([bw_ratio(comp.get("bw_ratio", {}), x) for x in xkinds])
-        t = t + np.maximum(r * t_fw, h)
+        t = t + np.maximum(r * t_fw, h * float(comp.get("bw_host_factor", 1.0)))
     return t
-
-
-def network_time(nodes: pd.DataFrame, t_fw: np.ndarray, mode: str, params: float, device_config: str,
-                 comp: dict[str, Any]) -> float:  # fmt: skip
-    """t_net for one network's nodes (calls per node) and their predicted forward times."""
-    t = op_time(np.asarray(t_fw, float), nodes["xkind"].to_numpy(), mode, comp)
-    return float(comp["scale"]) * float((t * nodes["calls"].to_numpy(float)).sum()) + optimizer_s(
-        mode, params, device_config
-    )
 
 
 def optimizer_s(mode: str, params: float, device_config: str) -> float:
@@ -260,11 +262,23 @@ def optimizer_s(mode: str, params: float, device_config: str) -> float:
     return OPTIMIZER_BYTES_PER_PARAM * params / config_device(device_config)[0].bandwidth
 
 
-HOST_FLOOR_GRID = tuple(float(x) for x in np.geomspace(1e-6, 4e-5, 40))
+HOST_FLOOR_GRID = tuple(float(x) for x in np.geomspace(1e-6, 4e-5, 40))  # NeuSight's host: no host times published
+BW_HOST_GRID = (0.1, 0.25, 0.5, 1.0)  # a backward call's host cost over its forward call's
+# A call's host cost in a running network over its profile's: a profile measured on isolated ops (a loop of one
+# op's calls, the thesis' plateaus, the visit's enqueue times) carries per-call work a network step does not
+# repeat. Fitted on the training GPUs' networks: one factor for every host, never one host's own.
+IN_NETWORK_GRID = tuple(float(x) for x in np.geomspace(0.05, 1.0, 9))
 
 
-def _prepared(nets: pd.DataFrame, nodes: pd.DataFrame, t_fw: np.ndarray, ratios: dict[str, float]) -> list:
-    """Per network: (measured, mode, forward times, backward ratios, calls, optimizer seconds)."""
+def profiles(comp: dict[str, Any]) -> dict[str, HostProfile]:
+    """The host profiles a composition carries (model/hosts.py), by name."""
+    return {n: HostProfile.from_json(d, f"host profile {n}") for n, d in comp.get("hosts", {}).items()}
+
+
+def _prepared(nets: pd.DataFrame, nodes: pd.DataFrame, t_fw: np.ndarray, ratios: dict[str, float],
+              hosts: dict[str, HostProfile]) -> list:  # fmt: skip
+    """Per network: (measured, forward times, backward ratios or None, calls, optimizer seconds, host costs
+    per node or None where its host has no profile: the fitted per-call constant stands in)."""
     cfg = nodes["config"].to_numpy()
     xk = nodes["xkind"].to_numpy()
     calls = nodes["calls"].to_numpy(float)
@@ -272,41 +286,68 @@ def _prepared(nets: pd.DataFrame, nodes: pd.DataFrame, t_fw: np.ndarray, ratios:
     for r in nets.itertuples():
         idx = np.flatnonzero(cfg == r.config)
         ratio = np.array([bw_ratio(ratios, x) for x in xk[idx]]) if r.mode == "training" else None
-        out.append((r.measured_s, t_fw[idx], ratio, calls[idx], optimizer_s(r.mode, r.params, r.device_config)))
+        host = hosts.get(str(getattr(r, "host", "")))
+        h = None if host is None else host.costs(xk[idx])
+        out.append((r.measured_s, t_fw[idx], ratio, calls[idx], optimizer_s(r.mode, r.params, r.device_config), h))
     return out
 
 
-def _compose(prep: list, h: float, scale: float) -> np.ndarray:
+def _compose(prep: list, h: float, bw_host: float, scale: float, in_network: float = 1.0) -> np.ndarray:
     res = []
-    for _, t, ratio, calls, opt in prep:
-        per = np.maximum(t, h) if ratio is None else np.maximum(t, h) + np.maximum(ratio * t, h)
-        res.append(scale * float((per * calls).sum()) + opt)
+    for _, t, ratio, calls, opt, host in prep:
+        hs = np.full(len(t), h) if host is None else in_network * host
+        res.append(scale * step_queue(t, calls, hs, ratio, bw_host).time_s + opt)
     return np.array(res)
 
 
-def fit_composition(nets: pd.DataFrame, nodes: pd.DataFrame, t_fw: np.ndarray, ratios: dict[str, float]) -> dict:
-    """host_floor (grid) and scale (median of log measured/composed) minimising the mean |log error|
-    over `nets` (training GPUs only), each network equally weighted."""
-    prep = _prepared(nets, nodes, np.asarray(t_fw, float), ratios)
+def fit_composition(nets: pd.DataFrame, nodes: pd.DataFrame, t_fw: np.ndarray, ratios: dict[str, float],
+                    hosts: dict[str, HostProfile] | None = None) -> dict:  # fmt: skip
+    """The per-call host constant of hosts without a profile (HOST_FLOOR_GRID), the in-network share of a
+    profile's host costs (IN_NETWORK_GRID), the backward calls' host share (BW_HOST_GRID) and scale (median of
+    log measured/composed) minimising the mean |log error| over `nets` (training GPUs only), each network
+    equally weighted; each network's step runs through the host/GPU queue with its own host's profile
+    (model/hostqueue.py, model/hosts.py). A network's queue depends on one host multiplier (h or the
+    in-network share) and the backward share, so each is run once per pair, not once per grid point."""
+    hosts = dict(hosts or {})
+    prep = _prepared(nets, nodes, np.asarray(t_fw, float), ratios, hosts)
     measured = np.array([p[0] for p in prep])
-    best: tuple[float, float, float] | None = None
-    for h in HOST_FLOOR_GRID:
-        lg = np.log(measured / np.maximum(_compose(prep, h, 1.0), 1e-12))
-        scale = float(np.exp(np.median(lg)))
-        err = float(np.mean(np.abs(np.log(measured / np.maximum(_compose(prep, h, scale), 1e-12)))))
-        if best is None or err < best[0]:
-            best = (err, h, scale)
+    profiled = np.array([p[5] is not None for p in prep], bool)
+    h_grid = HOST_FLOOR_GRID if (~profiled).any() else HOST_FLOOR_GRID[:1]
+    k_grid = IN_NETWORK_GRID if profiled.any() else IN_NETWORK_GRID[-1:]
+    n, nb = len(prep), len(BW_HOST_GRID)
+    q_h, q_k, opt = np.zeros((n, len(h_grid), nb)), np.zeros((n, len(k_grid), nb)), np.zeros(n)
+    for j, (_, t, ratio, calls, o, host) in enumerate(prep):
+        opt[j] = o
+        for ib, bwh in enumerate(BW_HOST_GRID):
+            if host is None:
+                q_h[j, :, ib] = [step_queue(t, calls, np.full(len(t), h), ratio, bwh).time_s for h in h_grid]
+            else:
+                q_k[j, :, ib] = [step_queue(t, calls, k * host, ratio, bwh).time_s for k in k_grid]
+    best: tuple[float, ...] | None = None
+    for ih, h in enumerate(h_grid):
+        for ik, kappa in enumerate(k_grid):
+            for ib, bwh in enumerate(BW_HOST_GRID):
+                q = np.where(profiled, q_k[:, ik, ib], q_h[:, ih, ib])
+                scale = float(np.exp(np.median(np.log(measured / np.maximum(q + opt, 1e-12)))))
+                err = float(np.mean(np.abs(np.log(measured / np.maximum(scale * q + opt, 1e-12)))))
+                if best is None or err < best[0]:
+                    best = (err, h, bwh, scale, kappa)
     assert best is not None
-    return {"host_floor_s": best[1], "scale": best[2], "bw_ratio": ratios}
+    return {"host_floor_s": best[1], "bw_host_factor": best[2], "scale": best[3], "in_network": best[4],
+            "bw_ratio": ratios, "hosts": {n: p.to_json() for n, p in sorted(hosts.items())}}  # fmt: skip
 
 
 def predict_nets(nets: pd.DataFrame, nodes: pd.DataFrame, t_fw: np.ndarray, comp: dict[str, Any]) -> np.ndarray:
-    prep = _prepared(nets, nodes, np.asarray(t_fw, float), comp.get("bw_ratio", {}))
-    return _compose(prep, float(comp["host_floor_s"]), float(comp["scale"]))
+    prep = _prepared(nets, nodes, np.asarray(t_fw, float), comp.get("bw_ratio", {}), profiles(comp))
+    return _compose(prep, float(comp["host_floor_s"]), float(comp.get("bw_host_factor", 1.0)), float(comp["scale"]),
+                    float(comp.get("in_network", 1.0)))  # fmt: skip
 
 
-def logo_networks(nets: pd.DataFrame, nodes: pd.DataFrame, fold_models: dict[str, OpModel]) -> pd.DataFrame:
-    """Every network of each held-out GPU predicted with the op model and composition fitted without it."""
+def logo_networks(nets: pd.DataFrame, nodes: pd.DataFrame, fold_models: dict[str, OpModel],
+                  hosts: dict[str, HostProfile] | None = None) -> pd.DataFrame:  # fmt: skip
+    """Every network of each held-out GPU predicted with the op model and composition fitted without it.
+    Host profiles are the measuring hosts' (what a user names with --host or measures with calibrate-host):
+    a held-out GPU's networks run through its own host's profile, never through anything fitted on it."""
     out = []
     for g, model in fold_models.items():
         train = nets[nets["gpu"] != g]
@@ -315,10 +356,12 @@ def logo_networks(nets: pd.DataFrame, nodes: pd.DataFrame, fold_models: dict[str
             continue
         tr_nodes = nodes[nodes["config"].isin(train["config"])].reset_index(drop=True)
         ratios = bw_ratios(nodes, set(model.trained_on))
-        comp = fit_composition(train.reset_index(drop=True), tr_nodes, model.predict(_device_rows(tr_nodes)), ratios)
+        comp = fit_composition(train.reset_index(drop=True), tr_nodes, model.predict(_device_rows(tr_nodes)), ratios,
+                               hosts)  # fmt: skip
         te_nodes = nodes[nodes["config"].isin(held["config"])].reset_index(drop=True)
         pred = predict_nets(held.reset_index(drop=True), te_nodes, model.predict(_device_rows(te_nodes)), comp)
-        out.append(held.assign(predicted_s=pred, host_floor_s=comp["host_floor_s"], scale=comp["scale"]))
+        out.append(held.assign(predicted_s=pred, host_floor_s=comp["host_floor_s"], scale=comp["scale"],
+                               bw_host_factor=comp["bw_host_factor"], in_network=comp["in_network"]))  # fmt: skip
     df = pd.concat(out, ignore_index=True) if out else pd.DataFrame()
     if len(df):
         df["error_pct"] = 100 * (df["predicted_s"] / df["measured_s"] - 1)

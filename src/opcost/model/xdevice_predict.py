@@ -28,6 +28,7 @@ import numpy as np
 from opcost.devices import NO_TF32_SUFFIX, same_numerics, table_name
 from opcost.errors import OpcostError
 from opcost.model.costing import Costs
+from opcost.model.hostqueue import step_queue
 from opcost.paths import Paths
 
 if TYPE_CHECKING:  # pandas and the cross-device model load only for a transferred answer (cold start, issue 23)
@@ -35,6 +36,7 @@ if TYPE_CHECKING:  # pandas and the cross-device model load only for a transferr
 
 _MODELS: dict[Path, xdevice.XdeviceModel] = {}
 SOURCE = "transferred"
+FITTED_CONSTANT = "fitted-constant"  # the host of a cross-device model trained before host profiles existed
 MEASURED = "measured"  # an op measured on this GPU by our campaigns (model/measured.py)
 NUMERICS = {
     True: "fp32 with PyTorch's defaults (cuDNN convolutions may use TF32 where the GPU has it; matmuls do not)",
@@ -80,9 +82,33 @@ def transfer_config(device: str, mode: str, own_targets: list[str]) -> tuple[str
     return cfg, SOURCE
 
 
-def predict_network(folder: Path, net: Any, device_config: str, mode: str, optimizer: str = "sgd") -> dict[str, Any]:
+def host_profile(folder: Path, comp: dict[str, Any], name: str | None) -> Any:
+    """The host a transferred answer assumes (model/hosts.py): `name` among the profiles the cross-device
+    model learnt, else a profile `opcost calibrate-host` saved under hosts/; None: the reference host. A model
+    trained before host profiles existed answers with its fitted per-call constant."""
+    from opcost.model import hosts, xdevice_net
+
+    known = xdevice_net.profiles(comp)
+    if name is None:
+        name = hosts.REFERENCE_HOST if hosts.REFERENCE_HOST in known else None
+        if name is None:
+            return hosts.uniform(FITTED_CONSTANT, float(comp["host_floor_s"]), "the composition's per-call constant")
+    if name in known:
+        return known[name]
+    user = Paths(Path(folder).parent.parent).host_file(hosts.check_name(name))
+    if user.is_file():
+        return hosts.load(user)
+    raise OpcostError(
+        f"--host {name!r}: no such host profile; known: {', '.join(sorted(known)) or 'none'}, or measure this "
+        f"machine with `opcost calibrate-host --name {name}` (writes {user})"
+    )
+
+
+def predict_network(folder: Path, net: Any, device_config: str, mode: str, optimizer: str = "sgd",
+                    host: str | None = None) -> dict[str, Any]:  # fmt: skip
     """Per-op transferred costs and the composed network time with its interval, for `net` (a
-    predict.Network) on `device_config`."""
+    predict.Network) on `device_config`, its step run through the host/GPU queue (model/hostqueue.py) with
+    the host `host` (host_profile)."""
     import pandas as pd
 
     from opcost.model import xdevice, xdevice_net
@@ -100,23 +126,39 @@ def predict_network(folder: Path, net: Any, device_config: str, mode: str, optim
     rows["wall_clock"] = 0.0
     t_fw = model.op.predict(rows) if len(rows) else np.zeros(0)
     comp = model.composition
-    t_row = xdevice_net.op_time(t_fw, rows["xkind"].to_numpy(), mode, comp) if len(rows) else np.zeros(0)
+    scale = float(comp["scale"])
     owner = np.array([i for i, _, _ in expanded], int)
     count = np.array([c for _, _, c in expanded], float)
-    per_call = np.bincount(owner, weights=t_row * count, minlength=len(recs)) * float(comp["scale"])
-    per_call[views] = 0.0  # a view launches no kernel
+    xk = rows["xkind"].to_numpy() if len(rows) else np.zeros(0, str)
+    prof = host_profile(Path(folder), comp, host)
+    # a profile measured isolated calls: in a network a call costs `in_network` x that (xdevice_net.IN_NETWORK_GRID)
+    host_row = prof.costs(xk) * (1.0 if prof.name == FITTED_CONSTANT else float(comp.get("in_network", 1.0)))
+    view_row = views[owner] if len(owner) else np.zeros(0, bool)
+    t_fw[view_row], host_row[view_row] = 0.0, 0.0  # a view launches no kernel (and the validation has none)
+    ratio_row = (
+        np.array([xdevice_net.bw_ratio(comp.get("bw_ratio", {}), x) for x in xk]) if mode == "training" else None
+    )
     params = float(sum(float(r.metrics.get("params", 0)) * c for r, c in zip(recs, calls)))
     opt = xdevice_net.optimizer_s(mode, params, device_config)
     own = measured_times(Path(folder), device_config, mode)
     hit = np.array([i in own for i in ids], bool)
-    # per op: what one call adds to the network per second shown (1 where t_s is the scaled transferred time)
+    if hit.any():  # a measured op: its measured time per call (forward+backward in training) on its first row
+        first = np.r_[True, owner[1:] != owner[:-1]] if len(owner) else np.zeros(0, bool)
+        for j in np.flatnonzero(hit[owner]):
+            t_fw[j] = own[ids[owner[j]]] if first[j] else 0.0
+            if ratio_row is not None:
+                ratio_row[j] = 0.0
+    queue = step_queue(t_fw, calls[owner] * count, host_row, ratio_row, float(comp.get("bw_host_factor", 1.0)))
+    time_s = scale * queue.time_s + opt
+    # per op, as the answer lists it: its kernel(s) or its host cost, whichever is longer, times the scale (the
+    # network's time is the queue's, in which the host runs ahead of long kernels: not the sum of these)
+    shown = xdevice_net.op_time(t_fw, xk, mode, comp, host_row) if len(rows) else np.zeros(0)
+    per_call = np.bincount(owner, weights=shown * count, minlength=len(recs)) * scale
+    per_call[views] = 0.0
+    # per op: what one call adds per second shown; a measured op shows its measured time, the scale apart
     factor = np.ones(len(ids))
-    if hit.any():  # measured ops: their own time per call, composed with the same scale
-        per_call[hit] = [own[i] for i in np.asarray(ids, dtype=object)[hit]]
-        factor[hit] = float(comp["scale"])
-        time_s = float((per_call * factor * calls).sum()) + opt
-    else:
-        time_s = float((per_call * calls).sum()) + opt
+    factor[hit] = scale
+    per_call[hit] = [own[i] for i in np.asarray(ids, dtype=object)[hit]]
     trained = [xdevice.config_device(g)[0] for g in model.op.trained_on]
     dist = xdevice.distance(dev, trained) if dev.name not in model.op.trained_on else 0.0
     hw = xdevice.log_halfwidth(model.interval, dist)
@@ -130,10 +172,18 @@ def predict_network(folder: Path, net: Any, device_config: str, mode: str, optim
         "distance": dist,
         "tf32": tf32,
         "optimizer_s": opt,
-        "sum_s": float((per_call * calls).sum()),
+        "sum_s": float((per_call * factor * calls).sum()),
         "sources": [MEASURED if h else SOURCE for h in hit],
         "factor": factor,
-        "scale": float(comp["scale"]),
+        "scale": scale,
+        "host": {
+            "name": prof.name,
+            "source": prof.source,
+            "host_bound_share": queue.host_bound_share,
+            "host_s": scale * queue.host_s,
+            "gpu_s": scale * queue.gpu_s,
+            "queue_s": scale * queue.time_s,
+        },  # fmt: skip
     }
 
 
@@ -190,12 +240,21 @@ def energy(root: Path, r: dict[str, Any], device_config: str, mode: str) -> tupl
         return None, "energy: models/xpower not found (`dvc pull` or its stage), so energy is left out"
     pm = xpower.PowerModel.load(folder)
     key = device_config[: -len(NO_TF32_SUFFIX)] if device_config.endswith(NO_TF32_SUFFIX) else device_config
-    p, rel = pm.predict(key, np.array([busy_share(r, device_config)]), None, mode)
+    u = busy_share(r, device_config)
+    p, rel = pm.predict(key, np.array([u]), None, mode)
     e = float(p[0]) * r["time_s"]
     lo, hi = r["interval"]
+    from opcost.model.xdevice import config_device
+
+    tdp = config_device(device_config)[0].tdp_w
+    basis = (
+        f"energy: transferred time x power from the cross-device power model (models/xpower): {float(p[0]):.0f} W = "
+        f"TDP {tdp:.0f} W x (idle {pm.idle:.2f} + (1 - idle) x dynamic share {float(pm.level(u)):.2f} at busy share "
+        f"{u:.2f}, the network's roofline time over its predicted time), fitted on {len(pm.trained_on)} GPUs "
+        f"({', '.join(pm.trained_on) or 'none named'}); its 90 % error leaving one GPU out is {100 * rel:.0f} %"
+    )
     return {"energy_j": e, "power_w": float(p[0]),
-            "interval": (lo * float(p[0]) * max(1 - rel, 0.0), hi * float(p[0]) * (1 + rel))}, (
-        "energy: transferred time x power from the cross-device power model (models/xpower)")  # fmt: skip
+            "interval": (lo * float(p[0]) * max(1 - rel, 0.0), hi * float(p[0]) * (1 + rel))}, basis  # fmt: skip
 
 
 def at_clock(
@@ -224,15 +283,16 @@ def at_clock(
         t, p = clock_model.at_clock(dev, clock, t_ref, p_ref, share)
     else:  # no power to place the board's cap with: time alone, by the same law
         t, p = t_ref * time_ratio(clock, dev.boost_clock_mhz, share), None
-    time_s = float((t * weights).sum())
-    k = time_s / r["time_s"] if r["time_s"] > 0 else 1.0
+    ref_sum = float((t_ref * weights).sum())
+    k = float((t * weights).sum()) / ref_sum if ref_sum > 0 else 1.0  # the queue's step moves as its ops do
+    time_s = k * r["time_s"]
     et, ee = clock_model.error_at(clock / dev.boost_clock_mhz)
     lo, hi = r["interval"]
     out = dict(r, t_s=t[:-1], optimizer_s=float(t[-1]), sum_s=float((t[:-1] * weights[:-1]).sum()), time_s=time_s,
                interval=widen((k * lo, k * hi), et))  # fmt: skip
     en_out = None
     if en is not None and p is not None:
-        e = float((t * p * weights).sum())
+        e = k * float((t * p * weights).sum()) / max(float((t * weights).sum()), 1e-30) * r["time_s"]
         ke = e / (float(en["energy_j"]) or 1.0)
         elo, ehi = en["interval"]
         en_out = {"energy_j": e, "power_w": e / time_s if time_s > 0 else float("nan"),
@@ -250,12 +310,14 @@ def network_prediction(
     optimizer: str,
     clock: float | None = None,
     clock_model: Any = None,
+    host: str | None = None,
 ) -> Any:
     """A predict.NetworkPrediction whose every op is `transferred`; at `clock` (MHz, within the table's
-    range) through `clock_model` (model/clock.ClockModel), else at the default (boost) clock."""
+    range) through `clock_model` (model/clock.ClockModel), else at the default (boost) clock; driven by
+    the host `host` (host_profile; None: the reference host)."""
     from opcost.model.answer import TRAINING_NOTE, NetworkPrediction, network_fields
 
-    r = predict_network(folder, net, device_config, mode, optimizer)
+    r = predict_network(folder, net, device_config, mode, optimizer, host)
     en, en_note = energy(Path(folder).parent.parent, r, device_config, mode)
     clock_note = None
     if clock is not None:
@@ -288,6 +350,12 @@ def network_prediction(
         f"{r['distance']:.2f} from the training GPUs",
         en_note if own is None else en_note + " (energy measured on this GPU is not used: time only)",
     ]
+    hs = r["host"]
+    notes.append(
+        f"host: {hs['name']}{' (the reference host; --host NAME for another)' if host is None else ''}, "
+        f"{hs['source']}; the step runs through a host/GPU queue and the GPU waits on the host "
+        f"{100 * hs['host_bound_share']:.0f} % of it"
+    )
     if clock_note is not None:
         notes.append(clock_note)
     if mode == "training":
@@ -317,6 +385,7 @@ def network_prediction(
         warnings=[],
         clock_source=None if clock is None else SOURCE,
         measured=own,
+        host=dict(hs, reference=host is None),
     )
 
 

@@ -171,7 +171,13 @@ def _loss(output: Any) -> torch.Tensor | None:
 
 
 def make_optimizer(name: str, params: list[nn.Parameter]) -> torch.optim.Optimizer:
-    """`sgd`: SGD with momentum 0.9; `adam`: Adam; both the foreach form CUDA uses by default."""
+    """`sgd`: SGD with momentum 0.9; `adam`: Adam; both the foreach form CUDA uses by default. A network with
+    nothing to train has no training step: one line, not the optimizer's traceback."""
+    if not params:
+        from opcost.errors import OpcostError
+
+        raise OpcostError("--mode training: the network has no trainable parameters, so it has no training step; "
+                          "use --mode inference")  # fmt: skip
     if name == "sgd":
         return torch.optim.SGD(params, lr=0.01, momentum=0.9, foreach=True)
     if name == "adam":

@@ -24,7 +24,7 @@ import pandas as pd
 
 from opcost.errors import OpcostError
 from opcost.io import atomic_path, write_report
-from opcost.model import registry, runlog, tracking, xdevice, xdevice_net
+from opcost.model import hosts, registry, runlog, tracking, xdevice, xdevice_net
 from opcost.params.load import Params
 from opcost.paths import Paths
 from opcost.schemas import TARGET_OPERATIONS
@@ -52,6 +52,43 @@ def net_rows(paths: Paths, params: Params) -> tuple[pd.DataFrame, pd.DataFrame]:
     return pd.concat([n1, n2], ignore_index=True), pd.concat([d1, d2], ignore_index=True)
 
 
+def host_profiles(paths: Paths, params: Params, rows: pd.DataFrame) -> dict[str, hosts.HostProfile]:
+    """The measuring hosts' profiles (model/hosts.py): each thesis host's per-kind plateau of its wall-clock
+    op rows, and each `xdevice.host_campaigns` host's median per-call enqueue time (inference rows)."""
+    from opcost.ops.kinds import xkind_of
+    from opcost.schemas import TIMINGS
+
+    out: dict[str, hosts.HostProfile] = {}
+    wall = rows[rows["wall_clock"].to_numpy(float) > 0]
+    for cfg_host, d in wall.groupby(wall["device_config"].map(xdevice_net.thesis_host)):
+        out[str(cfg_host)] = hosts.plateau_profile(
+            str(cfg_host),
+            d["xkind"].to_numpy(),
+            d["t_s"].to_numpy(float),
+            xdevice.HOST_PLATEAU_ROWS,
+            f"the thesis' wall-clock op rows of {', '.join(sorted(set(d['device_config'])))}: per kind, the plateau "
+            "of its small calls",
+        )
+    for name, campaigns in params.xdevice.host_campaigns:
+        frames = []
+        for c in campaigns:
+            f = paths.raw_dir(c) / "timings.parquet"
+            if not f.is_file():
+                raise OpcostError(
+                    f"{f} not found: `dvc pull` or `dvc repro profile@{c}` first (xdevice.host_campaigns)"
+                )
+            frames.append(read_table(f, TIMINGS, f"profile@{c}"))
+        t = pd.concat(frames, ignore_index=True)
+        t = t[(t["mode"] == "inference") & (t["status"] == "ok")]
+        out[name] = hosts.timings_profile(
+            name,
+            np.array([xkind_of(k) for k in t["kind"]]),
+            t["host_time_per_call_s"].to_numpy(float),
+            f"per-call enqueue times (host_time_per_call_s) of campaigns {', '.join(campaigns)}, inference",
+        )
+    return out
+
+
 def net_scores(df: pd.DataFrame) -> dict[str, float]:
     ape = (df["predicted_s"] / df["measured_s"] - 1).abs()
     return {
@@ -71,13 +108,15 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
     folds: dict[str, xdevice.OpModel] = {}
     pred = xdevice.leave_one_gpu_out(rows, xp, on_fold=lambda g, m: folds.__setitem__(g, m))
     ops_table = xdevice.logo_table(pred)
-    net_pred = xdevice_net.logo_networks(nets, nodes, folds)
+    host_set = host_profiles(paths, params, rows)
+    net_pred = xdevice_net.logo_networks(nets, nodes, folds, host_set)
 
     final = xdevice.fit(rows, xp)
     ratios = xdevice_net.bw_ratios(nodes, set(final.trained_on))
     all_nodes = nodes.reset_index(drop=True)
     comp = xdevice_net.fit_composition(nets.reset_index(drop=True), all_nodes,
-                                       final.predict(all_nodes.assign(wall_clock=0.0)), ratios)  # fmt: skip
+                                       final.predict(all_nodes.assign(wall_clock=0.0)), ratios,
+                                       host_set)  # fmt: skip
     devs = {g: xdevice.config_device(g)[0] for g in folds}
     per_gpu: dict[str, tuple[float, float]] = {}
     log_err: dict[str, np.ndarray] = {}
@@ -110,7 +149,8 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
             "coverage_90_in_sample": float(inside.mean()),
             "n": int(len(inside)),
         },  # fmt: skip
-        "composition": {k: v for k, v in comp.items() if k != "bw_ratio"},
+        "composition": {k: v for k, v in comp.items() if k not in ("bw_ratio", "hosts")},
+        "hosts": {n: {"default_us": 1e6 * p["default_s"], "source": p["source"]} for n, p in comp["hosts"].items()},
         "bw_ratio": comp["bw_ratio"],
         "trained_on": list(final.trained_on),
         "rows": int(len(rows)),
@@ -176,6 +216,8 @@ def run_record(model: xdevice.XdeviceModel, metrics: dict, ops: pd.DataFrame, ne
             "floor_s": model.op.floor_s,
             "host_plateau_factor": metrics["host_plateau_factor"],
             "host_floor_s": model.composition["host_floor_s"],
+            "bw_host_factor": model.composition["bw_host_factor"],
+            "hosts": ",".join(sorted(model.composition["hosts"])),
             "scale": model.composition["scale"],
         },
         "metrics": flat,
