@@ -45,9 +45,11 @@ repro: $(STAMP)
 	$(BIN)/opcost sync-registry
 
 ## make test: install, lint (ruff check and format check, line length 120), type-check (mypy; settings in
-## pyproject.toml) and run the test suite. make test-fast: the same checks and the tests not marked slow.
+## pyproject.toml) and run the test suite on every core (pytest-xdist, at most 4 workers: each holds torch;
+## the tests of the small end-to-end project share one worker, which builds it once). make test-fast: the
+## same checks and the tests not marked slow.
 test: $(STAMP) lint typecheck
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --maxprocesses 4 --dist loadgroup
 
 test-fast: $(STAMP) lint
 	$(BIN)/python -m pytest -m "not slow"

@@ -738,6 +738,54 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a row whose energy bound misses energy_bound is not flagged",
         ("tests/measure/test_visit.py", "tests/measure/test_counter.py"),
     ),
+    # -- host and GPU apart (model/hostqueue.py, model/hosts.py, the transferred path) ----------------------
+    Mutation(
+        "queue-gpu-never-waits-for-first-issue",
+        "model/hostqueue.py",
+        (("gpu = max(gpu + c * g, host + h + c * g, host + c * h + g)", "gpu = max(gpu + c * g, host + c * h + g)"),),
+        "a run of GPU-bound calls starts before the host has issued the first one",
+        ("tests/model/test_hostqueue.py",),
+    ),
+    Mutation(
+        "queue-backward-at-forward-host-cost",
+        "model/hostqueue.py",
+        (("np.concatenate([host_fw, bw_host_factor * host_fw[::-1]])", "np.concatenate([host_fw, host_fw[::-1]])"),),
+        "backward calls are issued at the forward's host cost whatever bw_host_factor says",
+        ("tests/model/test_hostqueue.py", "tests/model/test_hosts.py"),
+    ),
+    Mutation(
+        "transferred-host-ignores-in-network-share",
+        "model/xdevice_predict.py",
+        (('else float(comp.get("in_network", 1.0)))', "else 1.0)"),),
+        "a transferred answer charges a profile's isolated-call costs, not the fitted in-network share",
+        ("tests/model/test_hosts.py",),
+    ),
+    Mutation(
+        "composites-costed-as-one-row",
+        "model/xdevice_net.py",
+        (('parts = rec.metrics.get("parts") if has_parts(rec.kind) else None', "parts = None"),),
+        "Conv1D, attention and recurrent layers are costed as the one row their name resembles",
+        ("tests/model/test_xdevice.py",),
+    ),
+    Mutation(
+        "plateau-is-the-median",
+        "model/hosts.py",
+        (
+            (
+                "return _from_medians(name, groups, source, device_floor)",
+                "return _from_medians(name, groups, source, np.median)",
+            ),
+        ),
+        "a thesis host's per-call cost is its rows' median, not the plateau of its small calls",
+        ("tests/model/test_hosts.py",),
+    ),
+    Mutation(
+        "constant-power-follows-the-clock",
+        "model/compose.py",
+        (('        k = self.energy_coef["time"]\n', '        k = self.energy_coef["time"] * 0.5\n'),),
+        "the composition's constant power is not the static power it was fitted as",
+        ("tests/test_intervals_composition.py", "tests/model/test_power_limit.py"),
+    ),
 )
 
 

@@ -51,10 +51,17 @@ def tmp_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture(scope="session")
 def external_data() -> Path:
     """data/external/ as DVC tracks it; pulled from the in-repo remote when a fresh clone lacks it."""
+    import fcntl
+
     targets = sorted(EXTERNAL.glob("*.dvc"))
-    if not all((EXTERNAL / t.stem).is_dir() for t in targets):
-        dvc = shutil.which("dvc") or str(Path(sys.executable).parent / "dvc")
-        subprocess.run([dvc, "pull", *map(str, targets)], cwd=REPO, check=True, capture_output=True)
+    # pytest-xdist workers share this checkout: one pulls while the others wait (DVC's own repo lock would
+    # fail a second `dvc pull` rather than wait)
+    lock = Path(tempfile.gettempdir()) / f"opcost-tests-pull-{abs(hash(str(REPO)))}.lock"
+    with open(lock, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        if not all((EXTERNAL / t.stem).is_dir() for t in targets):
+            dvc = shutil.which("dvc") or str(Path(sys.executable).parent / "dvc")
+            subprocess.run([dvc, "pull", *map(str, targets)], cwd=REPO, check=True, capture_output=True)
     return EXTERNAL
 
 
@@ -170,6 +177,7 @@ def clone_of(trained, tmp_path: Path) -> Path:
 # minutes: every test using one of these fixtures is `slow`, so `pytest -m "not slow"` (make test-fast)
 # leaves them out without a mark on each. Other slow tests carry @pytest.mark.slow themselves.
 SLOW_FIXTURES = frozenset({"pipeline_root", "trained", "external_data"})
+PIPELINE_FIXTURES = frozenset({"pipeline_root", "trained", "synced"})  # session fixtures built once per worker
 # Tests that took a second or more in `pytest -m "not slow" --durations=60` (campaigns, subprocesses, whole
 # networks traced): one list, so a test file needs no edit; a name here that no longer exists fails below.
 SLOW_TESTS = frozenset(
@@ -234,8 +242,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         name = item.nodeid.split("[")[0]
         seen.add(name)
-        if name in SLOW_TESTS or SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if name in SLOW_TESTS or SLOW_FIXTURES & fixtures:
             item.add_marker(pytest.mark.slow)
+        if PIPELINE_FIXTURES & fixtures:  # `make test` runs under pytest-xdist --dist loadgroup: one worker builds
+            item.add_marker(pytest.mark.xdist_group("pipeline"))  # the small project once and runs its tests
     collected_files = {i.nodeid.split("::")[0] for i in items}
     stale = sorted(n for n in SLOW_TESTS if n.split("::")[0] in collected_files and n not in seen)
     picked = config.getoption("keyword") or config.getoption("markexpr") or any("::" in a for a in config.args)
