@@ -67,7 +67,9 @@ def test_network_scores_are_the_same_under_another_hash_seed(pipeline_root, tmp_
     # the thesis' own extract sets, so the measured networks have their ops and are scored
     base = shutil.copytree(pipeline_root.root, tmp_path / "base", symlinks=True)
     raw = yaml.safe_load((base / "params.yaml").read_text())
-    thesis = [s for s in yaml.safe_load((REPO / "sets.yaml").read_text())["sets"] if ":" not in s["model"]]
+    # four families' sets (nine networks the RTX measured): enough to score the composition, a third of the time
+    small = {"resnet18", "resnet34", "resnet50", "alexnet"}
+    thesis = [s for s in yaml.safe_load((REPO / "sets.yaml").read_text())["sets"] if s["model"] in small]
     sets = raw["extract"]["sets"] + thesis
     raw["extract"]["sets"] = list({(s["model"], tuple(s["input_shape"])): s for s in reversed(sets)}.values())
     raw["train"]["targets"] = [target]
