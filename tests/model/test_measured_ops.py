@@ -193,3 +193,29 @@ def test_recommend_says_a_partly_measured_gpu_is_transferred(root):
     assert rows.loc["H200", "measured_time_share"] == pytest.approx(2e-4 * calls / shown)
     assert rows.loc["T4", "measured_time_share"] == 0.0
     assert any(line.startswith("device partly measured:") for line in summary_lines(df))
+
+
+def test_a_measured_ops_gpu_time_is_its_kernel_in_the_queue(root):
+    """Where the campaign timed an op's GPU apart (gpu_time_per_call_s), the table carries its median over the
+    default-setting trials, and the step's queue runs that op's kernel at it: the GPU's busy time moves by
+    scale x calls x (GPU time - wall time); the op still shows its measured wall time."""
+    from opcost.model.measured import op_gpu_times, with_gpu_times
+    from opcost.model.predict import Predictor
+
+    before = Predictor(paths=root, disk_cache=False).predict(*NET, "H200", "inference")
+    op = before.op_ids[int(np.argmax(before.t_s * before.calls))]
+    measure(root, {(op, "inference"): 300e-6})
+    wall = Predictor(paths=root, disk_cache=False).predict(*NET, "H200", "inference")
+    timings = pd.DataFrame({
+        "op_id": [op, op, op, op], "mode": ["inference"] * 4, "status": ["ok", "ok", "ok", "failed"],
+        "clock_mhz": [None, None, 900, None], "power_limit_w": [None] * 4,
+        "gpu_time_per_call_s": [100e-6, 120e-6, 1.0, 1.0],  # the 900 MHz and failed rows are not the default
+    })  # fmt: skip
+    f = root.measured_ops_dir / measured.FILE
+    table = with_gpu_times(json.loads(f.read_text()), timings)
+    f.write_text(json.dumps(table))
+    assert op_gpu_times(root.measured_ops_dir, "H200", "inference") == {op: pytest.approx(110e-6)}
+    gpu = Predictor(paths=root, disk_cache=False).predict(*NET, "H200", "inference")
+    calls = dict(zip(gpu.op_ids, gpu.calls))[op]
+    assert gpu.host["gpu_s"] - wall.host["gpu_s"] == pytest.approx(SCALE * calls * (110e-6 - 300e-6), rel=1e-9)
+    assert dict(zip(gpu.op_ids, gpu.t_s))[op] == 300e-6 and gpu.host["host_s"] == pytest.approx(wall.host["host_s"])

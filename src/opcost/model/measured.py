@@ -106,8 +106,33 @@ def device_entry(folder: Path, device_config: str) -> dict[str, Any] | None:
     return entry if isinstance(entry, dict) else None
 
 
+def with_gpu_times(table: dict[str, Any], timings: pd.DataFrame) -> dict[str, Any]:
+    """`table` with `gpu_t_s` on each op whose campaign rows (raw timings: op_id, mode, status, clock_mhz,
+    power_limit_w, gpu_time_per_call_s) timed its GPU side apart from its host's (measure/gputime.py): the
+    median over trials at the default setting. Why: an op timed alone in training is host-bound in the
+    profiler's harness (its own backward per instance costs host time a network's one backward does not), so
+    its wall time over-states what it adds to a network; the host/GPU queue (model/hostqueue.py) takes its
+    GPU time and issues it at the answer's host cost instead."""
+    t = timings[(timings["status"] == "ok") & timings["clock_mhz"].isna() & timings["power_limit_w"].isna()]
+    t = t[t["gpu_time_per_call_s"].notna() & (t["gpu_time_per_call_s"] > 0)]
+    gpu = t.groupby(["op_id", "mode"])["gpu_time_per_call_s"].median()
+    for entry in table["devices"].values():
+        for mode, ops in entry["modes"].items():
+            for op, v in ops.items():
+                if (op, mode) in gpu.index:
+                    v["gpu_t_s"] = float(gpu[(op, mode)])
+    return table
+
+
 def op_times(folder: Path, device_config: str, mode: str) -> dict[str, float]:
     """op_id -> measured time per call of `device_config` in `mode` (empty where nothing was measured)."""
     entry = device_entry(folder, device_config)
     ops = {} if entry is None else entry.get("modes", {}).get(mode, {})
     return {k: float(v["t_s"]) for k, v in ops.items()}
+
+
+def op_gpu_times(folder: Path, device_config: str, mode: str) -> dict[str, float]:
+    """op_id -> measured GPU time per call (`with_gpu_times`), for the ops whose campaign timed it."""
+    entry = device_entry(folder, device_config)
+    ops = {} if entry is None else entry.get("modes", {}).get(mode, {})
+    return {k: float(v["gpu_t_s"]) for k, v in ops.items() if _positive(v.get("gpu_t_s"))}

@@ -10,11 +10,12 @@ Energy comes from the power model of model/xpower.py where it exists; otherwise 
 (None) and the note says why: this module invents no power model.
 
 Measured ops. Where our campaigns measured ops on the GPU (model/measured.py, models/measured/ops.json),
-those ops take their measured time per call (source `measured`) and the rest stay transferred. The
-network composes both the way a transferred answer does, t_net = scale x sum of calls x per-call time
-(+ the optimizer step): a transferred op's per-call time is max(t_op, host_floor) (and its backward in
-training), a measured op's is its measured time (forward+backward in training), which already holds
-this GPU's own host cost, so no host floor is added to it. Energy stays transferred.
+those ops show their measured time per call (source `measured`) and the rest stay transferred. The
+network's step runs through the host/GPU queue (model/hostqueue.py) as every transferred answer's does,
+t_net = scale x queue time (+ the optimizer step): a transferred op's kernel is the cross-device model's
+(and its backward in training), a measured op's kernel is its measured GPU time where its campaign timed
+the GPU apart (measure/gputime.py; forward+backward in training), else its measured wall time; every call
+is issued at the answer's host cost. Energy stays transferred.
 """
 
 from __future__ import annotations
@@ -141,11 +142,14 @@ def predict_network(folder: Path, net: Any, device_config: str, mode: str, optim
     params = float(sum(float(r.metrics.get("params", 0)) * c for r, c in zip(recs, calls)))
     opt = xdevice_net.optimizer_s(mode, params, device_config)
     own = measured_times(Path(folder), device_config, mode)
+    own_gpu = measured_gpu_times(Path(folder), device_config, mode)
     hit = np.array([i in own for i in ids], bool)
-    if hit.any():  # a measured op: its measured time per call (forward+backward in training) on its first row
+    if hit.any():  # a measured op on its first row: its measured GPU time per call where its campaign timed the
+        # GPU apart (forward+backward in training), else its measured wall time; issued at the answer's host cost
         first = np.r_[True, owner[1:] != owner[:-1]] if len(owner) else np.zeros(0, bool)
         for j in np.flatnonzero(hit[owner]):
-            t_fw[j] = own[ids[owner[j]]] if first[j] else 0.0
+            op = ids[owner[j]]
+            t_fw[j] = own_gpu.get(op, own[op]) if first[j] else 0.0
             if ratio_row is not None:
                 ratio_row[j] = 0.0
     queue = step_queue(t_fw, calls[owner] * count, host_row, ratio_row, float(comp.get("bw_host_factor", 1.0)))
@@ -193,6 +197,13 @@ def measured_times(folder: Path, device_config: str, mode: str) -> dict[str, flo
     from opcost.model import measured
 
     return measured.op_times(Paths(Path(folder).parent.parent).measured_ops_dir, device_config, mode)
+
+
+def measured_gpu_times(folder: Path, device_config: str, mode: str) -> dict[str, float]:
+    """op_id -> GPU time per call our campaigns measured on `device_config` in `mode` (model/measured.py)."""
+    from opcost.model import measured
+
+    return measured.op_gpu_times(Paths(Path(folder).parent.parent).measured_ops_dir, device_config, mode)
 
 
 def measured_note(folder: Path, r: dict[str, Any], device_config: str) -> dict[str, Any] | None:
@@ -335,15 +346,16 @@ def network_prediction(
         head = (
             f"measured: {own['ops']} of {own['ops_total']} ops were measured on {device_config} (campaign "
             f"{', '.join(own['campaigns'])}; {100 * own['calls_share']:.0f} % of calls, "
-            f"{100 * own['time_share']:.0f} % of the op time) and take their measured time per call; "
+            f"{100 * own['time_share']:.0f} % of the op time) and take their measured time per call (their "
+            f"measured GPU time in the step's host/GPU queue where the campaign timed it); "
             + (
                 f"the other {own['ops_total'] - own['ops']} are transferred from the cross-device model "
                 f"(models/xdevice, trained on {trained}), numerics {NUMERICS[r['tf32']]}; "
                 if own["ops"] < own["ops_total"]
                 else ""
             )
-            + f"the network composes them as transferred answers do (scale {r['scale']:.3g} x the sum over calls; "
-            f"a measured time holds its own host cost, so no host floor is added); "
+            + f"the network composes them as transferred answers do (scale {r['scale']:.3g} x the step's host/GPU "
+            "queue); "
         )
     notes = [
         head + f"the 90 % interval comes from leave-one-GPU-out network errors at this GPU's distance "

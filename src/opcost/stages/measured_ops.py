@@ -12,17 +12,27 @@ import sys
 from typing import Any
 
 from opcost.io import write_json
-from opcost.model.measured import FILE, measured_table
+from opcost.model.measured import FILE, measured_table, with_gpu_times
 from opcost.params.load import Params
 from opcost.paths import Paths
-from opcost.schemas import EVALUATED_OPERATIONS
+from opcost.schemas import EVALUATED_OPERATIONS, TIMINGS
 from opcost.stages._run import execute
 from opcost.tables import read_table
 
 
 def run(paths: Paths, params: Params | None = None) -> dict[str, Any]:
-    """Write the table; `params` is unused (the stage reads no parameters)."""
+    """Write the table, with each op's GPU time where its campaign's raw timings have it (`with_gpu_times`);
+    `params` is unused (the stage reads no parameters)."""
+    import pandas as pd
+
     table = measured_table(read_table(paths.evaluated_operations, EVALUATED_OPERATIONS, "evaluate"))
+    frames = []
+    for c in sorted({c for e in table["devices"].values() for c in e["campaigns"]}):
+        f = paths.raw_dir(c) / "timings.parquet"
+        if f.is_file():
+            frames.append(read_table(f, TIMINGS, f"profile@{c}"))
+    if frames:
+        table = with_gpu_times(table, pd.concat(frames, ignore_index=True))
     write_json(table, paths.measured_ops_dir / FILE)
     return table
 
@@ -30,7 +40,10 @@ def run(paths: Paths, params: Params | None = None) -> dict[str, Any]:
 def summary(table: dict[str, Any]) -> str:
     parts = [
         f"{cfg} "
-        + ", ".join(f"{len(ops)} {mode}" for mode, ops in entry["modes"].items())
+        + ", ".join(
+            f"{len(ops)} {mode} ({sum('gpu_t_s' in v for v in ops.values())} with GPU time)"
+            for mode, ops in entry["modes"].items()
+        )
         + f" (campaigns {', '.join(entry['campaigns'])})"
         for cfg, entry in table["devices"].items()
     ]
