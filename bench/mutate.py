@@ -201,18 +201,6 @@ MUTATIONS: tuple[Mutation, ...] = (
         (KNOWN, "tests/test_intervals_composition.py"),
     ),
     Mutation(
-        "constant-power-ignores-clock",
-        "model/answer.py",
-        (
-            (
-                "energy = comp.energy(terms, comp.time(terms), family, k_w) if has_power else None",
-                "energy = comp.energy(terms, comp.time(terms), family, None) if has_power else None",
-            ),
-        ),
-        "the composition's constant power stays at its boost-clock value at a transferred clock",
-        ("tests/test_intervals_composition.py",),
-    ),
-    Mutation(
         "depthwise-efficiency-from-every-row",
         "model/fit.py",
         (("    dw = fit_rows[data.depthwise[fit_rows]]\n", "    dw = np.flatnonzero(data.depthwise)\n"),),
