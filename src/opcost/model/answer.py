@@ -244,7 +244,7 @@ def assemble(
         sources=sources,
         proxies=costs.proxy,
         calibrated=comp.calibrated,
-        composition=comp.source or ("calibrated" if comp.calibrated else "uncalibrated"),
+        composition=comp.source,  # never empty: Composition fills it from `calibrated`
         note="; ".join(notes),
         # first, the model nothing vouches for (served with trust_unrecorded; it widens no interval)
         warnings=([f"{bundle.unvouched}; served as it is because of --trust-unrecorded"] if bundle.unvouched else [])

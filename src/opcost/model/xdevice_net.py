@@ -242,12 +242,10 @@ def thesis_host(device_config: str) -> str:
     return f"thesis-{gpu_of(device_config)}"
 
 
-def op_time(t_fw: np.ndarray, xkinds: np.ndarray, mode: str, comp: dict[str, Any],
-            host_s: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+def op_time(t_fw: np.ndarray, xkinds: np.ndarray, mode: str, comp: dict[str, Any], host_s: np.ndarray) -> np.ndarray:
     """Per-call time of each op shown in an answer: forward (and backward) each at least its host cost
-    (`host_s` per op; else the composition's per-call constant). The network's time is the queue's
-    (model/hostqueue.py), not the sum of these."""
-    h = np.full(len(t_fw), float(comp["host_floor_s"])) if host_s is None else np.asarray(host_s, float)
+    (`host_s` per op). The network's time is the queue's (model/hostqueue.py), not the sum of these."""
+    h = np.asarray(host_s, float)
     t = np.maximum(t_fw, h)
     if mode == "training":
         r = np.array([bw_ratio(comp.get("bw_ratio", {}), x) for x in xkinds])

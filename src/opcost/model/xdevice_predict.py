@@ -303,7 +303,7 @@ def at_clock(
                interval=widen((k * lo, k * hi), et))  # fmt: skip
     en_out = None
     if en is not None and p is not None:
-        e = k * float((t * p * weights).sum()) / max(float((t * weights).sum()), 1e-30) * r["time_s"]
+        e = time_s * float((t * p * weights).sum()) / max(float((t * weights).sum()), 1e-30)  # mean power x time
         ke = e / (float(en["energy_j"]) or 1.0)
         elo, ehi = en["interval"]
         en_out = {"energy_j": e, "power_w": e / time_s if time_s > 0 else float("nan"),
