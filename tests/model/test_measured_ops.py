@@ -16,7 +16,7 @@ from opcost.io import write_parquet
 from opcost.model import measured, xdevice
 from opcost.params.xdevice import XdeviceParams
 from opcost.paths import Paths
-from opcost.schemas import EVALUATED_OPERATIONS, conform
+from opcost.schemas import EVALUATED_OPERATIONS, OPERATIONS, conform
 from opcost.stages import measured_ops
 
 SCALE, HOST_FLOOR = 0.8, 5e-6
@@ -108,6 +108,7 @@ def measure(paths: Paths, times: dict[tuple[str, str], float]) -> None:
         for (op, mode), t in times.items()
     ]  # fmt: skip
     write_parquet(evaluated(rows), paths.evaluated_operations)
+    write_parquet(conform(pd.DataFrame([]), OPERATIONS), paths.operations)  # a catalog knowing none of them
     measured_ops.run(paths)
 
 
@@ -219,3 +220,38 @@ def test_a_measured_ops_gpu_time_is_its_kernel_in_the_queue(root):
     calls = dict(zip(gpu.op_ids, gpu.calls))[op]
     assert gpu.host["gpu_s"] - wall.host["gpu_s"] == pytest.approx(SCALE * calls * (110e-6 - 300e-6), rel=1e-9)
     assert dict(zip(gpu.op_ids, gpu.t_s))[op] == 300e-6 and gpu.host["host_s"] == pytest.approx(wall.host["host_s"])
+
+
+def test_a_measured_ops_kind_factor_corrects_the_transferred_ops_of_its_kind(root):
+    """Few-shot (model/fewshot.py): one measured op with a cross-device row and a GPU time r x what the transfer
+    says corrects every transferred op of its kind by r^((1 + s/(1+s)) / (1+s)) and of any other kind by
+    r^(1/(1+s)) (s = SHRINK_OPS pseudo-ops; with one op both medians are log r), in the GPU's busy time."""
+    from opcost.model import fewshot, xdevice_net, xdevice_predict
+    from opcost.model.predict import Predictor
+
+    pr = Predictor(paths=root, disk_cache=False)
+    before = pr.predict(*NET, "H200", "inference")
+    net = pr.network(*NET, mode="inference")
+    convs = [i for i in before.op_ids if xdevice.xkind_of(net.records[i].kind) == "conv"]
+    op = max(convs, key=lambda i: dict(zip(before.op_ids, before.t_s))[i])
+    measure(root, {(op, "inference"): 300e-6})
+    ((row, count),) = xdevice_net.op_rows(net.records[op])
+    transferred = float(xdevice_predict.load(root.xdevice_model_dir).op.predict(
+        pd.DataFrame([row]).assign(device_config="H200", wall_clock=0.0))[0])  # fmt: skip
+    r, s = 3.0, fewshot.SHRINK_OPS
+    f = root.measured_ops_dir / measured.FILE
+    table = json.loads(f.read_text())
+    table["devices"]["H200"]["modes"]["inference"][op] |= {"gpu_t_s": r * transferred, "row": row}
+    f.write_text(json.dumps(table))
+    assert measured.op_rows_measured(root.measured_ops_dir, "H200") == [(row, pytest.approx(r * transferred))]
+
+    after = Predictor(paths=root, disk_cache=False).predict(*NET, "H200", "inference")
+    kind_f, other_f = r ** ((1 + s / (1 + s)) / (1 + s)), r ** (1 / (1 + s))
+    b, a = dict(zip(before.op_ids, before.t_s)), dict(zip(after.op_ids, after.t_s))
+    floor = SCALE * HOST_FLOOR * 1.01  # an op at its host cost shows that, not its kernel
+    for i in after.op_ids:
+        if i == op or b[i] <= floor or b[i] * min(kind_f, other_f) <= floor:
+            continue
+        want = kind_f if i in convs else other_f
+        assert a[i] == pytest.approx(b[i] * want, rel=1e-9), (i, net.records[i].kind)
+    assert a[op] == 300e-6  # the measured op shows its measured wall time

@@ -121,3 +121,9 @@ def test_interval_coverage_is_scored_with_a_law_that_never_saw_the_gpu():
     assert got["coverage_90"] == pytest.approx(3 / 5)
     assert got["n"] == 5
     assert got["median_width_pct"] == pytest.approx(100 * (np.exp(0.3) - np.exp(-0.3)))
+    # per GPU, against its own fold's law: A faces 0.3 (2 of 2 inside), B 0.3 (0 of 1), C 0.2 (1 of 2)
+    per = got["per_gpu"]
+    assert {g: v["coverage_90"] for g, v in per.items()} == {"A": 1.0, "B": 0.0, "C": 0.5}
+    assert per["C"]["halfwidth_pct"] == pytest.approx(100 * (np.exp(0.2) - 1))
+    assert per["C"]["median_width_pct"] == pytest.approx(100 * (np.exp(0.2) - np.exp(-0.2)))
+    assert {g: v["n"] for g, v in per.items()} == {"A": 2, "B": 1, "C": 2}

@@ -136,3 +136,36 @@ def op_gpu_times(folder: Path, device_config: str, mode: str) -> dict[str, float
     entry = device_entry(folder, device_config)
     ops = {} if entry is None else entry.get("modes", {}).get(mode, {})
     return {k: float(v["gpu_t_s"]) for k, v in ops.items() if _positive(v.get("gpu_t_s"))}
+
+
+def with_rows(table: dict[str, Any], catalog: pd.DataFrame) -> dict[str, Any]:
+    """`table` with `row` on each op the catalog (schemas.OPERATIONS, indexed by op_id) knows and that is one
+    kernel: its cross-device row (model/xdevice.record_row), so that a transferred answer can compare the
+    op's measured time with what the cross-device model says for it and correct the ops measured nowhere
+    (model/fewshot.py). An op costed from several kernels (attention, recurrent layers) gets none: its
+    measured time cannot be split between them."""
+    from opcost.model.features import record_of
+    from opcost.model.xdevice_net import op_rows
+
+    for entry in table["devices"].values():
+        for ops in entry["modes"].values():
+            for op, v in ops.items():
+                if op not in catalog.index:
+                    continue
+                rows = op_rows(record_of(catalog.loc[op]))
+                if len(rows) == 1 and rows[0][1] == 1.0:
+                    v["row"] = {k: (x if isinstance(x, str) else float(x)) for k, x in rows[0][0].items()}
+    return table
+
+
+def op_rows_measured(folder: Path, device_config: str, mode: str = "inference") -> list[tuple[dict[str, Any], float]]:
+    """(cross-device row, measured GPU time per call) of each op of `device_config` whose table entry has
+    both (`with_rows`, `with_gpu_times`): what the few-shot correction compares. GPU time only: a wall time
+    carries the measuring host's cost per call, which the transfer answers apart (model/hostqueue.py)."""
+    entry = device_entry(folder, device_config)
+    ops = {} if entry is None else entry.get("modes", {}).get(mode, {})
+    return [
+        (v["row"], float(v["gpu_t_s"]))
+        for v in ops.values()
+        if isinstance(v.get("row"), dict) and _positive(v.get("gpu_t_s"))
+    ]

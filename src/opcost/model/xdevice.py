@@ -526,23 +526,30 @@ def interval_law(per_gpu: Sequence[tuple[float, float]]) -> dict[str, float]:
     return {"a": float(a), "b": float(b), "max_logged": float(q.max()) if len(q) else 0.5}
 
 
-def law_coverage(per_gpu: dict[str, tuple[float, float]], log_errors: dict[str, np.ndarray]) -> dict[str, float]:
+def law_coverage(per_gpu: dict[str, tuple[float, float]], log_errors: dict[str, np.ndarray]) -> dict[str, Any]:
     """Coverage of the interval law out of sample: each GPU's held-out network errors (log(predicted /
     measured)) against the law fitted on the other GPUs' (distance, q90) only, at its own distance. The law
     the stage ships is fitted on every GPU, envelope included, so its coverage on those same errors is
     in-sample (at least the level wherever one GPU's q90 sets the envelope) and says nothing about a GPU
-    it never saw. Also the median relative width exp(h) - exp(-h) of those intervals, in %."""
+    it never saw. Also the median relative width exp(h) - exp(-h) of those intervals, in %, and per GPU
+    its coverage, width and upper half-width exp(h) - 1 (the goal's +-25 % reads on it)."""
     inside: list[bool] = []
     widths: list[float] = []
+    per: dict[str, dict[str, float]] = {}
     for g, e in log_errors.items():
         law = interval_law([v for k, v in per_gpu.items() if k != g])
         h = log_halfwidth(law, per_gpu[g][0])
         e = np.asarray(e, float)
-        inside.extend(bool(x) for x in np.abs(e) <= h)
-        widths.extend([100 * (math.exp(h) - math.exp(-h))] * len(e))
+        hit = np.abs(e) <= h
+        inside.extend(bool(x) for x in hit)
+        width = 100 * (math.exp(h) - math.exp(-h))
+        widths.extend([width] * len(e))
+        per[g] = {"coverage_90": float(hit.mean()) if len(e) else float("nan"), "median_width_pct": width,
+                  "halfwidth_pct": 100 * (math.exp(h) - 1), "n": float(len(e))}  # fmt: skip
     n = len(inside)
     return {"coverage_90": float(np.mean(inside)) if n else float("nan"),
-            "median_width_pct": float(np.median(widths)) if n else float("nan"), "n": float(n)}  # fmt: skip
+            "median_width_pct": float(np.median(widths)) if n else float("nan"), "n": float(n),
+            "per_gpu": per}  # fmt: skip
 
 
 def log_halfwidth(law: dict[str, float], dist: float) -> float:

@@ -348,16 +348,12 @@ def logo_networks(nets: pd.DataFrame, nodes: pd.DataFrame, fold_models: dict[str
     a held-out GPU's networks run through its own host's profile, never through anything fitted on it."""
     out = []
     for g, model in fold_models.items():
-        train = nets[nets["gpu"] != g]
         held = nets[nets["gpu"] == g]
         if held.empty:
             continue
-        tr_nodes = nodes[nodes["config"].isin(train["config"])].reset_index(drop=True)
-        ratios = bw_ratios(nodes, set(model.trained_on))
-        comp = fit_composition(train.reset_index(drop=True), tr_nodes, model.predict(_device_rows(tr_nodes)), ratios,
-                               hosts)  # fmt: skip
+        comp = fold_composition(nets, nodes, g, model, hosts)
         te_nodes = nodes[nodes["config"].isin(held["config"])].reset_index(drop=True)
-        pred = predict_nets(held.reset_index(drop=True), te_nodes, model.predict(_device_rows(te_nodes)), comp)
+        pred = predict_nets(held.reset_index(drop=True), te_nodes, model.predict(device_rows(te_nodes)), comp)
         out.append(held.assign(predicted_s=pred, host_floor_s=comp["host_floor_s"], scale=comp["scale"],
                                bw_host_factor=comp["bw_host_factor"], in_network=comp["in_network"]))  # fmt: skip
     df = pd.concat(out, ignore_index=True) if out else pd.DataFrame()
@@ -366,6 +362,15 @@ def logo_networks(nets: pd.DataFrame, nodes: pd.DataFrame, fold_models: dict[str
     return df
 
 
-def _device_rows(nodes: pd.DataFrame) -> pd.DataFrame:
+def fold_composition(nets: pd.DataFrame, nodes: pd.DataFrame, gpu: str, model: OpModel,
+                     hosts: dict[str, HostProfile] | None = None) -> dict:  # fmt: skip
+    """The composition fitted on every GPU's networks but `gpu`'s, with op times of `model` (its fold's)."""
+    train = nets[nets["gpu"] != gpu]
+    tr_nodes = nodes[nodes["config"].isin(train["config"])].reset_index(drop=True)
+    ratios = bw_ratios(nodes, set(model.trained_on))
+    return fit_composition(train.reset_index(drop=True), tr_nodes, model.predict(device_rows(tr_nodes)), ratios, hosts)
+
+
+def device_rows(nodes: pd.DataFrame) -> pd.DataFrame:
     """Nodes as op rows in device time (CUDA-event units): the host floor is the composition's."""
     return nodes.assign(wall_clock=0.0)

@@ -28,6 +28,7 @@ import numpy as np
 
 from opcost.devices import NO_TF32_SUFFIX, same_numerics, table_name
 from opcost.errors import OpcostError
+from opcost.model import fewshot
 from opcost.model.costing import Costs
 from opcost.model.hostqueue import step_queue
 from opcost.paths import Paths
@@ -126,6 +127,11 @@ def predict_network(folder: Path, net: Any, device_config: str, mode: str, optim
     rows["device_config"] = device_config
     rows["wall_clock"] = 0.0
     t_fw = model.op.predict(rows) if len(rows) else np.zeros(0)
+    # the GPU's measured ops correct the transfer of the others per kind (model/fewshot.py; forward times)
+    pairs = measured_rows(Path(folder), device_config)
+    factors = fewshot.device_factors(model.op, pairs, device_config)
+    if factors and len(rows):
+        t_fw = fewshot.apply_factors(rows["xkind"], t_fw, factors)
     comp = model.composition
     scale = float(comp["scale"])
     owner = np.array([i for i, _, _ in expanded], int)
@@ -178,6 +184,8 @@ def predict_network(folder: Path, net: Any, device_config: str, mode: str, optim
         "optimizer_s": opt,
         "sum_s": float((per_call * factor * calls).sum()),
         "sources": [MEASURED if h else SOURCE for h in hit],
+        "factors": factors,
+        "factor_ops": len(pairs),
         "factor": factor,
         "scale": scale,
         "host": {
@@ -197,6 +205,14 @@ def measured_times(folder: Path, device_config: str, mode: str) -> dict[str, flo
     from opcost.model import measured
 
     return measured.op_times(Paths(Path(folder).parent.parent).measured_ops_dir, device_config, mode)
+
+
+def measured_rows(folder: Path, device_config: str) -> list[tuple[dict[str, Any], float]]:
+    """(cross-device row, GPU time per call) of the inference ops measured on `device_config`
+    (model/measured.op_rows_measured): the few-shot correction's input."""
+    from opcost.model import measured
+
+    return measured.op_rows_measured(Paths(Path(folder).parent.parent).measured_ops_dir, device_config)
 
 
 def measured_gpu_times(folder: Path, device_config: str, mode: str) -> dict[str, float]:
@@ -229,6 +245,16 @@ def measured_note(folder: Path, r: dict[str, Any], device_config: str) -> dict[s
         + (" + the optimizer step" if r["optimizer_s"] else ""),
         "energy": "transferred: the cross-device power model; energy measured in these campaigns is not used",
     }
+
+
+def factors_note(factors: dict[str, float], n_ops: int, device_config: str) -> str:
+    """What the few-shot correction (model/fewshot.py) did to an answer's transferred ops."""
+    kinds = ", ".join(f"{k} x{v:.2f}" for k, v in sorted(factors.items()) if k != fewshot.POOLED)
+    return (
+        f"corrected: {n_ops} ops measured on {device_config} (their GPU times) against the transfer set a factor per "
+        f"op kind ({kinds}; other kinds x{factors[fewshot.POOLED]:.2f}), each shrunk towards no correction by "
+        f"{fewshot.SHRINK_OPS:g} pseudo-ops; every transferred op of this answer carries its kind's"
+    )
 
 
 def busy_share(r: dict[str, Any], device_config: str) -> float:
@@ -341,6 +367,9 @@ def network_prediction(
         head = (
             f"transferred: {device_config} has no measurements of its own; op times from the cross-device model "
             f"(models/xdevice, trained on {trained}), numerics {NUMERICS[r['tf32']]}; "
+            if not r["factors"]
+            else f"transferred: no op of this network was measured on {device_config}; op times from the "
+            f"cross-device model (models/xdevice, trained on {trained}), numerics {NUMERICS[r['tf32']]}; "
         )
     else:
         head = (
@@ -362,6 +391,8 @@ def network_prediction(
         f"{r['distance']:.2f} from the training GPUs",
         en_note if own is None else en_note + " (energy measured on this GPU is not used: time only)",
     ]
+    if r["factors"]:
+        notes.insert(1, factors_note(r["factors"], r["factor_ops"], device_config))
     hs = r["host"]
     notes.append(
         f"host: {hs['name']}{' (the reference host; --host NAME for another)' if host is None else ''}, "

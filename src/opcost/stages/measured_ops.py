@@ -1,7 +1,9 @@
 """Stage `measured-ops`: op times our campaigns measured on a table GPU, for its transferred answers.
 
 Reads data/evaluated/operations.parquet and writes models/measured/ops.json (model/measured.py): per
-device config and mode, each measured op's time per call. `opcost predict` on such a GPU takes these
+device config and mode, each measured op's time per call, its GPU time where its campaign timed it, and its
+cross-device row where extract's catalog (data/operations/operations.parquet) knows it (the few-shot
+correction's input, model/fewshot.py). `opcost predict` on such a GPU takes these
 ops' times from it (source `measured`) and transfers the rest from the cross-device model. Torch-free
 and GPU-free: `dvc repro` makes it anywhere from the landed campaigns.
 """
@@ -12,10 +14,10 @@ import sys
 from typing import Any
 
 from opcost.io import write_json
-from opcost.model.measured import FILE, measured_table, with_gpu_times
+from opcost.model.measured import FILE, measured_table, with_gpu_times, with_rows
 from opcost.params.load import Params
 from opcost.paths import Paths
-from opcost.schemas import EVALUATED_OPERATIONS, TIMINGS
+from opcost.schemas import EVALUATED_OPERATIONS, OPERATIONS, TIMINGS
 from opcost.stages._run import execute
 from opcost.tables import read_table
 
@@ -33,6 +35,8 @@ def run(paths: Paths, params: Params | None = None) -> dict[str, Any]:
             frames.append(read_table(f, TIMINGS, f"profile@{c}"))
     if frames:
         table = with_gpu_times(table, pd.concat(frames, ignore_index=True))
+    catalog = read_table(paths.operations, OPERATIONS, "extract").drop_duplicates("op_id").set_index("op_id")
+    table = with_rows(table, catalog)
     write_json(table, paths.measured_ops_dir / FILE)
     return table
 
@@ -41,7 +45,8 @@ def summary(table: dict[str, Any]) -> str:
     parts = [
         f"{cfg} "
         + ", ".join(
-            f"{len(ops)} {mode} ({sum('gpu_t_s' in v for v in ops.values())} with GPU time)"
+            f"{len(ops)} {mode} ({sum('gpu_t_s' in v for v in ops.values())} with GPU time, "
+            f"{sum('row' in v for v in ops.values())} with a cross-device row)"
             for mode, ops in entry["modes"].items()
         )
         + f" (campaigns {', '.join(entry['campaigns'])})"

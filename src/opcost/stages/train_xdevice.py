@@ -9,9 +9,13 @@ targets (`xdevice.op_targets` for ops, `xdevice.net_targets` for networks). Then
    (NeuSight end-to-end configs, thesis networks) composed from the fold's op model and a composition
    fitted on the other GPUs' networks;
 3. the op model and the composition fitted on everything, with the interval law (90 % |log error|
-   of held-out GPUs' networks against their distance from the training GPUs).
+   of held-out GPUs' networks against their distance from the training GPUs), its coverage and width
+   per held-out GPU;
+4. a new GPU from one measured network (model/fewshot.py): on each GPU with several measured networks,
+   each in turn measured, the others predicted without and with it, by models that never saw the GPU;
+   the campaign GPUs of models/measured (the H200) with the final model, which never saw them either.
 Writes models/xdevice/ (xdevice.json, trees.npz, run.json) and reports/xdevice/{logo_ops.csv,
-logo_networks.csv, metrics.json}; replays the run into MLflow and registers `opcost-xdevice`.
+logo_networks.csv, fewshot.csv, metrics.json}; replays the run into MLflow and registers `opcost-xdevice`.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import pandas as pd
 
 from opcost.errors import OpcostError
 from opcost.io import atomic_path, write_report
-from opcost.model import hosts, registry, runlog, tracking, xdevice, xdevice_net
+from opcost.model import fewshot, hosts, measured, registry, runlog, tracking, xdevice, xdevice_net
 from opcost.params.load import Params
 from opcost.paths import Paths
 from opcost.schemas import TARGET_OPERATIONS
@@ -50,6 +54,45 @@ def net_rows(paths: Paths, params: Params) -> tuple[pd.DataFrame, pd.DataFrame]:
     n1, d1 = xdevice_net.neusight_networks(paths.root / params.xdevice.neusight)
     n2, d2 = xdevice_net.thesis_networks(paths, list(params.xdevice.net_targets))
     return pd.concat([n1, n2], ignore_index=True), pd.concat([d1, d2], ignore_index=True)
+
+
+def campaign_gpus(paths: Paths) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(networks, nodes, op rows) of the GPUs our campaigns measured (models/measured) that no op model
+    trains on: their evaluated networks (targets `<config>-<mode>`, measured by the reference host's
+    machine) and their measured ops' GPU times as device-time op rows (model/measured.op_rows_measured)."""
+    table = measured.load(paths.measured_ops_dir)
+    cfgs = sorted(table["devices"])
+    targets = [f"{c}-{m}" for c in cfgs for m in ("inference", "training")]
+    nets, nodes = xdevice_net.thesis_networks(paths, targets)
+    if len(nets):
+        nets = nets.assign(set="campaign", host=hosts.REFERENCE_HOST)
+    rows = [
+        {**r, "t_s": t, "device_config": c, "wall_clock": 0.0, "source": "campaign"}
+        for c in cfgs
+        for r, t in measured.op_rows_measured(paths.measured_ops_dir, c)
+    ]
+    return nets, nodes, pd.DataFrame(rows)
+
+
+def few_shot(paths: Paths, rows: pd.DataFrame, nets: pd.DataFrame, nodes: pd.DataFrame, folds: dict,
+             final: xdevice.OpModel, net_pred: pd.DataFrame, host_set: dict,
+             factor: float) -> pd.DataFrame:  # fmt: skip
+    """The few-shot table (model/fewshot.evaluate) over the training GPUs (their folds) and the campaign
+    GPUs (the final model: trained on none of them)."""
+    table = fewshot.evaluate(nets, nodes, rows, xdevice.host_bound(rows, factor), folds, net_pred, host_set)
+    c_nets, c_nodes, c_rows = campaign_gpus(paths)
+    if c_nets.empty or c_rows.empty:
+        return table
+    extra = fewshot.evaluate(
+        pd.concat([nets, c_nets], ignore_index=True),
+        pd.concat([nodes, c_nodes], ignore_index=True),
+        c_rows,
+        np.zeros(len(c_rows), bool),
+        {g: final for g in sorted(c_nets["gpu"].unique()) if g not in final.trained_on},
+        net_pred,
+        host_set,
+    )
+    return pd.concat([table, extra], ignore_index=True)
 
 
 def host_profiles(paths: Paths, params: Params, rows: pd.DataFrame) -> dict[str, hosts.HostProfile]:
@@ -125,6 +168,7 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
         others = [v for k, v in devs.items() if k != g]
         per_gpu[str(g)] = (xdevice.distance(devs[g], others), float(np.quantile(np.abs(log_err[str(g)]), 0.9)))
     law = xdevice.interval_law(list(per_gpu.values()))
+    few = few_shot(paths, rows, nets, nodes, folds, final, net_pred, host_set, xp.host_plateau_factor)
     # in-sample: the shipped law (fitted on every GPU's errors) on those same errors
     hw = net_pred["gpu"].map(lambda g: xdevice.log_halfwidth(law, per_gpu[str(g)][0]))
     inside = np.abs(np.log(net_pred["predicted_s"] / net_pred["measured_s"])) <= hw
@@ -148,7 +192,11 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
             "median_width_pct": out_of_sample["median_width_pct"],
             "coverage_90_in_sample": float(inside.mean()),
             "n": int(len(inside)),
+            "per_gpu": out_of_sample["per_gpu"],
+            "goal_coverage": [0.85, 0.95],
+            "goal_median_halfwidth_pct": 25.0,
         },  # fmt: skip
+        "fewshot": fewshot.summary(few),
         "composition": {k: v for k, v in comp.items() if k not in ("bw_ratio", "hosts")},
         "hosts": {n: {"default_us": 1e6 * p["default_s"], "source": p["source"]} for n, p in comp["hosts"].items()},
         "bw_ratio": comp["bw_ratio"],
@@ -172,7 +220,7 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
     runlog.save(record, folder)
     paths.xdevice_report_dir.mkdir(parents=True, exist_ok=True)
     write_report(metrics, paths.xdevice_metrics)
-    for name, df in (("logo_ops", ops_table), ("logo_networks", net_pred)):
+    for name, df in (("logo_ops", ops_table), ("logo_networks", net_pred), ("fewshot", few)):
         with atomic_path(paths.xdevice_table(name)) as tmp:
             df.to_csv(tmp, index=False, float_format="%.6g")
     registered = None
@@ -205,7 +253,13 @@ def run_record(model: xdevice.XdeviceModel, metrics: dict, ops: pd.DataFrame, ne
         children.append(runlog.child(f"logo-{g}", {"held_out": str(g)}, {}, m, {}, [figure] if len(nd) else []))
     flat = {f"op_{g}_mape": v["mape"] for g, v in metrics["ops"].items()}
     flat |= {f"net_{s}_mape": v["mape"] for s, v in metrics["networks"].items()}
+    fs = metrics["fewshot"]
+    flat |= {f"fewshot_{v}_ratio": fs[v]["ratio"] for v in fewshot.VARIANTS if v in fs}
+    flat |= {f"fewshot_{g}_{v}_mape": p[v]["mape"] for g, p in fs["per_gpu"].items() for v in fewshot.VARIANTS}
+    flat |= {f"fewshot_{g}_without_mape": p["mape_without"] for g, p in fs["per_gpu"].items()}
     iv = metrics["interval"]
+    flat |= {f"interval_{g}_coverage_90": v["coverage_90"] for g, v in iv["per_gpu"].items()}
+    flat |= {f"interval_{g}_median_width_pct": v["median_width_pct"] for g, v in iv["per_gpu"].items()}
     flat |= {"interval_coverage_90": iv["coverage_90"], "interval_median_width_pct": iv["median_width_pct"],
              "interval_coverage_90_in_sample": iv["coverage_90_in_sample"]}  # fmt: skip
     return {
