@@ -625,15 +625,10 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "xdevice-coverage-in-sample",
-        "model/xdevice.py",
-        (
-            (
-                "law = interval_law([v for k, v in per_gpu.items() if k != g])",
-                "law = interval_law(list(per_gpu.values()))",
-            ),
-        ),
+        "model/xinterval.py",
+        (('        law = fit(frame[frame["gpu"] != g], level)', "        law = fit(frame, level)"),),
         "the cross-device interval's coverage is scored with a law fitted on the scored GPU too",
-        ("tests/model/test_xdevice_host_plateau.py",),
+        ("tests/model/test_xinterval.py",),
     ),
     Mutation(
         "xdevice-winograd-on-tf32",
@@ -773,6 +768,85 @@ MUTATIONS: tuple[Mutation, ...] = (
         (('        k = self.energy_coef["time"]\n', '        k = self.energy_coef["time"] * 0.5\n'),),
         "the composition's constant power is not the static power it was fitted as",
         ("tests/test_intervals_composition.py", "tests/model/test_power_limit.py"),
+    ),
+    # -- round 44: a new GPU from one measured network (model/fewshot.py) ------------------------------
+    Mutation(
+        "fewshot-kind-factor-unshrunk",
+        "model/fewshot.py",
+        (("(len(rk) * float(np.median(rk)) + shrink * pooled) / (len(rk) + shrink)", "float(np.median(rk))"),),
+        "a kind's factor is its raw median, not shrunk towards the pooled one",
+        ("tests/model/test_fewshot.py", "tests/model/test_measured_ops.py"),
+    ),
+    Mutation(
+        "fewshot-mean-not-median",
+        "model/fewshot.py",
+        (("pooled = float(np.median(r)) * len(r)", "pooled = float(np.mean(r)) * len(r)"),),
+        "the pooled factor is a mean of log ratios: one outlier op moves every kind",
+        ("tests/model/test_fewshot.py",),
+    ),
+    Mutation(
+        "fewshot-own-ops-ignored",
+        "model/fewshot.py",
+        (("    out[hit] = own[hit]\n", ""),),
+        "an op measured on the GPU does not take its measured time in another network",
+        ("tests/model/test_fewshot.py",),
+    ),
+    Mutation(
+        "fewshot-fold-sees-held-out-gpu",
+        "model/xdevice_net.py",
+        (('    train = nets[nets["gpu"] != gpu]\n', "    train = nets\n"),),
+        "the few-shot fold's composition is fitted on the held-out GPU's networks too",
+        ("tests/model/test_fewshot.py",),
+    ),
+    Mutation(
+        "fewshot-factors-not-applied",
+        "model/xdevice_predict.py",
+        (("    if factors and len(rows):", "    if False:"),),
+        "answers ignore the kind factors of the GPU's measured ops",
+        ("tests/model/test_measured_ops.py",),
+    ),
+    Mutation(
+        "shrink-weight-inverted",
+        "model/fewshot.py",
+        (
+            (
+                "return vb / (vb + vw / max(n, 1)) if vb > 0 else 0.0",
+                "return vw / (vb + vw / max(n, 1)) if vb > 0 else 0.0",
+            ),
+        ),
+        "the network scale's weight trusts scatter within a GPU, not its bias",
+        ("tests/model/test_fewshot.py",),
+    ),
+    Mutation(
+        "interval-slopes-may-narrow",
+        "model/xinterval.py",
+        (
+            (
+                "    bounds = [(None, None), (0, None), (0, None)]",
+                "    bounds = [(None, None), (None, None), (None, None)]",
+            ),
+        ),
+        "the interval law may narrow with distance or with the share outside matrix products",
+        ("tests/model/test_xinterval.py",),
+    ),
+    Mutation(
+        "interval-share-counts-gemm",
+        "model/xinterval.py",
+        (
+            (
+                "    return float(t[~np.isin(xk, GEMM_KINDS)].sum() / total)",
+                "    return float(t[np.isin(xk, GEMM_KINDS)].sum() / total)",
+            ),
+        ),
+        "the interval's share counts matrix products instead of the rest",
+        ("tests/model/test_xinterval.py", "tests/model/test_xdevice.py"),
+    ),
+    Mutation(
+        "big-cards-boundary",
+        "stages/train_clock.py",
+        (('("over_300w", off["tdp"] > BIG_CARD_W)', '("over_300w", off["tdp"] >= BIG_CARD_W)'),),
+        "a 300 W card counts as big",
+        ("tests/stages/test_power_by_card_size.py",),
     ),
 )
 

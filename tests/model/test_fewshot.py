@@ -17,11 +17,11 @@ KEY = {"batch": 1.0, "m": 0.0, "n": 0.0, "k": 0.0, "flops": 0.0, "numel": 1.0}
 
 
 def test_kind_factors_known_answer():
-    # conv: three ops at 2x, 2x, 8x the transfer (median 2x); relu: one at 0.5x; pooled median over the
-    # four: log ratios ln2, ln2, ln8, -ln2 -> median ln2
+    # conv: three ops at 2x, 2x, 16x the transfer (median 2x); relu: one at 0.5x; pooled over the four: log
+    # ratios ln2 x (1, 1, 4, -1) -> median ln2 (their mean, 1.25 ln2, would let the 16x op pull every kind)
     xk = ["conv", "conv", "conv", "relu"]
     p = np.array([1.0, 2.0, 3.0, 4.0])
-    m = p * np.array([2.0, 2.0, 8.0, 0.5])
+    m = p * np.array([2.0, 2.0, 16.0, 0.5])
     f = fewshot.kind_factors(xk, m, p, shrink=0.0)
     assert f == {"*": pytest.approx(2.0), "conv": pytest.approx(2.0), "relu": pytest.approx(0.5)}
     s = 4.0

@@ -22,6 +22,7 @@ from opcost.stages import measured_ops
 SCALE, HOST_FLOOR = 0.8, 5e-6
 FAST = XdeviceParams(n_estimators=30, max_depth=4, learning_rate=0.3, threads=1, floor_s=1e-9)
 NET = ("resnet18", "8,3,32,32")
+BIG = ("resnet18", "32,3,224,224")  # kernels well above the host floor
 
 
 def evaluated(rows: list[dict]) -> pd.DataFrame:
@@ -230,8 +231,8 @@ def test_a_measured_ops_kind_factor_corrects_the_transferred_ops_of_its_kind(roo
     from opcost.model.predict import Predictor
 
     pr = Predictor(paths=root, disk_cache=False)
-    before = pr.predict(*NET, "H200", "inference")
-    net = pr.network(*NET, mode="inference")
+    before = pr.predict(*BIG, "H200", "inference")
+    net = pr.network(*BIG, mode="inference")
     convs = [i for i in before.op_ids if xdevice.xkind_of(net.records[i].kind) == "conv"]
     op = max(convs, key=lambda i: dict(zip(before.op_ids, before.t_s))[i])
     measure(root, {(op, "inference"): 300e-6})
@@ -245,13 +246,17 @@ def test_a_measured_ops_kind_factor_corrects_the_transferred_ops_of_its_kind(roo
     f.write_text(json.dumps(table))
     assert measured.op_rows_measured(root.measured_ops_dir, "H200") == [(row, pytest.approx(r * transferred))]
 
-    after = Predictor(paths=root, disk_cache=False).predict(*NET, "H200", "inference")
+    after = Predictor(paths=root, disk_cache=False).predict(*BIG, "H200", "inference")
     kind_f, other_f = r ** ((1 + s / (1 + s)) / (1 + s)), r ** (1 / (1 + s))
     b, a = dict(zip(before.op_ids, before.t_s)), dict(zip(after.op_ids, after.t_s))
     floor = SCALE * HOST_FLOOR * 1.01  # an op at its host cost shows that, not its kernel
+    checked = {"conv": 0, "other": 0}
     for i in after.op_ids:
         if i == op or b[i] <= floor or b[i] * min(kind_f, other_f) <= floor:
             continue
         want = kind_f if i in convs else other_f
         assert a[i] == pytest.approx(b[i] * want, rel=1e-9), (i, net.records[i].kind)
+        checked["conv" if i in convs else "other"] += 1
+    assert min(checked.values()) >= 2, checked
+    assert "corrected: 1 ops measured on H200" in after.note
     assert a[op] == 300e-6  # the measured op shows its measured wall time

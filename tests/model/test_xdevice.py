@@ -171,17 +171,6 @@ def test_composition_recovers_a_known_host_floor_in_network_share_and_scale():
     assert comp["hosts"] == {"box": box.to_json()}
 
 
-def test_interval_law_is_an_envelope_and_multiplicative():
-    pts = [(0.5, 0.10), (1.0, 0.30), (2.0, 0.25), (3.0, 0.60)]
-    law = xdevice.interval_law(pts)
-    assert law["b"] >= 0
-    for d, q in pts:
-        assert xdevice.log_halfwidth(law, d) >= q - 1e-12
-    hw = xdevice.log_halfwidth(law, 10.0)
-    lo, hi = 1e-3 * math.exp(-hw), 1e-3 * math.exp(hw)
-    assert 0 < lo < 1e-3 < hi  # never below zero however wide
-
-
 def test_model_roundtrip_and_refusal(synthetic_gpus, tmp_path):
     rows = synthetic_rows(np.random.default_rng(3), n=8)
     op = xdevice.fit(rows, FAST)
@@ -227,6 +216,13 @@ def test_predict_on_a_gpu_without_own_models_is_transferred(xdevice_root, device
     assert p.memory is not None and p.fits is True
     assert "transferred" in p.note and ("TF32 off" in p.note) == device.endswith("_no_tf32")
     assert p.energy_j is None and "energy" in p.note
+    # the interval's half-width: a + b distance + c other_share (model/xinterval.py); the law here has no c
+    h = math.log(p.time_interval_s[1] / p.time_s)
+    assert h == pytest.approx(math.log(p.time_s / p.time_interval_s[0]), rel=1e-9)
+    dist = float(p.note.split("at this GPU's distance ")[1].split(" ")[0])
+    assert h == pytest.approx(0.2 + 0.05 * dist, abs=0.0051 * 0.05 + 1e-12)
+    share = float(p.note.split("this network's ")[1].split(" %")[0])
+    assert share >= 90  # resnet18: convolutions are not matrix products here, only its last Linear is
     with pytest.raises(OpcostError, match="unknown (GPU|device) 'MI300X'"):
         pr.predict("resnet18", "8,3,32,32", "MI300X", mode)
 

@@ -110,20 +110,3 @@ def _target_table(kind: str, attrs: dict, t_s: float) -> pd.DataFrame:
 ])  # fmt: skip
 def test_thesis_ops_leaves_no_ops_out(kind, attrs, kept):
     assert len(xdevice.thesis_ops(_target_table(kind, attrs, 3e-6), "A30")) == kept
-
-
-def test_interval_coverage_is_scored_with_a_law_that_never_saw_the_gpu():
-    """Three GPUs at one distance with q90 0.1 / 0.2 / 0.3 (log units): each GPU's errors face the envelope of
-    the other two (0.3, 0.3, 0.2), so 3 of 5 errors are inside; a law that saw C would cover C's 0.25 too."""
-    per_gpu = {"A": (1.0, 0.1), "B": (1.0, 0.2), "C": (1.0, 0.3)}
-    errors = {"A": np.array([0.05, -0.25]), "B": np.array([0.35]), "C": np.array([-0.25, 0.1])}
-    got = xdevice.law_coverage(per_gpu, errors)
-    assert got["coverage_90"] == pytest.approx(3 / 5)
-    assert got["n"] == 5
-    assert got["median_width_pct"] == pytest.approx(100 * (np.exp(0.3) - np.exp(-0.3)))
-    # per GPU, against its own fold's law: A faces 0.3 (2 of 2 inside), B 0.3 (0 of 1), C 0.2 (1 of 2)
-    per = got["per_gpu"]
-    assert {g: v["coverage_90"] for g, v in per.items()} == {"A": 1.0, "B": 0.0, "C": 0.5}
-    assert per["C"]["halfwidth_pct"] == pytest.approx(100 * (np.exp(0.2) - 1))
-    assert per["C"]["median_width_pct"] == pytest.approx(100 * (np.exp(0.2) - np.exp(-0.2)))
-    assert {g: v["n"] for g, v in per.items()} == {"A": 2, "B": 1, "C": 2}

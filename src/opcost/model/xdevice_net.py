@@ -43,6 +43,7 @@ from opcost.errors import OpcostError
 from opcost.model.hostqueue import step_queue
 from opcost.model.hosts import HostProfile
 from opcost.model.xdevice import GEMM_XKINDS, OpModel, config_device, gpu_of, record_row, resolve, xkind_of
+from opcost.model.xinterval import other_share
 
 # The optimizer step: SGD with momentum reads parameter, gradient and momentum and writes parameter
 # and momentum: 5 x 4 bytes per parameter (foreach kernels; launch cost folded into the floor).
@@ -353,9 +354,12 @@ def logo_networks(nets: pd.DataFrame, nodes: pd.DataFrame, fold_models: dict[str
             continue
         comp = fold_composition(nets, nodes, g, model, hosts)
         te_nodes = nodes[nodes["config"].isin(held["config"])].reset_index(drop=True)
-        pred = predict_nets(held.reset_index(drop=True), te_nodes, model.predict(device_rows(te_nodes)), comp)
+        t_fw = model.predict(device_rows(te_nodes))
+        pred = predict_nets(held.reset_index(drop=True), te_nodes, t_fw, comp)
+        share = {c: other_share(d["xkind"], t_fw[d.index], d["calls"]) for c, d in te_nodes.groupby("config")}
         out.append(held.assign(predicted_s=pred, host_floor_s=comp["host_floor_s"], scale=comp["scale"],
-                               bw_host_factor=comp["bw_host_factor"], in_network=comp["in_network"]))  # fmt: skip
+                               bw_host_factor=comp["bw_host_factor"], in_network=comp["in_network"],
+                               other_share=held["config"].map(share).fillna(1.0)))  # fmt: skip
     df = pd.concat(out, ignore_index=True) if out else pd.DataFrame()
     if len(df):
         df["error_pct"] = 100 * (df["predicted_s"] / df["measured_s"] - 1)

@@ -28,7 +28,7 @@ import numpy as np
 
 from opcost.devices import NO_TF32_SUFFIX, same_numerics, table_name
 from opcost.errors import OpcostError
-from opcost.model import fewshot
+from opcost.model import fewshot, xinterval
 from opcost.model.costing import Costs
 from opcost.model.hostqueue import step_queue
 from opcost.paths import Paths
@@ -171,7 +171,8 @@ def predict_network(folder: Path, net: Any, device_config: str, mode: str, optim
     per_call[hit] = [own[i] for i in np.asarray(ids, dtype=object)[hit]]
     trained = [xdevice.config_device(g)[0] for g in model.op.trained_on]
     dist = xdevice.distance(dev, trained) if dev.name not in model.op.trained_on else 0.0
-    hw = xdevice.log_halfwidth(model.interval, dist)
+    share = xinterval.other_share(xk, t_fw, calls[owner] * count) if len(rows) else 1.0
+    hw = xinterval.halfwidth(model.interval, dist, share)
     return {
         "ids": ids,
         "records": recs,
@@ -180,6 +181,7 @@ def predict_network(folder: Path, net: Any, device_config: str, mode: str, optim
         "time_s": time_s,
         "interval": (time_s * math.exp(-hw), time_s * math.exp(hw)),
         "distance": dist,
+        "other_share": share,
         "tf32": tf32,
         "optimizer_s": opt,
         "sum_s": float((per_call * factor * calls).sum()),
@@ -388,7 +390,8 @@ def network_prediction(
         )
     notes = [
         head + f"the 90 % interval comes from leave-one-GPU-out network errors at this GPU's distance "
-        f"{r['distance']:.2f} from the training GPUs",
+        f"{r['distance']:.2f} from the training GPUs and this network's {100 * r['other_share']:.0f} % of kernel "
+        "time outside matrix products (model/xinterval.py)",
         en_note if own is None else en_note + " (energy measured on this GPU is not used: time only)",
     ]
     if r["factors"]:

@@ -28,7 +28,7 @@ import pandas as pd
 
 from opcost.errors import OpcostError
 from opcost.io import atomic_path, write_report
-from opcost.model import fewshot, hosts, measured, registry, runlog, tracking, xdevice, xdevice_net
+from opcost.model import fewshot, hosts, measured, registry, runlog, tracking, xdevice, xdevice_net, xinterval
 from opcost.params.load import Params
 from opcost.paths import Paths
 from opcost.schemas import TARGET_OPERATIONS
@@ -161,18 +161,19 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
                                        final.predict(all_nodes.assign(wall_clock=0.0)), ratios,
                                        host_set)  # fmt: skip
     devs = {g: xdevice.config_device(g)[0] for g in folds}
-    per_gpu: dict[str, tuple[float, float]] = {}
-    log_err: dict[str, np.ndarray] = {}
-    for g, d in net_pred.groupby("gpu"):
-        log_err[str(g)] = np.log(d["predicted_s"] / d["measured_s"]).to_numpy(float)
-        others = [v for k, v in devs.items() if k != g]
-        per_gpu[str(g)] = (xdevice.distance(devs[g], others), float(np.quantile(np.abs(log_err[str(g)]), 0.9)))
-    law = xdevice.interval_law(list(per_gpu.values()))
+    dist = {g: xdevice.distance(devs[g], [v for k, v in devs.items() if k != g]) for g in devs}
+    held_out = pd.DataFrame({
+        "gpu": net_pred["gpu"].astype(str),
+        "distance": net_pred["gpu"].map(dist).astype(float),
+        "other_share": net_pred["other_share"].astype(float),
+        "abs_log_error": np.abs(np.log(net_pred["predicted_s"] / net_pred["measured_s"])),
+    })  # fmt: skip
+    law = xinterval.fit(held_out)
     few = few_shot(paths, rows, nets, nodes, folds, final, net_pred, host_set, xp.host_plateau_factor)
-    # in-sample: the shipped law (fitted on every GPU's errors) on those same errors
-    hw = net_pred["gpu"].map(lambda g: xdevice.log_halfwidth(law, per_gpu[str(g)][0]))
-    inside = np.abs(np.log(net_pred["predicted_s"] / net_pred["measured_s"])) <= hw
-    out_of_sample = xdevice.law_coverage(per_gpu, log_err)
+    # in-sample: the shipped law (fitted on every GPU's networks) on those same networks
+    hw = [xinterval.halfwidth(law, x, s) for x, s in zip(held_out["distance"], held_out["other_share"])]
+    inside = held_out["abs_log_error"].to_numpy(float) <= np.array(hw)
+    out_of_sample = xinterval.coverage(held_out)
     pooled = ops_table[ops_table["gpu"] == "all"].set_index("group")
     metrics: dict[str, Any] = {
         "ops": {
@@ -190,6 +191,7 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
             **law,
             "coverage_90": out_of_sample["coverage_90"],
             "median_width_pct": out_of_sample["median_width_pct"],
+            "median_halfwidth_pct": out_of_sample["median_halfwidth_pct"],
             "coverage_90_in_sample": float(inside.mean()),
             "n": int(len(inside)),
             "per_gpu": out_of_sample["per_gpu"],
@@ -261,6 +263,7 @@ def run_record(model: xdevice.XdeviceModel, metrics: dict, ops: pd.DataFrame, ne
     flat |= {f"interval_{g}_coverage_90": v["coverage_90"] for g, v in iv["per_gpu"].items()}
     flat |= {f"interval_{g}_median_width_pct": v["median_width_pct"] for g, v in iv["per_gpu"].items()}
     flat |= {"interval_coverage_90": iv["coverage_90"], "interval_median_width_pct": iv["median_width_pct"],
+             "interval_median_halfwidth_pct": iv["median_halfwidth_pct"],
              "interval_coverage_90_in_sample": iv["coverage_90_in_sample"]}  # fmt: skip
     return {
         "name": XDEVICE_RUN,
