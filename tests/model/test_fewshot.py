@@ -127,3 +127,30 @@ def test_the_validation_never_fits_a_composition_on_the_held_out_gpus_networks(m
     assert (df["without_s"] < df["measured_s"]).all()
     assert (df["ops_error_pct"].abs() < df["without_error_pct"].abs()).all()
     assert (df["ops_s"] <= df["measured_s"] * (1 + 1e-9)).all()  # shrunk: never past the truth
+
+
+def test_power_level_is_the_geometric_mean_ratio():
+    assert fewshot.power_level([200.0, 50.0], [100.0, 100.0]) == pytest.approx(1.0)  # x2 and x0.5
+    assert fewshot.power_level([300.0, 300.0], [100.0, 150.0]) == pytest.approx(math.sqrt(3.0 * 2.0))
+    assert fewshot.power_level([], []) == 1.0 and fewshot.power_level([np.nan], [100.0]) == 1.0
+
+
+def test_energy_table_takes_the_level_of_the_measured_model_only():
+    """GPU G draws 1.5x the predicted power on every network: with any one model measured, every other network's
+    energy is exact (its time is exact here); the measured model's own networks are never scored."""
+    en = pd.DataFrame({
+        "gpu": "G", "set_id": ["a:1", "a:2", "b:1", "c:1"], "mode": "inference",
+        "predicted_s": [1.0, 2.0, 3.0, 4.0], "measured_w": [150.0, 150.0, 300.0, 75.0],
+        "predicted_w": [100.0, 100.0, 200.0, 50.0],
+    })  # fmt: skip
+    en["measured_j"] = en["measured_w"] * en["predicted_s"]
+    en["predicted_j"] = en["predicted_w"] * en["predicted_s"]
+    t = fewshot.energy_table(en)
+    assert sorted(zip(t["measured_model"], t["set_id"])) == [
+        ("a", "b:1"), ("a", "c:1"), ("b", "a:1"), ("b", "a:2"), ("b", "c:1"), ("c", "a:1"), ("c", "a:2"), ("c", "b:1")
+    ]  # fmt: skip
+    assert t["with_error_pct"].abs().max() == pytest.approx(0.0, abs=1e-9)
+    assert t["without_error_pct"].to_numpy() == pytest.approx(np.full(len(t), -100 / 3))
+    s = fewshot.energy_summary(t)["G"]
+    assert s["choices"] == 3 and s["energy_mape_with"] == pytest.approx(0.0, abs=1e-9)
+    assert s["energy_mape_without"] == pytest.approx(100 / 3) and s["power_mape_without"] == pytest.approx(100 / 3)

@@ -231,6 +231,54 @@ def summary(df: pd.DataFrame, shipped: str = "ops") -> dict[str, Any]:
     return out
 
 
+# -- energy ------------------------------------------------------------------------------------------------
+def power_level(measured_w: Any, predicted_w: Any) -> float:
+    """A GPU's power level from its measured networks: exp(mean log(measured / predicted power)); 1 without
+    any. Unshrunk, unlike the time factors: the power model's miss on a GPU is one level for all its networks
+    (the thesis A30 draws 164 +- 0.3 W on every network, predicted 95-118 W), not a per-network scatter."""
+    m, p = np.asarray(measured_w, float), np.asarray(predicted_w, float)
+    ok = np.isfinite(m) & np.isfinite(p) & (m > 0) & (p > 0)
+    return float(np.exp(np.mean(np.log(m[ok] / p[ok])))) if ok.any() else 1.0
+
+
+def energy_table(en: pd.DataFrame) -> pd.DataFrame:
+    """Per GPU and per choice of the measured model: every other network's energy without and with the power
+    level of the measured model's networks (`power_level`). `en`: transferred energy rows (validate's
+    xdevice_energy: gpu, set_id, mode, predicted_s, measured_w, predicted_w, measured_j, predicted_j), time and
+    power both from models that never saw the GPU; the level multiplies the power, the time stays."""
+    out = []
+    model = en["set_id"].astype(str).str.split(":").str[0]
+    for _, d in en.assign(model=model).groupby("gpu", sort=True):
+        for m in sorted(d["model"].unique()):
+            mine, others = d[d["model"] == m], d[d["model"] != m]
+            if others.empty:
+                continue
+            level = power_level(mine["measured_w"], mine["predicted_w"])
+            out.append(others.assign(measured_model=m, level=level, with_w=others["predicted_w"] * level,
+                                     with_j=others["predicted_j"] * level))  # fmt: skip
+    if not out:
+        return pd.DataFrame()
+    df = pd.concat(out, ignore_index=True)
+    df["without_error_pct"] = 100 * (df["predicted_j"] / df["measured_j"] - 1)
+    df["with_error_pct"] = 100 * (df["with_j"] / df["measured_j"] - 1)
+    return df
+
+
+def energy_summary(df: pd.DataFrame) -> dict[str, Any]:
+    """Per GPU (each measured model weighing the same): energy and power MAPE without and with the level."""
+    out: dict[str, Any] = {}
+    for g, d in df.groupby("gpu"):
+        err = pd.DataFrame({
+            "e0": d["without_error_pct"].abs(), "e1": d["with_error_pct"].abs(),
+            "p0": 100 * (d["predicted_w"] / d["measured_w"] - 1).abs(),
+            "p1": 100 * (d["with_w"] / d["measured_w"] - 1).abs(),
+        }).groupby(d["measured_model"]).mean()  # fmt: skip
+        out[str(g)] = {"choices": int(len(err)), "energy_mape_without": float(err["e0"].mean()),
+                       "energy_mape_with": float(err["e1"].mean()), "power_mape_without": float(err["p0"].mean()),
+                       "power_mape_with": float(err["p1"].mean())}  # fmt: skip
+    return out
+
+
 # -- answers --------------------------------------------------------------------------------------------
 def device_factors(
     op_model: Any, measured_rows: list[tuple[dict[str, Any], float]], device_config: str
