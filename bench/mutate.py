@@ -842,6 +842,25 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/model/test_xinterval.py", "tests/model/test_xdevice.py"),
     ),
     Mutation(
+        "power-level-ignored",
+        "model/xpower.py",
+        (('        level = float(self.levels.get(dev.name, {}).get("factor", 1.0))', "        level = 1.0"),),
+        "answers on a GPU with measured networks ignore its power level",
+        ("tests/model/test_xpower.py",),
+    ),
+    Mutation(
+        "energy-fewshot-scores-its-own-networks",
+        "model/fewshot.py",
+        (
+            (
+                '            mine, others = d[d["model"] == m], d[d["model"] != m]',
+                '            mine, others = d[d["model"] == m], d',
+            ),
+        ),
+        "the energy few-shot table scores the measured model's own networks too",
+        ("tests/model/test_fewshot.py", "tests/validate/test_validate_xdevice.py"),
+    ),
+    Mutation(
         "big-cards-boundary",
         "stages/train_clock.py",
         (('("over_300w", off["tdp"] > BIG_CARD_W)', '("over_300w", off["tdp"] >= BIG_CARD_W)'),),

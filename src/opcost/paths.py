@@ -317,6 +317,11 @@ class Paths:
         return self.validate_dir / "xdevice_energy.csv"
 
     @property
+    def validate_xdevice_energy_fewshot(self) -> Path:
+        """The same networks' energy with one other network's measured power level (model/fewshot.py)."""
+        return self.validate_dir / "xdevice_energy_fewshot.csv"
+
+    @property
     def validate_latency(self) -> Path:
         """Measurement time per network against predictor time."""
         return self.validate_dir / "latency.csv"

@@ -174,3 +174,32 @@ def test_memory_share_is_the_time_the_dram_is_idle():
     # 1 GB at 1 TB/s is 1 ms of a 4 ms op: three quarters scale with the core clock
     assert float(memory_share(1e9, 1e12, 4e-3)) == pytest.approx(0.75)
     assert float(memory_share(1e10, 1e12, 4e-3)) == 0.0  # more bytes than the time allows: all memory
+
+
+def test_a_gpus_measured_networks_set_its_power_level(tmp_path):
+    """device_levels: on a GPU whose measured networks draw 1.3x the law, the level is 1.3 (geometric mean), from
+    network rows only; answers on that GPU carry it, capped at the TDP; other GPUs' answers do not move; the LOGO
+    scores never use it; a level that is not positive is refused on load."""
+    rows = synthetic_rows()
+    net = rows[(rows["kind"] == "absolute") & (rows["device"] == "V100")].head(6).copy()
+    net["source"], net["p"] = xpower.NETWORK_SOURCE, net["p"] * np.array([1.2, 1.4, 1.3, 1.3, 1.2, 1.4])
+    rows = pd.concat([rows, net], ignore_index=True)
+    levels = xpower.device_levels(TRUE, rows)
+    assert list(levels) == ["V100"] and levels["V100"]["networks"] == 6
+    assert levels["V100"]["factor"] == pytest.approx(float(np.exp(np.mean(np.log([1.2, 1.4, 1.3, 1.3, 1.2, 1.4])))))
+    m = PowerModel(**{k: getattr(TRUE, k) for k in xpower.PARAMS}, levels=levels)
+    m.save(tmp_path)
+    m = PowerModel.load(tmp_path)
+    u = np.array([0.05, 0.3, 1.0])
+    base = TRUE.power(u, 1.0, DEVICES["V100"].tdp_w, DEVICES["V100"].tdp_w)
+    got, _ = m.predict("V100", u)
+    assert got == pytest.approx(np.minimum(base * levels["V100"]["factor"], DEVICES["V100"].tdp_w))
+    assert m.predict("A40", u)[0] == pytest.approx(TRUE.predict("A40", u)[0])
+    pred, _ = xpower.leave_one_gpu_out(rows, lambda r: m)
+    held = pred[pred["device"] == "V100"]
+    assert held["p_hat"].to_numpy() == pytest.approx(xpower.predict_rows(TRUE, held))
+    raw = json.loads((tmp_path / xpower.XPOWER_MODEL_FILE).read_text())
+    raw["levels"]["V100"]["factor"] = 0.0
+    (tmp_path / xpower.XPOWER_MODEL_FILE).write_text(json.dumps(raw))
+    with pytest.raises(OpcostError, match="power level factor is not positive"):
+        PowerModel.load(tmp_path)

@@ -116,3 +116,21 @@ def test_figures_are_written(tmp_path):
     xv.fig_energy(en, tmp_path / "e.png", figs)
     assert figs == [tmp_path / "n.png", tmp_path / "e.png"]
     assert all(f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for f in figs)
+
+
+def test_energy_from_one_measured_network_is_wired_from_the_transferred_energy_rows():
+    """validate's few-shot energy table takes the transferred rows as they are: with P = TDP (A30: 165 W
+    predicted, 100 and 110 W measured), measuring net0 sets the level 100/165 for net1, whose energy is then its
+    predicted time x 100 W (time +-20 % off as in logo_nets), and the other way round."""
+    from opcost.model import fewshot
+
+    en = xv.energy_logo(logo_nets(), power_rows(), learner=lambda tr: PowerModel(idle=0.5, a=1.0, b=0.0, c=1.0))
+    t = fewshot.energy_table(en)
+    a30 = t[t["gpu"] == "A30"].set_index("measured_model")
+    assert a30.loc["net0", "level"] == pytest.approx(100.0 / 165.0)
+    assert a30.loc["net0", "with_j"] == pytest.approx(100.0 * 0.8 * 0.02)  # net1: its predicted time x net0's level
+    assert a30.loc["net1", "with_j"] == pytest.approx(110.0 * 1.1 * 0.01)
+    s = fewshot.energy_summary(t)["A30"]
+    assert s["energy_mape_with"] == pytest.approx(
+        100 * (abs(100 * 0.8 * 0.02 / (110 * 0.02) - 1) + abs(110 * 1.1 * 0.01 / (100 * 0.01) - 1)) / 2
+    )

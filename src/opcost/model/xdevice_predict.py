@@ -285,12 +285,20 @@ def energy(root: Path, r: dict[str, Any], device_config: str, mode: str) -> tupl
     lo, hi = r["interval"]
     from opcost.model.xdevice import config_device
 
-    tdp = config_device(device_config)[0].tdp_w
+    dev = config_device(device_config)[0]
+    lv = pm.levels.get(dev.name)
+    level = (
+        ""
+        if lv is None
+        else f"min(TDP, {lv['factor']:.2f}, the power level {lv['networks']:.0f} networks measured on this GPU show "
+        "against the model (model/xpower.device_levels), x "
+    )
     basis = (
         f"energy: transferred time x power from the cross-device power model (models/xpower): {float(p[0]):.0f} W = "
-        f"TDP {tdp:.0f} W x (idle {pm.idle:.2f} + (1 - idle) x dynamic share {float(pm.level(u)):.2f} at busy share "
-        f"{u:.2f}, the network's roofline time over its predicted time), fitted on {len(pm.trained_on)} GPUs "
-        f"({', '.join(pm.trained_on) or 'none named'}); its 90 % error leaving one GPU out is {100 * rel:.0f} %"
+        f"{level}TDP {dev.tdp_w:.0f} W x (idle {pm.idle:.2f} + (1 - idle) x dynamic share {float(pm.level(u)):.2f} at "
+        f"busy share {u:.2f}, the network's roofline time over its predicted time){')' if lv else ''}, fitted on "
+        f"{len(pm.trained_on)} GPUs ({', '.join(pm.trained_on) or 'none named'}); its 90 % error leaving one GPU out "
+        f"is {100 * rel:.0f} %"
     )
     return {"energy_j": e, "power_w": float(p[0]),
             "interval": (lo * float(p[0]) * max(1 - rel, 0.0), hi * float(p[0]) * (1 + rel))}, basis  # fmt: skip

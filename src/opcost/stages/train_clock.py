@@ -263,6 +263,7 @@ def run_xpower(paths: Paths, sweeps: pd.DataFrame) -> dict[str, Any]:
     table = xpower.scores(pred)
     model = xpower.fit(rows)
     model.rel_err90 = xpower.rel_err90(pred)
+    model.levels = xpower.device_levels(model, rows)
     off = pred[~pred["is_ref"].astype(bool)]
     ape = (off["p_hat"] / off["p"] - 1).abs()
     model.logo_error = {"power": float(ape.mean()), "energy": float(ape.mean())}
@@ -279,6 +280,7 @@ def run_xpower(paths: Paths, sweeps: pd.DataFrame) -> dict[str, Any]:
         "rel_err90": model.rel_err90,
         "gpus_energy_mape_le_15": int(sum(all(v["energy_mape"] <= 15 for v in k.values()) for k in per_gpu.values())),
         "params": {k: getattr(model, k) for k in xpower.PARAMS},
+        "levels": model.levels,
         "skipped_rows": skipped,
     }
     paths.xpower_report_dir.mkdir(parents=True, exist_ok=True)

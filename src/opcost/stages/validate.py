@@ -327,6 +327,11 @@ def summaries_step(
     }
     if xdev["energy"]:
         headline["xdevice_energy_logo_mape_pct"] = {k: v["mape"] for k, v in xdev["energy"].items()}
+    if xdev["energy_fewshot"]:
+        headline["xdevice_energy_fewshot_mape_pct"] = {
+            k: {"without": v["energy_mape_without"], "with": v["energy_mape_with"]}
+            for k, v in xdev["energy_fewshot"].items()
+        }
     write_report(headline, rep.paths.validate_metrics)
     detail["clock_optima"] = (
         {
@@ -341,7 +346,8 @@ def summaries_step(
         if len(clock_opt)
         else {}
     )
-    detail["xdevice"] = {"networks_by_gpu": xdev["networks"], "energy_logo": xdev["energy"]}
+    detail["xdevice"] = {"networks_by_gpu": xdev["networks"], "energy_logo": xdev["energy"],
+                         "energy_fewshot": xdev["energy_fewshot"]}  # fmt: skip
     write_report(detail, rep.paths.validate_detail)
     return detail
 
@@ -350,10 +356,10 @@ def xdevice_step(rep: Report, inp: Inputs) -> dict[str, Any]:
     """The cross-device section: leave-one-GPU-out tables of stages train-xdevice and train-clock, the
     figures per GPU, and thesis network energy predicted entirely transferred (power model refitted
     without the GPU here). Left out (empty) where train-xdevice has not run."""
-    from opcost.model import xpower
+    from opcost.model import fewshot, xpower
 
     paths = rep.paths
-    empty: dict[str, Any] = {"networks": {}, "energy": {}, "lines": []}
+    empty: dict[str, Any] = {"networks": {}, "energy": {}, "energy_fewshot": {}, "lines": []}
     ops_f, nets_f = paths.xdevice_table("logo_ops"), paths.xdevice_table("logo_networks")
     if not nets_f.is_file():
         return empty
@@ -365,6 +371,9 @@ def xdevice_step(rep: Report, inp: Inputs) -> dict[str, Any]:
     energy = xdevice_report.energy_logo(nets, rows)
     write_csv(energy, paths.validate_xdevice_energy)
     summary = xdevice_report.energy_summary(energy) if len(energy) else {}
+    few = fewshot.energy_table(energy) if len(energy) else pd.DataFrame()
+    write_csv(few, paths.validate_xdevice_energy_fewshot)
+    few_summary = fewshot.energy_summary(few) if len(few) else {}
     fig_net, fig_en = paths.validate_figures / "xdevice_networks.png", paths.validate_figures / "xdevice_energy.png"
     xdevice_report.fig_networks(nets, fig_net, rep.figures)
     sec = "Any GPU (leave-one-GPU-out)"
@@ -377,12 +386,15 @@ def xdevice_step(rep: Report, inp: Inputs) -> dict[str, Any]:
         xdevice_report.fig_energy(energy, fig_en, rep.figures)
         rep.link(paths.validate_xdevice_energy, sec, "thesis network energy entirely transferred, GPU left out")
         rep.link(fig_en, sec, "the same: transferred vs measured energy")
+    if len(few):
+        rep.link(paths.validate_xdevice_energy_fewshot, sec, "the same with one other network's measured power level")
     return {
         "networks": {
             f"{r['set']}/{r['gpu']}": {k: r[k] for k in ("n", "mape", "mdape", "weighted", "r2")}
             for r in net_err.to_dict("records")
         },
         "energy": summary,
+        "energy_fewshot": few_summary,
         "lines": xdevice_report.index_lines(ops, net_err, power, summary),
     }
 

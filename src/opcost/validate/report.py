@@ -367,5 +367,11 @@ def log_mlflow(paths: Paths, metrics: dict[str, Any], figures: list[Path], tags:
                 mlflow.log_metric(f"{comp}.{k}.time_mape_pct", v["time_mape_pct"])
                 if v["energy_mape_pct"] is not None:
                     mlflow.log_metric(f"{comp}.{k}.energy_mape_pct", v["energy_mape_pct"])
+        xdev = metrics.get("xdevice", {})
+        for gpu, v in xdev.get("energy_logo", {}).items():
+            mlflow.log_metric(f"xdevice_energy_logo.{gpu}.energy_mape_pct", v["mape"])
+        for gpu, v in xdev.get("energy_fewshot", {}).items():
+            mlflow.log_metric(f"xdevice_energy_fewshot.{gpu}.without_mape_pct", v["energy_mape_without"])
+            mlflow.log_metric(f"xdevice_energy_fewshot.{gpu}.with_mape_pct", v["energy_mape_with"])
         for f in figures:
             mlflow.log_artifact(str(f), artifact_path="figures")
