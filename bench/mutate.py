@@ -861,6 +861,18 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/model/test_fewshot.py", "tests/validate/test_validate_xdevice.py"),
     ),
     Mutation(
+        "transferred-energy-from-source-coefficients",
+        "model/compose.py",
+        (
+            (
+                '        if self.source == TRANSFERRED and terms.get("raw_sum_s", 0.0) > 0 and "raw_sum_j" in terms:',
+                "        if False:",
+            ),
+        ),
+        "a transferred layer's energy takes its source's a_e and k (the RTX 2080 Ti training at its 250 W limit)",
+        ("tests/model/test_power_limit.py",),
+    ),
+    Mutation(
         "big-cards-boundary",
         "stages/train_clock.py",
         (('("over_300w", off["tdp"] > BIG_CARD_W)', '("over_300w", off["tdp"] >= BIG_CARD_W)'),),

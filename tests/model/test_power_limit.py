@@ -93,3 +93,17 @@ def test_fit_sets_the_cap_from_the_networks_and_transfer_from_the_device() -> No
     assert compose.fit("inference", terms, t, measured_w * t).power_cap_w == 0.0  # no limit given: no cap
     moved = compose.transfer([("A", comp, 1e-5, 100.0)], "inference", 1e-5, 100.0, 250.0)
     assert moved.power_cap_w == 250.0
+
+
+def test_a_transferred_layers_energy_is_its_time_at_the_ops_time_weighted_power() -> None:
+    """Known answer (issue 38, the RTX 2080 Ti's training power at exactly its 250 W limit): a source whose
+    a_e and k would put a network above the limit; transferred, the energy is the composed time x the
+    network's time-weighted op power (1 s at 100 W and 3 s at 200 W: 175 W), whatever a_e and k say, at most
+    the limit; the calibrated source keeps its own a_e S_e + k t."""
+    src = compose.Composition("training", energy_coef={"energy_sum": 1.25, "time": 18.0}, calibrated=True)
+    moved = compose.transfer([("A", src, 1e-5, 160.0)], "training", 1e-5, 230.0, 250.0)
+    terms = {"sum": 4.0, "energy_sum": 700.0, "raw_sum_s": 4.0, "raw_sum_j": 1 * 100.0 + 3 * 200.0}
+    assert moved.energy(terms, 2.0) == pytest.approx(175.0 * 2.0)
+    hot = {**terms, "raw_sum_j": 4 * 300.0}
+    assert moved.energy(hot, 2.0) == pytest.approx(250.0 * 2.0)  # the limit still holds
+    assert src.energy(terms, 2.0) == pytest.approx(1.25 * 700.0 + 18.0 * 2.0)

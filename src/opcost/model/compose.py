@@ -59,7 +59,14 @@ Where a target has too few measured networks but other device configs of the sam
 calibrated, the composition is *transferred* (`transfer`): the dimensionless coefficients (a, b, o,
 a_e) as fitted there, the constant time c in units of the launch floor and the constant power k in
 units of the median op power, each converted back with this device's own floor and power. It says
-so (`source`). Its interval rests on held-out evidence of transfer itself (`transfer_calibrated`):
+so (`source`). Its energy is not the source's a_e S_e + k x time: it is the time x the network's
+time-weighted op power (raw_sum_j / raw_sum_s, what the device drew running those ops), at most cap x
+time. Why (issue 38): a source whose networks all ran at its power limit (the A30, 164 W on every
+training network) leaves a_e and k undetermined (fit_energy keeps the one nearest its prior: a_e 1.25, k 18
+W); carried to the RTX 2080 Ti, a_e S_e + k x time put every training network above its 250 W limit and
+the answer at exactly 250 W, where its isolated training ops draw 225 W time-weighted and its networks
+220-239 W. The device's own op powers say what it draws; the layer adds no constant to them.
+Its interval rests on held-out evidence of transfer itself (`transfer_calibrated`):
 - where the mode has two or more calibrated configs, the scores are leave-one-config-out: each
   calibrated config's measured networks predicted by the composition transferred from the *other*
   configs (`leave_one_config_out`), in that config's floor and power units: the question a transferred
@@ -144,6 +151,7 @@ from opcost.ops.kinds import facts as kind_facts
 
 TIME_TERMS = ("sum", "memory_sum", "l2_sum", "calls_floor", "params_bw", "const")
 ENERGY_TERMS = ("energy_sum", "time")
+TRANSFERRED = "transferred"  # a layer carried from calibrated configs of the same mode (`transfer`)
 MIN_NETWORKS = 4
 DEFAULT_TIME = {"sum": 1.0, "memory_sum": 0.0, "l2_sum": 0.0, "calls_floor": 0.0, "params_bw": 0.0, "const": 0.0}
 DEFAULT_ENERGY = {"energy_sum": 1.0, "time": 0.0}
@@ -240,6 +248,10 @@ class Composition:
         """Energy from the op energies and the time; `time_s` is the time without a family term. The constant
         power k is static: the same at any core clock (module docstring)."""
         k = self.energy_coef["time"]
+        if self.source == TRANSFERRED and terms.get("raw_sum_s", 0.0) > 0 and "raw_sum_j" in terms:  # module docstring
+            k = terms["raw_sum_j"] / terms["raw_sum_s"]
+            base = float(capped_energy(0.0, k, 0.0, time_s, self.power_cap_w))
+            return base * float(np.exp(self.family_term(family, "energy")))
         base = float(capped_energy(self.energy_coef["energy_sum"], k, terms["energy_sum"], time_s, self.power_cap_w))
         return base * float(np.exp(self.family_term(family, "energy")))
 
@@ -253,11 +265,12 @@ class Composition:
         """What a prediction should say about this layer: transferred / uncalibrated, and the family
         term (or that a new family gets none)."""
         parts = []
-        if self.source == "transferred":
+        if self.source == TRANSFERRED:
             parts.append(
                 f"the {target} composition layer is transferred from {', '.join(self.transferred_from)} (no measured "
-                f"networks on this config): their coefficients, constant time in launch floors and constant power in "
-                f"median op powers of this device; interval: {self.transfer_evidence or 'not validated'} "
+                f"networks on this config): their time coefficients and constant time in launch floors of this "
+                f"device; energy: that time x the network's time-weighted op power on this device (at most its "
+                f"power limit); interval: {self.transfer_evidence or 'not validated'} "
                 f"({self._log_interval('time', family).note(INTERVAL_LEVEL)})"
             )
         elif not self.calibrated:
@@ -507,7 +520,8 @@ def transfer(
 ) -> Composition:  # fmt: skip
     """A composition for a config without measured networks from calibrated ones of the same mode
     (target name, composition, its floor [s], its median op power [W]): dimensionless coefficients
-    averaged; the constant time in floors and the constant power in median op powers, converted with
+    averaged; the constant time in floors and the constant power in median op powers (kept, unused: a
+    transferred layer's energy is its time x the op powers, `Composition.energy`), converted with
     this config's floor and power, capped at `cap_w` (this device's power limit; 0: none). The sources'
     held-out residuals (pooled) become this layer's, with no
     widening: `transfer_calibrated` puts the held-out evidence of transfer on them."""
@@ -524,7 +538,7 @@ def transfer(
         mode, tc, ec, calibrated=False, n_networks=0,
         residuals_t=[r for _, c, _, _ in cal for r in c.residuals_t],
         residuals_e=[r for _, c, _, _ in cal for r in c.residuals_e],
-        source="transferred", transferred_from=[n for n, _, _, _ in cal], power_cap_w=float(cap_w),
+        source=TRANSFERRED, transferred_from=[n for n, _, _, _ in cal], power_cap_w=float(cap_w),
     )  # fmt: skip
     out.residual_groups = {a: _pooled_groups([(n, c) for n, c, _, _ in cal], a) for a in ("residuals_t", "residuals_e")}
     out.residual_covariates = {
