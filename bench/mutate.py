@@ -873,6 +873,18 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/model/test_power_limit.py",),
     ),
     Mutation(
+        "transferred-energy-ignores-power-ratio",
+        "model/compose.py",
+        (
+            (
+                '            k = self.energy_coef.get(POWER_RATIO, 1.0) * terms["raw_sum_j"] / terms["raw_sum_s"]',
+                '            k = terms["raw_sum_j"] / terms["raw_sum_s"]',
+            ),
+        ),
+        "a transferred layer's power leaves out its sources' network-over-ops power ratio",
+        ("tests/model/test_power_limit.py",),
+    ),
+    Mutation(
         "big-cards-boundary",
         "stages/train_clock.py",
         (('("over_300w", off["tdp"] > BIG_CARD_W)', '("over_300w", off["tdp"] >= BIG_CARD_W)'),),

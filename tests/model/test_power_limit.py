@@ -103,7 +103,26 @@ def test_a_transferred_layers_energy_is_its_time_at_the_ops_time_weighted_power(
     src = compose.Composition("training", energy_coef={"energy_sum": 1.25, "time": 18.0}, calibrated=True)
     moved = compose.transfer([("A", src, 1e-5, 160.0)], "training", 1e-5, 230.0, 250.0)
     terms = {"sum": 4.0, "energy_sum": 700.0, "raw_sum_s": 4.0, "raw_sum_j": 1 * 100.0 + 3 * 200.0}
-    assert moved.energy(terms, 2.0) == pytest.approx(175.0 * 2.0)
+    assert moved.energy(terms, 2.0) == pytest.approx(175.0 * 2.0)  # a source without a power ratio: 1
+    # sources whose networks drew 1.1 and 1.21 x their ops' power: their geometric mean, 1.155, carries over
+    a = compose.Composition(
+        "training", energy_coef={"energy_sum": 1.0, "time": 0.0, "power_ratio": 1.1}, calibrated=True
+    )
+    b = compose.Composition(
+        "training", energy_coef={"energy_sum": 1.0, "time": 0.0, "power_ratio": 1.21}, calibrated=True
+    )
+    moved = compose.transfer([("A", a, 1e-5, 160.0), ("B", b, 1e-5, 160.0)], "training", 1e-5, 230.0, 250.0)
+    assert moved.energy(terms, 2.0) == pytest.approx(1.1**1.5 * 175.0 * 2.0)
+    assert compose.Composition.from_json(moved.to_json()).energy(terms, 2.0) == pytest.approx(moved.energy(terms, 2.0))
     hot = {**terms, "raw_sum_j": 4 * 300.0}
     assert moved.energy(hot, 2.0) == pytest.approx(250.0 * 2.0)  # the limit still holds
     assert src.energy(terms, 2.0) == pytest.approx(1.25 * 700.0 + 18.0 * 2.0)
+
+
+def test_the_power_ratio_is_network_power_over_its_ops_time_weighted_power() -> None:
+    terms = [{"raw_sum_s": 2.0, "raw_sum_j": 200.0}, {"raw_sum_s": 1.0, "raw_sum_j": 150.0}, {"raw_sum_s": 1.0,
+             "raw_sum_j": 120.0}]  # fmt: skip
+    t = np.array([1.0, 0.5, 2.0])
+    e = np.array([110.0, 0.5 * 150.0 * 1.3, 2.0 * 120.0 * 0.9])  # 1.1, 1.3, 0.9 x the ops' power
+    assert compose.power_ratio(terms, t, e) == pytest.approx(1.1)  # the median
+    assert compose.power_ratio([{"raw_sum_s": 0.0}], np.array([1.0]), np.array([1.0])) is None
