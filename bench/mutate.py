@@ -885,6 +885,18 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("tests/model/test_power_limit.py",),
     ),
     Mutation(
+        "matmul-check-on-tensor-peak",
+        "model/xpower.py",
+        (
+            (
+                "        u = 2 * n**3 * k / dev.fp32_flops / sec",
+                "        u = 2 * n**3 * k / (dev.tf32_flops or dev.fp32_flops) / sec",
+            ),
+        ),
+        "the matmul check's busy share is taken over the TF32 peak its fp32 matmuls never use",
+        ("tests/model/test_xpower.py",),
+    ),
+    Mutation(
         "big-cards-boundary",
         "stages/train_clock.py",
         (('("over_300w", off["tdp"] > BIG_CARD_W)', '("over_300w", off["tdp"] >= BIG_CARD_W)'),),

@@ -203,3 +203,25 @@ def test_a_gpus_measured_networks_set_its_power_level(tmp_path):
     (tmp_path / xpower.XPOWER_MODEL_FILE).write_text(json.dumps(raw))
     with pytest.raises(OpcostError, match="power level factor is not positive"):
         PowerModel.load(tmp_path)
+
+
+def test_matmul_checks_are_absolute_rows_at_their_flop_rate(tmp_path):
+    """An energy counter check (measure/energycheck.py) of 500 fp32 4096^2 matmuls in 2 s at 600 W on an H200:
+    busy share = 2 x 4096^3 x 500 FLOPs / FP32 peak / 2 s; the same check landed twice is one row; a device the
+    table does not know, or a check without its counts, gives none."""
+    check = {
+        "device_name": "NVIDIA H200",
+        "matmul_size": 4096,
+        "matmuls": 500,
+        "seconds": 2.0,
+        "counter_power_w": 600.0,
+    }
+    for name, body in (("a", check), ("b", check), ("c", {**check, "device_name": "Some GPU"}),
+                       ("d", {k: v for k, v in check.items() if k != "matmuls"})):  # fmt: skip
+        (tmp_path / name).mkdir()
+        (tmp_path / name / xpower.CHECK_FILE).write_text(json.dumps(body))
+    rows = xpower.check_rows(tmp_path)
+    assert len(rows) == 1 and rows.loc[0, "device"] == "H200" and rows.loc[0, "source"] == xpower.MATMUL_SOURCE
+    assert rows.loc[0, "u"] == pytest.approx(2 * 4096**3 * 500 / DEVICES["H200"].fp32_flops / 2.0)
+    assert (rows.loc[0, "p"], rows.loc[0, "t"]) == (600.0, pytest.approx(2.0 / 500))
+    assert xpower.check_rows(None).empty

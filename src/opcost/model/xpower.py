@@ -286,11 +286,40 @@ def _abs_row(source: str, dev: Device, workload: str, u: float, p: float, t: flo
     }  # fmt: skip
 
 
-def all_rows(sweeps: pd.DataFrame, targets_dir: Path) -> tuple[pd.DataFrame, dict[str, int]]:
-    """Every power row: sweep points (curves) plus absolute rows (thesis, and sweep points whose busy
-    share is known, each also an absolute row), with the reference of each curve."""
+CHECK_FILE = "energy_counter_check.json"  # measure/energycheck.py's record in a campaign's raw folder
+MATMUL_SOURCE = "matmul-check"
+
+
+def check_rows(raw_root: Path | None) -> pd.DataFrame:
+    """Absolute rows from our campaigns' energy counter checks (data/raw/<campaign>/energy_counter_check.json,
+    measure/energycheck.py): `matmuls` fp32 size x size matmuls back to back for `seconds`, at the counter's
+    average power. Busy share: their FLOPs over the FP32 peak (PyTorch leaves cuBLAS TF32 off) over the time.
+    Why (issue 38): the H200's 667-683 W there is the only sustained, near-peak load of a card above 400 W."""
+    rows = []
+    for f in sorted(Path(raw_root).glob(f"*/{CHECK_FILE}")) if raw_root is not None else []:
+        d = read_json_model(f, "energy counter check", "profile")
+        dev = table_device(str(d.get("device_name", "")))
+        if dev is None or not all(isinstance(d.get(k), (int, float)) for k in ("matmul_size", "matmuls", "seconds")):
+            continue
+        n, k, sec, p = float(d["matmul_size"]), float(d["matmuls"]), float(d["seconds"]), d.get("counter_power_w")
+        if not (isinstance(p, (int, float)) and p > 0 and k > 0 and sec > 0):
+            continue
+        u = 2 * n**3 * k / dev.fp32_flops / sec
+        rows.append(_abs_row(MATMUL_SOURCE, dev, f"{f.parent.name}|matmul{int(n)}", u, float(p), sec / k))
+    # a check landed with two campaigns from one archive (visit-h200, visit-h200-more) is one measurement
+    return pd.DataFrame(rows, columns=ROW_COLUMNS).drop_duplicates(["device", "p", "t"]).reset_index(drop=True)
+
+
+def all_rows(
+    sweeps: pd.DataFrame, targets_dir: Path, raw_root: Path | None = None
+) -> tuple[pd.DataFrame, dict[str, int]]:
+    """Every power row: sweep points (curves) plus absolute rows (thesis, our campaigns' matmul checks under
+    `raw_root`, and sweep points whose busy share is known, each also an absolute row), with the reference of
+    each curve."""
     sw, skipped = sweep_rows(sweeps)
-    th = thesis_rows(targets_dir)
+    th, ck = thesis_rows(targets_dir), check_rows(raw_root)
+    if len(ck):
+        th = pd.concat([th, ck], ignore_index=True) if len(th) else ck
     known = sw[sw["u"].notna()].assign(kind="absolute")
     rows = pd.concat([f for f in (th, known, sw) if len(f)], ignore_index=True) if len(sw) or len(th) else sw
     for c in ("u", "f", "cap", "p", "t", "tdp", "f_boost"):

@@ -258,7 +258,7 @@ def by_card_size(off: pd.DataFrame) -> dict[str, Any]:
 
 def run_xpower(paths: Paths, sweeps: pd.DataFrame) -> dict[str, Any]:
     """Fit, validate (leave-one-GPU-out) and save the cross-device power model; its reports and run record."""
-    rows, skipped = xpower.all_rows(sweeps, paths.evaluated_targets_dir)
+    rows, skipped = xpower.all_rows(sweeps, paths.evaluated_targets_dir, paths.raw_root)
     pred, seen = xpower.leave_one_gpu_out(rows)
     table = xpower.scores(pred)
     model = xpower.fit(rows)

@@ -367,7 +367,7 @@ def xdevice_step(rep: Report, inp: Inputs) -> dict[str, Any]:
     ops = pd.read_csv(ops_f) if ops_f.is_file() else pd.DataFrame()
     power = pd.read_csv(paths.xpower_logo) if paths.xpower_logo.is_file() else pd.DataFrame()
     net_err = xdevice_report.networks_by_gpu(nets)
-    rows, _ = xpower.all_rows(inp.sweeps, paths.evaluated_targets_dir)
+    rows, _ = xpower.all_rows(inp.sweeps, paths.evaluated_targets_dir, paths.raw_root)
     energy = xdevice_report.energy_logo(nets, rows)
     write_csv(energy, paths.validate_xdevice_energy)
     summary = xdevice_report.energy_summary(energy) if len(energy) else {}
