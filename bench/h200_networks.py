@@ -9,6 +9,9 @@ Each is also predicted transferred only: from a root holding the cross-device, p
 models/measured, so no op of the H200 is measured; the host is the reference host (h200-visit, the visit's own
 CPU). The pair is "a new GPU with and without its measured ops" for the networks the visit measured.
 
+Power is not out of sample here: the H200's networks are rows of the power model's fit and set its power level
+(models/xpower `levels`), in both runs.
+
     PYTHONPATH=src python bench/h200_networks.py
 
 Writes reports/bench/h200_networks.json.
