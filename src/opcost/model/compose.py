@@ -503,6 +503,7 @@ def power_ratio(terms: Sequence[dict[str, float]], time_s: np.ndarray, energy_j:
     ops (raw_sum_j / raw_sum_s): dimensionless, so it carries to a config without measured networks
     (`Composition.energy` of a transferred layer). None where the terms hold no op powers."""
     pb = np.array([t.get("raw_sum_j", np.nan) / t["raw_sum_s"] if t.get("raw_sum_s", 0) > 0 else np.nan for t in terms])
+    pb[~(pb > 0)] = np.nan  # no op power (a bundle without a power model): no ratio, not a division by zero
     r = np.asarray(energy_j, float) / (np.asarray(time_s, float) * pb)
     r = r[np.isfinite(r) & (r > 0)]
     return float(np.exp(np.median(np.log(r)))) if len(r) else None

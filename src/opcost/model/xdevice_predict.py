@@ -28,7 +28,6 @@ import numpy as np
 
 from opcost.devices import NO_TF32_SUFFIX, same_numerics, table_name
 from opcost.errors import OpcostError
-from opcost.model import fewshot, xinterval
 from opcost.model.costing import Costs
 from opcost.model.hostqueue import step_queue
 from opcost.paths import Paths
@@ -113,7 +112,7 @@ def predict_network(folder: Path, net: Any, device_config: str, mode: str, optim
     the host `host` (host_profile)."""
     import pandas as pd
 
-    from opcost.model import xdevice, xdevice_net
+    from opcost.model import fewshot, xdevice, xdevice_net, xinterval
 
     model = load(folder)
     dev, tf32 = xdevice.config_device(device_config)
@@ -251,6 +250,8 @@ def measured_note(folder: Path, r: dict[str, Any], device_config: str) -> dict[s
 
 def factors_note(factors: dict[str, float], n_ops: int, device_config: str) -> str:
     """What the few-shot correction (model/fewshot.py) did to an answer's transferred ops."""
+    from opcost.model import fewshot  # pandas: only where a transferred answer is built
+
     kinds = ", ".join(f"{k} x{v:.2f}" for k, v in sorted(factors.items()) if k != fewshot.POOLED)
     return (
         f"corrected: {n_ops} ops measured on {device_config} (their GPU times) against the transfer set a factor per "
