@@ -183,6 +183,8 @@ PIPELINE_FIXTURES = frozenset({"pipeline_root", "trained", "synced"})  # session
 SLOW_TESTS = frozenset(
     {
         "tests/ops/test_extract.py::test_densenet121_call_counts",
+        "tests/test_exp_show.py::test_make_exp_table_fits_120_columns_without_ellipses",
+        "tests/test_exp_show.py::test_plain_dvc_exp_show_in_a_120_column_terminal_shows_every_headline_metric_first",
         "tests/model/test_registry.py::test_a_fold_without_a_score_is_left_out_of_the_replayed_run",
         "tests/ops/test_extract.py::test_resnet18_residual_add_is_inplace_with_two_inputs",
         "tests/ops/test_networks.py::test_hf_class_form_and_default_inputs",
