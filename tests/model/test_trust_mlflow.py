@@ -13,8 +13,11 @@ import signal
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 from opcost.model import tracking
+
+REPO = Path(__file__).resolve().parents[2]
 
 VALIDATE_RUN = textwrap.dedent(
     """
@@ -72,7 +75,8 @@ def test_a_kill_before_the_alias_decision_is_repaired_by_the_next_registration(t
 
     root = tmp_path / "proj"
     (root / "model").mkdir(parents=True)
-    (root / "model" / "m.json").write_text('{"a": 1}\n')
+    # a folder model as train-clock writes one (registered as a pyfunc model: model/pyfunc.FOLDER_MODELS)
+    (root / "model" / "clock_model.json").write_bytes((REPO / "models" / "clock" / "clock_model.json").read_bytes())
     (root / "dvc.yaml").write_text("stages: {}\n")
     (root / ".gitignore").write_text("*.db\nmlruns/\n")
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]

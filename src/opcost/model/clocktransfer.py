@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
@@ -90,15 +90,23 @@ def transfer_note(err_time: float, err_energy: float, device_config: str) -> str
 
 @dataclass
 class ClockTransfer:
-    """The cross-clock model of a project (`folder`: models/clock/), loaded on first use."""
+    """The cross-clock model of a project (`folder`: models/clock/), loaded on first use. `fetch`, where
+    given, supplies the folder instead (`predict --registry`: the registry's verified `opcost-clock`)."""
 
     folder: Path
+    fetch: Callable[[], Path] | None = None
     _model: ClockModel | None = None
 
     def available(self) -> bool:
         """Whether the clock model is there (a sweep over a grid needs it)."""
         from opcost.model.clock import CLOCK_MODEL_FILE
 
+        if self.fetch is not None:
+            try:
+                self.model()
+            except OpcostError:
+                return False
+            return True
         return (self.folder / CLOCK_MODEL_FILE).is_file()
 
     def model(self) -> ClockModel:
@@ -106,6 +114,8 @@ class ClockTransfer:
         if self._model is None:
             from opcost.model.clock import ClockModel
 
+            if self.fetch is not None:
+                self.folder = self.fetch()
             self._model = ClockModel.load(self.folder)
         return self._model
 

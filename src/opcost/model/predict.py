@@ -79,9 +79,16 @@ class Predictor:
     def __post_init__(self) -> None:
         self.bundles = BundleStore(self.paths, self.registry, self.trust_unrecorded)
         self.networks = network_cache(self.paths.root, self.disk_cache)
-        self.clocks = ClockTransfer(self.paths.clock_model_dir)
+        self.clocks = ClockTransfer(self.paths.clock_model_dir, self._registry_clock if self.registry else None)
 
     # -- models ---------------------------------------------------------------------------
+    def _registry_clock(self) -> Path:
+        """models/clock as the registry's `opcost-clock` champion holds it (verified by its bundle_md5 tag)."""
+        from opcost.model import tracking
+        from opcost.model.registry import champion_folder
+
+        return champion_folder(self.paths, tracking.CLOCK_MODEL, "clock", self.trust_unrecorded)
+
     def targets(self) -> list[str]:
         """Device config and mode pairs with a trained model, e.g. ['A30-inference', ...]."""
         return self.bundles.targets()

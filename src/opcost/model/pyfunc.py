@@ -8,6 +8,12 @@ text) and an optional clock_mhz column. Output: per-op t_s, p_w and e_j for one 
 cost came from (`source`: measured, estimated, floor, predicted, decomposed, proxy or charged;
 model/costing.py), exactly as predictions cost ops. `signature()` and `input_example()` give the
 registered model its schema and an example a user can run (MLflow shows "Inputs (0)" without them).
+
+The models stored as plain files (the cross-clock model models/clock, the cross-device op-time model
+models/xdevice, the cross-device power model models/xpower) are registered the same way: their folder
+is the data, and their loader module (`FOLDER_LOADER_MODULE`, model/pyfunc_folders.py, named here, not
+imported: the train stages need none of those models' code) tells them apart by the file they hold; each
+answers a table of its own (`FOLDER_MODELS`: input and output columns per model file).
 """
 
 from __future__ import annotations
@@ -82,6 +88,69 @@ def signature() -> Any:
         inputs=Schema([ColSpec(t, n, required=req) for n, t, req, _ in INPUT_COLUMNS]),
         outputs=Schema([ColSpec(t, n) for n, t in OUTPUT_COLUMNS]),
     )
+
+
+OP_COLUMNS = tuple(c for c in INPUT_COLUMNS if c[0] != "clock_mhz")
+FOLDER_LOADER_MODULE = "opcost.model.pyfunc_folders"
+# model file -> (input columns (name, type, required, meaning), output columns, an example row)
+FOLDER_MODELS: dict[str, tuple[tuple, tuple, dict[str, Any]]] = {
+    "clock_model.json": (
+        (
+            ("device", "string", True, "a device table key, e.g. A30"),
+            ("clock_mhz", "double", True, "the core clock to move to, within the device's range"),
+            ("t_ref_s", "double", True, "the op's time per call at the device's boost clock"),
+            ("p_ref_w", "double", True, "its average power there"),
+            ("compute_share", "double", True, "its compute-bound share of the roofline time, 0-1"),
+        ),
+        (("t_s", "double"), ("p_w", "double")),
+        {"device": "A30", "clock_mhz": 1100.0, "t_ref_s": 1e-4, "p_ref_w": 120.0, "compute_share": 0.5},
+    ),
+    "xdevice.json": (
+        (*OP_COLUMNS, ("device_config", "string", True, "a table GPU, e.g. H100 (or H100_no_tf32)")),
+        (("t_s", "double"),),
+        {},  # an operations-table row: taken from the table where there is one (input_example)
+    ),
+    "xpower_model.json": (
+        (
+            ("device_config", "string", True, "a table GPU, e.g. H100"),
+            ("busy_share", "double", True, "the network's roofline time over its time, >= 0"),
+            ("mode", "string", True, "inference or training"),
+        ),
+        (("p_w", "double"), ("rel_err90", "double")),
+        {"device_config": "H100", "busy_share": 0.5, "mode": "inference"},
+    ),
+}
+
+
+def folder_model_file(folder: Path) -> str:
+    """Which of `FOLDER_MODELS` a model folder holds (its model file's name)."""
+    for file in FOLDER_MODELS:
+        if (Path(folder) / file).is_file():
+            return file
+    raise ValueError(f"{folder} holds none of {', '.join(FOLDER_MODELS)}")
+
+
+def folder_signature(file: str) -> Any:
+    """The input and output schema of the folder model whose model file is `file`."""
+    from mlflow.models.signature import ModelSignature
+    from mlflow.types.schema import ColSpec, Schema
+
+    inputs, outputs, _ = FOLDER_MODELS[file]
+    return ModelSignature(
+        inputs=Schema([ColSpec(t, n, required=req) for n, t, req, _ in inputs]),
+        outputs=Schema([ColSpec(t, n) for n, t in outputs]),
+    )
+
+
+def folder_example(file: str, operations: Path) -> Any:
+    """An example input of the folder model whose model file is `file` (None where it has none)."""
+    import pandas as pd
+
+    _, _, row = FOLDER_MODELS[file]
+    if row:
+        return pd.DataFrame([row])
+    ops = input_example(operations, (), n=2)
+    return None if ops is None else ops.assign(device_config="H100")
 
 
 def input_example(operations: Path, kinds: tuple[str, ...], n: int = 3) -> Any:

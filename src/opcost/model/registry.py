@@ -101,6 +101,7 @@ def promote(paths: Paths, target: str, version: str | None = None, targets: Sequ
     if targets is not None and target not in targets:
         raise OpcostError(f"--target {target!r} is not a train target; params.yaml train.targets: {', '.join(targets)}")
 
+    check_store_exists(paths)  # a mistyped store: one line, not a new empty store
     tracking.setup(paths.root)
     client = MlflowClient()
     name = tracking.registered_name(target)
@@ -222,20 +223,114 @@ def register_bundle(root: Path, mlflow: Any, bundle: Bundle, split: str, veto: s
 
 
 def register_folder(
-    root: Path, mlflow: Any, name: str, folder: Path, content_hash: str, score: float, split: str, tags: dict[str, str]
+    root: Path,
+    mlflow: Any,
+    name: str,
+    folder: Path,
+    content_hash: str,
+    score: float,
+    split: str,
+    tags: dict[str, str],
+    data_version: str = "",
 ) -> str | None:
-    """Register a model stored as plain files (the clock model: JSON) from the active run, once per
-    content hash, and consider it for `champion` by the same rules as the bundles. Returns the new
-    version, or None when one with this hash exists."""
+    """Register a model stored as plain files (models/clock, models/xdevice, models/xpower) from the
+    active run as a pyfunc model (model/pyfunc.py: its folder is the data, with a signature and an
+    example), once per content hash, tagged with the md5 of the files it holds (`bundle_md5`, checked
+    when `predict --registry` loads it) and `data_version`, and considered for `champion` by the same
+    rules as the bundles. Returns the new version, or None when one with this hash exists."""
+    from opcost.model import pyfunc
+    from opcost.model.integrity import BUNDLE_MD5_TAG, dir_md5
+
+    file = pyfunc.folder_model_file(folder)
 
     def log() -> tuple[str, str | None]:
-        mlflow.log_artifacts(str(folder), artifact_path="model")
-        return f"{mlflow.active_run().info.artifact_uri}/model", None
+        with tempfile.TemporaryDirectory() as tmp:
+            data = Path(tmp) / Path(folder).name
+            data.mkdir()
+            for f in sorted(Path(folder).iterdir()):  # the model's own files, not what a test or user left
+                if f.is_file():
+                    data.joinpath(f.name).write_bytes(f.read_bytes())
+            info = mlflow.pyfunc.log_model(
+                name="model",
+                loader_module=pyfunc.FOLDER_LOADER_MODULE,
+                data_path=str(data),
+                pip_requirements=[],
+                signature=pyfunc.folder_signature(file),
+                input_example=pyfunc.folder_example(file, Paths(root).operations),
+            )
+        return info.model_uri, info.model_id
 
     all_tags = {**tags, "bundle_hash": content_hash, SCORE_TAG: repr(score), SPLIT_TAG: split}
+    all_tags[BUNDLE_MD5_TAG] = dir_md5(folder)
+    all_tags[DATA_VERSION_TAG] = data_version or "unknown"
     all_tags.update(_version_source(root, mlflow))
     doc = f"{tracking.MODEL_DESCRIPTIONS.get(name, name)} Split {split}; score (minus the errors) {score:.4g}."
-    return _register_once(root, mlflow, name, content_hash, score, split, all_tags, log, doc)
+    if data_version:
+        doc += f" Trained on data version {data_version}."
+    from mlflow import MlflowClient
+
+    client = MlflowClient()
+    with tracking.write_lock(root):
+        was_champion = _drop_plain_versions(client, name, content_hash)
+        version = _register_once(root, mlflow, name, content_hash, score, split, all_tags, log, doc)
+        if was_champion and version is not None:  # the same model, now loadable: it keeps the alias
+            client.set_registered_model_alias(name, tracking.CHAMPION, version)
+    return version
+
+
+def _drop_plain_versions(client: Any, name: str, content_hash: str) -> bool:
+    """Delete the versions of `name` with this content hash that were registered as plain files (no
+    `bundle_md5` tag, no MLmodel: not loadable), so the model is registered again as a pyfunc model.
+    Returns whether one of them was `champion`."""
+    from opcost.model.integrity import BUNDLE_MD5_TAG
+
+    champ = tracking.champion_version(client, name)
+    was = False
+    for v in tracking.versions_with_hash(client, name, content_hash):
+        if not v.tags.get(BUNDLE_MD5_TAG):
+            was = was or (champ is not None and str(champ.version) == str(v.version))
+            client.delete_model_version(name, v.version)
+    return was
+
+
+DATA_VERSION_TAG = "data_version"
+
+
+def stage_data_version(root: Path, stage: str, locked: bool = False) -> str:
+    """The data a folder model's stage learnt from, as one md5: over the content md5 of each of the
+    stage's data dependencies in dvc.yaml (every dep outside src/), each computed as DVC does (a file's
+    md5, a folder's `dir_md5`). `locked`: read those md5s from dvc.lock instead (a fresh clone's
+    sync-registry, where data/ may not be pulled). "" where dvc.yaml (or dvc.lock) does not say."""
+    import hashlib
+    import json
+
+    import yaml
+
+    from opcost.model.integrity import dir_md5, file_md5
+
+    try:
+        spec = yaml.safe_load((Path(root) / "dvc.yaml").read_text())["stages"][stage]
+        deps = [str(d) for d in spec.get("deps", []) if not str(d).startswith("src/")]
+    except (OSError, KeyError, TypeError, yaml.YAMLError):
+        return ""
+    md5s: dict[str, str] = {}
+    if locked:
+        try:
+            lock = yaml.safe_load((Path(root) / "dvc.lock").read_text())["stages"][stage]
+            recorded = {str(d["path"]): str(d.get("md5", "")).removesuffix(".dir") for d in lock.get("deps", [])}
+        except (OSError, KeyError, TypeError, yaml.YAMLError):
+            return ""
+        for d in deps:
+            if not recorded.get(d):
+                return ""
+            md5s[d] = recorded[d]
+    else:
+        for d in deps:
+            p = Path(root) / d
+            if not p.exists():
+                return ""
+            md5s[d] = dir_md5(p) if p.is_dir() else file_md5(p)
+    return hashlib.md5(json.dumps(md5s, sort_keys=True).encode()).hexdigest()
 
 
 def _register_once(
@@ -381,14 +476,30 @@ def sync_xdevice_model(paths: Paths, mlflow: Any, client: Any) -> str | None:
     record = runlog.load(folder)
     split = record["tags"].get("split", "")
     score = -float(record["metrics"].get("net_all_mape", 0.0))
-    found = tracking.find_version(client, tracking.XDEVICE_MODEL, chash)
+    found = loadable_version(client, tracking.XDEVICE_MODEL, chash)
     if found is not None:
         with tracking.write_lock(paths.root):
             consider_champion(paths.root, client, tracking.XDEVICE_MODEL, str(found.version), score, split)
         return None
+    version = record_data_version(paths.root, record, tracking.XDEVICE_RUN)
     extra = runlog.replay_tags(paths.root, f"models/xdevice/{runlog.RUN_FILE}")
     with runlog.replayed(mlflow, record, extra):
-        return register_folder(paths.root, mlflow, tracking.XDEVICE_MODEL, folder, chash, score, split, {})
+        return register_folder(paths.root, mlflow, tracking.XDEVICE_MODEL, folder, chash, score, split, {}, version)
+
+
+def loadable_version(client: Any, name: str, content_hash: str) -> Any | None:
+    """The registered version of a folder model with this content hash, unless it was registered as
+    plain files (no `bundle_md5` tag): such a one is registered again, as a pyfunc model."""
+    from opcost.model.integrity import BUNDLE_MD5_TAG
+
+    found = tracking.find_version(client, name, content_hash)
+    return found if found is not None and found.tags.get(BUNDLE_MD5_TAG) else None
+
+
+def record_data_version(root: Path, record: dict[str, Any], stage: str) -> str:
+    """A folder model's data version: the one its run record carries, else (a record written before
+    records carried it) the one dvc.lock's dependencies of `stage` give (`stage_data_version`)."""
+    return str(record["tags"].get(DATA_VERSION_TAG) or stage_data_version(root, stage, locked=True))
 
 
 def _being_replayed(client: Any, record_id: str) -> bool:
@@ -439,14 +550,15 @@ def sync_clock_model(
     record = runlog.load(folder)
     split = record["tags"].get("split", "")
     score = -float(record["metrics"].get(f"logo_{first}_mape", 0.0) + record["metrics"].get("logo_energy_mape", 0.0))
-    found = tracking.find_version(client, name, chash)
+    found = loadable_version(client, name, chash)
     if found is not None:
         with tracking.write_lock(paths.root):
             consider_champion(paths.root, client, name, str(found.version), score, split)
         return None
+    version = record_data_version(paths.root, record, tracking.CLOCK_RUN)  # train-clock writes both folders
     extra = runlog.replay_tags(paths.root, f"models/{folder.name}/{runlog.RUN_FILE}")
     with runlog.replayed(mlflow, record, extra):
-        return register_folder(paths.root, mlflow, name, folder, chash, score, split, {})
+        return register_folder(paths.root, mlflow, name, folder, chash, score, split, {}, version)
 
 
 def root_origin(paths: Paths) -> str:
@@ -478,23 +590,18 @@ def champion_bundle(paths: Paths, target: str, trust_unrecorded: bool = False) -
     MLFLOW_TRACKING_URI, or the repository's mlflow.db. Its content must match the version's
     `bundle_md5` tag; a version without one is refused unless `trust_unrecorded` (then the bundle is
     marked unvouched, and its answers say so)."""
-    import os
-
-    uri_store = tracking.tracking_uri(paths.root)
-    db = tracking._sqlite_file(uri_store)
-    if not os.environ.get("MLFLOW_TRACKING_URI") and db is not None and not db.is_file():
-        raise OpcostError(
-            f"no MLflow store at {db} (root from {root_origin(paths)}): set MLFLOW_TRACKING_URI to the registry, "
-            "or run inside the repository after `opcost sync-registry`"
-        )
+    check_store_exists(paths)
     mlflow = tracking.setup(paths.root)
+    uri_store = tracking.tracking_uri(paths.root)
     uri = f"models:/{tracking.registered_name(target)}@{tracking.CHAMPION}"
     try:
         local = Path(mlflow.artifacts.download_artifacts(artifact_uri=uri))
     except Exception as exc:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if "not found" in why and target.rpartition("-")[0] and not _trained_target(paths, target):
+            raise no_own_model_error(paths, target, uri_store) from None
         raise OpcostError(
-            f"cannot load {uri} from {uri_store}: run `dvc repro train@{target}` "
-            f"or `opcost sync-registry` ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+            f"cannot load {uri} from {uri_store}: run `dvc repro train@{target}` or `opcost sync-registry` ({why})"
         ) from None
     from mlflow import MlflowClient
 
@@ -516,3 +623,105 @@ def champion_bundle(paths: Paths, target: str, trust_unrecorded: bool = False) -
         return bundle
     where = f"the registry's tag {BUNDLE_MD5_TAG} of version {champ.version}" if champ is not None else ""
     return Bundle.load(local / "data" / "bundle", expect_md5=expect, expected_from=where)
+
+
+def check_store_exists(paths: Paths) -> None:
+    """Refuse, in one line, a local store that does not exist or is an empty file before MLflow is asked:
+    reading from it (`predict --registry`, `promote`) would create a new, empty store and then report the
+    models missing. A mistyped path (`sqlite:///mlfow.db`) is named with the stores that do exist."""
+    import os
+
+    uri = tracking.tracking_uri(paths.root)
+    db = tracking._sqlite_file(uri)
+    if db is None:
+        return
+    db = Path(str(db).split("?")[0]).absolute()
+    if db.is_file() and db.stat().st_size > 0:
+        return
+    what = "is an empty file" if db.is_file() else "does not exist"
+    if not os.environ.get("MLFLOW_TRACKING_URI"):
+        raise OpcostError(
+            f"no MLflow store at {db} (it {what}; root from {root_origin(paths)}): set MLFLOW_TRACKING_URI to the "
+            "registry, or run inside the repository after `opcost sync-registry`"
+        )
+    near = sorted(str(f) for f in db.parent.glob("*.db") if f != db and f.is_file()) if db.parent.is_dir() else []
+    own = tracking.store_root(paths.root) / "mlflow.db"
+    if own.is_file() and str(own) not in near and own != db:
+        near.append(str(own))
+    found = f"; stores that exist: {', '.join(f'sqlite:///{f}' for f in near[:3])}" if near else ""
+    raise OpcostError(
+        f"MLFLOW_TRACKING_URI={uri} names no MLflow store ({db} {what}){found}: point it at the existing store, "
+        "or fill a new one with `opcost sync-registry` in the repository; refused (nothing was created)"
+    )
+
+
+def champion_folder(paths: Paths, name: str, folder: str, trust_unrecorded: bool = False) -> Path:
+    """The `champion` of folder model `name` (opcost-clock, opcost-xdevice, opcost-xpower) downloaded from
+    the registry: the folder its pyfunc model holds, whose content must match the version's `bundle_md5`
+    tag (`trust_unrecorded`: a version without the tag is served as it is). `folder`: the models/ folder the
+    model comes from, for the advice. One line for a store or model that cannot answer."""
+    from mlflow import MlflowClient
+
+    from opcost.model.integrity import BUNDLE_MD5_TAG, dir_md5
+
+    check_store_exists(paths)
+    mlflow = tracking.setup(paths.root)
+    uri_store = tracking.tracking_uri(paths.root)
+    uri = f"models:/{name}@{tracking.CHAMPION}"
+    how = f"run `opcost sync-registry` in a checkout that holds models/{folder} (`dvc pull models/{folder}`)"
+    champ = tracking.champion_version(MlflowClient(), name)
+    if champ is None:
+        raise OpcostError(f"the registry {uri_store} has no champion of {name}: {how}, or leave out --registry")
+    expect = champ.tags.get(BUNDLE_MD5_TAG)
+    if not expect and not trust_unrecorded:
+        raise OpcostError(
+            f"version {champ.version} of {name} carries no {BUNDLE_MD5_TAG} tag (registered as plain files by an "
+            f"older opcost, or its tag was lost), so nothing vouches for its content: {how} to register it again "
+            "as a loadable model; refused"
+        )
+    try:
+        local = Path(mlflow.artifacts.download_artifacts(artifact_uri=uri))
+    except Exception as exc:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise OpcostError(f"cannot load {uri} from {uri_store}: {how} ({why})") from None
+    data = sorted(p for p in (local / "data").glob("*") if p.is_dir()) if (local / "data").is_dir() else []
+    if len(data) != 1:
+        raise OpcostError(f"{uri} from {uri_store} is not a pyfunc model of models/{folder} (no data folder): {how}")
+    if expect:
+        got = dir_md5(data[0])
+        if got != expect:
+            raise OpcostError(
+                f"{uri} from {uri_store} was modified after it was registered (content md5 {got}, the tag "
+                f"{BUNDLE_MD5_TAG} of version {champ.version} records {expect}): {how}; refused"
+            )
+    return data[0]
+
+
+def _trained_target(paths: Paths, target: str) -> bool:
+    """Whether `target` is a train target of this project (params.yaml), as far as a checkout says."""
+    try:
+        from opcost.params.load import load_params
+
+        return target in load_params(paths.params).train.targets
+    except Exception:  # no checkout (predict --registry from anywhere): nothing says it is one
+        return False
+
+
+def no_own_model_error(paths: Paths, target: str, uri_store: str) -> OpcostError:
+    """`predict --registry` on a GPU without a registered model of its own (e.g. H100): the registry's
+    answers are its champions' own models; a transferred answer needs the checkout's cross-device
+    model with the ops measured on that GPU (models/measured), which the registry does not carry."""
+    from mlflow import MlflowClient
+
+    device, _, mode = target.rpartition("-")
+    try:
+        names = sorted(m.name for m in MlflowClient().search_registered_models())
+    except Exception:
+        names = []
+    own = [n.removeprefix("opcost-").rpartition("-")[0] for n in names if n.endswith(f"-{mode}")]
+    trained = f"GPUs with a model of their own there in {mode} mode: {', '.join(own)}" if own else "none in this mode"
+    return OpcostError(
+        f"the registry {uri_store} holds no model of {device} in {mode} mode ({trained}); --registry answers only "
+        f"those: for {device}'s transferred answer (the cross-device model), leave out --registry in the repository "
+        "after `dvc pull models/xdevice models/xpower models/measured`"
+    )

@@ -153,6 +153,7 @@ def replayed(mlflow: Any, record: dict[str, Any], extra_tags: dict[str, str] | N
     with tracking.tracked_run(mlflow, record["name"], tags=tags) as run:
         _log(mlflow, record)
         for c in record["children"]:
-            with tracking.tracked_run(mlflow, c["name"], nested=True, tags={**tags, **c["tags"]}):
+            inherited = {k: v for k, v in tags.items() if k != tracking.NOTE_TAG}  # the parent's description is its own
+            with tracking.tracked_run(mlflow, c["name"], nested=True, tags={**inherited, **c["tags"]}):
                 _log(mlflow, c)
         yield run

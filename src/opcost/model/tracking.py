@@ -50,10 +50,12 @@ XPOWER_RUN = "train-xpower"
 EXPERIMENT_DESCRIPTIONS = {
     EXPERIMENT: (
         "One parent run per train target (device config x mode, stage train@<target>) with a nested run per "
-        "algorithm x quantity x feature set x split. Nested runs: out-of-fold op errors (mape, mdape, twe, r2), "
-        "fold_r2 per fold (steps) and cv_r2_mean/cv_r2_std over folds, and a predicted-vs-measured figure. "
-        "Parents: out-of-sample network errors (net_network_* leave-one-network-out, net_family_* "
-        "leave-one-family-out), the composition coefficients, and the registered bundle. Tags: training_commit "
+        "algorithm x quantity x feature set x split. Nested runs: out-of-fold op errors in per cent (mape_pct, "
+        "mdape_pct, twe_pct) and r2, fold_r2 per fold (steps) and cv_r2_mean/cv_r2_std over folds, and a "
+        "predicted-vs-measured figure. Parents: the chosen models' cross-validated R2 (time_cv_r2_mean, "
+        "time_cv_r2_std, and power_* likewise), out-of-sample network errors in per cent (net_network_* "
+        "leave-one-network-out, net_family_* leave-one-family-out), the composition coefficients, a "
+        "description, and the registered bundle. Tags: training_commit "
         "(the commit trained at) and, for runs replayed by `opcost sync-registry`, replayed_from_commit."
     ),
     VALIDATE_EXPERIMENT: (
@@ -65,9 +67,35 @@ EXPERIMENT_DESCRIPTIONS = {
 MODEL_DESCRIPTIONS = {
     CLOCK_MODEL: (
         "The cross-clock model (stage train-clock): moves each op's time and power from a device's reference "
-        "(boost) clock to another core clock, scored leave-one-GPU-out on the measured clock sweeps."
+        "(boost) clock to another core clock, scored leave-one-GPU-out on the measured clock sweeps. A pyfunc "
+        "model: input device, clock_mhz, t_ref_s, p_ref_w, compute_share; output t_s, p_w."
+    ),
+    XDEVICE_MODEL: (
+        "The cross-device op-time model (stage train-xdevice): each op's time per call on any GPU of the device "
+        "table, fitted on every GPU with op measurements and scored leave-one-GPU-out on ops and networks; "
+        "it answers GPUs without a model of their own (transferred). A pyfunc model: input operations-table rows "
+        "and device_config; output t_s (forward, per call)."
+    ),
+    XPOWER_MODEL: (
+        "The cross-device power model (stage train-clock): a network's average power on any GPU of the device "
+        "table from its busy share, scored leave-one-GPU-out on the measured power of the clock sweeps and the "
+        "train targets; it gives transferred answers their energy. A pyfunc model: input device_config, "
+        "busy_share, mode; output p_w and its relative 90 % error rel_err90."
     ),
 }
+# Metric names of the train runs (stage train@<target>): errors in per cent, named so.
+OP_ERROR_METRICS = {"mape": "mape_pct", "mdape": "mdape_pct", "twe": "twe_pct"}  # score key -> nested-run metric
+NOTE_TAG = "mlflow.note.content"  # the description MLflow shows on a run's (and experiment's) page
+
+
+def cv_r2_metrics(quantity: str) -> tuple[str, str]:
+    """The parent run's cross-validated R2 of the chosen `quantity` model: (mean, std) over folds."""
+    return f"{quantity}_cv_r2_mean", f"{quantity}_cv_r2_std"
+
+
+def net_error_metric(split: str, quantity: str, key: str) -> str:
+    """The parent run's out-of-sample network error `key` (e.g. mape_pct) under `split`."""
+    return f"net_{split}_{quantity}_{key}"
 
 
 def model_description(name: str) -> str:
@@ -312,8 +340,8 @@ def setup(root: Path, experiment: str = EXPERIMENT) -> Any:
             client.create_experiment(experiment, artifact_location=location)
             exp = client.get_experiment_by_name(experiment)
             assert exp is not None, f"MLflow did not create experiment {experiment!r}"
-        if experiment in EXPERIMENT_DESCRIPTIONS and exp.tags.get("mlflow.note.content") is None:
-            client.set_experiment_tag(exp.experiment_id, "mlflow.note.content", EXPERIMENT_DESCRIPTIONS[experiment])
+        if experiment in EXPERIMENT_DESCRIPTIONS and exp.tags.get(NOTE_TAG) is None:
+            client.set_experiment_tag(exp.experiment_id, NOTE_TAG, EXPERIMENT_DESCRIPTIONS[experiment])
         mlflow.set_experiment(experiment)
         for name in project_experiments(client, experiment):  # a killed validate is found by the next train too
             reap_dead_runs(client, name)

@@ -111,6 +111,54 @@ def floor_metrics(bundle: Bundle) -> dict[str, float]:
     return {tracking.kind_floor_metric(k): v for k, v in kind_floors}
 
 
+def child_metrics(r: dict[str, Any]) -> dict[str, float]:
+    """A nested run's out-of-fold op scores: errors in per cent under names that say so
+    (tracking.OP_ERROR_METRICS), R2 and the row count as they are."""
+    return {
+        tracking.OP_ERROR_METRICS.get(k, k): 100 * r[k] if k in tracking.OP_ERROR_METRICS else r[k] for k in SCORE_KEYS
+    }
+
+
+def parent_headline(results: dict, detail: dict) -> dict[str, float]:
+    """What a parent run shows first: each chosen model's cross-validated R2 on the grouped split (mean and
+    standard deviation over folds; a fold without a score left out)."""
+    out = {}
+    for q, name in detail["chosen"].items():
+        alg, fs = name.split("-")
+        folds = [float(x) for x in results[q][alg][fs]["grouped"]["fold_r2"] if x is not None and np.isfinite(x)]
+        if folds:
+            mean, std = tracking.cv_r2_metrics(q)
+            out[mean], out[std] = float(np.mean(folds)), float(np.std(folds))
+    return out
+
+
+def parent_description(target: str, detail: dict, headline: dict[str, float]) -> str:
+    """One paragraph on the parent run's page: what was trained, what was chosen, how well it does."""
+    parts = []
+    for q, name in detail["chosen"].items():
+        mean, std = tracking.cv_r2_metrics(q)
+        if mean in headline:
+            parts.append(f"{q}: {name}, cross-validated R2 {headline[mean]:.3f} +- {headline[std]:.3f} (grouped split)")
+        else:
+            parts.append(f"{q}: {name}")
+    net = detail["networks"].get(netval.SPLIT_MODEL, {})  # the headline split: each network's whole model held out
+    t = net.get("time", {})
+    err = (
+        f"Out of sample, networks predicted with their whole model held out have a time MAPE of {t['mape_pct']:.1f} % "
+        f"over {net.get('networks', 0)} networks (metric "
+        f"{tracking.net_error_metric(netval.SPLIT_MODEL, 'time', 'mape_pct')}; net_family_* and net_network_* hold "
+        "the family and the single network held out)."
+        if "mape_pct" in t
+        else "No measured networks to score out of sample."
+    )
+    return (
+        f"Stage train@{target}: per-operation models for {detail['device_config']} in {detail['mode']} mode, trained "
+        f"on {detail['n_ops']} evaluated op rows (data version {detail['data_version']}). Chosen on the grouped "
+        f"split ({detail['split']}): {'; '.join(parts)}. {err} Composition layer: {detail['composition']['source']}. "
+        "The nested runs compare every algorithm x quantity x feature set x split; errors are in per cent."
+    )
+
+
 def run_record(target: str, tp: TrainParams, results: dict, bundle: Bundle, detail: dict, nets: pd.DataFrame) -> dict:
     tags = {
         "dvc_stage": f"train@{target}",
@@ -138,7 +186,7 @@ def run_record(target: str, tp: TrainParams, results: dict, bundle: Bundle, deta
                             tracking.nested_run_name(alg, quantity, fs, split),
                             {"algorithm": alg, "quantity": quantity, "feature_set": fs, "split": split},
                             {**{f"{alg}.{k}": v for k, v in settings.items()}, "feature_set": fs},
-                            {k: r[k] for k in SCORE_KEYS},
+                            child_metrics(r),
                             {"fold_r2": r["fold_r2"]},
                             [figure],
                         )
@@ -147,7 +195,7 @@ def run_record(target: str, tp: TrainParams, results: dict, bundle: Bundle, deta
     for split in netval.SPLITS:
         for q in ("time", "energy"):
             for k, v in detail["networks"].get(split, {}).get(q, {}).items():
-                net_metrics[f"net_{split}_{q}_{k}"] = v
+                net_metrics[tracking.net_error_metric(split, q, k)] = v
             for k, v in detail["networks"].get(split, {}).get("interval", {}).get(q, {}).items():
                 net_metrics[f"net_{split}_{q}_interval_{k}"] = v
     for kind, by_q in detail.get("intervals", {}).items():
@@ -178,11 +226,13 @@ def run_record(target: str, tp: TrainParams, results: dict, bundle: Bundle, deta
         params["chosen_power"] = detail["chosen"]["power"]
     params["composition_calibrated"] = comp.calibrated
     params["composition_source"] = comp.source
+    headline = parent_headline(results, detail)
+    tags[tracking.NOTE_TAG] = parent_description(target, detail, headline)
     return {
         "name": tracking.stage_run_name(target),
         "tags": tags,
         "params": params,
-        "metrics": {**net_metrics, **comp_metrics, **floor_metrics(bundle), "floor_s": bundle.floor_s},
+        "metrics": {**headline, **net_metrics, **comp_metrics, **floor_metrics(bundle), "floor_s": bundle.floor_s},
         "steps": {},
         "figures": figures,
         "children": children,

@@ -145,6 +145,8 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
     split = split_id(pts, cp.min_points)
     chash = content_hash(model)
     record = run_record(model, split, logo, chash, pred)
+    data_version = registry.stage_data_version(paths.root, tracking.CLOCK_RUN)  # what sync-registry tags it with
+    record["tags"][registry.DATA_VERSION_TAG] = data_version
     model.save(paths.clock_model_dir)
     runlog.save(record, paths.clock_model_dir)
 
@@ -211,7 +213,7 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
         {"skipped_rows": skipped, "model": model.to_json(), "figures": figures(pred, paths.clock_figures)},
         paths.clock_detail,
     )
-    power = run_xpower(paths, sweeps)
+    power = run_xpower(paths, sweeps, data_version)
     registered = None
     if log_to_mlflow:
         mlflow = tracking.setup(paths.root)
@@ -219,14 +221,14 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
             score = -100 * (model.logo_error["time"] + model.logo_error["energy"])
             mlflow.log_metric("clock_score", score)
             registered = registry.register_folder(
-                paths.root, mlflow, tracking.CLOCK_MODEL, paths.clock_model_dir, chash, score, split, {}
+                paths.root, mlflow, tracking.CLOCK_MODEL, paths.clock_model_dir, chash, score, split, {}, data_version
             )
         with runlog.replayed(mlflow, power["record"], tracking.source_tags(paths.root)):
             pscore = -power["metrics"]["pooled"]["power_mape"] - power["metrics"]["pooled"]["energy_mape"]
             mlflow.log_metric("xpower_score", pscore)
             power["registered_version"] = registry.register_folder(
                 paths.root, mlflow, tracking.XPOWER_MODEL, paths.xpower_model_dir, power["hash"], pscore,
-                power["split"], {},
+                power["split"], {}, data_version,
             )  # fmt: skip
     return {"model": model, "logo": logo, "loko": loko, "registered_version": registered, "versus": versus,
             "power": power}  # fmt: skip
@@ -256,8 +258,9 @@ def by_card_size(off: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
-def run_xpower(paths: Paths, sweeps: pd.DataFrame) -> dict[str, Any]:
-    """Fit, validate (leave-one-GPU-out) and save the cross-device power model; its reports and run record."""
+def run_xpower(paths: Paths, sweeps: pd.DataFrame, data_version: str = "") -> dict[str, Any]:
+    """Fit, validate (leave-one-GPU-out) and save the cross-device power model; its reports and run record
+    (tagged with the stage's `data_version`)."""
     rows, skipped = xpower.all_rows(sweeps, paths.evaluated_targets_dir, paths.raw_root)
     pred, seen = xpower.leave_one_gpu_out(rows)
     table = xpower.scores(pred)
@@ -292,7 +295,8 @@ def run_xpower(paths: Paths, sweeps: pd.DataFrame) -> dict[str, Any]:
     ]  # fmt: skip
     record = {
         "name": tracking.XPOWER_RUN,
-        "tags": {"dvc_stage": tracking.CLOCK_RUN, "bundle_hash": chash, "split": split},
+        "tags": {"dvc_stage": tracking.CLOCK_RUN, "bundle_hash": chash, "split": split,
+                 registry.DATA_VERSION_TAG: data_version},
         "params": {**metrics["params"], "n_rows": model.n_rows},
         "metrics": {"logo_power_mape": metrics["pooled"]["power_mape"],
                     "logo_energy_mape": metrics["pooled"]["energy_mape"], "rel_err90": model.rel_err90}

@@ -219,6 +219,8 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
     model.save(folder)
     split = f"logo-{'+'.join(sorted(folds))}"
     record = run_record(model, metrics, ops_table, net_pred, split)
+    data_version = registry.stage_data_version(paths.root, XDEVICE_RUN)  # what sync-registry tags it with
+    record["tags"][registry.DATA_VERSION_TAG] = data_version
     runlog.save(record, folder)
     paths.xdevice_report_dir.mkdir(parents=True, exist_ok=True)
     write_report(metrics, paths.xdevice_metrics)
@@ -232,7 +234,7 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
             score = -float(metrics["networks"]["all"]["mape"])
             mlflow.log_metric("xdevice_score", score)
             registered = registry.register_folder(
-                paths.root, mlflow, XDEVICE_MODEL, folder, model.content_hash, score, split, {}
+                paths.root, mlflow, XDEVICE_MODEL, folder, model.content_hash, score, split, {}, data_version
             )
     return {"metrics": metrics, "registered_version": registered}
 

@@ -1,0 +1,203 @@
+"""The models stored as plain files (models/clock, models/xdevice, models/xpower) in the registry, and what
+`predict --registry` reads from it.
+
+A temporary SQLite store and a temporary project holding copies of the checkout's own folder models: each
+registers as a pyfunc model (MLmodel, signature, `bundle_md5` and `data_version` tags) that
+`mlflow.pyfunc.load_model` loads and runs; `predict --registry --clock` takes the clock model from the
+registry, verified by its tag; a store path that names no store is refused before MLflow creates one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from opcost.errors import OpcostError
+
+REPO = Path(__file__).resolve().parents[2]
+FOLDERS = {"opcost-clock": "clock", "opcost-xdevice": "xdevice", "opcost-xpower": "xpower"}
+STAGES = {"opcost-clock": "train-clock", "opcost-xdevice": "train-xdevice", "opcost-xpower": "train-clock"}
+
+
+@pytest.fixture
+def registered(tmp_path, monkeypatch):
+    """A project with the checkout's folder models, each registered (and made champion) in a fresh store."""
+    from mlflow import MlflowClient
+
+    from opcost.model import registry, tracking
+
+    root = tmp_path / "project"
+    for folder in FOLDERS.values():
+        if not (REPO / "models" / folder).is_dir():
+            pytest.skip(f"models/{folder} is not checked out (`dvc pull models/{folder}`)")
+        shutil.copytree(REPO / "models" / folder, root / "models" / folder)
+    (root / "dvc.yaml").write_text("stages: {}\n")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}")
+    (tmp_path / "store").mkdir()
+    monkeypatch.delenv("OPCOST_ROOT", raising=False)
+    mlflow = tracking.setup(root)
+    versions = {}
+    for name, folder in FOLDERS.items():
+        with tracking.tracked_run(mlflow, f"register {name}"):
+            versions[name] = registry.register_folder(
+                root, mlflow, name, root / "models" / folder, f"hash-{folder}", -1.0, "split-a", {}, f"data-{folder}"
+            )
+        MlflowClient().set_registered_model_alias(name, tracking.CHAMPION, versions[name])  # not a main checkout
+    return root, versions
+
+
+def test_folder_models_are_loadable_pyfunc_models_with_tags_and_real_stage_names(registered):
+    import mlflow
+    from mlflow import MlflowClient
+    from mlflow.models import Model
+
+    from opcost.model.integrity import dir_md5
+
+    root, versions = registered
+    client = MlflowClient()
+    for name, folder in FOLDERS.items():
+        v = client.get_model_version(name, versions[name])
+        assert v.tags["bundle_md5"] == dir_md5(root / "models" / folder)
+        assert v.tags["data_version"] == f"data-{folder}"
+        uri = f"models:/{name}/{versions[name]}"
+        model = mlflow.pyfunc.load_model(uri)
+        assert model.metadata.signature is not None and model.metadata.signature.inputs.input_names()
+        example = Model.load(uri).load_input_example(mlflow.artifacts.download_artifacts(uri))
+        if example is not None:  # the cross-device model's example comes from the operations table (absent here)
+            out = model.predict(example)
+            assert len(out) == len(example) and out.notna().all().all()
+        doc = client.get_registered_model(name).description
+        assert f"stage {STAGES[name]})" in doc and "train@" not in doc, doc
+
+
+def test_the_cross_device_pyfunc_costs_an_op_on_a_table_gpu(registered):
+    import mlflow
+    import pandas as pd
+
+    _, versions = registered
+    model = mlflow.pyfunc.load_model(f"models:/opcost-xdevice/{versions['opcost-xdevice']}")
+    ops = (
+        pd.read_parquet(REPO / "data" / "operations" / "operations.parquet")
+        if (REPO / "data" / "operations" / "operations.parquet").is_file()
+        else None
+    )
+    if ops is None:
+        pytest.skip("data/operations is not checked out")
+    row = ops[ops["kind"] == "Conv2d"].head(1)
+    row = row.assign(output_shapes=[str([list(map(int, s)) for s in v]) for v in row["output_shapes"]])
+    t = model.predict(row.assign(device_config="H100"))["t_s"]
+    assert len(t) == 1 and 0 < float(t.iloc[0]) < 1
+
+
+def test_predict_registry_takes_the_clock_model_from_the_registry(registered, tmp_path, monkeypatch):
+    """No models/clock where the prediction runs: the registry's verified opcost-clock answers."""
+    from opcost.model.clock import ClockModel
+    from opcost.model.predict import Predictor
+    from opcost.paths import Paths
+
+    root, _ = registered
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    pr = Predictor(paths=Paths(elsewhere), registry=True, disk_cache=False)
+    assert pr.clock_model().to_json() == ClockModel.load(root / "models" / "clock").to_json()
+    assert pr.clocks.available()
+
+
+def test_a_modified_registered_clock_model_is_refused(registered, tmp_path):
+    """The downloaded folder must match the version's bundle_md5 tag."""
+    from mlflow import MlflowClient
+
+    from opcost.model.predict import Predictor
+    from opcost.paths import Paths
+
+    _, versions = registered
+    MlflowClient().set_model_version_tag("opcost-clock", versions["opcost-clock"], "bundle_md5", "0" * 32)
+    with pytest.raises(OpcostError, match=r"models:/opcost-clock@champion .* was modified after it was registered"):
+        Predictor(paths=Paths(tmp_path), registry=True, disk_cache=False).clock_model()
+
+
+def test_a_transferred_gpu_with_registry_is_refused_with_advice_that_can_be_followed(registered, tmp_path):
+    """H100 has no registered model of its own: not `dvc repro train@H100-inference` (no such stage)."""
+    from opcost.model.predict import Predictor
+    from opcost.paths import Paths
+
+    with pytest.raises(OpcostError) as exc:
+        Predictor(paths=Paths(tmp_path), registry=True, disk_cache=False).bundle("H100", "inference")
+    line = str(exc.value)
+    assert "\n" not in line and "train@H100" not in line
+    assert "holds no model of H100 in inference mode" in line
+    assert "leave out --registry in the repository after `dvc pull models/xdevice" in line
+
+
+def _opcost(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "OPCOST_ROOT", "DVC_ROOT")}
+    environ.update(PYTHONPATH=str(REPO / "src"), **env)
+    return subprocess.run(
+        [sys.executable, "-m", "opcost", *args], cwd=cwd, env=environ, capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.mark.parametrize("command", ["predict", "promote"])
+def test_a_store_uri_naming_no_store_is_refused_and_nothing_is_created(tmp_path, command):
+    import sqlite3
+
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")  # a project (promote reads params.yaml's targets)
+    for name in ("params.yaml", "sets.yaml"):
+        shutil.copy(REPO / name, tmp_path / name)
+    con = sqlite3.connect(tmp_path / "mlflow.db")  # the store that exists
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    con.close()
+    typo = tmp_path / "mlfow.db"
+    args = {
+        "predict": ["predict", "--registry", "--model", "resnet18", "--input-shape", "1,3,32,32", "--device", "A30"],
+        "promote": ["promote", "--target", "A30-inference", "--version", "1"],
+    }[command]
+    r = _opcost(args, tmp_path, MLFLOW_TRACKING_URI=f"sqlite:///{typo}")
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert f"names no MLflow store ({typo} does not exist)" in r.stderr
+    assert f"sqlite:///{tmp_path / 'mlflow.db'}" in r.stderr and "`opcost sync-registry`" in r.stderr
+    assert not typo.exists() and not typo.with_name("mlfow.db.lock").exists()
+
+
+def test_train_runs_log_errors_in_percent_and_the_parent_its_r2_and_a_description(tmp_path, monkeypatch):
+    """The train stage's record: nested runs name their errors in per cent (mape_pct, the reports' unit); the
+    parent carries the chosen models' cross-validated R2 (mean and std over folds) and a description, which
+    the nested runs do not inherit."""
+    import mlflow
+    from mlflow import MlflowClient
+
+    from opcost.model import runlog, tracking
+    from opcost.stages import train
+
+    scores = {"r2": 0.9, "mape": 0.125, "mdape": 0.05, "twe": 0.02, "n": 40}
+    kid_metrics = train.child_metrics(scores)
+    assert kid_metrics == pytest.approx({"r2": 0.9, "mape_pct": 12.5, "mdape_pct": 5.0, "twe_pct": 2.0, "n": 40})
+    results = {"time": {"xgb": {"physical": {"grouped": {"fold_r2": [0.8, None, 0.6]}}}}}
+    detail = {
+        "chosen": {"time": "xgb-physical"}, "device_config": "A30", "mode": "inference", "n_ops": 40,
+        "data_version": "dv", "split": "grouped-k3-seed0", "composition": {"source": "calibrated"},
+        "networks": {"model": {"networks": 6, "time": {"mape_pct": 7.5}}},
+    }  # fmt: skip
+    headline = train.parent_headline(results, detail)
+    assert headline == pytest.approx({"time_cv_r2_mean": 0.7, "time_cv_r2_std": 0.1})
+    note = train.parent_description("A30-inference", detail, headline)
+    assert "R2 0.700 +- 0.100" in note and "time MAPE of 7.5 %" in note and "net_model_time_mape_pct" in note
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'runs.db'}")
+    kid = runlog.child("xgb-time-physical-grouped", {}, {}, kid_metrics, {}, [])
+    parent = runlog.child("train@A30-inference", {tracking.NOTE_TAG: note}, {}, headline, {}, [])
+    with runlog.replayed(mlflow, {**parent, "children": [kid]}) as run:
+        parent_id = run.info.run_id
+    client = MlflowClient()
+    got = client.get_run(parent_id)
+    assert got.data.tags[tracking.NOTE_TAG] == note and got.data.metrics["time_cv_r2_mean"] == pytest.approx(0.7)
+    runs = mlflow.search_runs(experiment_ids=[got.info.experiment_id])
+    kid_run = client.get_run(runs[runs["tags.mlflow.runName"] == "xgb-time-physical-grouped"].iloc[0].run_id)
+    assert tracking.NOTE_TAG not in kid_run.data.tags and kid_run.data.metrics["mape_pct"] == pytest.approx(12.5)
