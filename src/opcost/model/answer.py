@@ -214,6 +214,9 @@ def assemble(
     notes.extend(net.notes)
     # scores of this question (known/new family), scaled to its covariate (model/intervals.py, heteroscedastic)
     c = question_covariate(time_s, terms["raw_sum_s"])
+    beyond = comp.covariate_warning(family, c, terms["raw_sum_s"], bundle.target)
+    if beyond:  # a scale the measured networks never reached: held at their edge, widened as an extrapolation
+        warnings.append(beyond)
     time_iv = comp.interval(time_s, "time", bool(warnings), family, c)
     energy_iv = None if energy is None else comp.interval(energy, "energy", bool(warnings), family, c)
     if clock is not None and clocks is not None and clock_source == "transferred":
