@@ -260,11 +260,13 @@ def factors_note(factors: dict[str, float], n_ops: int, device_config: str) -> s
     )
 
 
-def busy_share(r: dict[str, Any], device_config: str) -> float:
-    """The network's roofline time over its predicted time (what the power model's busy share means)."""
+def busy_share(r: dict[str, Any], device_config: str, work: float = 1.0) -> float:
+    """The network's roofline time over its predicted time (what the power model's busy share means), its ops'
+    forward roofline times x `work` (xpower.work_factor: a training step's backward counted as the power model's
+    rows count it)."""
     from opcost.model.physics import roofline_s
 
-    roof = sum(roofline_s(x.kind, x.metrics, device_config) * c for x, c in zip(r["records"], r["calls"]))
+    roof = work * sum(roofline_s(x.kind, x.metrics, device_config) * c for x, c in zip(r["records"], r["calls"]))
     return float(roof / r["time_s"]) if r["time_s"] > 0 else 0.0
 
 
@@ -280,7 +282,7 @@ def energy(root: Path, r: dict[str, Any], device_config: str, mode: str) -> tupl
         return None, "energy: models/xpower not found (`dvc pull` or its stage), so energy is left out"
     pm = xpower.PowerModel.load(folder)
     key = device_config[: -len(NO_TF32_SUFFIX)] if device_config.endswith(NO_TF32_SUFFIX) else device_config
-    u = busy_share(r, device_config)
+    u = busy_share(r, device_config, xpower.work_factor(mode))
     p, rel = pm.predict(key, np.array([u]), None, mode)
     e = float(p[0]) * r["time_s"]
     lo, hi = r["interval"]
@@ -294,10 +296,12 @@ def energy(root: Path, r: dict[str, Any], device_config: str, mode: str) -> tupl
         else f"min(TDP, {lv['factor']:.2f}, the power level {lv['networks']:.0f} networks measured on this GPU show "
         "against the model (model/xpower.device_levels), x "
     )
+    w = xpower.work_factor(mode)
+    work = f" (its forward ops' x {w:g}: a training step's backward as the power model's rows count it)" * (w != 1)
     basis = (
         f"energy: transferred time x power from the cross-device power model (models/xpower): {float(p[0]):.0f} W = "
         f"{level}TDP {dev.tdp_w:.0f} W x (idle {pm.idle:.2f} + (1 - idle) x dynamic share {float(pm.level(u)):.2f} at "
-        f"busy share {u:.2f}, the network's roofline time over its predicted time){')' if lv else ''}, fitted on "
+        f"busy share {u:.2f}, the network's roofline time{work} over its predicted time){')' if lv else ''}, fitted on "
         f"{len(pm.trained_on)} GPUs ({', '.join(pm.trained_on) or 'none named'}); its 90 % error leaving one GPU out "
         f"is {100 * rel:.0f} %"
     )
