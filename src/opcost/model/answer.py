@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from opcost.model.bundle import Bundle
+from opcost.model.clocktransfer import reference_clock
 from opcost.model.compose import Composition, network_terms
-from opcost.model.costing import Costs, OpCost
+from opcost.model.costing import MEASURED, TRANSFERRED, Costs, OpCost
 from opcost.model.extrapolation import extrapolation_warnings
 from opcost.model.intervals import question_covariate
 from opcost.model.network import Network
@@ -74,8 +75,9 @@ class NetworkPrediction:
     memory: dict[str, Any] | None = None  # memory_summary of the step's footprint, fit per device
     inputs: list[str] = field(default_factory=list)  # the inputs, as --input text
     unbuildable: list[dict[str, Any]] = field(default_factory=list)  # kind, calls, reason: not costed
-    # Where the clock behaviour came from: "measured" (the bundle was trained on a clock sweep),
-    # "transferred" (the cross-clock model, model/clock.py), None at the default clock.
+    # Where the clock behaviour came from (costing.CLOCK_SOURCES): "measured" (the bundle was trained on a clock
+    # sweep, or the clock is the boost clock its default-clock measurements stand for), "transferred" (the
+    # cross-clock model, model/clock.py), None at the default clock.
     clock_source: str | None = None
     # A transferred answer on a GPU where our campaigns measured some of its ops (model/xdevice_predict.py):
     # which, their shares and how they were composed; None otherwise (and then absent from the JSON).
@@ -198,8 +200,10 @@ def assemble(
     family = family_of(spec.model)  # a per-family composition term where siblings were measured
     time_s = comp.time(terms, family)
     has_power = "power" in bundle.models and np.isfinite(p).all()
-    clock_source = None if clock is None else ("measured" if bundle.clocks_mhz else "transferred")
-    if clock_source == "transferred" and clocks is None:
+    # the boost clock is the default clock the bundle's measurements stand for (clocktransfer.reference_clock)
+    at_default = clock is not None and not bundle.clocks_mhz and float(clock) == reference_clock(bundle.device_config)
+    clock_source = None if clock is None else (MEASURED if bundle.clocks_mhz or at_default else TRANSFERRED)
+    if clock_source == TRANSFERRED and clocks is None:
         raise ValueError("an answer at a transferred clock needs the clock model (clocks=)")
     # the constant power k is the board's static draw beyond the ops' own energies: the same at any core clock
     # (compose.py, "Constant power and the clock"); the ops' powers follow the clock through `costs`
@@ -219,7 +223,12 @@ def assemble(
         warnings.append(beyond)
     time_iv = comp.interval(time_s, "time", bool(warnings), family, c)
     energy_iv = None if energy is None else comp.interval(energy, "energy", bool(warnings), family, c)
-    if clock is not None and clocks is not None and clock_source == "transferred":
+    if at_default:
+        notes.append(
+            f"at {clock:g} MHz, the {bundle.device_config}'s boost clock, which its measurements' default clock is "
+            "taken as: the answer of its own models, as at the default clock (no cross-clock model)"
+        )
+    if clock is not None and clocks is not None and clock_source == TRANSFERRED:
         from opcost.model.clocktransfer import transfer_note, widen
 
         # the clock model's leave-one-GPU-out error widens the intervals (not claimed narrower than that)
