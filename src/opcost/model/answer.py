@@ -62,7 +62,7 @@ class NetworkPrediction:
     calls: np.ndarray
     t_s: np.ndarray  # per call, for each op in op_ids
     e_j: np.ndarray | None
-    sources: list[str]  # measured, estimated, floor, predicted, decomposed, proxy or charged (model/costing.py)
+    sources: list[str]  # costing.SOURCES; a cross-device answer's costing.CROSS_DEVICE_SOURCES (model/costing.py)
     proxies: list[str | None]
     calibrated: bool  # the composition layer was fitted on this device config's measured networks
     # Which composition made `time_s` from the op costs (COMPOSITIONS): one word the note and the JSON agree on
@@ -82,6 +82,9 @@ class NetworkPrediction:
     # A transferred answer on a GPU where our campaigns measured some of its ops (model/xdevice_predict.py):
     # which, their shares and how they were composed; None otherwise (and then absent from the JSON).
     measured: dict[str, Any] | None = None
+    # A cross-device answer on a GPU whose own measured ops the model was trained on (costing.FITTED): the GPU,
+    # how many ops, measured by whom (xdevice_predict.fitted_info); None otherwise (and then absent from the JSON).
+    fitted: dict[str, Any] | None = None
 
     @property
     def fits(self) -> bool | None:
@@ -159,6 +162,7 @@ class NetworkPrediction:
             "note": self.note,
             "warnings": self.warnings,
             **({} if self.measured is None else {"measured": self.measured}),
+            **({} if self.fitted is None else {"fitted": self.fitted}),
             **({} if self.host is None else {"host": self.host}),
         }
 

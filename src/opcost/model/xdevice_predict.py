@@ -28,7 +28,7 @@ import numpy as np
 
 from opcost.devices import NO_TF32_SUFFIX, same_numerics, table_name
 from opcost.errors import OpcostError
-from opcost.model.costing import Costs
+from opcost.model.costing import FITTED, MEASURED, TRANSFERRED, Costs
 from opcost.model.hostqueue import step_queue
 from opcost.paths import Paths
 
@@ -36,9 +36,8 @@ if TYPE_CHECKING:  # pandas and the cross-device model load only for a transferr
     from opcost.model import xdevice
 
 _MODELS: dict[Path, xdevice.XdeviceModel] = {}
-SOURCE = "transferred"
+SOURCE = TRANSFERRED  # an answer of the cross-device model (costing.py: the labels' home)
 FITTED_CONSTANT = "fitted-constant"  # the host of a cross-device model trained before host profiles existed
-MEASURED = "measured"  # an op measured on this GPU by our campaigns (model/measured.py)
 NUMERICS = {
     True: "fp32 with PyTorch's defaults (cuDNN convolutions may use TF32 where the GPU has it; matmuls do not)",
     False: "fp32 with TF32 off (_no_tf32)",
@@ -169,7 +168,8 @@ def predict_network(folder: Path, net: Any, device_config: str, mode: str, optim
     factor[hit] = scale
     per_call[hit] = [own[i] for i in np.asarray(ids, dtype=object)[hit]]
     trained = [xdevice.config_device(g)[0] for g in model.op.trained_on]
-    dist = xdevice.distance(dev, trained) if dev.name not in model.op.trained_on else 0.0
+    in_sample = dev.name in model.op.trained_on  # its own measured ops are in the training set: FITTED
+    dist = xdevice.distance(dev, trained) if not in_sample else 0.0
     share = xinterval.other_share(xk, t_fw, calls[owner] * count) if len(rows) else 1.0
     hw = xinterval.halfwidth(model.interval, dist, share)
     return {
@@ -184,7 +184,8 @@ def predict_network(folder: Path, net: Any, device_config: str, mode: str, optim
         "tf32": tf32,
         "optimizer_s": opt,
         "sum_s": float((per_call * factor * calls).sum()),
-        "sources": [MEASURED if h else SOURCE for h in hit],
+        "sources": [MEASURED if h else FITTED if in_sample else TRANSFERRED for h in hit],
+        "fitted": fitted_info(model.op, dev.name) if in_sample else None,
         "factors": factors,
         "factor_ops": len(pairs),
         "factor": factor,
@@ -198,6 +199,26 @@ def predict_network(folder: Path, net: Any, device_config: str, mode: str, optim
             "queue_s": scale * queue.time_s,
         },  # fmt: skip
     }
+
+
+def fitted_info(op: Any, gpu: str) -> dict[str, Any]:
+    """What the cross-device model saw of `gpu`'s own ops (xdevice.OpModel.trained_rows): the answer's `fitted`
+    (JSON) and its note; `ops` None for a model saved before it counted them."""
+    from opcost.model.xdevice import ROW_SOURCES
+
+    rows = op.trained_rows.get(gpu, {})
+    return {
+        "gpu": gpu,
+        "ops": int(sum(rows.values())) if rows else None,
+        "measured_by": [ROW_SOURCES.get(k, k) for k in sorted(rows)],
+    }
+
+
+def fitted_text(info: dict[str, Any]) -> str:
+    """`fitted_info` in words: 'the cross-device model was trained on 39 266 ops measured on this GPU by NeuSight'."""
+    n = f"{info['ops']:,}".replace(",", " ") + " ops" if info["ops"] else "ops"
+    by = f" by {' and '.join(info['measured_by'])}" if info["measured_by"] else ""
+    return f"the cross-device model was trained on {n} measured on this GPU{by}"
 
 
 def measured_times(folder: Path, device_config: str, mode: str) -> dict[str, float]:
@@ -378,7 +399,13 @@ def network_prediction(
     own = measured_note(folder, r, device_config)
     costs = Costs(r["t_s"], np.full(n, np.nan), list(r["sources"]), [None] * n)
     trained = ", ".join(load(folder).op.trained_on)
-    if own is None:
+    if own is None and r["fitted"] is not None:
+        head = (
+            f"fitted: {device_config} has no bundle of its own, but {fitted_text(r['fitted'])}: its op times are that "
+            f"model's in-sample fit, not a transfer to a GPU it never saw (models/xdevice, trained on {trained}), "
+            f"numerics {NUMERICS[r['tf32']]}; "
+        )
+    elif own is None:
         head = (
             f"transferred: {device_config} has no measurements of its own; op times from the cross-device model "
             f"(models/xdevice, trained on {trained}), numerics {NUMERICS[r['tf32']]}; "
@@ -444,6 +471,7 @@ def network_prediction(
         warnings=[],
         clock_source=None if clock is None else SOURCE,
         measured=own,
+        fitted=r["fitted"],
         host=dict(hs, reference=host is None),
     )
 
