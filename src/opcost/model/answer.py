@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from opcost.devices import reference_clock_mhz
 from opcost.model.bundle import Bundle
-from opcost.model.clocktransfer import reference_clock
 from opcost.model.compose import Composition, network_terms
 from opcost.model.costing import MEASURED, TRANSFERRED, Costs, OpCost
 from opcost.model.extrapolation import extrapolation_warnings
@@ -204,8 +204,9 @@ def assemble(
     family = family_of(spec.model)  # a per-family composition term where siblings were measured
     time_s = comp.time(terms, family)
     has_power = "power" in bundle.models and np.isfinite(p).all()
-    # the boost clock is the default clock the bundle's measurements stand for (clocktransfer.reference_clock)
-    at_default = clock is not None and not bundle.clocks_mhz and float(clock) == reference_clock(bundle.device_config)
+    # the boost clock is the default clock the bundle's measurements stand for (devices.reference_clock_mhz)
+    ref = reference_clock_mhz(bundle.device_config)
+    at_default = clock is not None and not bundle.clocks_mhz and float(clock) == ref
     clock_source = None if clock is None else (MEASURED if bundle.clocks_mhz or at_default else TRANSFERRED)
     if clock_source == TRANSFERRED and clocks is None:
         raise ValueError("an answer at a transferred clock needs the clock model (clocks=)")

@@ -60,16 +60,6 @@ def transfer_device(device_config: str) -> Device:
     return found[0]
 
 
-def reference_clock(device_config: str) -> float | None:
-    """The clock a device's default-clock answers stand for: its boost clock (the table's; None where the table
-    lacks the device). An own bundle trained without a sweep answers there from its own measurements, as at the
-    default clock: nothing of the cross-clock model enters (costing.cost_groups, answer.assemble)."""
-    from opcost.devices import find_device
-
-    found = find_device(device_config)
-    return None if found is None else float(found[0].boost_clock_mhz)
-
-
 def clock_grid(device_config: str, points: int) -> list[float]:
     """The clocks `recommend` sweeps for a device config without a measured sweep: `points` evenly over
     the device's supported range, its boost clock included; [] for a device the table lacks."""

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
+from opcost.devices import reference_clock_mhz
 from opcost.model.features import OpRecord, with_kind
 from opcost.model.physics import is_noop, proxy_kind, roofline_s
 from opcost.ops.kinds import bias_first, is_gemm_part
@@ -183,14 +184,12 @@ def cost_groups(
     A clock the bundle was not trained on (no measured sweep) is costed at the reference clock once,
     shared by every such clock of the target, and moved to each clock by `at_clock` (the cross-clock
     model, model/clocktransfer.py); the reference (boost) clock itself is the default clock's costing."""
-    from opcost.model.clocktransfer import reference_clock
-
     costed: dict[Group, dict[str, OpCost]] = {}
     base: dict[tuple[str, tuple[str, ...]], Costs] = {}  # costs at the reference clock
     for (target, clock), recs in groups.items():
         ids = sorted(recs)
         b = bundles[target]
-        if clock is not None and not b.clocks_mhz and float(clock) == reference_clock(b.device_config):
+        if clock is not None and not b.clocks_mhz and float(clock) == reference_clock_mhz(b.device_config):
             costs = b.coster().cost([recs[i] for i in ids], None)  # the boost clock: the default clock's own costs
         elif clock is not None and not b.clocks_mhz:
             key = (target, tuple(ids))
