@@ -350,11 +350,3 @@ def find_device(config: str) -> tuple[Device, bool] | None:
     name, tf32 = _split_config(config)
     key = lookup_device(name)
     return None if key is None else (DEVICES[key], tf32)
-
-
-def reference_clock_mhz(config: str) -> float | None:
-    """The clock a device config's default-clock answers stand for: its boost clock (None where the table lacks
-    the device). An own bundle trained without a clock sweep answers there from its own measurements, as at the
-    default clock: nothing of the cross-clock model enters (model/costing.cost_groups, model/answer.py)."""
-    found = find_device(config)
-    return None if found is None else float(found[0].boost_clock_mhz)

@@ -1,5 +1,5 @@
 """An own bundle trained without a clock sweep answers at its device's boost clock from its own measurements:
-the boost clock is the default clock they were taken at (devices.reference_clock_mhz), so the answer is the
+the boost clock is the default clock they were taken at (costing.reference_clock_mhz), so the answer is the
 default clock's, `clock_source` is `measured` and recommend marks nothing transferred there; any other clock
 goes through the cross-clock model (`transferred`, widened)."""
 

@@ -15,10 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from opcost.devices import reference_clock_mhz
 from opcost.model.bundle import Bundle
 from opcost.model.compose import Composition, network_terms
-from opcost.model.costing import MEASURED, TRANSFERRED, Costs, OpCost
+from opcost.model.costing import MEASURED, TRANSFERRED, Costs, OpCost, reference_clock_mhz
 from opcost.model.extrapolation import extrapolation_warnings
 from opcost.model.intervals import question_covariate
 from opcost.model.network import Network
@@ -204,7 +203,7 @@ def assemble(
     family = family_of(spec.model)  # a per-family composition term where siblings were measured
     time_s = comp.time(terms, family)
     has_power = "power" in bundle.models and np.isfinite(p).all()
-    # the boost clock is the default clock the bundle's measurements stand for (devices.reference_clock_mhz)
+    # the boost clock is the default clock the bundle's measurements stand for (costing.reference_clock_mhz)
     ref = reference_clock_mhz(bundle.device_config)
     at_default = clock is not None and not bundle.clocks_mhz and float(clock) == ref
     clock_source = None if clock is None else (MEASURED if bundle.clocks_mhz or at_default else TRANSFERRED)

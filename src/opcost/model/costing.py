@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
-from opcost.devices import reference_clock_mhz
+from opcost.devices import find_device
 from opcost.model.features import OpRecord, with_kind
 from opcost.model.physics import is_noop, proxy_kind, roofline_s
 from opcost.ops.kinds import bias_first, is_gemm_part
@@ -172,6 +172,15 @@ class OpCoster:
 Group = tuple[str, "float | None"]
 # One op's cost of one call: (time s, power W, source, proxy kind).
 OpCost = tuple[float, float, str, "str | None"]
+
+
+def reference_clock_mhz(config: str) -> float | None:
+    """The clock a device config's default-clock answers stand for: its boost clock (None where the table lacks
+    the device). An own bundle trained without a clock sweep answers there from its own measurements, as at the
+    default clock: nothing of the cross-clock model enters (`cost_groups`, model/answer.py). Here, not in devices.py:
+    ingest and evaluate, which import the device table, do not rerun for it."""
+    found = find_device(config)
+    return None if found is None else float(found[0].boost_clock_mhz)
 
 
 def cost_groups(
