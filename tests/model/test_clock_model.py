@@ -470,7 +470,8 @@ def test_predict_at_a_clock_transfers_the_default_clock_bundle(clocked):
     base = pr.predict("resnet18", "32,3,32,32", "RTX2080Ti", "training")
     assert base.clock_source is None
     at_ref = pr.predict("resnet18", "32,3,32,32", "RTX2080Ti", "training", clock_mhz=dev.boost_clock_mhz)
-    assert at_ref.clock_source == "transferred" and at_ref.time_s == pytest.approx(base.time_s, rel=1e-12)
+    # the boost clock is the default clock the bundle's measurements stand for: its own answer, `measured`
+    assert at_ref.clock_source == "measured" and at_ref.time_s == pytest.approx(base.time_s, rel=1e-12)
     assert at_ref.time_interval_s == pytest.approx(base.time_interval_s, rel=1e-12)  # no error added at f_ref
     clocks = np.linspace(*dev.clock_range_mhz, 12)
     preds = [pr.predict("resnet18", "32,3,32,32", "RTX2080Ti", "training", clock_mhz=float(c)) for c in clocks]
@@ -494,7 +495,12 @@ def test_recommend_sweeps_clocks_and_the_cli_prints_optima_and_plots(clocked, tm
     pr = Predictor(paths=paths)
     df = pr.recommend("resnet18", "32,3,32,32", "training")
     assert set(df["device_config"]) == {"A30_no_tf32", "RTX2080Ti"}
-    assert set(df["clock_source"]) == {"transferred"}
+    measured = df["clock_source"] == "measured"  # only at each config's boost clock (its default clock)
+    assert set(df["clock_source"]) == {"transferred", "measured"}
+    assert (
+        sorted(df.loc[measured, "clock_mhz"]) == [1440.0, 1545.0]
+        and not df["marks"][measured].str.contains("clock").any()
+    )
     rtx = df[df["device_config"] == "RTX2080Ti"].sort_values("clock_mhz")
     assert rtx["clock_mhz"].min() == 300 and rtx["clock_mhz"].max() == 2100 and 1545.0 in set(rtx["clock_mhz"])
     assert rtx["time_s"].is_monotonic_decreasing
@@ -504,7 +510,7 @@ def test_recommend_sweeps_clocks_and_the_cli_prints_optima_and_plots(clocked, tm
                               "--plot", str(plot)], env=env)  # fmt: skip
     assert res.exit_code == 0, res.output
     best = df.sort_values(["rank_energy", "time_s"]).iloc[0]
-    assert f"best energy: {best['device_config']} at {best['clock_mhz']:g} MHz (transferred)" in res.stdout
+    assert f"best energy: {best['device_config']} at {best['clock_mhz']:g} MHz ({best['clock_source']})" in res.stdout
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     res = runner.invoke(app, ["predict", "--model", "resnet18", "--input-shape", "32,3,32,32", "--mode", "training",
                               "--device", "RTX2080Ti", "--clock", "900", "--json"], env=env)  # fmt: skip

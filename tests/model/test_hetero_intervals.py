@@ -52,6 +52,43 @@ def test_a_question_is_scaled_by_its_own_covariate() -> None:
     assert "normalised" in iv.note()
 
 
+def test_the_scale_model_is_not_read_beyond_the_covariates_it_was_fitted_on() -> None:
+    """Scores at |c| <= 0.5 (r = 25): a question at c = 3 is scaled as one at 0.5, s = sqrt(1 + 25 x 0.25), not
+    sqrt(1 + 25 x 9) = 15 (a one-layer network on the A30 got 0.0015-92 ms around 0.28 ms that way), and it is
+    flagged `outside` so the caller widens it as an extrapolation; inside the span nothing changes."""
+    a, r = 0.01, 25.0
+    c = np.repeat([0.0, -0.1, 0.2, -0.3, 0.4, 0.5], 2)
+    e = np.sqrt(a * (1 + r * c**2)) * np.tile([1.0, -1.0], 6)
+    iv = intervals.log_interval(e, covariates=c)
+    h = intervals.t_quantile(0.95, 10) * 0.1 * math.sqrt(12 / 11) * math.sqrt(1 + 1 / 12)
+    assert iv.span == 0.5
+    for far in (3.0, -3.0, 0.5000001 * 1.01):
+        assert iv.scaled(far).half_width == pytest.approx(h * math.sqrt(1 + r * 0.25))
+        assert iv.outside(far)
+    for near in (0.5, -0.5, 0.2, 0.0):
+        assert not iv.outside(near)
+    assert iv.scaled(0.2).half_width == pytest.approx(h * math.sqrt(1 + r * 0.04))
+    plain = intervals.log_interval(e)  # no covariates: no scale model, nothing is outside
+    assert plain.span == math.inf and not plain.outside(100.0)
+
+
+def test_a_composition_warns_and_widens_a_question_beyond_its_networks_covariates() -> None:
+    """The composition's answer 20x its op costs (c = 3) against measured networks at |c| <= 0.5: one warning
+    naming both, and the interval a prediction takes is the edge's, doubled (EXTRAPOLATION_WIDENING)."""
+    from opcost.model.compose import EXTRAPOLATION_WIDENING
+
+    c = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5] * 2
+    res = [float(np.expm1(0.1 * math.sqrt(1 + 25 * x * x) * s)) for x, s in zip(c, [1] * 6 + [-1] * 6)]
+    comp = Composition("inference", calibrated=True, n_networks=12, residuals_t=res, residuals_e=res)
+    comp.residual_covariates = {"residuals_t": c, "residuals_e": c}
+    assert comp.covariate_warning(None, 0.4, 1e-3, "A30-inference") is None
+    w = comp.covariate_warning(None, 3.0, 1e-5, "A30-inference")
+    assert w is not None and "20.1x the plain sum of op costs (0.01 ms" in w and "(|c| <= 0.50)" in w
+    h = intervals.t_quantile(0.95, 10) * 0.1 * math.sqrt(12 / 11) * math.sqrt(1 + 1 / 12)
+    got = comp.log_interval("time", extrapolating=True, covariate=3.0)
+    assert got.half_width == pytest.approx(EXTRAPOLATION_WIDENING * h * math.sqrt(1 + 25 * 0.25))
+
+
 def _strata_coverage(normalise: bool, n_groups: int, reps: int = 600, seed: int = 3) -> dict[float, float]:
     """Coverage of fresh networks per stratum c in {0, 0.5}: log errors normal with sd 0.05 sqrt(1 + 36 c^2)
     (0.05 easy, 0.158 hard), calibration scores half from each stratum, one per group."""

@@ -76,3 +76,21 @@ def test_an_extrapolating_network_gets_the_widening_a_prediction_gets() -> None:
     assert bool(rows.loc["x2", "covered"])
     cov = netval.coverage(df)
     assert cov["time"]["extrapolating"] == 1 and cov["time"]["coverage_pct"] == pytest.approx(100.0)
+
+
+def test_a_network_beyond_its_calibration_covariates_is_counted_as_a_prediction_of_it_would_be() -> None:
+    """Covariates (log(predicted / sum of op costs)): a, b, c at 0, 0.2, -0.1, x1 at 0.1 (inside), x2 at 1.5 (beyond
+    |c| <= 0.2). x2's interval is the normalised one scaled at the edge 0.2 and doubled (flagged `extrapolating`),
+    as a prediction of it is (model/answer.py); x1's is scaled at its own c and not widened."""
+    from opcost.model import compose, intervals
+
+    cov = np.array([0.0, 0.2, -0.1, 0.1, 1.5])
+    df = _family_split().assign(predicted_t_s=np.exp(cov), summed_t_s=1.0)
+    rows = netval.interval_rows(df).set_index("set_id")
+    base = intervals.log_interval(np.log1p([0.0, 0.1, -0.05]), groups=["a", "b", "c"], covariates=cov[:3])
+    assert base.span == pytest.approx(0.2)
+    want = {"x1": base.scaled(0.1), "x2": base.scaled(0.2).widened(compose.EXTRAPOLATION_WIDENING)}
+    for s, iv in want.items():
+        assert rows.loc[s, "low_pct"] == pytest.approx(100 * np.expm1(iv.lo), rel=1e-9)
+        assert rows.loc[s, "high_pct"] == pytest.approx(100 * np.expm1(iv.hi), rel=1e-9)
+        assert bool(rows.loc[s, "extrapolating"]) == (s == "x2")

@@ -185,15 +185,17 @@ def test_recommend_says_a_partly_measured_gpu_is_transferred(root):
     before = Predictor(paths=root, disk_cache=False).predict(*NET, "H200", "inference")
     op = before.op_ids[int(np.argmax(before.t_s * before.calls))]
     measure(root, {(op, "inference"): 2e-4})
-    df = Predictor(paths=root, disk_cache=False).recommend(*NET, "inference", devices="H200,T4")
+    df = Predictor(paths=root, disk_cache=False).recommend(*NET, "inference", devices="H200,H100,T4")
     rows = df.set_index("device_config")
-    assert rows.loc["H200", "source"] == "transferred" and rows.loc["T4", "source"] == "transferred"
+    assert rows.loc["H200", "source"] == "transferred" and rows.loc["H100", "source"] == "transferred"
     assert rows.loc["H200", "marks"].endswith("device partly measured")
-    assert rows.loc["T4", "marks"].endswith("device transferred")
+    assert rows.loc["H100", "marks"].endswith("device transferred")
+    # the T4's own ops are in the cross-device model's training set (`root`): an in-sample fit, not a transfer
+    assert rows.loc["T4", "source"] == "fitted" and rows.loc["T4", "marks"].endswith("device fitted")
     calls = dict(zip(before.op_ids, before.calls))[op]
     shown = sum(t * c for o, t, c in zip(before.op_ids, before.t_s, before.calls) if o != op) + 2e-4 * calls
     assert rows.loc["H200", "measured_time_share"] == pytest.approx(2e-4 * calls / shown)
-    assert rows.loc["T4", "measured_time_share"] == 0.0
+    assert rows.loc["T4", "measured_time_share"] == 0.0 and rows.loc["H100", "measured_time_share"] == 0.0
     assert any(line.startswith("device partly measured:") for line in summary_lines(df))
 
 

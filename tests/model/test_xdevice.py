@@ -4,7 +4,9 @@ for GPUs without own models, and refusal of a GPU the table does not know."""
 
 from __future__ import annotations
 
+import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -458,3 +460,68 @@ def test_the_validation_nodes_expand_composites_as_predictions_do():
     lin = OpRecord("l", "Linear", {"in_features": 64, "out_features": 256}, (8, 64), 512,
                    {"flops": 2 * 8 * 64 * 256, "bytes_read": 1, "bytes_written": 1, "params": 64 * 256})  # fmt: skip
     assert xdevice_net.op_rows(lin) == [(xdevice.record_row("Linear", lin.metrics, lin.hp, (8, 64)), 1.0)]
+
+
+@pytest.fixture
+def fitted_root(tmp_path, monkeypatch):
+    """A cross-device model fitted on 90 NeuSight rows of the V100 (TF32 off, as NeuSight measured) and 90 thesis
+    rows of the A30: the V100 and the A30 are in its training set, the H100 and the T4 are not."""
+    rng = np.random.default_rng(4)
+    frames = []
+    for cfg, source in (("V100_no_tf32", "neusight"), ("A30", "thesis")):
+        r = synthetic_rows(rng, n=15)
+        frames.append(r[r["device_config"] == "SYN0"].assign(device_config=cfg, source=source))
+    for k, d in SYNTH.items():
+        monkeypatch.setitem(DEVICES, k, d)
+    op = xdevice.fit(pd.concat(frames, ignore_index=True), FAST)
+    xdevice.XdeviceModel(op, {"host_floor_s": 5e-6, "scale": 1.0}, {"a": 0.2, "b": 0.05}).save(
+        Paths(tmp_path).xdevice_model_dir
+    )
+    monkeypatch.setenv("OPCOST_ROOT", str(tmp_path))
+    return tmp_path
+
+
+def test_a_gpu_whose_ops_the_model_was_trained_on_is_fitted_not_transferred(fitted_root):
+    """The V100's answer is an in-sample fit of the cross-device model (its 90 rows in the training set): every op
+    `fitted`, the JSON's `fitted` names the GPU, the 6 x 15 rows and NeuSight, the note says so; the H100's stays
+    `transferred` with no `fitted`. recommend marks them `device fitted` / `device transferred` and says what each
+    means; the model keeps its row counts through save and load, and one saved without them still says `fitted`."""
+    from opcost.model.costing import FITTED, TRANSFERRED
+    from opcost.model.predict import Predictor
+
+    model = xdevice.XdeviceModel.load(Paths(fitted_root).xdevice_model_dir)
+    assert model.op.trained_rows == {"A30": {"thesis": 90}, "V100": {"neusight": 90}}
+    pr = Predictor(paths=Paths(fitted_root), disk_cache=False)
+    v100 = pr.predict("resnet18", "8,3,32,32", "V100_no_tf32", "inference")
+    assert set(v100.sources) == {FITTED} and v100.coverage()["time"] == {FITTED: 1.0}
+    doc = v100.to_json()
+    assert doc["fitted"] == {"gpu": "V100", "ops": 90, "measured_by": ["NeuSight"]}
+    assert {o["source"] for o in doc["operations"]} == {FITTED}
+    assert v100.note.startswith(
+        "fitted: V100_no_tf32 has no bundle of its own, but the cross-device model was trained on 90 ops measured "
+        "on this GPU by NeuSight: its op times are that model's in-sample fit, not a transfer to a GPU it never saw"
+    )
+    h100 = pr.predict("resnet18", "8,3,32,32", "H100", "inference")
+    assert set(h100.sources) == {TRANSFERRED} and "fitted" not in h100.to_json()
+    assert h100.note.startswith("transferred: H100 has no measurements of its own")
+    from opcost.model.recommend import summary_lines
+
+    df = pr.recommend("resnet18", "8,3,32,32", "inference", devices="V100_no_tf32,H100")
+    by = df.groupby("device_config")
+    assert set(by.get_group("V100_no_tf32")["source"]) == {FITTED}
+    assert by.get_group("V100_no_tf32")["marks"].str.contains("device fitted").all()
+    assert set(by.get_group("H100")["source"]) == {TRANSFERRED}
+    assert not by.get_group("H100")["marks"].str.contains("device fitted").any()
+    lines = summary_lines(df)
+    assert any(
+        x.startswith("device fitted: op costs from the cross-device model, which was trained on this GPU")
+        for x in lines
+    )
+    older = Paths(fitted_root / "older")  # a model saved before it counted its rows (another folder: models load once)
+    shutil.copytree(Paths(fitted_root).xdevice_model_dir, older.xdevice_model_dir)
+    raw = json.loads((older.xdevice_model_dir / xdevice.MODEL_FILE).read_text())
+    del raw["trained_rows"]
+    (older.xdevice_model_dir / xdevice.MODEL_FILE).write_text(json.dumps(raw))
+    old = Predictor(paths=older, disk_cache=False).predict("resnet18", "8,3,32,32", "V100_no_tf32")
+    assert set(old.sources) == {FITTED} and old.to_json()["fitted"] == {"gpu": "V100", "ops": None, "measured_by": []}
+    assert "the cross-device model was trained on ops measured on this GPU: its op times" in old.note

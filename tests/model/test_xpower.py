@@ -225,3 +225,26 @@ def test_matmul_checks_are_absolute_rows_at_their_flop_rate(tmp_path):
     assert rows.loc[0, "u"] == pytest.approx(2 * 4096**3 * 500 / DEVICES["H200"].fp32_flops / 2.0)
     assert (rows.loc[0, "p"], rows.loc[0, "t"]) == (600.0, pytest.approx(2.0 / 500))
     assert xpower.check_rows(None).empty
+
+
+@pytest.mark.parametrize("mode, work", [("inference", 1.0), ("training", 3.0)])
+def test_a_transferred_training_step_counts_its_backward_in_the_busy_share(tmp_path, mode, work):
+    """A transferred answer's power at the busy share the power model was fitted on: the training rows count 3x the
+    forward's roofline work (backward = 2x forward, `thesis_rows`), so a training step's busy share is 3x its
+    forward ops' roofline time over its time. Two calls of an H100 matmul of 1e12 FLOPs (compute-bound, FP32 peak
+    67 TFLOP/s) in a 0.1 s step: u = work x 2e12 / 67e12 / 0.1; power = 700 W x (0.2 + 0.8 x 0.5 u) (a = 0, b = 0.5,
+    c = 1). Counting the forward alone had drawn less power in training than in inference at the same time."""
+    from opcost.model import xdevice_predict
+    from opcost.model.features import OpRecord
+
+    PowerModel(idle=0.2, a=0.0, b=0.5, c=1.0, gamma=1.0, rel_err90=0.1).save(tmp_path / "models" / "xpower")
+    rec = OpRecord("mm", "Linear", {}, (1024, 1024), 1024 * 1024,
+                   {"flops": 1e12, "bytes_read": 1e6, "bytes_written": 1e6})  # fmt: skip
+    r = {"records": [rec], "calls": [2.0], "time_s": 0.1, "interval": (0.08, 0.12)}
+    en, note = xdevice_predict.energy(tmp_path, r, "H100", mode)
+    assert en is not None
+    u = work * 2 * 1e12 / 67e12 / 0.1
+    assert xpower.work_factor(mode) == work and DEVICES["H100"].fp32_flops == 67e12
+    assert en["power_w"] == pytest.approx(700 * (0.2 + 0.8 * 0.5 * u))
+    assert en["energy_j"] == pytest.approx(en["power_w"] * 0.1)
+    assert f"busy share {u:.2f}" in note and ("backward" in note) == (mode == "training")

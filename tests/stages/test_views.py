@@ -137,3 +137,44 @@ def test_views_without_reports_writes_empty_headline(tmp_path):
     """A project that has not trained: the headline says None rather than failing."""
     head = views.headline(Paths(tmp_path))
     assert set(head) == set(views.HEADLINE_KEYS) and all(v is None for v in head.values())
+
+
+def test_a_sweep_is_one_line_per_gpu_by_hand():
+    """GPU A: curve w1 at 100 and 200 MHz (energy 2, 1), w2 at 100, 150, 200 (1.5, 1.2, 1): w1 read at 150 on
+    its line (1.5), so the medians are 1.75, 1.35, 1; GPU B's one curve is itself. Curves swept over different
+    grids share the GPU's line; a curve counts only inside its own range (w3 stops at 150)."""
+    df = pd.DataFrame({
+        "source": ["s"] * 8, "device": ["A"] * 5 + ["B"] * 3,
+        "workload": ["w1", "w1", "w2", "w2", "w2", "w3", "w3", "w3"],
+        "core_clock_mhz": [100, 200, 100, 150, 200, 100, 125, 150], "energy_rel": [2, 1, 1.5, 1.2, 1, 1.3, 1.1, 1],
+    })  # fmt: skip
+    s = views.sweep_series(df, "core_clock_mhz").set_index(["device", "x"])
+    assert list(s.loc["A", "median"]) == [1.75, 1.35, 1.0] and list(s.loc["A", "workloads"]) == [2, 2, 2]
+    assert list(s.loc["B", "median"]) == [1.3, 1.1, 1.0] and list(s.loc["B"].index) == [100.0, 125.0, 150.0]
+    assert list(s.loc["A", "q25"]) == [1.625, 1.275, 1.0]
+
+
+def test_the_sweep_plots_are_one_labelled_line_per_gpu_of_their_data():
+    """For each sweep plot `views` draws (its data files are the stage's deps in dvc.yaml, its images under the
+    stage's `plots:` folder): one line per GPU of the data file, a legend naming each GPU, and both axes in
+    words with their units; never one line per curve (up to 477 a knob)."""
+    import matplotlib.pyplot as plt
+
+    stage = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]["views"]
+    assert stage["plots"] == ["reports/plots"]
+    data = [d for d in stage["deps"] if re.fullmatch(r"reports/validate/sweeps_(\w+)\.csv", d)]
+    assert sorted(re.fullmatch(r"reports/validate/sweeps_(\w+)\.csv", d)[1] for d in data) == sorted(views.SWEEP_KNOBS)
+    units = {"power_limit_w": "[W]", "core_clock_mhz": "[MHz]", "mem_clock_mhz": "[MHz]"}
+    for dep in data:
+        knob = re.fullmatch(r"reports/validate/sweeps_(\w+)\.csv", dep)[1]
+        df = pd.read_csv(REPO / dep)
+        fig = views.sweep_figure(df, knob, "t")
+        (ax,) = fig.axes
+        drawn = [ln for ln in ax.get_lines() if not ln.get_label().startswith("_")]
+        gpus = sorted(df["device"].unique())
+        assert len(drawn) == len(gpus) < df.groupby(["source", "device", "workload"]).ngroups
+        legend = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert [t.split(": median of ")[0] for t in legend] == gpus
+        assert ax.get_xlabel().endswith(units[knob]) and " " in ax.get_xlabel()
+        assert ax.get_ylabel() == "energy / energy at the highest setting"
+        plt.close(fig)

@@ -17,7 +17,7 @@ import numpy as np
 
 from opcost.model.bundle import Bundle
 from opcost.model.compose import Composition, network_terms
-from opcost.model.costing import Costs, OpCost
+from opcost.model.costing import MEASURED, TRANSFERRED, Costs, OpCost, reference_clock_mhz
 from opcost.model.extrapolation import extrapolation_warnings
 from opcost.model.intervals import question_covariate
 from opcost.model.network import Network
@@ -61,7 +61,7 @@ class NetworkPrediction:
     calls: np.ndarray
     t_s: np.ndarray  # per call, for each op in op_ids
     e_j: np.ndarray | None
-    sources: list[str]  # measured, estimated, floor, predicted, decomposed, proxy or charged (model/costing.py)
+    sources: list[str]  # costing.SOURCES; a cross-device answer's costing.CROSS_DEVICE_SOURCES (model/costing.py)
     proxies: list[str | None]
     calibrated: bool  # the composition layer was fitted on this device config's measured networks
     # Which composition made `time_s` from the op costs (COMPOSITIONS): one word the note and the JSON agree on
@@ -74,12 +74,16 @@ class NetworkPrediction:
     memory: dict[str, Any] | None = None  # memory_summary of the step's footprint, fit per device
     inputs: list[str] = field(default_factory=list)  # the inputs, as --input text
     unbuildable: list[dict[str, Any]] = field(default_factory=list)  # kind, calls, reason: not costed
-    # Where the clock behaviour came from: "measured" (the bundle was trained on a clock sweep),
-    # "transferred" (the cross-clock model, model/clock.py), None at the default clock.
+    # Where the clock behaviour came from (costing.CLOCK_SOURCES): "measured" (the bundle was trained on a clock
+    # sweep, or the clock is the boost clock its default-clock measurements stand for), "transferred" (the
+    # cross-clock model, model/clock.py), None at the default clock.
     clock_source: str | None = None
     # A transferred answer on a GPU where our campaigns measured some of its ops (model/xdevice_predict.py):
     # which, their shares and how they were composed; None otherwise (and then absent from the JSON).
     measured: dict[str, Any] | None = None
+    # A cross-device answer on a GPU whose own measured ops the model was trained on (costing.FITTED): the GPU,
+    # how many ops, measured by whom (xdevice_predict.fitted_info); None otherwise (and then absent from the JSON).
+    fitted: dict[str, Any] | None = None
 
     @property
     def fits(self) -> bool | None:
@@ -157,6 +161,7 @@ class NetworkPrediction:
             "note": self.note,
             "warnings": self.warnings,
             **({} if self.measured is None else {"measured": self.measured}),
+            **({} if self.fitted is None else {"fitted": self.fitted}),
             **({} if self.host is None else {"host": self.host}),
         }
 
@@ -198,8 +203,11 @@ def assemble(
     family = family_of(spec.model)  # a per-family composition term where siblings were measured
     time_s = comp.time(terms, family)
     has_power = "power" in bundle.models and np.isfinite(p).all()
-    clock_source = None if clock is None else ("measured" if bundle.clocks_mhz else "transferred")
-    if clock_source == "transferred" and clocks is None:
+    # the boost clock is the default clock the bundle's measurements stand for (costing.reference_clock_mhz)
+    ref = reference_clock_mhz(bundle.device_config)
+    at_default = clock is not None and not bundle.clocks_mhz and float(clock) == ref
+    clock_source = None if clock is None else (MEASURED if bundle.clocks_mhz or at_default else TRANSFERRED)
+    if clock_source == TRANSFERRED and clocks is None:
         raise ValueError("an answer at a transferred clock needs the clock model (clocks=)")
     # the constant power k is the board's static draw beyond the ops' own energies: the same at any core clock
     # (compose.py, "Constant power and the clock"); the ops' powers follow the clock through `costs`
@@ -214,9 +222,17 @@ def assemble(
     notes.extend(net.notes)
     # scores of this question (known/new family), scaled to its covariate (model/intervals.py, heteroscedastic)
     c = question_covariate(time_s, terms["raw_sum_s"])
+    beyond = comp.covariate_warning(family, c, terms["raw_sum_s"], bundle.target)
+    if beyond:  # a scale the measured networks never reached: held at their edge, widened as an extrapolation
+        warnings.append(beyond)
     time_iv = comp.interval(time_s, "time", bool(warnings), family, c)
     energy_iv = None if energy is None else comp.interval(energy, "energy", bool(warnings), family, c)
-    if clock is not None and clocks is not None and clock_source == "transferred":
+    if at_default:
+        notes.append(
+            f"at {clock:g} MHz, the {bundle.device_config}'s boost clock, which its measurements' default clock is "
+            "taken as: the answer of its own models, as at the default clock (no cross-clock model)"
+        )
+    if clock is not None and clocks is not None and clock_source == TRANSFERRED:
         from opcost.model.clocktransfer import transfer_note, widen
 
         # the clock model's leave-one-GPU-out error widens the intervals (not claimed narrower than that)

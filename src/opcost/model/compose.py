@@ -340,6 +340,21 @@ class Composition:
         iv = _interval_of(tuple(res), None if groups is None else tuple(groups), None if cov is None else tuple(cov))
         return iv.scaled(covariate if np.isfinite(covariate) else 0.0)
 
+    def covariate_warning(self, family: str | None, covariate: float, summed_s: float, target: str) -> str | None:
+        """A warning where a question's covariate (log(predicted / plain sum of op costs)) lies beyond every
+        measured network's that its time interval rests on: its answer rests on the layer's overhead terms
+        (constant time, launch floors) more than any network they were fitted on, the scale model is held at
+        its edge (model/intervals.py) and the question is an extrapolation (widened like one). None inside."""
+        iv = self._log_interval("time", family)
+        if not iv.outside(covariate):
+            return None
+        return (
+            f"the {target} composition layer's answer is {np.exp(covariate):.3g}x the plain sum of op costs "
+            f"({summed_s * 1e3:.4g} ms; c = log of that ratio = {covariate:.2f}), beyond its measured networks "
+            f"(|c| <= {iv.span:.2f}): the interval's spread is taken at |c| = {iv.span:.2f} and widened as an "
+            f"extrapolation"
+        )
+
     def log_interval(
         self, which: str = "time", extrapolating: bool = False, family: str | None = ANY_FAMILY,
         covariate: float = 0.0,

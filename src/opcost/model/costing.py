@@ -16,6 +16,15 @@ Sources, in order of preference:
   ops of a similar size cost above the floor per roofline second (model/netval.charge_ratio); the
   composition layer scales it like every other op.
 A prediction is then never a partial sum presented as a total.
+
+The labels of an answer live here, one home for every module that sets or reads them (costing, the
+cross-device answers of model/xdevice_predict.py, `clock_source`, recommend's marks):
+- `measured` (MEASURED), `predicted` (PREDICTED) as above; as a `clock_source`, `measured` is a clock the
+  device's own measurements were taken at (its sweep, or its default clock, taken as the boost clock);
+- `transferred` (TRANSFERRED): the cross-device model on a GPU none of whose ops it was trained on, or (as a
+  `clock_source`) the cross-clock model;
+- `fitted` (FITTED): the cross-device model on a GPU whose own measured ops are in its training set (NeuSight's
+  P4, P100, T4, V100, A100 PCIe: about 39 000 each): an in-sample fit, not a transfer to an unseen GPU.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
+from opcost.devices import find_device
 from opcost.model.features import OpRecord, with_kind
 from opcost.model.physics import is_noop, proxy_kind, roofline_s
 from opcost.ops.kinds import bias_first, is_gemm_part
@@ -34,7 +44,10 @@ from opcost.ops.recurrent import recurrent_steps
 if TYPE_CHECKING:
     from opcost.model.bundle import Bundle
 
-SOURCES = ("measured", "estimated", "floor", "predicted", "decomposed", "proxy", "charged")
+MEASURED, PREDICTED, TRANSFERRED, FITTED = "measured", "predicted", "transferred", "fitted"  # module docstring
+SOURCES = (MEASURED, "estimated", "floor", PREDICTED, "decomposed", "proxy", "charged")  # an own bundle's op costs
+CROSS_DEVICE_SOURCES = (MEASURED, FITTED, TRANSFERRED)  # a cross-device answer's op costs (model/xdevice_predict.py)
+CLOCK_SOURCES = (MEASURED, TRANSFERRED)  # where an answer's clock behaviour came from (`clock_source`)
 
 
 def part_record(owner: OpRecord, index: int, part: dict[str, Any]) -> OpRecord:
@@ -103,11 +116,11 @@ class OpCoster:
             hit = self.lookup.get(r.op_id) if use_lookup and clock_mhz is None else None
             if hit is not None:
                 t[i], p[i] = hit[0], hit[1]
-                source[i] = "estimated" if hit[2] else "measured"
+                source[i] = "estimated" if hit[2] else MEASURED
             elif is_noop(r.kind, r.hp, r.metrics, self.mode):
                 t[i], p[i], source[i] = self.floor_s if self.noop_s is None else self.noop_s, self.noop_power_w, "floor"
             elif r.kind in known:
-                source[i] = "predicted"
+                source[i] = PREDICTED
                 to_model.append(i)
                 model_records.append(r)
             elif r.metrics.get("parts"):
@@ -161,6 +174,15 @@ Group = tuple[str, "float | None"]
 OpCost = tuple[float, float, str, "str | None"]
 
 
+def reference_clock_mhz(config: str) -> float | None:
+    """The clock a device config's default-clock answers stand for: its boost clock (None where the table lacks
+    the device). An own bundle trained without a clock sweep answers there from its own measurements, as at the
+    default clock: nothing of the cross-clock model enters (`cost_groups`, model/answer.py). Here, not in devices.py:
+    ingest and evaluate, which import the device table, do not rerun for it."""
+    found = find_device(config)
+    return None if found is None else float(found[0].boost_clock_mhz)
+
+
 def cost_groups(
     groups: dict[Group, dict[str, OpRecord]],
     bundles: dict[str, Bundle],
@@ -170,13 +192,15 @@ def cost_groups(
 
     A clock the bundle was not trained on (no measured sweep) is costed at the reference clock once,
     shared by every such clock of the target, and moved to each clock by `at_clock` (the cross-clock
-    model, model/clocktransfer.py)."""
+    model, model/clocktransfer.py); the reference (boost) clock itself is the default clock's costing."""
     costed: dict[Group, dict[str, OpCost]] = {}
     base: dict[tuple[str, tuple[str, ...]], Costs] = {}  # costs at the reference clock
     for (target, clock), recs in groups.items():
         ids = sorted(recs)
         b = bundles[target]
-        if clock is not None and not b.clocks_mhz:
+        if clock is not None and not b.clocks_mhz and float(clock) == reference_clock_mhz(b.device_config):
+            costs = b.coster().cost([recs[i] for i in ids], None)  # the boost clock: the default clock's own costs
+        elif clock is not None and not b.clocks_mhz:
             key = (target, tuple(ids))
             if key not in base:
                 base[key] = b.coster().cost([recs[i] for i in ids], None)

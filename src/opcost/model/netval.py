@@ -392,8 +392,9 @@ def interval_rows(
     of the prediction, the network's own error % (predicted / measured - 1), where its measured value lay in the
     bounds' terms (`measured_pct`: measured / predicted - 1) and whether the interval contained it. The place to
     name the networks an interval missed and see why (too narrow, or centred away from them); `coverage` is its
-    summary. A network its fold's ranges flag (`extrapolating`, model/extrapolation.py) gets the widening a
-    prediction of it would get (compose.EXTRAPOLATION_WIDENING)."""
+    summary. A network its fold's ranges flag (`extrapolating`, model/extrapolation.py), or whose covariate lies
+    beyond its calibration scores' (`LogInterval.outside`), gets the widening a prediction of it would get
+    (compose.EXTRAPOLATION_WIDENING)."""
     cols = ["set_id", "model", "family", "split", "quantity", "rule", "n_scores", "n_groups", "scale_ratio",
             "covariate", "extrapolating", "low_pct", "high_pct", "width_pct", "error_pct", "measured_pct",
             "covered"]  # fmt: skip
@@ -437,7 +438,8 @@ def interval_rows(
             if d_cov is not None:
                 cov_i = float(d_cov[i]) if np.isfinite(d_cov[i]) else 0.0
                 iv = iv.scaled(cov_i)
-            extrapolating = bool(row.get("extrapolating", False))
+            # beyond the covariates of its calibration scores: held at their edge, widened (model/answer.py)
+            extrapolating = bool(row.get("extrapolating", False)) or iv.outside(cov_i)
             if extrapolating:  # as a prediction widens it (compose.Composition.log_interval)
                 iv = iv.widened(compose.EXTRAPOLATION_WIDENING)
             rows.append(

@@ -7,8 +7,10 @@ gives it), and, per objective, the settings whose interval overlaps the best set
 a tie with it. Answers that stand on less are marked: `uncalibrated` (the device config's
 composition layer was fitted on no measured network), `clock transferred` (the clock behaviour
 comes from the cross-clock model) and `device transferred` (the device's op costs come from the
-cross-device model, source `transferred`), or `device partly measured` where our campaigns measured
-some of its ops (model/measured.py) and the cross-device model gives the rest and the composition.
+cross-device model, source `transferred`), `device fitted` (the same model on a GPU whose own measured ops
+it was trained on, source `fitted`: NeuSight's GPUs), or `device partly measured` where our campaigns
+measured some of its ops (model/measured.py) and the cross-device model gives the rest and the composition.
+The labels' home: model/costing.py.
 
 The table logic (`settings_table` and below) is plain data in, plain data out, and can be checked on
 known predictions; `recommend` above it chooses the settings to ask a `Predictor` about (own bundles
@@ -21,6 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Sequence
 
 from opcost.errors import OpcostError
+from opcost.model.costing import FITTED, MEASURED, TRANSFERRED
 from opcost.modes import check_mode
 
 if TYPE_CHECKING:
@@ -113,10 +116,12 @@ def marks(p: "NetworkPrediction") -> list[str]:
         out.append("uncalibrated")
     elif comp == "transferred":
         out.append("composition transferred")
-    if p.clock_source == "transferred":
+    if p.clock_source == TRANSFERRED:
         out.append("clock transferred")
-    if set(p.sources) == {"transferred"}:
+    if set(p.sources) == {TRANSFERRED}:
         out.append("device transferred")
+    elif set(p.sources) == {FITTED}:
+        out.append("device fitted")
     elif p.measured is not None:
         out.append("device partly measured")
     return out
@@ -146,12 +151,20 @@ def setting_row(p: "NetworkPrediction") -> dict[str, Any]:
         "edp_hi_js": t_hi * e_hi if has_e and e_hi is not None else None,
         "calibrated": p.calibrated,
         "composition": p.composition_source(),
-        "source": "transferred" if set(p.sources) == {"transferred"} or p.measured is not None else "own models",
+        "source": source_of(p),
         "marks": ", ".join(marks(p)),
-        "measured_time_share": p.coverage()["time"].get("measured", 0.0),
+        "measured_time_share": p.coverage()["time"].get(MEASURED, 0.0),
         "memory_needed_bytes": None if p.memory is None else p.memory["needed_bytes"],
         "fits_memory": p.fits,
     }
+
+
+def source_of(p: "NetworkPrediction") -> str:
+    """A setting's op costs in one word: `fitted` (the cross-device model on a GPU it was trained on),
+    `transferred` (on a GPU it never saw, or partly measured on it), else `own models`."""
+    if set(p.sources) == {FITTED}:
+        return FITTED
+    return TRANSFERRED if set(p.sources) == {TRANSFERRED} or p.measured is not None else "own models"
 
 
 def dropped_once(dropped: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -241,6 +254,11 @@ def summary_lines(df: "pd.DataFrame") -> list[str]:
         lines.append("clock transferred: clock behaviour from the cross-clock model, not measured on the device")
     if "device transferred" in marked:
         lines.append("device transferred: op costs from the cross-device model, not measured on the device")
+    if "device fitted" in marked:
+        lines.append(
+            "device fitted: op costs from the cross-device model, which was trained on this GPU's own measured ops "
+            "(NeuSight's): an in-sample fit, no bundle of its own"
+        )
     if "device partly measured" in marked:
         lines.append(
             "device partly measured: the ops measured on the device take their measured time "

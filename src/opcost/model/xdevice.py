@@ -351,6 +351,9 @@ def weights(rows: pd.DataFrame) -> np.ndarray:
 FitFn = Callable[[pd.DataFrame, XdeviceParams], "OpModel"]
 
 
+ROW_SOURCES = {"neusight": "NeuSight", "thesis": "the thesis"}  # who measured a training row (its `source`)
+
+
 @dataclass
 class OpModel:
     """A fitted cross-device op-time model: predict t for rows on any table device config."""
@@ -358,6 +361,9 @@ class OpModel:
     ensemble: TreeEnsemble
     floor_s: float
     trained_on: tuple[str, ...]  # GPUs (table keys)
+    # GPU -> {row source: rows fitted on}: how many of a GPU's own measured ops the model saw, and whose
+    # (ROW_SOURCES); an answer on such a GPU is an in-sample fit (costing.FITTED). Empty: a model saved before.
+    trained_rows: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def predict(self, rows: pd.DataFrame) -> np.ndarray:
         if len(rows) == 0:
@@ -400,7 +406,19 @@ def fit(rows: pd.DataFrame, p: XdeviceParams) -> OpModel:
     X, off = design(rows, p.floor_s)
     y = np.log(rows["t_s"].to_numpy(float)) - off
     ens = fit_trees(X, y, p, weights(rows))
-    return OpModel(ens, p.floor_s, tuple(sorted({gpu_of(c) for c in rows["device_config"].unique()})))
+    return OpModel(
+        ens, p.floor_s, tuple(sorted({gpu_of(c) for c in rows["device_config"].unique()})), rows_by_gpu(rows)
+    )
+
+
+def rows_by_gpu(rows: pd.DataFrame) -> dict[str, dict[str, int]]:
+    """GPU -> {row source: count} of the rows a model is fitted on (`OpModel.trained_rows`)."""
+    src = rows["source"].astype(str) if "source" in rows else pd.Series("unknown", index=rows.index)
+    counts = pd.DataFrame({"gpu": rows["device_config"].map(gpu_of), "source": src}).value_counts()
+    out: dict[str, dict[str, int]] = {}
+    for (g, s), n in sorted(counts.items()):
+        out.setdefault(str(g), {})[str(s)] = int(n)
+    return out
 
 
 def leave_one_gpu_out(
@@ -478,6 +496,7 @@ class XdeviceModel:
             "columns": list(COLUMNS),
             "floor_s": self.op.floor_s,
             "trained_on": list(self.op.trained_on),
+            "trained_rows": self.op.trained_rows,
             "ensemble": {
                 "depth": self.op.ensemble.depth,
                 "strict_less": self.op.ensemble.strict_less,
@@ -507,5 +526,6 @@ class XdeviceModel:
             raise OpcostError(f"{f}: format {d.get('format')!r} or feature columns differ from this opcost's {FORMAT}")
         arr = read_npz(folder / TREES_FILE)
         ens = TreeEnsemble(**{k: np.asarray(arr[k], t) for k, t in _ARRAYS.items()}, **d["ensemble"])  # type: ignore[arg-type]
-        op = OpModel(ens, float(d["floor_s"]), tuple(d["trained_on"]))
+        rows = {str(g): {str(k): int(v) for k, v in c.items()} for g, c in d.get("trained_rows", {}).items()}
+        op = OpModel(ens, float(d["floor_s"]), tuple(d["trained_on"]), rows)
         return cls(op, d["composition"], d["interval"], d["scores"], d.get("content_hash", ""))

@@ -28,7 +28,7 @@ import numpy as np
 
 from opcost.devices import NO_TF32_SUFFIX, same_numerics, table_name
 from opcost.errors import OpcostError
-from opcost.model.costing import Costs
+from opcost.model.costing import FITTED, MEASURED, TRANSFERRED, Costs
 from opcost.model.hostqueue import step_queue
 from opcost.paths import Paths
 
@@ -36,9 +36,8 @@ if TYPE_CHECKING:  # pandas and the cross-device model load only for a transferr
     from opcost.model import xdevice
 
 _MODELS: dict[Path, xdevice.XdeviceModel] = {}
-SOURCE = "transferred"
+SOURCE = TRANSFERRED  # an answer of the cross-device model (costing.py: the labels' home)
 FITTED_CONSTANT = "fitted-constant"  # the host of a cross-device model trained before host profiles existed
-MEASURED = "measured"  # an op measured on this GPU by our campaigns (model/measured.py)
 NUMERICS = {
     True: "fp32 with PyTorch's defaults (cuDNN convolutions may use TF32 where the GPU has it; matmuls do not)",
     False: "fp32 with TF32 off (_no_tf32)",
@@ -169,7 +168,8 @@ def predict_network(folder: Path, net: Any, device_config: str, mode: str, optim
     factor[hit] = scale
     per_call[hit] = [own[i] for i in np.asarray(ids, dtype=object)[hit]]
     trained = [xdevice.config_device(g)[0] for g in model.op.trained_on]
-    dist = xdevice.distance(dev, trained) if dev.name not in model.op.trained_on else 0.0
+    in_sample = dev.name in model.op.trained_on  # its own measured ops are in the training set: FITTED
+    dist = xdevice.distance(dev, trained) if not in_sample else 0.0
     share = xinterval.other_share(xk, t_fw, calls[owner] * count) if len(rows) else 1.0
     hw = xinterval.halfwidth(model.interval, dist, share)
     return {
@@ -184,7 +184,8 @@ def predict_network(folder: Path, net: Any, device_config: str, mode: str, optim
         "tf32": tf32,
         "optimizer_s": opt,
         "sum_s": float((per_call * factor * calls).sum()),
-        "sources": [MEASURED if h else SOURCE for h in hit],
+        "sources": [MEASURED if h else FITTED if in_sample else TRANSFERRED for h in hit],
+        "fitted": fitted_info(model.op, dev.name) if in_sample else None,
         "factors": factors,
         "factor_ops": len(pairs),
         "factor": factor,
@@ -198,6 +199,26 @@ def predict_network(folder: Path, net: Any, device_config: str, mode: str, optim
             "queue_s": scale * queue.time_s,
         },  # fmt: skip
     }
+
+
+def fitted_info(op: Any, gpu: str) -> dict[str, Any]:
+    """What the cross-device model saw of `gpu`'s own ops (xdevice.OpModel.trained_rows): the answer's `fitted`
+    (JSON) and its note; `ops` None for a model saved before it counted them."""
+    from opcost.model.xdevice import ROW_SOURCES
+
+    rows = op.trained_rows.get(gpu, {})
+    return {
+        "gpu": gpu,
+        "ops": int(sum(rows.values())) if rows else None,
+        "measured_by": [ROW_SOURCES.get(k, k) for k in sorted(rows)],
+    }
+
+
+def fitted_text(info: dict[str, Any]) -> str:
+    """`fitted_info` in words: 'the cross-device model was trained on 39 266 ops measured on this GPU by NeuSight'."""
+    n = f"{info['ops']:,}".replace(",", " ") + " ops" if info["ops"] else "ops"
+    by = f" by {' and '.join(info['measured_by'])}" if info["measured_by"] else ""
+    return f"the cross-device model was trained on {n} measured on this GPU{by}"
 
 
 def measured_times(folder: Path, device_config: str, mode: str) -> dict[str, float]:
@@ -260,11 +281,13 @@ def factors_note(factors: dict[str, float], n_ops: int, device_config: str) -> s
     )
 
 
-def busy_share(r: dict[str, Any], device_config: str) -> float:
-    """The network's roofline time over its predicted time (what the power model's busy share means)."""
+def busy_share(r: dict[str, Any], device_config: str, work: float = 1.0) -> float:
+    """The network's roofline time over its predicted time (what the power model's busy share means), its ops'
+    forward roofline times x `work` (xpower.work_factor: a training step's backward counted as the power model's
+    rows count it)."""
     from opcost.model.physics import roofline_s
 
-    roof = sum(roofline_s(x.kind, x.metrics, device_config) * c for x, c in zip(r["records"], r["calls"]))
+    roof = work * sum(roofline_s(x.kind, x.metrics, device_config) * c for x, c in zip(r["records"], r["calls"]))
     return float(roof / r["time_s"]) if r["time_s"] > 0 else 0.0
 
 
@@ -280,7 +303,7 @@ def energy(root: Path, r: dict[str, Any], device_config: str, mode: str) -> tupl
         return None, "energy: models/xpower not found (`dvc pull` or its stage), so energy is left out"
     pm = xpower.PowerModel.load(folder)
     key = device_config[: -len(NO_TF32_SUFFIX)] if device_config.endswith(NO_TF32_SUFFIX) else device_config
-    u = busy_share(r, device_config)
+    u = busy_share(r, device_config, xpower.work_factor(mode))
     p, rel = pm.predict(key, np.array([u]), None, mode)
     e = float(p[0]) * r["time_s"]
     lo, hi = r["interval"]
@@ -294,10 +317,12 @@ def energy(root: Path, r: dict[str, Any], device_config: str, mode: str) -> tupl
         else f"min(TDP, {lv['factor']:.2f}, the power level {lv['networks']:.0f} networks measured on this GPU show "
         "against the model (model/xpower.device_levels), x "
     )
+    w = xpower.work_factor(mode)
+    work = f" (its forward ops' x {w:g}: a training step's backward as the power model's rows count it)" * (w != 1)
     basis = (
         f"energy: transferred time x power from the cross-device power model (models/xpower): {float(p[0]):.0f} W = "
         f"{level}TDP {dev.tdp_w:.0f} W x (idle {pm.idle:.2f} + (1 - idle) x dynamic share {float(pm.level(u)):.2f} at "
-        f"busy share {u:.2f}, the network's roofline time over its predicted time){')' if lv else ''}, fitted on "
+        f"busy share {u:.2f}, the network's roofline time{work} over its predicted time){')' if lv else ''}, fitted on "
         f"{len(pm.trained_on)} GPUs ({', '.join(pm.trained_on) or 'none named'}); its 90 % error leaving one GPU out "
         f"is {100 * rel:.0f} %"
     )
@@ -374,7 +399,13 @@ def network_prediction(
     own = measured_note(folder, r, device_config)
     costs = Costs(r["t_s"], np.full(n, np.nan), list(r["sources"]), [None] * n)
     trained = ", ".join(load(folder).op.trained_on)
-    if own is None:
+    if own is None and r["fitted"] is not None:
+        head = (
+            f"fitted: {device_config} has no bundle of its own, but {fitted_text(r['fitted'])}: its op times are that "
+            f"model's in-sample fit, not a transfer to a GPU it never saw (models/xdevice, trained on {trained}), "
+            f"numerics {NUMERICS[r['tf32']]}; "
+        )
+    elif own is None:
         head = (
             f"transferred: {device_config} has no measurements of its own; op times from the cross-device model "
             f"(models/xdevice, trained on {trained}), numerics {NUMERICS[r['tf32']]}; "
@@ -440,6 +471,7 @@ def network_prediction(
         warnings=[],
         clock_source=None if clock is None else SOURCE,
         measured=own,
+        fitted=r["fitted"],
         host=dict(hs, reference=host is None),
     )
 

@@ -36,9 +36,12 @@ Interface for the cross-device time model (stable; JSON, never pickle):
     power_w, rel_err90 = model.predict("H100", busy_share, clock_mhz=None, mode="inference")
 
 `busy_share` is an array (one entry per op), clock_mhz None means the default (boost) clock, `mode`
-"inference" or "training" (checked and recorded; the form is shared: a training step's lower busy share
-already lowers its power). `rel_err90` is the 90th percentile of the leave-one-GPU-out absolute relative
-power error on absolute rows: a 90 % interval is power x (1 +- rel_err90). Energy = power x time.
+"inference" or "training" (checked and recorded; the form is shared). A training step's busy share counts its
+backward's work: TRAINING_WORK x the forward's roofline time (`work_factor`), as the training rows it was fitted
+on count it; a caller that counts the forward alone reads a third of the busy share (a transferred resnet50
+training step on the H100 drew 327 W against 431 W in inference). `rel_err90` is the 90th percentile of the
+leave-one-GPU-out absolute relative power error on absolute rows: a 90 % interval is power x (1 +- rel_err90).
+Energy = power x time.
 """
 
 from __future__ import annotations
@@ -59,7 +62,14 @@ XPOWER_MODEL_FILE = "xpower_model.json"
 FORMAT = 1
 MODES = ("inference", "training")
 PARAMS = ("idle", "a", "b", "c", "gamma")
+TRAINING_WORK = 3.0  # a training step's FLOPs and bytes over its forward's: backward = 2x forward (an assumption)
 ROW_COLUMNS = ["kind", "source", "device", "workload", "curve", "u", "f", "cap", "p", "t", "tdp", "f_boost"]
+
+
+def work_factor(mode: str) -> float:
+    """A step's roofline work over its forward ops' (TRAINING_WORK in training, 1 in inference): how every busy
+    share, the power model's rows and a prediction's alike, counts a training step."""
+    return TRAINING_WORK if mode == "training" else 1.0
 
 
 def table_device(name: str) -> Device | None:
@@ -237,7 +247,7 @@ def sweep_rows(sweeps: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
 def thesis_rows(targets_dir: Path) -> pd.DataFrame:
     """Absolute rows from the thesis targets: every measured op (forward, and training forward+backward)
     and network with its busy share from its FLOPs and bytes on its device config (default clock).
-    Training work counts 3x the forward's FLOPs and bytes (backward = 2x forward), an assumption."""
+    Training work counts TRAINING_WORK x the forward's FLOPs and bytes (`work_factor`)."""
     from opcost.devices import find_device
     from opcost.model.physics import roofline_s
 
@@ -255,7 +265,7 @@ def thesis_rows(targets_dir: Path) -> pd.DataFrame:
             if "estimated" in ops:
                 ops = ops[~ops["estimated"].fillna(False).astype(bool)]
             for r in ops.itertuples():
-                mult = 3.0 if r.phase == "forward_backward" else 1.0
+                mult = work_factor("training" if r.phase == "forward_backward" else "inference")
                 m = {"flops": r.flops, "bytes_read": r.bytes_read, "bytes_written": r.bytes_written}
                 if not all(pd.notna(v) for v in m.values()):
                     continue
@@ -269,7 +279,7 @@ def thesis_rows(targets_dir: Path) -> pd.DataFrame:
                 index=nops.index, dtype=float,
             )  # fmt: skip
             per_set = roof.groupby(nops["set_id"]).sum() if len(nops) else pd.Series(dtype=float)
-            mult = 3.0 if mode == "training" else 1.0
+            mult = work_factor(mode)
             for r in nets.itertuples():
                 if pd.isna(r.p_w) or r.set_id not in per_set.index:
                     continue

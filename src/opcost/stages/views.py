@@ -10,7 +10,7 @@ median over train targets or the pooled figure (the worst target beside the netw
 `dvc plots show` renders Vega plots with scripts from a CDN, blank offline; image plots are shown as
 <img> with nothing to load. So the plots are PNGs drawn here with matplotlib (pinned by the project):
 predicted vs measured networks with a y = x line and a colour per model family, summed ops vs
-measured networks the same way, and the clock and power-limit sweeps.
+measured networks the same way, and the clock and power-limit sweeps, one line per GPU with a legend.
 """
 
 from __future__ import annotations
@@ -109,23 +109,75 @@ def scatter(df: Any, x: str, y: str, colour: str, title: str, unit: str, target:
     _save(fig, target)
 
 
-def lines(df: Any, x: str, y: str, title: str, target: Path) -> None:
-    """One line per device and workload of a sweep."""
+SWEEP_Y = "energy_rel"  # validate's sweep tables: energy over the energy at the highest setting of its curve
+SWEEP_Y_LABEL = "energy / energy at the highest setting"
+SWEEP_KNOBS = {  # knob column -> the axis in words, with its unit
+    "power_limit_w": "power limit [W]",
+    "core_clock_mhz": "core clock [MHz]",
+    "mem_clock_mhz": "memory clock [MHz]",
+}
+
+
+def sweep_series(df: Any, x: str, y: str = SWEEP_Y) -> Any:
+    """One series per GPU of a sweep table (validate's sweeps_<knob>.csv: one curve per source, device and
+    workload): at each setting x of the GPU's curves, the median and quartiles of y over its workloads, each
+    workload's curve interpolated linearly at the settings inside its own range (curves of one GPU are swept
+    over different grids: Perseus' stages, Zeus' and Perseus' power limits on the A40). Columns: device, x,
+    median, q25, q75, workloads (how many curves reach x), sources. Why: the tables hold up to 477 curves a
+    knob; one line each was an unreadable, unlabelled bundle (RTX 3080 Ti alone: 325 kernels)."""
+    import numpy as np
+    import pandas as pd
+
+    rows = []
+    for dev, d in df.dropna(subset=[x, y]).groupby("device", sort=True):
+        grid = np.sort(d[x].unique().astype(float))
+        curves = []
+        for _, c in d.groupby(["source", "workload"], sort=True):
+            c = c.groupby(x, as_index=False)[y].median().sort_values(x)
+            cx, cy = c[x].to_numpy(float), c[y].to_numpy(float)
+            inside = (grid >= cx[0]) & (grid <= cx[-1])
+            curves.append(np.where(inside, np.interp(grid, cx, cy), np.nan))
+        m = np.vstack(curves)
+        n = np.isfinite(m).sum(axis=0)
+        with np.errstate(all="ignore"):
+            q25, med, q75 = (np.nanquantile(m, q, axis=0) for q in (0.25, 0.5, 0.75))
+        src = ", ".join(sorted(d["source"].astype(str).unique()))
+        rows += [{"device": str(dev), "x": float(g), "median": float(a), "q25": float(b), "q75": float(c2),
+                  "workloads": int(k), "sources": src}
+                 for g, a, b, c2, k in zip(grid, med, q25, q75, n) if k]  # fmt: skip
+    return pd.DataFrame(rows, columns=["device", "x", "median", "q25", "q75", "workloads", "sources"])
+
+
+def sweep_figure(df: Any, x: str, title: str) -> Any:
+    """The sweep of knob `x` as one line per GPU (`sweep_series`: the median over its workloads, the band their
+    quartiles), a legend naming each GPU, its curves and sources, and both axes in words with units."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    series = sweep_series(df, x)
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    for (dev, wl), g in df.sort_values(x).groupby(["device", "workload"]):
-        ax.plot(g[x], g[y], "o-", ms=2, lw=1, alpha=0.7, label=f"{dev} {wl}")
-    ax.set_xlabel(x)
-    ax.set_ylabel(y)
-    ax.set_title(title, fontsize=9)
-    if df[["device", "workload"]].drop_duplicates().shape[0] <= 12:
-        ax.legend(fontsize=6)
+    cmap = plt.get_cmap("tab10")
+    for i, (dev, g) in enumerate(series.groupby("device", sort=True)):
+        curves = int(df.loc[df["device"] == dev].groupby(["source", "workload"]).ngroups)
+        colour = cmap(i % 10)
+        ax.plot(g["x"], g["median"], "o-", ms=3, lw=1.5, color=colour,
+                label=f"{dev}: median of {curves} curves ({g['sources'].iloc[0]})")  # fmt: skip
+        ax.fill_between(g["x"], g["q25"], g["q75"], color=colour, alpha=0.15, lw=0)
+    ax.axhline(1.0, color="grey", lw=0.8, ls=":")
+    ax.set_xlabel(SWEEP_KNOBS.get(x, x))
+    ax.set_ylabel(SWEEP_Y_LABEL)
+    ax.set_title(title + "\n(one line per GPU: median over its workloads, band: 25-75 %)", fontsize=9)
+    if len(series):
+        ax.legend(fontsize=6, loc="best")
     fig.tight_layout()
-    _save(fig, target)
+    return fig
+
+
+def lines(df: Any, x: str, title: str, target: Path) -> None:
+    """`sweep_figure` saved as a PNG at `target`."""
+    _save(sweep_figure(df, x, title), target)
 
 
 def plots(paths: Paths) -> list[Path]:
@@ -152,12 +204,11 @@ def plots(paths: Paths) -> list[Path]:
         title = "Sum of measured ops vs measured network, time per iteration"
         scatter(df, "measured_t_s", "summed_t_s", "family", title, "s", target)
         made.append(target)
-    for knob, what in (("power_limit_w", "power limit [W]"), ("core_clock_mhz", "core clock [MHz]"),
-                       ("mem_clock_mhz", "memory clock [MHz]")):  # fmt: skip
+    for knob, what in SWEEP_KNOBS.items():
         f = paths.validate_sweeps(knob)
         if f.is_file():
             target = out / f"sweeps_{knob}.png"
-            lines(pd.read_csv(f), knob, "energy_rel", f"Energy relative to the highest setting vs {what}", target)
+            lines(pd.read_csv(f), knob, f"Energy relative to the highest setting vs {what}", target)
             made.append(target)
     return made
 
