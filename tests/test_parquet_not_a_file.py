@@ -26,6 +26,4 @@ def test_a_parquet_path_that_is_no_file_is_one_line(tmp_path, make):
         read_table(path, OPERATIONS, "extract")
     msg = str(exc.value)
     what = "a device, pipe or socket" if make == "dev-zero" else "a folder"
-    assert (
-        msg == f"{path} is {what}, not a Parquet file: run `dvc repro extract` or `dvc checkout {path}` to restore it"
-    )
+    assert msg == f"{path} is {what}, not a Parquet file: `dvc repro extract` (or `dvc checkout`) restores it"

@@ -5,13 +5,14 @@ built, traced and answered, or refused, is."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 
-def tiny_bundle(root: Path, target: str) -> None:
+def tiny_bundle(root: Path, target: str, ranges: dict | None = None, composition: Any = None) -> None:
     """An own bundle for `target` under root/models/: one small forest over Linear and ReLU; other kinds
-    are charged by the costing's fallbacks."""
+    are charged by the costing's fallbacks. `ranges` and `composition`: the Bundle fields, where a test needs them."""
     from sklearn.ensemble import RandomForestRegressor
 
     from opcost.model.bundle import Bundle, QuantityModel
@@ -23,9 +24,9 @@ def tiny_bundle(root: Path, target: str) -> None:
     ens = compile_ensemble(RandomForestRegressor(n_estimators=3, random_state=0).fit(X, np.abs(X[:, 0]) * 1e-5), X)
     device, mode = target.rsplit("-", 1)
     model = QuantityModel("rf-baseline", ens, enc, "raw")
-    Bundle(target, device, mode, "forward", {"time": model}, ("Linear", "ReLU"), (), {}, "v", "h").save(
-        root / "models" / target
-    )
+    b = Bundle(target, device, mode, "forward", {"time": model}, ("Linear", "ReLU"), (), {}, "v", "h")
+    b.ranges, b.composition = dict(ranges or {}), composition
+    b.save(root / "models" / target)
 
 
 def record_in_lock(root: Path, missing: tuple[str, ...] = ()) -> None:

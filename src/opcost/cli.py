@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
+import os
 import re
 import sys
 from pathlib import Path
@@ -28,6 +30,20 @@ from opcost.params.profile import CampaignParams
 from opcost.paths import Paths, find_root
 from opcost.shapes import parse_input_shape
 
+
+class _NoCudaRuntimeLine(logging.Filter):
+    """Drops torch's "No CUDA runtime is found, using CUDA_HOME=..." warning. torch logs it on importing
+    `torch.utils.cpp_extension` (our timing imports torch.utils.benchmark) only where no GPU is usable:
+    opcost compiles no extension, so on such a machine the line concerns nobody and teaches users to skip
+    warnings. Installed here, at the command line's edge, before anything imports torch."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("No CUDA runtime is found")
+
+
+logging.getLogger("torch.utils.cpp_extension").addFilter(_NoCudaRuntimeLine())
+
+
 app = typer.Typer(
     help="opcost: what a neural network costs in time and energy on a GPU, without running it there.",
     no_args_is_help=True,
@@ -35,8 +51,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 out = Console()
-if not out.is_terminal:
-    out = Console(width=160)  # piped or logged: do not squeeze tables to 80 columns
+if not out.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+    out = Console(width=160)  # piped or logged: do not squeeze tables to 80 columns (COLUMNS, where set, wins)
 err = Console(stderr=True)
 
 T = TypeVar("T")
@@ -435,6 +451,9 @@ HOST_HELP = (
     "The host CPU that drives a transferred GPU: a profile the cross-device model learnt (h200-visit, the default; "
     "thesis-A30, thesis-RTX2080Ti) or one `opcost calibrate-host --name NAME` measured (hosts/NAME.json)."
 )
+EXPLAIN_HELP = (
+    "Also print how the answer was derived (every term, rule and source); --json always carries it as `note`."
+)
 TRUST_UNRECORDED_HELP = (
     "Use a model that nothing vouches for (no dvc.lock record, or a registered version without its bundle_md5 "
     "tag) as it is; the answer says so. Without it such a model is refused."
@@ -467,6 +486,7 @@ def predict(
     trust_unrecorded: bool = typer.Option(False, "--trust-unrecorded", help=TRUST_UNRECORDED_HELP),
     host: Optional[str] = typer.Option(None, "--host", help=HOST_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    explain: bool = typer.Option(False, "--explain", help=EXPLAIN_HELP),
     top: int = typer.Option(10, "--top", help="Operations shown in the breakdown table."),
     timeout: float = typer.Option(
         DEFAULT_TIMEOUT_S, "--timeout", help="Give up after this many seconds (a builder that never returns); 0: none."
@@ -526,8 +546,16 @@ def predict(
         out.print(f"not costed (cannot be rebuilt from its spec): {u['kind']}, {u['calls']} calls", highlight=False)
     for line in _memory_lines(p):
         out.print(line, highlight=False)
-    if p.note:
-        out.print(f"note: {escape(p.note)}")
+    _print_basis(p, explain)
+
+
+def _print_basis(p: Any, explain: bool) -> None:
+    """What an answer stands on: one plain sentence, and under --explain the whole derivation."""
+    if p.summary:
+        hint = "" if explain or not p.note else " (--explain: how)"
+        out.print(f"note: {escape(p.summary)}{hint}", highlight=False)
+    if explain and p.note:
+        out.print(f"derivation: {escape(p.note)}", highlight=False)
 
 
 @app.command()
@@ -544,6 +572,7 @@ def recommend(
         None, "--max-slowdown", help="Keep configs at most X times slower than the fastest."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    explain: bool = typer.Option(False, "--explain", help=EXPLAIN_HELP),
     top: int = typer.Option(15, "--top", help="Rows of the sweep table (best energy first)."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Write the U-curves (time, energy, EDP vs clock) here."),
     trust_unrecorded: bool = typer.Option(False, "--trust-unrecorded", help=TRUST_UNRECORDED_HELP),
@@ -606,26 +635,64 @@ def recommend(
         }
         sys.stdout.write(finite_json(doc) + "\n")
         return
+    ties = df.attrs.get("ties", {})
     for objective, r in optima.items():
         clk = "default clock" if r["clock_mhz"] is None else f"{r['clock_mhz']:g} MHz ({r['clock_source']})"
-        tied = len(df.attrs.get("ties", {}).get(objective, []))
+        tied = len(ties.get(objective, []))
         out.print(
-            f"best {objective}: {r['device_config']} at {clk}: time {r['time_s'] * 1e3:.4g} ms, "
-            + ("energy n/a" if r["energy_j"] is None else f"energy {r['energy_j']:.4g} J")
+            f"best {objective}: {r['device_config']} at {clk}: {r['time_s'] * 1e3:.4g} ms, "
+            + ("energy n/a" if r["energy_j"] is None else f"{r['energy_j']:.4g} J")
             + f", slowdown {r['slowdown']:.2f}"
-            + (f" (a tie with {tied} other setting(s): overlapping 90 % intervals)" if tied else ""),
+            + (
+                ""
+                if not tied
+                else "; a tie with every other setting"
+                if tied == len(df) - 1
+                else f"; a tie with {tied} others"
+            ),
             highlight=False,
         )
     if plot is not None:
         out.print(f"U-curves written to {plot}", highlight=False)
+    out.print(_settings_table(df, top, f"{net.label} {net.input_text} ({mode})"))
+    for line in summary_lines(df):
+        out.print(line, highlight=False)
+    if explain:  # the derivation of each best setting's answer, once per setting
+        seen = set()
+        for r in optima.values():
+            row = df[(df["device_config"] == r["device_config"]) & _same_clock(df, r["clock_mhz"])].iloc[0]
+            label = f"{r['device_config']}" + ("" if r["clock_mhz"] is None else f" at {r['clock_mhz']:g} MHz")
+            if label not in seen and row.get("note"):
+                seen.add(label)
+                out.print(f"derivation ({label}): {escape(str(row['note']))}", highlight=False)
+
+
+def _same_clock(df: Any, clock: float | None) -> Any:
+    return df["clock_mhz"].isna() if clock is None else df["clock_mhz"] == clock
+
+
+def _settings_table(df: Any, top: int, what: str) -> Table:
+    """recommend's table of the `top` settings, made to fit 120 columns: a tie with the best is a `*` on the
+    objective's rank, and what holds for every setting (a tie on an objective, a mark, fitting in memory) is
+    said once under the table (recommend.summary_lines) rather than on each row."""
+    from opcost.model.recommend import OBJECTIVES as OBJECTIVE_COLUMNS
+    from opcost.model.recommend import TIE_COLUMNS, all_tied, common_marks, row_marks
+
     shown = df.head(top)
-    title = f"{net.label} {net.input_text} ({mode}): {len(shown)} of {len(df)} settings, 90 % intervals"
-    table = Table(title=escape(title))
-    cols = ("device", "clock", "time [ms]", "energy [J]", "EDP [J s]", "slowdown", "memory", "ranks t/E/EDP", "tie")
+    everywhere = set(all_tied(df))
+    common = set(common_marks(df))
+    fits = [r is True for r in shown["fits_memory"]]  # else None: a device the table lacks
+    unknown_memory = not all(fits) and any(fits)  # a column only where the settings differ
+    memory = ", all fit in memory" if all(fits) else "" if unknown_memory else ", memory fit unknown"
+    table = Table(title=escape(f"{what}: {len(shown)} of {len(df)} settings{memory}, 90 % intervals"))
+    cols = ["device", "clock", "time [ms]", "energy [J]", "EDP [J s]", "slowdown"]
+    cols += ["memory"] * unknown_memory + ["ranks t/E/EDP"]
     # time and energy as `value (low-high)`: the 90 % interval; EDP's interval is in --json and --plot
     for col in cols:
         table.add_column(escape(col), no_wrap=True, min_width=len(col))
-    table.add_column("marks")  # the one column that may wrap
+    marks = [[m for m in row_marks(v) if m not in common] for v in shown["marks"]]
+    if any(marks):
+        table.add_column("marks")  # the one column that may wrap
 
     def iv(v: Any, lo: Any, hi: Any, scale: float, fmt: str) -> str:
         if v is None or v != v:
@@ -634,24 +701,26 @@ def recommend(
             return format(v * scale, fmt)
         return f"{format(v * scale, fmt)} ({format(lo * scale, fmt)}-{format(hi * scale, fmt)})"
 
-    for _, r in shown.iterrows():
-        fits = r["fits_memory"]
-        tie = "/".join(o for o in ("time", "energy", "edp") if r.get(f"tie_{o}", False))
-        table.add_row(
+    def rank(r: Any, objective: str) -> str:
+        tie = objective not in everywhere and bool(r.get(TIE_COLUMNS[objective], False))
+        return f"{r[OBJECTIVE_COLUMNS[objective][3]]}" + "*" * tie
+
+    for (_, r), m in zip(shown.iterrows(), marks):
+        cells = [
             r["device_config"],
             "default" if r["clock_mhz"] is None or r["clock_mhz"] != r["clock_mhz"] else f"{r['clock_mhz']:g}",
             iv(r["time_s"], r["time_lo_s"], r["time_hi_s"], 1e3, ".3g"),
             iv(r["energy_j"], r["energy_lo_j"], r["energy_hi_j"], 1.0, ".3g"),
             "n/a" if r["edp_js"] is None or r["edp_js"] != r["edp_js"] else f"{r['edp_js']:.3g}",  # interval: --json
             f"{r['slowdown']:.2f}",
-            "fits" if fits is True else "unknown",
-            f"{r['rank_time']}/{r['rank_energy']}/{r['rank_edp']}",
-            tie or "-",
-            r["marks"] or "-",
-        )
-    out.print(table)
-    for line in summary_lines(df):
-        out.print(line, highlight=False)
+        ]
+        if unknown_memory:
+            cells.append("fits" if r["fits_memory"] is True else "unknown")
+        cells.append("/".join(rank(r, o) for o in ("time", "energy", "EDP")))
+        if any(marks):
+            cells.append(", ".join(m) or "-")
+        table.add_row(*(escape(c) for c in cells))
+    return table
 
 
 OBJECTIVES = {"time": "rank_time", "energy": "rank_energy", "EDP": "rank_edp"}

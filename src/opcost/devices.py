@@ -84,7 +84,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-from opcost.errors import OpcostError
+from opcost.errors import OpcostError, closest
 
 GB = 1e9
 GIB = 2**30
@@ -275,11 +275,18 @@ def _name_index() -> dict[str, str]:
 _INDEX = _name_index()
 
 
-def _unknown(name: str) -> OpcostError:
+def unknown_device(name: str, what: str = "device") -> OpcostError:
+    """One line: the closest table keys or aliases, and where the whole list is (`opcost devices`)."""
+    close = closest(str(name), [*DEVICES, *ALIASES])
+    hint = f"closest: {', '.join(close)}" if close else "no close match"
     return OpcostError(
-        f"unknown device {name!r}; valid: {', '.join(DEVICES)} (or the name NVML reports, e.g. 'NVIDIA A100 80GB "
-        f"PCIe'; aliases {', '.join(ALIASES)}; append {NO_TF32_SUFFIX} for TF32 off; `opcost devices` lists them)"
+        f"unknown {what} {name!r}; {hint}; `opcost devices` lists all (NVML names work too; append "
+        f"{NO_TF32_SUFFIX} for TF32 off)"
     )
+
+
+def _unknown(name: str) -> OpcostError:
+    return unknown_device(name)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 from pandas.api import types as ptypes
 
-from opcost.errors import SchemaError
+from opcost.errors import SchemaError, some_of
 
 KINDS = ("str", "int", "float", "bool", "list")
 
@@ -91,11 +91,11 @@ class Table:
         """Check `df` against the schema; return it with the declared columns first."""
         missing = [c.name for c in self.columns if c.name not in df.columns]
         if missing:
-            raise SchemaError(f"table {self.name}: missing column(s) {', '.join(missing)}")
+            raise SchemaError(f"table {self.name}: missing column(s) {some_of(missing)}")
         extra = [c for c in df.columns if c not in self.names]
         unexpected = [c for c in extra if not (self.extra_prefix and str(c).startswith(self.extra_prefix))]
         if unexpected:
-            raise SchemaError(f"table {self.name}: unexpected column(s) {', '.join(map(str, unexpected))}")
+            raise SchemaError(f"table {self.name}: unexpected column(s) {some_of(map(str, unexpected))}")
         for col in self.columns:
             _check_column(self.name, col, df[col.name])
         for rule in self.rules:

@@ -8,12 +8,13 @@ only read tables (evaluate, train, validate) stay fast and their DVC dependencie
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
 import pandas as pd
 
-from opcost.errors import OpcostError
+from opcost.errors import OpcostError, shown_path
 from opcost.params.ingest import OP_SOURCE_KINDS
 from opcost.params.load import Params
 from opcost.paths import Paths
@@ -37,19 +38,36 @@ def read_parquet(path: Path, stage: str | None = None, **kwargs: object) -> pd.D
     except FileNotFoundError:
         raise
     except OSError as exc:
-        raise OpcostError(f"{path} cannot be read ({exc.strerror}): run `dvc checkout {path}` to restore it") from None
+        raise OpcostError(
+            f"{shown_path(path)} cannot be read ({exc.strerror}): `dvc checkout {shown_path(path)}` restores it"
+        ) from None
     if not stat.S_ISREG(mode):
         what = "a folder" if stat.S_ISDIR(mode) else "a device, pipe or socket"
-        again = f"run `dvc repro {stage}` or `dvc checkout {path}`" if stage else f"run `dvc checkout {path}`"
-        raise OpcostError(f"{path} is {what}, not a Parquet file: {again} to restore it")
+        raise OpcostError(f"{shown_path(path)} is {what}, not a Parquet file: {_again(stage)} restores it")
     try:
         return pd.read_parquet(path, **kwargs)
     except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError, ArrowIOError an OSError
         if isinstance(exc, FileNotFoundError):
             raise
-        again = f"run `dvc repro {stage}` or `dvc checkout {path}`" if stage else f"run `dvc checkout {path}`"
-        why = " ".join(str(exc).split())[:160] or type(exc).__name__
-        raise OpcostError(f"{path} is not a readable Parquet file ({why}): {again} to restore it") from None
+        why = _short(str(exc)) or type(exc).__name__
+        raise OpcostError(
+            f"{shown_path(path)} is not a readable Parquet file ({why}): {_again(stage)} restores it"
+        ) from None
+
+
+def _short(text: str, limit: int = 60) -> str:
+    """pyarrow's reason in a few words: its first sentence without the path it names (the message names it
+    already), cut at a word boundary to `limit` characters."""
+    text = re.sub(r"Could not open Parquet input source '[^']*'[:.]?", "", " ".join(text.split()))
+    text = text.split(". ")[0].strip(" '.:")
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0] + " ..."
+
+
+def _again(stage: str | None) -> str:
+    """How a damaged stage output comes back: the stage again, or the DVC cache's copy."""
+    return f"`dvc repro {stage}` (or `dvc checkout`)" if stage else "`dvc checkout`"
 
 
 def read_table(path: Path, table: Table, stage: str) -> pd.DataFrame:

@@ -18,7 +18,7 @@ import re
 from pathlib import PurePosixPath
 from typing import Any, Callable, Sequence
 
-from opcost.errors import OpcostError
+from opcost.errors import OpcostError, some_of
 
 # A check of one value: (value, where it is) -> the value converted, or an OpcostError.
 Check = Callable[[Any, str], Any]
@@ -45,7 +45,7 @@ def check_keys(raw: dict, valid: Sequence[str], where: str, notes: dict[str, str
             closest = difflib.get_close_matches(str(key), list(valid), n=1, cutoff=0.0)
             hint = f"closest valid key: {closest[0]!r}; " if closest else ""
             note = f"; {notes[key]}" if notes and key in notes else ""
-            raise OpcostError(f"{where}: unknown key {key!r} ({hint}valid keys: {', '.join(valid)}){note}")
+            raise OpcostError(f"{where}: unknown key {key!r} ({hint}valid keys: {some_of(valid)}){note}")
 
 
 def mapping(raw: Any, where: str, what: str = "a mapping") -> dict:

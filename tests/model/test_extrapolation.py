@@ -59,7 +59,8 @@ def test_an_input_smaller_or_larger_than_the_calibration_networks_by_more_than_2
 def test_batch_both_ways_and_op_size_above_only() -> None:
     assert not _flags((4, 3, 224, 224)) and not _flags((64, 3, 224, 224))
     (w,) = _flags((3, 3, 224, 224))
-    assert w.startswith("batch 3 lies outside the batch sizes the A30-inference model was trained on (8..32)")
+    assert w.startswith("batch 3 lies outside the batches the A30-inference model was measured at (8..32)")
+    assert "interval is widened" in w and "measure the network at this batch" in w  # the consequence, and advice
     assert _flags((65, 3, 224, 224))
     big = _rec(9, (32, 64, 56, 56), 8e9 + 1)  # FLOPs just over 2x the largest
     (w,) = _flags((16, 3, 224, 224), [RECS[0], big])

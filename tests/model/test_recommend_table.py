@@ -46,8 +46,8 @@ def test_intervals_ties_and_marks(preds):
     assert df.attrs["ties"]["energy"] == [{"device_config": "A30", "clock_mhz": 702.0, "energy_j": 1.001}]
     assert by[("T4", None)].marks == "uncalibrated" and by[("A30", 702.0)].marks == "clock transferred"
     lines = summary_lines(df)
-    tie = [line for line in lines if line.startswith("tie for best energy: 1 other setting(s)")]
-    assert len(tie) == 1 and "A30 at 702 MHz" in tie[0]
+    tie = [line for line in lines if line.startswith("tie for best energy: 1 of the 2 other settings")]
+    assert len(tie) == 1 and "E* in ranks" in tie[0]
     assert any(line.startswith("uncalibrated:") for line in lines)
     # the JSON the CLI prints carries the intervals and ties
     rows = json.loads(df.to_json(orient="records"))
@@ -90,3 +90,69 @@ def test_a_device_dropped_at_every_clock_is_said_once(preds):
     assert [line for line in lines if "RTX2080Ti" in line] == [
         "dropped RTX2080Ti: the step needs 14.00 GiB, the device has 11.00 GiB (18 setting(s))"
     ]
+
+
+def _sweep() -> list[NetworkPrediction]:
+    """48 settings as `recommend --devices A30,A30_no_tf32,H100,L4` gives them: 12 clocks each, every clock
+    transferred, H100 and L4 device transferred, A30_no_tf32 with a transferred composition layer."""
+    out = []
+    base = {"A30": (0.064, 10.5), "A30_no_tf32": (0.071, 11.2), "H100": (0.0233, 7.6), "L4": (0.16, 3.0)}
+    for d, (t0, e0) in base.items():
+        for i, clock in enumerate(range(538, 1980, 120)):
+            t, e = t0 * (1 + 0.03 * i), e0 * (1 + 0.01 * (i - 4) ** 2 / 10)
+            p = pred(d, float(clock), t, (t * 0.7, t * 1.5), e, (e * 0.7, e * 1.45), clock_source="transferred")
+            if d in ("H100", "L4"):
+                p.sources, p.composition = ["transferred"], "cross-device"
+            if d == "A30_no_tf32":
+                p.composition = "transferred"
+            out.append(p)
+    return out
+
+
+def _render(df, top: int, width: int = 120) -> str:
+    import io
+
+    from rich.console import Console
+
+    from opcost.cli import _settings_table
+
+    con = Console(width=width, file=io.StringIO(), record=True)
+    con.print(_settings_table(df, top, "resnet50 float32:32,3,224,224 (training)"))
+    for line in summary_lines(df):
+        con.print(line, highlight=False)
+    return con.export_text()
+
+
+@pytest.mark.parametrize("top", [5, 48])
+def test_the_table_fits_120_columns_with_its_ties_and_marks_visible(top):
+    """At 120 columns no cell is cut ("…"), the marks that differ between settings are a column, the marks every
+    setting carries are said once, and a tie with the best is a `*` on the objective's rank."""
+    df = settings_table(_sweep())
+    text = _render(df, top)
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= 120
+    header = next(line for line in text.splitlines() if "device" in line and "ranks t/E/EDP" in line)
+    assert "marks" in header
+    rows = [line for line in text.splitlines() if line.startswith("│")]
+    assert len(rows) >= top  # a wrapped marks cell adds lines, never hides a row
+    marks = [r.split("│")[-2].strip() for r in rows]  # the last column; a long mark may wrap onto a second line
+    assert "device transferred" in marks or "device" in marks
+    assert any(m.startswith("composition") for m in marks) == (top == 48)  # no A30_no_tf32 row in the best 5
+    assert "clock" not in marks  # every setting's mark: said once under the table
+    assert "clock transferred (every setting): clock behaviour from the cross-clock model" in text
+    assert any("*" in r for r in rows)  # ties visible on the rows
+    assert any(line.startswith("tie for best time: ") for line in text.splitlines())
+
+
+def test_a_tie_of_every_setting_is_said_once_not_on_each_row():
+    same = [
+        pred("A30", float(c), 0.010, (0.008, 0.013), 1.0, (0.8, 1.25), clock_source="transferred")
+        for c in (600, 700, 800)
+    ]
+    df = settings_table(same)
+    text = _render(df, 3)
+    rows = [line for line in text.splitlines() if line.startswith("│")]
+    assert rows and not any("*" in r for r in rows)
+    lines = [line for line in text.splitlines() if "ties with the best" in line]
+    assert lines == ["every setting ties with the best on time and energy and EDP (90 % intervals overlap): the model "
+                     "cannot tell them apart"]  # fmt: skip
+    assert not any(line.startswith("tie for best") for line in text.splitlines())

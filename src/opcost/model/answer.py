@@ -18,12 +18,12 @@ import numpy as np
 from opcost.model.bundle import Bundle
 from opcost.model.compose import Composition, network_terms
 from opcost.model.costing import MEASURED, TRANSFERRED, Costs, OpCost, reference_clock_mhz
-from opcost.model.extrapolation import extrapolation_warnings
+from opcost.model.extrapolation import batch_outside, batch_range, extrapolation_warnings
 from opcost.model.intervals import question_covariate
 from opcost.model.network import Network
 from opcost.ops.families import family_of
 from opcost.ops.footprint import Footprint, device_fits, footprint_key, memory_summary
-from opcost.ops.netspec import NetSpec
+from opcost.ops.netspec import NetSpec, ref_kind
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -69,8 +69,10 @@ class NetworkPrediction:
     # A transferred answer's host (model/hosts.py): name, source, host_bound_share (of the step the GPU waits on
     # the host), host_s and gpu_s (each side's busy time), reference (the default host, not one asked for)
     host: dict[str, Any] | None = None
-    note: str = ""
-    warnings: list[str] = field(default_factory=list)  # extrapolation beyond the training data
+    note: str = ""  # how the answer was derived: every term, rule and source (`--explain`, JSON `note`)
+    warnings: list[str] = field(default_factory=list)  # what the user should act on (extrapolation, trust)
+    # the answer's basis in one plain sentence (what `predict` prints by default; `note` has the derivation)
+    summary: str = ""
     memory: dict[str, Any] | None = None  # memory_summary of the step's footprint, fit per device
     inputs: list[str] = field(default_factory=list)  # the inputs, as --input text
     unbuildable: list[dict[str, Any]] = field(default_factory=list)  # kind, calls, reason: not costed
@@ -158,6 +160,7 @@ class NetworkPrediction:
             "operations": self.operations(),
             "inputs": self.inputs,
             "memory": None if self.memory is None else {**self.memory, "fits_device": self.fits},
+            "summary": self.summary,
             "note": self.note,
             "warnings": self.warnings,
             **({} if self.measured is None else {"measured": self.measured}),
@@ -199,8 +202,8 @@ def assemble(
     costs = Costs(t, p, sources, [costed[i][3] for i in ids])
     comp = bundle.composition or Composition(bundle.mode)
     terms = network_terms(costs, calls, records, bundle.floor_s, bundle.device_config, bundle.mode)
-    warnings = extrapolation_warnings(bundle.ranges, bundle.target, net.shape, records)
-    family = family_of(spec.model)  # a per-family composition term where siblings were measured
+    flags = extrapolation_warnings(bundle.ranges, bundle.target, net.shape, records)
+    family = question_family(spec)  # a per-family composition term where siblings were measured
     time_s = comp.time(terms, family)
     has_power = "power" in bundle.models and np.isfinite(p).all()
     # the boost clock is the default clock the bundle's measurements stand for (costing.reference_clock_mhz)
@@ -224,9 +227,15 @@ def assemble(
     c = question_covariate(time_s, terms["raw_sum_s"])
     beyond = comp.covariate_warning(family, c, terms["raw_sum_s"], bundle.target)
     if beyond:  # a scale the measured networks never reached: held at their edge, widened as an extrapolation
-        warnings.append(beyond)
-    time_iv = comp.interval(time_s, "time", bool(warnings), family, c)
-    energy_iv = None if energy is None else comp.interval(energy, "energy", bool(warnings), family, c)
+        flags.append(beyond)
+    time_iv = comp.interval(time_s, "time", bool(flags), family, c)
+    energy_iv = None if energy is None else comp.interval(energy, "energy", bool(flags), family, c)
+    # A batch outside the measured ones, and nothing else, is priced into the widened interval: the one
+    # sentence says so. Other extrapolations (ops larger than any measured, inputs outside the calibration
+    # networks') are warnings: the widening may not cover what the models never saw.
+    batch = batch_outside(bundle.ranges, net.shape)
+    batch_only = batch is not None and len(flags) == 1
+    warnings = [] if batch_only else flags
     if at_default:
         notes.append(
             f"at {clock:g} MHz, the {bundle.device_config}'s boost clock, which its measurements' default clock is "
@@ -261,9 +270,50 @@ def assemble(
         proxies=costs.proxy,
         calibrated=comp.calibrated,
         composition=comp.source,  # never empty: Composition fills it from `calibrated`
-        note="; ".join(notes),
+        note="; ".join(notes + (flags if batch_only else [])),
+        summary=own_summary(
+            bundle.device_config, comp, family, clock, clock_source, net.shape[0] if batch_only else None, batch
+        ),  # fmt: skip
         # first, the model nothing vouches for (served with trust_unrecorded; it widens no interval)
         warnings=([f"{bundle.unvouched}; served as it is because of --trust-unrecorded"] if bundle.unvouched else [])
         + warnings,
         clock_source=clock_source,
     )
+
+
+def question_family(spec: NetSpec) -> str | None:
+    """The architecture family of the network asked about (ops/families.py), None where it cannot be
+    known: a user's file or module names no family (its path or module is no architecture)."""
+    return None if ref_kind(spec.model) in ("file", "import") else family_of(spec.model)
+
+
+def own_summary(
+    device_config: str,
+    comp: Composition,
+    family: str | None,
+    clock: float | None,
+    clock_source: str | None,
+    batch: int | None = None,
+    batch_seen: tuple[float, float] | None = None,
+) -> str:
+    """An own bundle's answer in one plain sentence: what it stands on and what its interval means.
+    `batch`: the question's batch where lying outside the measured ones (`batch_seen`) widened the interval."""
+    if comp.source == "transferred":
+        head = (
+            f"based on {device_config}'s own op measurements, composed as on {', '.join(comp.transferred_from)} "
+            "(no whole network was measured on this config)"
+        )
+    elif not comp.calibrated:
+        head = f"the plain sum of {device_config}'s measured op costs (no whole network was measured there)"
+    elif family is not None and family in comp.family_terms:
+        n = int(comp.family_terms[family].get("n", 0))
+        head = f"based on {device_config}'s own measurements and {n} measured {family} network(s)"
+    elif family is None:
+        head = f"based on {device_config}'s own measurements; unknown family, so no family correction"
+    else:
+        head = f"based on {device_config}'s own measurements; no {family} network was measured"
+    if clock is not None and clock_source == "transferred":
+        head += f"; at {clock:g} MHz through the cross-clock model"
+    if batch is not None and batch_seen is not None:
+        head += f"; interval widened: batch {batch} lies outside the measured batch {batch_range(batch_seen)}"
+    return head

@@ -64,6 +64,11 @@ class BundleStore:
         if (self.paths.model_dir(target)).is_dir() and target not in available:
             Bundle.load(self.paths.model_dir(target))  # a folder without bundle.json: names the missing file
         if target not in available:
+            from opcost.devices import lookup_device, unknown_device
+
+            trained = {t.rpartition("-")[0] for t in available}
+            if lookup_device(device) is None and device not in trained:  # a typo, not a GPU without a model
+                raise unknown_device(device)
             devices = sorted({t.rpartition("-")[0] for t in available if t.endswith(f"-{mode}")})
             raise OpcostError(
                 f"no model for device {device!r} in mode {mode}; trained: {', '.join(devices) or 'none in this mode'} "

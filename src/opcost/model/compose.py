@@ -290,6 +290,8 @@ class Composition:
             )
         elif family is not None and self.family_terms:
             parts.append(f"no measured network of family {family}: no family term (a new family)")
+        elif self.family_terms:  # a user's own file or module: no family can be read from its name
+            parts.append("unknown family: no family term")
         if self.calibrated and (self.residuals_known_t or self.residuals_new_t):
             parts.append(self.interval_note(family))
         return "; ".join(parts)

@@ -64,17 +64,30 @@ def _outside(value: float, lo: float, hi: float) -> bool:
     return not lo / EXTRAPOLATION_FACTOR <= value <= hi * EXTRAPOLATION_FACTOR
 
 
+def batch_outside(ranges: Mapping[str, Sequence[float]], shape: Sequence[int]) -> tuple[float, float] | None:
+    """The batch range of the op rows (min, max) where the question's batch lies outside it, else None."""
+    batch = ranges.get("batch")
+    if batch is not None and shape and _outside(shape[0], batch[0], batch[1]):
+        return float(batch[0]), float(batch[1])
+    return None
+
+
+def batch_range(batch: tuple[float, float]) -> str:
+    """`32` for a single measured batch, `8..32` for a range."""
+    return f"{batch[0]:g}" if batch[0] == batch[1] else f"{batch[0]:g}..{batch[1]:g}"
+
+
 def extrapolation_warnings(
     ranges: Mapping[str, Sequence[float]], target: str, shape: tuple[int, ...], records: Sequence[OpRecord]
 ) -> list[str]:
     """What about this question (a network of input `shape` calling the ops `records`) lies outside the
     data the `target` model learned from (`ranges`, module docstring); one line per reason."""
     out = []
-    batch = ranges.get("batch")
-    if batch is not None and shape and _outside(shape[0], batch[0], batch[1]):
+    batch = batch_outside(ranges, shape)
+    if batch is not None:
         out.append(
-            f"batch {shape[0]} lies outside the batch sizes the {target} model was trained on "
-            f"({batch[0]:g}..{batch[1]:g}): the prediction extrapolates"
+            f"batch {shape[0]} lies outside the batches the {target} model was measured at ({batch_range(batch)}), "
+            "so its 90 % interval is widened; for a closer answer, measure the network at this batch (opcost profile)"
         )
     net = ranges.get(NET_SAMPLE_NUMEL)
     size = sample_numel(shape) if shape else None

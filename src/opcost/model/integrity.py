@@ -29,7 +29,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from opcost.errors import OpcostError
+from opcost.errors import OpcostError, shown_path
 
 BUNDLE_MD5_TAG = "bundle_md5"
 LOCK_FILE = "dvc.lock"
@@ -130,9 +130,10 @@ def check_locked(root: Path, folder: Path, actual_md5: str) -> str:
         raise unrecorded_error(root, folder, flag=False)
     stage, md5 = found
     if md5 != actual_md5:
+        rel = project_path(root, folder) or shown_path(folder)
         raise OpcostError(
-            f"{folder} was modified after `{stage}` wrote it (content md5 {actual_md5}, {LOCK_FILE} records {md5}): "
-            f"restore it with `dvc checkout {Path(folder).name}` or retrain with `dvc repro {stage}`; refused"
+            f"{rel} was modified after `{stage}` wrote it (md5 differs from {LOCK_FILE}'s): `dvc checkout {rel}` "
+            "restores it; refused"
         )
     return stage
 

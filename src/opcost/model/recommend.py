@@ -153,6 +153,8 @@ def setting_row(p: "NetworkPrediction") -> dict[str, Any]:
         "composition": p.composition_source(),
         "source": source_of(p),
         "marks": ", ".join(marks(p)),
+        "summary": p.summary,  # the answer's basis in one sentence
+        "note": p.note,  # its derivation (`recommend --explain`)
         "measured_time_share": p.coverage()["time"].get(MEASURED, 0.0),
         "memory_needed_bytes": None if p.memory is None else p.memory["needed_bytes"],
         "fits_memory": p.fits,
@@ -236,34 +238,60 @@ def setting_label(device_config: str, clock_mhz: float | None) -> str:
     return device_config + ("" if clock_mhz is None else f" at {clock_mhz:g} MHz")
 
 
+TIE_COLUMNS = {"time": "tie_time", "energy": "tie_energy", "EDP": "tie_edp"}
+RANK_KEYS = {"time": "t", "energy": "E", "EDP": "EDP"}  # the ranks column's t/E/EDP
+MARK_MEANINGS = {
+    "uncalibrated": "the device config's composition layer was fitted on no measured network",
+    "composition transferred": "the composition layer is transferred from other device configs (no network "
+    "measured on this one)",
+    "clock transferred": "clock behaviour from the cross-clock model, not measured on the device",
+    "device transferred": "op costs from the cross-device model, not measured on the device",
+    "device fitted": "op costs from the cross-device model, which was trained on this GPU's own measured ops "
+    "(NeuSight's): an in-sample fit, no bundle of its own",
+    "device partly measured": "the ops measured on the device take their measured time (measured_time_share), "
+    "the others and the composition come from the cross-device model",
+}
+
+
+def all_tied(df: "pd.DataFrame") -> list[str]:
+    """The objectives on which every setting ties with the best (so with every other): said once, not per row."""
+    if len(df) < 2:
+        return []
+    return [o for o, col in TIE_COLUMNS.items() if col in df and bool(df[col].astype(bool).all())]
+
+
+def row_marks(value: Any) -> list[str]:
+    return [m for m in str(value or "").split(", ") if m]
+
+
+def common_marks(df: "pd.DataFrame") -> list[str]:
+    """The marks every setting carries: said once under the table instead of on each row."""
+    rows = [row_marks(v) for v in df.get("marks", [])]
+    if not rows:
+        return []
+    return [m for m in rows[0] if all(m in r for r in rows[1:])]
+
+
 def summary_lines(df: "pd.DataFrame") -> list[str]:
     """The lines printed under the table: ties, marks explained, settings removed and dropped (once each)."""
     lines = []
+    everywhere = all_tied(df)
+    if everywhere:
+        lines.append(
+            f"every setting ties with the best on {' and '.join(everywhere)} (90 % intervals overlap): "
+            "the model cannot tell them apart"
+        )
     for objective, tied in df.attrs.get("ties", {}).items():
-        if tied:
-            shown = ", ".join(setting_label(t["device_config"], t["clock_mhz"]) for t in tied[:8])
-            more = f" and {len(tied) - 8} more" if len(tied) > 8 else ""
+        if tied and objective not in everywhere:
             lines.append(
-                f"tie for best {objective}: {len(tied)} other setting(s) have 90 % intervals overlapping the best's "
-                f"({shown}{more}); the model cannot tell them apart"
+                f"tie for best {objective}: {len(tied)} of the {len(df) - 1} other settings overlap the best's 90 % "
+                f"interval ({RANK_KEYS[objective]}* in ranks; --json lists them)"
             )
-    marked = {m for v in df.get("marks", []) for m in str(v).split(", ") if m}
-    if "uncalibrated" in marked:
-        lines.append("uncalibrated: the device config's composition layer was fitted on no measured network")
-    if "clock transferred" in marked:
-        lines.append("clock transferred: clock behaviour from the cross-clock model, not measured on the device")
-    if "device transferred" in marked:
-        lines.append("device transferred: op costs from the cross-device model, not measured on the device")
-    if "device fitted" in marked:
-        lines.append(
-            "device fitted: op costs from the cross-device model, which was trained on this GPU's own measured ops "
-            "(NeuSight's): an in-sample fit, no bundle of its own"
-        )
-    if "device partly measured" in marked:
-        lines.append(
-            "device partly measured: the ops measured on the device take their measured time "
-            "(measured_time_share), the others and the composition come from the cross-device model"
-        )
+    common = common_marks(df)
+    marked = dict.fromkeys(m for v in df.get("marks", []) for m in row_marks(v))
+    for m in marked:
+        if m in MARK_MEANINGS:
+            lines.append(f"{m}{' (every setting)' if m in common else ''}: {MARK_MEANINGS[m]}")
     removed = df.attrs.get("removed_by_max_slowdown", 0)
     if removed:
         lines.append(f"--max-slowdown removed {removed} setting(s) slower than allowed")

@@ -576,7 +576,7 @@ def no_models_error(paths: Paths) -> OpcostError:
     if not (paths.root / "dvc.yaml").is_file():
         return OpcostError(
             f"{paths.root} is not an opcost checkout (no dvc.yaml; root from {root_origin(paths)}): run inside "
-            "the repository, set OPCOST_ROOT to it, or use --registry with MLFLOW_TRACKING_URI naming the store"
+            "one, set OPCOST_ROOT, or use --registry (MLFLOW_TRACKING_URI)"
         )
     return OpcostError(
         f"no trained model found under {paths.root / 'models'}: run `dvc pull` (or `dvc repro train@<device>-<mode>`) "

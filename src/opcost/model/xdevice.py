@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from opcost.devices import DEVICES, NO_TF32_SUFFIX, Device
+from opcost.devices import DEVICES, NO_TF32_SUFFIX, Device, unknown_device
 from opcost.errors import OpcostError
 from opcost.io import read_json_model, read_npz, write_json, write_npz
 from opcost.model import floors, physics
@@ -103,10 +103,7 @@ def resolve(name: str) -> str:
     for d in DEVICES.values():
         if low in (d.name.lower(), d.product.lower()):
             return d.name + suffix
-    raise OpcostError(
-        f"unknown GPU {name!r}; the device table (opcost/devices.py) knows {', '.join(DEVICES)} "
-        "(or their NVML names), optionally with the suffix _no_tf32"
-    )
+    raise unknown_device(name, "GPU")
 
 
 def config_device(device_config: str) -> tuple[Device, bool]:

@@ -444,6 +444,20 @@ def network_prediction(
     )
     if clock_note is not None:
         notes.append(clock_note)
+    n_gpus = len(load(folder).op.trained_on)
+    if own is None:
+        summary = (
+            f"{device_config} has no measurements of its own: times from the cross-device model ({n_gpus} other "
+            "GPUs" + (", corrected by ops measured on it)" if r["factors"] else ")")
+        )
+    else:
+        summary = (
+            f"{own['ops']} of {own['ops_total']} ops measured on {device_config}; the rest and the network's "
+            "composition from the cross-device model"
+        )
+    summary += ", energy from the cross-device power model" if en is not None else "; no energy (no power model)"
+    if clock is not None:
+        summary += f"; at {float(clock):g} MHz through the cross-clock model"
     if mode == "training":
         notes.insert(1, TRAINING_NOTE.replace("the composition layer's parameter term", "a bytes-bound SGD step"))
     notes.extend(net.notes)
@@ -468,6 +482,7 @@ def network_prediction(
         calibrated=False,
         composition="cross-device",
         note="; ".join(notes),
+        summary=summary,
         warnings=[],
         clock_source=None if clock is None else SOURCE,
         measured=own,

@@ -54,7 +54,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from opcost.devices import DEVICES, Device, lookup_device
+from opcost.devices import DEVICES, Device, lookup_device, unknown_device
 from opcost.errors import OpcostError
 from opcost.io import read_json_model, write_json
 
@@ -124,7 +124,7 @@ class PowerModel:
         """(average power in W per entry of `busy_share`, relative 90 % half-width) on `device_key`."""
         dev = table_device(device_key)
         if dev is None:
-            raise OpcostError(f"unknown device {device_key!r}; the device table knows {', '.join(DEVICES)}")
+            raise unknown_device(device_key)
         if mode not in MODES:
             raise OpcostError(f"mode {mode!r} is not one of {', '.join(MODES)}")
         u = np.asarray(busy_share, float)

@@ -279,7 +279,7 @@ def torchvision_families() -> dict[str, str]:
 
 def _unknown_model(name: str) -> OpcostError:
     names = sorted(torchvision_families())
-    close = difflib.get_close_matches(name, names, n=5, cutoff=0.5)
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
     hint = f"closest: {', '.join(close)}" if close else f"torchvision has {len(names)} models"
     return OpcostError(
         f"unknown model {name!r}; {hint}; or give package.module:callable, path/to/file.py:callable, "
@@ -390,7 +390,7 @@ def _hf_builder(what: str, kwargs: dict[str, Any]) -> Any:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     if what not in CONFIG_MAPPING:
-        close = difflib.get_close_matches(what, list(CONFIG_MAPPING.keys()), n=5, cutoff=0.6)
+        close = difflib.get_close_matches(what, list(CONFIG_MAPPING.keys()), n=3, cutoff=0.6)
         raise OpcostError(
             f"unknown Hugging Face model hf:{what}; give a model type (hf:gpt2, hf:bert, hf:vit"
             f"{', closest: ' + ', '.join(close) if close else ''}) or a transformers model class (hf:GPT2LMHeadModel)"

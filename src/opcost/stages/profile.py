@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from opcost.cputhreads import pinned_threads, threads_measured
-from opcost.errors import OpcostError
+from opcost.errors import OpcostError, some_of
 from opcost.locks import device_state_dir
 from opcost.measure.campaign import Campaign, Plan, all_failed_message, all_flagged_message, energy_summary
 from opcost.measure.interrupts import RESUME_HINT, Interrupted
@@ -45,8 +45,8 @@ def stage_plan(paths: Paths, params: Params, name: str) -> Plan:
     unknown = [s for s in set_modes if s not in by_id]
     if unknown:
         raise OpcostError(
-            f"campaign {name}: set(s) {', '.join(unknown)} not in extract.sets; valid ids look like "
-            f"{', '.join(list(by_id)[:3])}"
+            f"campaign {name}: set(s) {some_of(unknown, 3)} not in extract.sets; "
+            + (f"valid ids look like {', '.join(list(by_id)[:3])}" if by_id else "extract.sets is empty (sets.yaml?)")
         )
     ops, occ = read_extract(paths)
     return campaign_plan(c, [by_id[s] for s in set_modes], ops, occ)
