@@ -903,6 +903,82 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a 300 W card counts as big",
         ("tests/stages/test_power_by_card_size.py",),
     ),
+    # -- issue 39: what a user meets ---------------------------------------------------------------
+    Mutation(
+        "interval-scale-extrapolated",
+        "model/intervals.py",
+        (
+            (
+                "s = float(scale_of(min(abs(float(covariate)), self.span), self.ratio))",
+                "s = float(scale_of(covariate, self.ratio))",
+            ),
+        ),
+        "the interval's scale model is read beyond the covariates it was fitted on (0.0015-92 ms for one Linear)",
+        ("tests/model/test_hetero_intervals.py", "tests/model/test_overhead_interval.py"),
+    ),
+    Mutation(
+        "training-busy-share-forward-only",
+        "model/xdevice_predict.py",
+        (("u = busy_share(r, device_config, xpower.work_factor(mode))", "u = busy_share(r, device_config, 1.0)"),),
+        "a transferred training step's busy share counts the forward pass only (less power than inference)",
+        ("tests/model/test_xpower.py",),
+    ),
+    Mutation(
+        "fitted-gpu-called-transferred",
+        "model/xdevice_predict.py",
+        (
+            (
+                '"sources": [MEASURED if h else FITTED if in_sample else TRANSFERRED for h in hit],',
+                '"sources": [MEASURED if h else TRANSFERRED for h in hit],',
+            ),
+        ),
+        "a GPU whose ops the cross-device model was trained on is labelled transferred",
+        ("tests/model/test_xdevice.py",),
+    ),
+    Mutation(
+        "boost-clock-transferred",
+        "model/answer.py",
+        (
+            (
+                "at_default = clock is not None and not bundle.clocks_mhz and float(clock) == ref",
+                "at_default = False",
+            ),
+        ),
+        "an own bundle's boost clock (its measurements' default) is answered as a transferred clock",
+        ("tests/model/test_boost_clock_source.py",),
+    ),
+    Mutation(
+        "every-tie-not-said-once",
+        "model/recommend.py",
+        (
+            (
+                "return [o for o, col in TIE_COLUMNS.items() if col in df and bool(df[col].astype(bool).all())]",
+                "return []",
+            ),
+        ),
+        "a tie of every setting is marked on each row instead of said once",
+        ("tests/model/test_recommend_table.py",),
+    ),
+    Mutation(
+        "mistyped-store-created",
+        "model/registry.py",
+        (("    if db.is_file() and db.stat().st_size > 0:\n        return\n", "    return\n"),),
+        "a store URI naming no store is opened (MLflow creates a new, empty one)",
+        ("tests/model/test_registry_folder_models.py",),
+    ),
+    Mutation(
+        "no-closest-device",
+        "errors.py",
+        (
+            (
+                "return [by_low[m] for m in difflib.get_close_matches(str(name).lower(), list(by_low), n=n, cutoff="
+                "0.5)]",
+                "return []",
+            ),
+        ),
+        "an unknown name's error names no closest match",
+        ("tests/test_ux_lines.py",),
+    ),
 )
 
 

@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from subproc_env import src_dir
+
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _opcost(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    env = {**os.environ, "PYTHONPATH": src_dir()}
     return subprocess.run(
         [sys.executable, "-m", "opcost", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
     )

@@ -15,9 +15,10 @@ import pytest
 
 from opcost.model.compose import Composition
 from opcost.ops.netspec import NetSpec
+from subproc_env import src_dir
 from tiny_bundles import record_in_lock, tiny_bundle
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = src_dir()  # the src/ imported here (a mutant's under bench/mutate.py)
 TINY = """
 from torch import nn
 

@@ -16,6 +16,8 @@ from pathlib import Path
 
 from test_trust_ingest import CONV, RELU
 
+from subproc_env import src_dir
+
 REPO = Path(__file__).resolve().parents[2]
 NET = (
     "ResNet (32, 3, 56, 56) 0.003855626331182494 403.4538874622257 0.17777659309090635 4.9682615124581995 5064 "
@@ -36,7 +38,7 @@ def _project(root: Path, op_lines: list[str]) -> None:
 
 def _ingest(root: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("OPCOST_ROOT", "DVC_ROOT")}
-    env["PYTHONPATH"] = str(REPO / "src")
+    env["PYTHONPATH"] = src_dir()
     return subprocess.run(
         [sys.executable, "-m", "opcost.stages.ingest", "--source", "nicolai-thesis"],
         cwd=root, env=env, capture_output=True, text=True, timeout=300,

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from opcost.errors import OpcostError
+from subproc_env import src_dir
 
 REPO = Path(__file__).resolve().parents[2]
 FOLDERS = {"opcost-clock": "clock", "opcost-xdevice": "xdevice", "opcost-xpower": "xpower"}
@@ -136,7 +137,7 @@ def test_a_transferred_gpu_with_registry_is_refused_with_advice_that_can_be_foll
 
 def _opcost(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "OPCOST_ROOT", "DVC_ROOT")}
-    environ.update(PYTHONPATH=str(REPO / "src"), **env)
+    environ.update(PYTHONPATH=src_dir(), **env)
     return subprocess.run(
         [sys.executable, "-m", "opcost", *args], cwd=cwd, env=environ, capture_output=True, text=True, timeout=300
     )

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from subproc_env import src_dir
+
 REPO = Path(__file__).resolve().parents[2]
 PREDICT = ["predict", "--registry", "--model", "resnet18", "--input-shape", "1,3,32,32", "--device", "A30"]
 
@@ -42,7 +44,7 @@ def _project(tmp_path: Path) -> Path:
 
 def _opcost(args: list[str], cwd: Path, module: str = "opcost", **env: str) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "OPCOST_ROOT", "DVC_ROOT")}
-    environ.update(PYTHONPATH=str(REPO / "src"), **env)
+    environ.update(PYTHONPATH=src_dir(), **env)
     return subprocess.run(
         [sys.executable, "-m", module, *args], cwd=cwd, env=environ, capture_output=True, text=True, timeout=300
     )

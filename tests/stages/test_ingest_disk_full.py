@@ -21,6 +21,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "data"))
 from test_trust_ingest import CONV, RELU  # noqa: E402  (real lines of the thesis' A30 log)
 
+from subproc_env import src_dir  # noqa: E402
+
 
 def _can_mount() -> bool:
     if shutil.which("unshare") is None:
@@ -49,7 +51,7 @@ def _ingest(root: Path, tmpfs_kib: int | None = None) -> subprocess.CompletedPro
         tmp = shlex.quote(str(root / ".opcost" / "tmp"))
         cmd = f"mount -t tmpfs -o size={tmpfs_kib}k tmpfs {tmp} && exec {cmd}"
     env = {k: v for k, v in os.environ.items() if k not in ("OPCOST_ROOT", "DVC_ROOT")}
-    env["PYTHONPATH"] = str(REPO / "src")
+    env["PYTHONPATH"] = src_dir()
     return subprocess.run(
         ["unshare", "-rm", "sh", "-c", cmd], cwd=root, env=env, capture_output=True, text=True, timeout=300
     )
