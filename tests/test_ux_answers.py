@@ -122,3 +122,15 @@ def test_piped_output_takes_the_width_columns_names(tmp_path, columns, width):
     env = {**os.environ, "PYTHONPATH": str(SRC), "COLUMNS": columns}
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert res.stdout.strip() == str(width), res.stderr
+
+
+def test_a_host_given_for_a_gpu_with_its_own_models_is_said_to_be_unused(project):
+    """`--host` shapes transferred answers only: on a GPU with its own models it was silently ignored (exit 0,
+    no word). Now the answer says it was not used, and why."""
+    args = ["predict", "--model", "tiny.py:tiny", "--input", "float32:32,8", "--device", "A30", "--host", "nohost"]
+    res = opcost(project, *args)
+    assert res.returncode == 0, res.stderr
+    line = " ".join(res.stderr.split())
+    assert "--host nohost is not used for A30: answered from its own measurements" in line, res.stderr
+    res = opcost(project, *args[:-2])
+    assert "--host" not in res.stderr, res.stderr

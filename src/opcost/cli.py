@@ -362,6 +362,17 @@ def sync_registry() -> None:
         out.print(f"validate: {'replayed as run ' + run_id if run_id else 'already in the store'}")
 
 
+def _host_unused(host: str | None, own: list[str]) -> list[str]:
+    """A warning where `--host` was given for answers that do not use it: a GPU with its own models answers
+    from its own measurements, whose host is in them (the host model serves transferred answers only)."""
+    if host is None or not own:
+        return []
+    return [
+        f"--host {host} is not used for {', '.join(own)}: answered from its own measurements, which include the "
+        "host they were measured with; --host applies to GPUs answered by transfer"
+    ]
+
+
 @app.command("calibrate-host")
 def calibrate_host(
     name: str = typer.Option(..., "--name", help="A name for this host (letters, digits, '.', '_', '-')."),
@@ -505,7 +516,7 @@ def predict(
             return _runnable(pr.predict(net, None, device, mode, clock, optimizer=opt))
 
     p = _run(go, as_json)
-    for w in p.warnings:
+    for w in p.warnings + _host_unused(host, [p.device_config] if p.host is None else []):
         err.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
     if as_json:
         # non-finite hyper-parameters are encoded in the specs ({"float": "-inf"}); a non-finite result is null
@@ -617,6 +628,9 @@ def recommend(
 
     for u in unvouched:  # served only because of --trust-unrecorded: said before any number
         err.print(f"[yellow]warning:[/] {escape(u)}; served as it is because of --trust-unrecorded", soft_wrap=True)
+    own = df["device_config"][df["source"] == "own models"] if len(df) and "source" in df else []
+    for w in _host_unused(host, list(dict.fromkeys(own))):
+        err.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
 
     dropped = df.attrs.get("dropped", [])
     optima = _optima(df)
