@@ -238,6 +238,7 @@ def test_opcost_devices_lists_specs_holdings_and_how_each_gpu_is_predicted(tmp_r
         (tmp_root / "models" / target).mkdir(parents=True)
         (tmp_root / "models" / target / "bundle.json").write_text("{}")
     (tmp_root / "models" / "xdevice").mkdir()
+    (tmp_root / "models" / "xdevice" / "xdevice.json").write_text('{"trained_on": ["A30", "T4"]}')
 
     r = CliRunner().invoke(app, ["devices", "--json"])
     assert r.exit_code == 0, r.output
@@ -245,8 +246,16 @@ def test_opcost_devices_lists_specs_holdings_and_how_each_gpu_is_predicted(tmp_r
     held = ("measured_ops", "measured_networks", "clock_sweep_rows", "power_rows", "predictions")
     assert [rows["A30"][k] for k in held] == [2, 1, 0, 4, "own measurements"]
     assert rows["A30"]["trained_targets"] == ["A30-inference", "A30_no_tf32-training"]
-    assert [rows["T4"][k] for k in held] == [1, 1, 0, 0, "transferred"]
+    assert [rows["T4"][k] for k in held] == [1, 1, 0, 0, "fitted"]  # the cross-device model saw its ops
     assert [rows["A40"][k] for k in held] == [0, 0, 2, 2, "transferred"]
     assert [rows["A100"][k] for k in held] == [0, 0, 1, 1, "transferred"]  # the sweep's NVML-style name
     r = CliRunner().invoke(app, ["devices"])
     assert r.exit_code == 0 and "own measurements" in r.stdout and "B200" in r.stdout
+
+
+def test_the_file_names_devicelist_keeps_match_their_homes():
+    """`opcost devices` names the bundle and cross-device model files without importing their (heavy) modules."""
+    from opcost import devicelist
+    from opcost.model import bundle, xdevice
+
+    assert devicelist.BUNDLE_FILE == bundle.BUNDLE_FILE and devicelist.XDEVICE_FILE == xdevice.MODEL_FILE

@@ -7,7 +7,8 @@ Per GPU (the table's key; a device config's `_no_tf32` counts towards its GPU):
   rows with an energy or power figure, sweep rows with power): counts, 0 where a table lacks the GPU,
   null where the table itself is missing (not pulled or not evaluated yet);
 - how predictions are made: `own measurements` where models/<config>-<mode>/ holds a trained bundle for
-  a config of the GPU, else `transferred` where the cross-device model (models/xdevice/) exists, else
+  a config of the GPU, else `fitted` where the cross-device model (models/xdevice/) was fitted on the GPU's
+  own measured ops (NeuSight's GPUs: an in-sample fit), `transferred` where it never saw the GPU, else
   `none yet`.
 """
 
@@ -22,6 +23,7 @@ from opcost.devices import DEVICES, NO_TF32_SUFFIX, Device, lookup_device
 from opcost.paths import Paths
 
 XDEVICE_DIR = "xdevice"  # models/xdevice/: the cross-device model (stage train-xdevice)
+XDEVICE_FILE = "xdevice.json"  # opcost.model.xdevice.MODEL_FILE (not imported: it loads the tree learners)
 BUNDLE_FILE = "bundle.json"  # opcost.model.bundle.BUNDLE_FILE (not imported: it loads scikit-learn)
 
 
@@ -104,10 +106,26 @@ def trained_targets(models: Path) -> dict[str, list[str]]:
     return out
 
 
-def prediction_source(key: str, trained: dict[str, list[str]], models: Path) -> str:
+def xdevice_trained_on(models: Path) -> set[str]:
+    """The GPUs whose measured ops the cross-device model was fitted on (its `trained_on`); empty without it."""
+    import json
+
+    try:
+        d = json.loads((models / XDEVICE_DIR / XDEVICE_FILE).read_text())
+    except (OSError, ValueError):
+        return set()
+    got = d.get("trained_on") if isinstance(d, dict) else None
+    return {str(g) for g in got} if isinstance(got, list) else set()
+
+
+def prediction_source(key: str, trained: dict[str, list[str]], models: Path, fitted: set[str] = frozenset()) -> str:
+    """`own measurements` (a bundle of its own), `fitted` (the cross-device model, fitted on this GPU's own
+    measured ops: NeuSight's GPUs), `transferred` (the same model on a GPU it never saw) or `none yet`."""
     if trained.get(key):
         return "own measurements"
-    return "transferred" if (models / XDEVICE_DIR).is_dir() else "none yet"
+    if not (models / XDEVICE_DIR).is_dir():
+        return "none yet"
+    return "fitted" if key in fitted else "transferred"
 
 
 def device_list(paths: Paths) -> list[dict[str, Any]]:
@@ -115,12 +133,13 @@ def device_list(paths: Paths) -> list[dict[str, Any]]:
     models = paths.root / "models"
     held = holdings(paths)
     trained = trained_targets(models)
+    fitted = xdevice_trained_on(models)
     return [
         {
             **specs(d),
             **held[key],
             "trained_targets": trained.get(key, []),
-            "predictions": prediction_source(key, trained, models),
+            "predictions": prediction_source(key, trained, models, fitted),
         }
         for key, d in DEVICES.items()
     ]
