@@ -979,6 +979,18 @@ MUTATIONS: tuple[Mutation, ...] = (
         "an unknown name's error names no closest match",
         ("tests/test_ux_lines.py",),
     ),
+    Mutation(
+        "clock-optima-boost-source",
+        "validate/clocks.py",
+        (
+            (
+                '"clock_source": optima_source(e["clock_source"], d["clock_source"]),',
+                '"clock_source": ref["clock_source"],',
+            ),
+        ),
+        "a clock optimum below an own bundle's boost clock is labelled measured (the boost row's source)",
+        ("tests/validate/test_validate.py",),
+    ),
 )
 
 

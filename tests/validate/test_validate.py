@@ -200,3 +200,23 @@ def test_figure_labels_read_torchvision_and_user_set_ids() -> None:
     assert _label("pkg.mod:net:16:input=int64:vocab=100") == "net\n16"
     assert _label("nets/t.py:bert(heads=2):4x128:bfloat16:input=int64") == "bert(heads=2)\n128"
     assert _label("not a set id") == "not a set id"
+
+
+def test_clock_optima_say_transferred_where_an_optimum_sits_at_a_transferred_clock():
+    """An own bundle's boost clock is `measured` (its default-clock measurements); the optimum below it comes
+    from the cross-clock model, and the optima row says so (it took the boost row's source: `measured`)."""
+    from opcost.devices import DEVICES
+    from opcost.validate import clocks
+
+    boost = DEVICES["A30"].boost_clock_mhz
+    sw = pd.DataFrame(
+        {
+            "set_id": ["n"] * 3, "mode": ["inference"] * 3, "device_config": ["A30"] * 3,
+            "clock_mhz": [600.0, 900.0, boost], "clock_source": ["transferred", "transferred", "measured"],
+            "time_s": [2.0, 1.5, 1.0], "energy_j": [1.0, 1.2, 1.5], "edp_js": [2.0, 1.8, 1.5],
+        }
+    )  # fmt: skip
+    o = clocks.optima(sw).iloc[0]
+    assert (o["energy_optimal_mhz"], o["edp_optimal_mhz"], o["clock_source"]) == (600.0, boost, "transferred")
+    at_boost = clocks.optima(sw.assign(energy_j=[2.0, 1.9, 1.5])).iloc[0]
+    assert (at_boost["energy_optimal_mhz"], at_boost["clock_source"]) == (boost, "measured")

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from opcost.devices import device_config
+from opcost.model.costing import TRANSFERRED
 from opcost.params.load import Params
 from opcost.paths import Paths
 
@@ -58,6 +59,12 @@ def predicted_sweeps(paths: Paths, params: Params, predictor: Any) -> pd.DataFra
     return pd.DataFrame(rows)
 
 
+def optima_source(*sources: str | None) -> str | None:
+    """Where the optima's clock behaviour came from: `transferred` when either optimum sits at a clock the
+    cross-clock model answered (the boost clock's own source said nothing about a clock below it)."""
+    return TRANSFERRED if TRANSFERRED in sources else next((s for s in sources if s), None)
+
+
 def optima(sw: pd.DataFrame) -> pd.DataFrame:
     """Per set, mode and device: the energy- and EDP-optimal clock of the predicted sweep, and what it
     saves and costs against the boost clock (the reference the default-clock models stand for)."""
@@ -71,7 +78,7 @@ def optima(sw: pd.DataFrame) -> pd.DataFrame:
                 "set_id": set_id,
                 "mode": mode,
                 "device_config": device,
-                "clock_source": ref["clock_source"],
+                "clock_source": optima_source(e["clock_source"], d["clock_source"]),
                 "energy_optimal_mhz": e["clock_mhz"],
                 "energy_saved_pct": 100 * (1 - e["energy_j"] / ref["energy_j"]),
                 "slowdown_at_energy_optimum": e["time_s"] / ref["time_s"],
