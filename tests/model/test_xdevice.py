@@ -501,9 +501,14 @@ def test_a_gpu_whose_ops_the_model_was_trained_on_is_fitted_not_transferred(fitt
         "fitted: V100_no_tf32 has no bundle of its own, but the cross-device model was trained on 90 ops measured "
         "on this GPU by NeuSight: its op times are that model's in-sample fit, not a transfer to a GPU it never saw"
     )
+    assert v100.summary.startswith(  # the one sentence too (it said "no measurements of its own")
+        "V100_no_tf32 has no bundle of its own: times from the cross-device model, which was fitted on 90 ops "
+        "measured on this GPU by NeuSight (an in-sample fit) and on 1 other GPU"
+    )
     h100 = pr.predict("resnet18", "8,3,32,32", "H100", "inference")
     assert set(h100.sources) == {TRANSFERRED} and "fitted" not in h100.to_json()
     assert h100.note.startswith("transferred: H100 has no measurements of its own")
+    assert h100.summary.startswith("H100 has no measurements of its own: times from the cross-device model (2 other")
     from opcost.model.recommend import summary_lines
 
     df = pr.recommend("resnet18", "8,3,32,32", "inference", devices="V100_no_tf32,H100")

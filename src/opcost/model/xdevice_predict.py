@@ -445,7 +445,12 @@ def network_prediction(
     if clock_note is not None:
         notes.append(clock_note)
     n_gpus = len(load(folder).op.trained_on)
-    if own is None:
+    if own is None and r["fitted"] is not None:
+        summary = (
+            f"{device_config} has no bundle of its own: times from the cross-device model, which was fitted on "
+            f"{fitted_text(r['fitted']).split(' trained on ', 1)[1]} (an in-sample fit) and on {n_gpus - 1} other GPU{'s' if n_gpus != 2 else ''}"
+        )
+    elif own is None:
         summary = (
             f"{device_config} has no measurements of its own: times from the cross-device model ({n_gpus} other "
             "GPUs" + (", corrected by ops measured on it)" if r["factors"] else ")")
