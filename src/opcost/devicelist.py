@@ -15,7 +15,7 @@ Per GPU (the table's key; a device config's `_no_tf32` counts towards its GPU):
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import AbstractSet, Any
 
 import pandas as pd
 
@@ -118,7 +118,9 @@ def xdevice_trained_on(models: Path) -> set[str]:
     return {str(g) for g in got} if isinstance(got, list) else set()
 
 
-def prediction_source(key: str, trained: dict[str, list[str]], models: Path, fitted: set[str] = frozenset()) -> str:
+def prediction_source(
+    key: str, trained: dict[str, list[str]], models: Path, fitted: AbstractSet[str] = frozenset()
+) -> str:
     """`own measurements` (a bundle of its own), `fitted` (the cross-device model, fitted on this GPU's own
     measured ops: NeuSight's GPUs), `transferred` (the same model on a GPU it never saw) or `none yet`."""
     if trained.get(key):

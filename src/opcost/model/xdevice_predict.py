@@ -448,7 +448,8 @@ def network_prediction(
     if own is None and r["fitted"] is not None:
         summary = (
             f"{device_config} has no bundle of its own: times from the cross-device model, which was fitted on "
-            f"{fitted_text(r['fitted']).split(' trained on ', 1)[1]} (an in-sample fit) and on {n_gpus - 1} other GPU{'s' if n_gpus != 2 else ''}"
+            f"{fitted_text(r['fitted']).split(' trained on ', 1)[1]} (an in-sample fit) and on {n_gpus - 1} other "
+            f"GPU{'s' if n_gpus != 2 else ''}"
         )
     elif own is None:
         summary = (
