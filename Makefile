@@ -47,9 +47,9 @@ repro: $(STAMP)
 ## make test: install, lint (ruff check and format check, line length 120), type-check (mypy; settings in
 ## pyproject.toml) and run the test suite on every core (pytest-xdist, at most 4 workers: each holds torch;
 ## the tests of the small end-to-end project share one worker, which builds it once). make test-fast: the
-## same checks and the tests not marked slow.
+## same checks and the tests not marked slow. --durations=15 lists the slowest tests (CI keeps make test under 15 min).
 test: $(STAMP) lint typecheck
-	$(BIN)/python -m pytest -n auto --maxprocesses 4 --dist loadgroup
+	$(BIN)/python -m pytest -n auto --maxprocesses 4 --dist loadgroup --durations=15
 
 test-fast: $(STAMP) lint
 	$(BIN)/python -m pytest -m "not slow"
