@@ -202,7 +202,7 @@ def test_the_constant_power_is_static_and_the_energy_optimum_stays_up(tmp_path) 
     bundle = SimpleNamespace(composition=comp, mode="training", floor_s=floor, device_config="A30", unvouched="",
                              models={"time": None, "power": None}, clocks_mhz=(), target="A30-training",
                              ranges={})  # fmt: skip
-    transfer = ClockTransfer(Paths(tmp_path).root, ClockModel(static_frac=SIGMA, gamma=GAMMA))
+    transfer = ClockTransfer(Paths(tmp_path).root, _model=ClockModel(static_frac=SIGMA, gamma=GAMMA))  # preloaded
     net = Network({r.op_id: r for r in records}, {r.op_id: int(c) for r, c in zip(records, calls)})
     spec = SimpleNamespace(model="mlp", label="mlp")
     clocks = np.arange(210.0, 1441.0, 30.0)

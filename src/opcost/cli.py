@@ -516,7 +516,8 @@ def predict(
             return _runnable(pr.predict(net, None, device, mode, clock, optimizer=opt))
 
     p = _run(go, as_json)
-    for w in p.warnings + _host_unused(host, [p.device_config] if p.host is None else []):
+    unused = [] if host is None or p.host is not None else _host_unused(host, [p.device_config])
+    for w in p.warnings + unused:
         err.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
     if as_json:
         # non-finite hyper-parameters are encoded in the specs ({"float": "-inf"}); a non-finite result is null
