@@ -72,10 +72,10 @@ def _in_terminal(cmd: list[str], cols: int, rows: int, env: dict[str, str]) -> s
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdin=follower, stdout=follower, stderr=follower)
     os.close(follower)
-    chunks = []
+    chunks: list[bytes] = []
     try:
-        while True:
-            ready, _, _ = select.select([leader], [], [], 120)
+        while True:  # until the command ends, or (a pager waiting for keys) 3 s pass without output after some
+            ready, _, _ = select.select([leader], [], [], 3 if chunks else 120)
             if not ready:
                 break
             try:
