@@ -214,11 +214,16 @@ def fitted_info(op: Any, gpu: str) -> dict[str, Any]:
     }
 
 
-def fitted_text(info: dict[str, Any]) -> str:
-    """`fitted_info` in words: 'the cross-device model was trained on 39 266 ops measured on this GPU by NeuSight'."""
+def fitted_ops_text(info: dict[str, Any]) -> str:
+    """`fitted_info`'s ops in words: '39 266 ops measured on this GPU by NeuSight'."""
     n = f"{info['ops']:,}".replace(",", " ") + " ops" if info["ops"] else "ops"
     by = f" by {' and '.join(info['measured_by'])}" if info["measured_by"] else ""
-    return f"the cross-device model was trained on {n} measured on this GPU{by}"
+    return f"{n} measured on this GPU{by}"
+
+
+def fitted_text(info: dict[str, Any]) -> str:
+    """`fitted_info` in words: 'the cross-device model was trained on 39 266 ops measured on this GPU by NeuSight'."""
+    return f"the cross-device model was trained on {fitted_ops_text(info)}"
 
 
 def measured_times(folder: Path, device_config: str, mode: str) -> dict[str, float]:
@@ -398,7 +403,8 @@ def network_prediction(
     n = len(r["ids"])
     own = measured_note(folder, r, device_config)
     costs = Costs(r["t_s"], np.full(n, np.nan), list(r["sources"]), [None] * n)
-    trained = ", ".join(load(folder).op.trained_on)
+    trained_on = load(folder).op.trained_on
+    trained = ", ".join(trained_on)
     if own is None and r["fitted"] is not None:
         head = (
             f"fitted: {device_config} has no bundle of its own, but {fitted_text(r['fitted'])}: its op times are that "
@@ -444,11 +450,11 @@ def network_prediction(
     )
     if clock_note is not None:
         notes.append(clock_note)
-    n_gpus = len(load(folder).op.trained_on)
+    n_gpus = len(trained_on)
     if own is None and r["fitted"] is not None:
         summary = (
             f"{device_config} has no bundle of its own: times from the cross-device model, which was fitted on "
-            f"{fitted_text(r['fitted']).split(' trained on ', 1)[1]} (an in-sample fit) and on {n_gpus - 1} other "
+            f"{fitted_ops_text(r['fitted'])} (an in-sample fit) and on {n_gpus - 1} other "
             f"GPU{'s' if n_gpus != 2 else ''}"
         )
     elif own is None:
