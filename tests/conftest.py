@@ -239,6 +239,10 @@ SLOW_TESTS = frozenset(
 )
 
 
+# tryfirst: pytest-xdist's worker reads the xdist_group marks in its own collection hook (it appends the group
+# to each node id, which `--dist loadgroup` schedules by); run after it, the marks came too late and every worker
+# built the small project itself (CI's two workers each spent ~200 s on it)
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     seen = set()
     for item in items:

@@ -41,6 +41,9 @@ out.write_text(json.dumps({"seed": seed, "root": str(root), "store": tracking.tr
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("OPCOST_ROOT", "DVC_ROOT", "MLFLOW_TRACKING_URI")}
     env["PYTHONPATH"] = os.pathsep.join([str(SRC), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    # `dvc queue start` spawns its worker as `dvc` from PATH: without this environment's on it (pytest run as
+    # .venv/bin/python -m pytest, not under `make test`), no worker starts and the experiment stays queued
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env.update(
         DVC_NO_ANALYTICS="1",
         GIT_AUTHOR_NAME="t",
