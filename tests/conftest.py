@@ -175,68 +175,10 @@ def clone_of(trained, tmp_path: Path) -> Path:
 
 # Tests that build the small project end to end (extract, a CPU campaign, ingest, evaluate, train) take
 # minutes: every test using one of these fixtures is `slow`, so `pytest -m "not slow"` (make test-fast)
-# leaves them out without a mark on each. Other slow tests carry @pytest.mark.slow themselves.
+# leaves them out without a mark on each. Other slow tests (a second or more: campaigns, subprocesses, whole
+# networks traced) carry @pytest.mark.slow themselves.
 SLOW_FIXTURES = frozenset({"pipeline_root", "trained", "external_data"})
 PIPELINE_FIXTURES = frozenset({"pipeline_root", "trained", "synced"})  # session fixtures built once per worker
-# Tests that took a second or more in `pytest -m "not slow" --durations=60` (campaigns, subprocesses, whole
-# networks traced): one list, so a test file needs no edit; a name here that no longer exists fails below.
-SLOW_TESTS = frozenset(
-    {
-        "tests/ops/test_extract.py::test_densenet121_call_counts",
-        "tests/test_exp_show.py::test_make_exp_table_fits_120_columns_without_ellipses",
-        "tests/test_exp_show.py::test_plain_dvc_exp_show_in_a_120_column_terminal_shows_every_headline_metric_first",
-        "tests/model/test_registry.py::test_a_fold_without_a_score_is_left_out_of_the_replayed_run",
-        "tests/ops/test_extract.py::test_resnet18_residual_add_is_inplace_with_two_inputs",
-        "tests/ops/test_networks.py::test_hf_class_form_and_default_inputs",
-        "tests/ops/test_parts.py::test_shifted_window_attention_parts_roll_pad_and_partition",
-        "tests/ops/test_extract.py::test_vit_b_16_call_counts",
-        "tests/ops/test_extract.py::test_vit_attention_is_one_self_attention_op",
-        "tests/ops/test_extract.py::test_coverage_catches_a_lost_hyper_parameter",
-        "tests/ops/test_extract.py::test_flop_coverage_of_representative_models",
-        "tests/ops/test_extract.py::test_resnet18_call_counts",
-        "tests/ops/test_extract.py::test_training_forward_flops_equal_inference",
-        "tests/ops/test_extract.py::test_training_mode_runs_googlenet_aux_classifiers",
-        "tests/ops/test_extract.py::test_views_move_no_bytes",
-        "tests/test_known_measurements.py::test_a_counter_that_does_not_move_is_flagged_and_integrated_power_stands_in",
-        "tests/test_known_measurements.py::test_evaluated_energy_and_power_are_the_cards",
-        "tests/measure/test_measure.py::test_a_shard_told_to_wait_queues_behind_the_device_holder",
-        "tests/measure/test_measure.py::test_adhoc_plan_counts_and_dry_run_touches_nothing",
-        "tests/measure/test_measure.py::test_campaign_with_nvml_energy_and_raw_power_log",
-        "tests/measure/test_measure.py::test_empty_or_unreadable_part_is_measured_again_with_a_warning",
-        "tests/measure/test_measure.py::test_energy_check_reports_counter_and_integrated_power_apart",
-        "tests/measure/test_measure.py::test_failed_op_is_recorded_and_campaign_goes_on",
-        "tests/measure/test_measure.py::test_kill_and_resume_measures_only_what_is_missing",
-        "tests/measure/test_measure.py::test_shard_killed_like_slurm_keeps_its_parts_and_restores_clocks",
-        "tests/measure/test_measure.py::test_sigkill_leaves_state_that_restore_device_puts_back",
-        "tests/measure/test_measure.py::test_state_left_by_a_killed_run_is_restored_by_the_next_campaign",
-        "tests/measure/test_measure.py::test_sweep_rows_are_measured_between_their_settings",
-        "tests/measure/test_measure.py::test_time_block_and_window_on_a_real_op",
-        "tests/measure/test_measure.py::test_two_processes_cannot_measure_the_same_output_or_device",
-        "tests/measure/test_measure.py::test_window_energy_matches_the_trace_power_times_the_timed_window",
-        "tests/model/test_model.py::test_compiled_trees_reproduce_the_libraries",
-        "tests/ops/test_networks.py::test_bad_models_and_inputs_are_one_line_errors_and_write_nothing",
-        "tests/ops/test_networks.py::test_detection_is_traced_on_the_cpu_where_meta_cannot_run_it",
-        "tests/ops/test_networks.py::test_segmentation_video_and_optical_flow_cover_their_flops",
-        "tests/ops/test_networks.py::test_training_peak_matches_the_cpu_allocator_on_a_small_cnn",
-        "tests/ops/test_networks.py::test_transformers_gpt2_bert_vit_cover_their_flops",
-        "tests/ops/test_parts.py::test_parts_of_multihead_attention_are_its_kernels",
-        "tests/model/test_registry.py::test_an_interrupted_run_never_stays_running",
-        "tests/model/test_registry.py::test_the_cli_refuses_a_planted_pickle_in_one_line",
-        "tests/test_schemas.py::test_no_float_column_anywhere_holds_an_infinity",
-        "tests/stages/test_stage_extract.py::test_model_that_rejects_the_shape_writes_nothing",
-        "tests/stages/test_stage_extract.py::test_stage_is_deterministic",
-        "tests/stages/test_stage_profile.py::test_adhoc_campaign_threads_pin_the_measuring_process",
-        "tests/stages/test_stage_profile.py::test_campaign_threads_pin_the_measuring_process",
-        "tests/stages/test_stage_profile.py::test_complete_campaign_is_not_measured_again",
-        "tests/stages/test_stage_profile.py::test_gpu_campaign_outputs_reproduce_on_a_machine_without_the_gpu",
-        "tests/stages/test_stage_profile.py::test_interrupted_campaign_says_how_to_resume_and_keeps_its_parts",
-        "tests/stages/test_stage_profile.py::test_merge_with_a_missing_shard_names_it",
-        "tests/stages/test_stage_profile.py::test_no_temporary_file_goes_into_the_dvc_output",
-        "tests/stages/test_stage_profile.py::test_profile_stage_errors_name_what_is_valid",
-        "tests/stages/test_stage_profile.py::test_profile_stage_writes_raw_tables",
-        "tests/stages/test_stage_profile.py::test_shards_then_merge_give_what_a_local_run_gives",
-    }
-)
 
 
 # tryfirst: pytest-xdist's worker reads the xdist_group marks in its own collection hook (it appends the group
@@ -244,17 +186,9 @@ SLOW_TESTS = frozenset(
 # built the small project itself (CI's two workers each spent ~200 s on it)
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    seen = set()
     for item in items:
-        name = item.nodeid.split("[")[0]
-        seen.add(name)
         fixtures = set(getattr(item, "fixturenames", ()))
-        if name in SLOW_TESTS or SLOW_FIXTURES & fixtures:
+        if SLOW_FIXTURES & fixtures:
             item.add_marker(pytest.mark.slow)
         if PIPELINE_FIXTURES & fixtures:  # `make test` runs under pytest-xdist --dist loadgroup: one worker builds
             item.add_marker(pytest.mark.xdist_group("pipeline"))  # the small project once and runs its tests
-    collected_files = {i.nodeid.split("::")[0] for i in items}
-    stale = sorted(n for n in SLOW_TESTS if n.split("::")[0] in collected_files and n not in seen)
-    picked = config.getoption("keyword") or config.getoption("markexpr") or any("::" in a for a in config.args)
-    if stale and not picked:
-        raise pytest.UsageError(f"tests/conftest.py SLOW_TESTS names tests that do not exist: {stale}")

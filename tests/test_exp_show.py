@@ -47,6 +47,7 @@ def test_make_exp_keeps_every_headline_metric_and_no_param_or_dependency():
     assert "sets.yaml" in deps and not [d for d in deps if keep.match(d)]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("dvc") is None, reason="dvc is not on PATH")
 def test_make_exp_table_fits_120_columns_without_ellipses():
     env = {**os.environ, "COLUMNS": "120", "DVC_NO_ANALYTICS": "1"}
@@ -92,6 +93,7 @@ def _in_terminal(cmd: list[str], cols: int, rows: int, env: dict[str, str]) -> s
     return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[=>]|\r", "", b"".join(chunks).decode("utf-8", "replace"))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("dvc") is None or shutil.which("less") is None, reason="needs dvc and less")
 def test_plain_dvc_exp_show_in_a_120_column_terminal_shows_every_headline_metric_first():
     """Plain `dvc exp show` in a terminal pages through `less -S` (DVC's default): the first 120 columns a

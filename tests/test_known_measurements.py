@@ -43,6 +43,7 @@ def run_campaign(tmp_path, fake: FakeNvml, trials: int = 2) -> tuple[pd.DataFram
     )
 
 
+@pytest.mark.slow
 def test_evaluated_energy_and_power_are_the_cards(tmp_path):
     """A card at a steady 180 W: every evaluated power is 180 W, every energy per call 180 W x the time
     per call of its energy window, the thesis-style figures from the samples alike."""
@@ -61,6 +62,7 @@ def test_evaluated_energy_and_power_are_the_cards(tmp_path):
     assert row["sigma_p_w"] == pytest.approx(0.0, abs=WATTS * 0.03)
 
 
+@pytest.mark.slow
 def test_a_counter_that_does_not_move_is_flagged_and_integrated_power_stands_in(tmp_path):
     """The card draws 180 W but its energy counter never moves: no SchemaError from write_part; each
     window is flagged, its energy the integral of the 180 W samples, and the campaign finishes."""

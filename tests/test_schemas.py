@@ -156,6 +156,7 @@ def test_spreads_may_be_zero_but_not_negative_or_infinite(table, col):
             table.validate(df)
 
 
+@pytest.mark.slow
 def test_no_float_column_anywhere_holds_an_infinity():
     for t in TABLES:
         for c in (c for c in t.columns if c.kind == "float"):

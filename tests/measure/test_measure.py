@@ -76,6 +76,7 @@ def op_units(specs, modes=("inference",)):
 # -- timing ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_time_block_and_window_on_a_real_op():
     """Structure and arithmetic only: how fast, or how linear, depends on what else the machine runs."""
     wl = op_workload(CONV, "inference", "cpu", seed=1, max_instances=4, budget_bytes=1e9)
@@ -421,6 +422,7 @@ def test_no_permission_stops_before_measuring(tmp_path):
     assert not (tmp_path / "state").exists() or not list((tmp_path / "state").iterdir())
 
 
+@pytest.mark.slow
 def test_state_left_by_a_killed_run_is_restored_by_the_next_campaign(tmp_path):
     fake = FakeNvml(power_limit_w=300)
     killed = DeviceControl(Nvml(0, lib=fake), "cuda:0", state_dir=tmp_path / "state")
@@ -458,6 +460,7 @@ def _env_with_tests() -> dict:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [*dirs, os.environ.get("PYTHONPATH")]))}
 
 
+@pytest.mark.slow
 def test_sigkill_leaves_state_that_restore_device_puts_back(tmp_root, monkeypatch):
     from typer.testing import CliRunner
 
@@ -515,6 +518,7 @@ def new_campaign(plan, tmp_path, **kw) -> Campaign:
     return Campaign(plan, tmp_path / "out", tmp_path / "parts", state_dir=tmp_path / "state", **kw)
 
 
+@pytest.mark.slow
 def test_campaign_with_nvml_energy_and_raw_power_log(tmp_path):
     """The NVML path end to end, against the fake library; compute runs for real on the CPU."""
     fake = FakeNvml()
@@ -537,6 +541,7 @@ def test_campaign_with_nvml_energy_and_raw_power_log(tmp_path):
     assert fake.shutdowns == 1 and not fake.initialised  # closed, once
 
 
+@pytest.mark.slow
 def test_window_energy_matches_the_trace_power_times_the_timed_window(tmp_path):
     """A card at a steady 200 W: the energy of each window must be 200 W x the window the campaign
     timed (perf_counter), a figure computed here from the trace, not from the campaign's output."""
@@ -552,6 +557,7 @@ def test_window_energy_matches_the_trace_power_times_the_timed_window(tmp_path):
     assert t["power_w"].to_numpy() == pytest.approx([200.0, 200.0], rel=0.05)
 
 
+@pytest.mark.slow
 def test_sweep_rows_are_measured_between_their_settings(tmp_path):
     """Each row was measured after its clock was locked and before the next change."""
     fake = FakeNvml(sag_mhz=30)  # a card that runs 30 MHz below its locked clock
@@ -575,6 +581,7 @@ def test_sweep_rows_are_measured_between_their_settings(tmp_path):
     assert (t["sm_clock_mhz"] == t["clock_mhz"] - 30).all()  # the clock read during the window, not the lock
 
 
+@pytest.mark.slow
 def test_failed_op_is_recorded_and_campaign_goes_on(tmp_path):
     plan = make_plan(campaign(trials=3), op_units([BROKEN, CONV]))
     meta = new_campaign(plan, tmp_path).run(show_progress=False)
@@ -599,6 +606,7 @@ def test_cuda_campaign_without_gpu_says_where_to_run(tmp_path):
         new_campaign(plan, tmp_path).run(show_progress=False)
 
 
+@pytest.mark.slow
 def test_adhoc_plan_counts_and_dry_run_touches_nothing(tmp_path):
     c = campaign(modes=("inference", "training"), networks=True, clocks_mhz=())
     plan = adhoc_plan(c, [ModelInputSet("resnet18", (2, 3, 32, 32), modes=("inference", "training"))])
@@ -684,6 +692,7 @@ def _wait_for_parts(proc, parts: Path, n: int, pattern: str = "*/*.timings.parqu
     return list(parts.glob(pattern))
 
 
+@pytest.mark.slow
 def test_kill_and_resume_measures_only_what_is_missing(tmp_path):
     n_ops = 12
     cmd = [sys.executable, "-c", KILL_SCRIPT, str(tmp_path), str(n_ops)]
@@ -707,6 +716,7 @@ def test_kill_and_resume_measures_only_what_is_missing(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == sorted(TABLE_FILES)  # nothing half-written left behind
 
 
+@pytest.mark.slow
 def test_empty_or_unreadable_part_is_measured_again_with_a_warning(tmp_path):
     plan = make_plan(campaign(), op_units([CONV, RELU, POOL]))
     camp = new_campaign(plan, tmp_path)
@@ -749,6 +759,7 @@ def test_second_campaign_on_the_same_output_or_device_fails_at_once(tmp_path):
     assert not (tmp_path / "out").exists() and not (tmp_path / "elsewhere" / "out").exists()
 
 
+@pytest.mark.slow
 def test_a_shard_told_to_wait_queues_behind_the_device_holder(tmp_path):
     """SLURM may start several CPU shards on one node: with wait_for_device they take turns on the
     device instead of failing (the integration test's array tasks did), and say they are waiting."""
@@ -777,6 +788,7 @@ def test_a_shard_told_to_wait_queues_behind_the_device_holder(tmp_path):
     ]
 
 
+@pytest.mark.slow
 def test_two_processes_cannot_measure_the_same_output_or_device(tmp_path):
     cmd = [sys.executable, "-c", KILL_SCRIPT, str(tmp_path), "12"]
     proc = subprocess.Popen(cmd, env=_env_with_tests())
@@ -817,6 +829,7 @@ def shard_campaign(root: Path) -> Campaign:
     )
 
 
+@pytest.mark.slow
 def test_shard_killed_like_slurm_keeps_its_parts_and_restores_clocks(tmp_path):
     """SLURM stops a task with SIGTERM, then SIGKILL after a grace period."""
     proc = subprocess.Popen([sys.executable, "-c", SHARD_SCRIPT, str(tmp_path)], env=_env_with_tests())
@@ -845,6 +858,7 @@ def test_shard_killed_like_slurm_keeps_its_parts_and_restores_clocks(tmp_path):
     assert json.loads((tmp_path / "gpu.json").read_text())["locked"] is None
 
 
+@pytest.mark.slow
 def test_energy_check_reports_counter_and_integrated_power_apart():
     """A card whose counter runs at 200 W while its instant power reads 250 W: the check must report
     the counter's 200 W and a +25 % difference of the integrated power (figures from the trace)."""

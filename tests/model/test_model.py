@@ -285,6 +285,7 @@ def test_cli_predict_json(trained):
     assert bad.exit_code == 2 and "no model for device 'V100'" in bad.stderr
 
 
+@pytest.mark.slow
 def test_compiled_trees_reproduce_the_libraries():
     """The numpy ensembles predict what XGBoost and scikit-learn predict (float32 comparisons)."""
     from sklearn.ensemble import RandomForestRegressor

@@ -81,6 +81,7 @@ def test_a_planted_pickle_is_refused_and_never_executed(tmp_path):
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_the_cli_refuses_a_planted_pickle_in_one_line(tmp_path):
     marker = tmp_path / "pwned"
     root = tmp_path / "proj"
@@ -223,6 +224,7 @@ RUN_SCRIPT = textwrap.dedent(
 @pytest.mark.parametrize(
     "sig, status", [(signal.SIGTERM, "KILLED"), (signal.SIGINT, "KILLED"), (signal.SIGKILL, "KILLED")]
 )
+@pytest.mark.slow
 def test_an_interrupted_run_never_stays_running(tmp_path, sig, status):
     from mlflow import MlflowClient
 
@@ -280,6 +282,7 @@ def test_champion_moves_only_from_committed_main_or_by_promote(trained, tmp_path
         promote(paths, "RTX2080Ti-training", "7")
 
 
+@pytest.mark.slow
 def test_a_fold_without_a_score_is_left_out_of_the_replayed_run(tmp_path, monkeypatch):
     """A fold with too few rows has no R2 (None in run.json); MLflow refuses a metric without a
     value, so replaying such a record once stopped `sync-registry` on every store. The other folds

@@ -17,6 +17,7 @@ def kinds(model: str, shape, training: bool = False) -> Counter:
     return Counter(c.spec.kind for c in tr.calls)
 
 
+@pytest.mark.slow
 def test_resnet18_call_counts():
     # stem conv/bn/relu/maxpool; 8 BasicBlocks of conv-bn-relu-conv-bn (+= identity) relu; 3 downsample
     # conv+bn pairs; avgpool, torch.flatten, fc. ReLU is one module per block called twice.
@@ -35,6 +36,7 @@ def test_resnet18_call_counts():
     )
 
 
+@pytest.mark.slow
 def test_resnet18_residual_add_is_inplace_with_two_inputs():
     tr = trace(meta_model("resnet18"), (1, 3, 224, 224))
     adds = [c.spec for c in tr.calls if c.spec.kind == "add"]
@@ -42,6 +44,7 @@ def test_resnet18_residual_add_is_inplace_with_two_inputs():
     assert adds[0].inputs[0].shape == (1, 64, 56, 56)
 
 
+@pytest.mark.slow
 def test_vit_b_16_call_counts():
     # _process_input: conv_proj, reshape, permute; class token expand + cat; encoder: + pos_embedding,
     # dropout, 12 blocks of (ln_1, attention, dropout, +, ln_2, mlp[Linear, GELU, Dropout, Linear,
@@ -65,6 +68,7 @@ def test_vit_b_16_call_counts():
     )
 
 
+@pytest.mark.slow
 def test_vit_attention_is_one_self_attention_op():
     tr = trace(meta_model("vit_b_16"), (1, 3, 224, 224))
     mha = [c.spec for c in tr.calls if c.spec.kind == "MultiheadAttention"]
@@ -75,6 +79,7 @@ def test_vit_attention_is_one_self_attention_op():
     assert s.attrs["embed_dim"] == 768 and s.attrs["num_heads"] == 12 and s.attrs["batch_first"] is True
 
 
+@pytest.mark.slow
 def test_densenet121_call_counts():
     # 58 dense layers (6+12+24+16), each: cat of its inputs, bn-relu-conv, bn-relu-conv; each of 4 blocks
     # ends with a cat; 3 transitions bn-relu-conv-avgpool; stem conv-bn-relu-maxpool; norm5; then
@@ -96,6 +101,7 @@ def test_densenet121_call_counts():
     )
 
 
+@pytest.mark.slow
 def test_training_mode_runs_googlenet_aux_classifiers():
     # In train mode each of the two InceptionAux heads runs: adaptive_avg_pool2d, conv (Conv2d, BN, F.relu),
     # flatten, fc1, F.relu, dropout, fc2 = 9 calls.
@@ -128,6 +134,7 @@ REPRESENTATIVE = [
 ]
 
 
+@pytest.mark.slow
 def test_flop_coverage_of_representative_models():
     sets = [ModelInputSet(m, (2, 3, s, s)) for m, s in REPRESENTATIVE]
     rows = extract_sets(sets, show_progress=False).coverage_rows()
@@ -136,6 +143,7 @@ def test_flop_coverage_of_representative_models():
     assert all(r["flops_total"] > 0 for r in rows)
 
 
+@pytest.mark.slow
 def test_coverage_catches_a_lost_hyper_parameter():
     """A spec that forgot `groups` of a depthwise conv rebuilds a dense conv: more FLOPs."""
     tr = trace(meta_model("efficientnet_b0"), (1, 3, 224, 224))
@@ -144,6 +152,7 @@ def test_coverage_catches_a_lost_hyper_parameter():
     assert op_metrics(broken).flops == op_metrics(dw).flops * dw.attrs["groups"]
 
 
+@pytest.mark.slow
 def test_training_forward_flops_equal_inference():
     rows = extract_sets(
         [ModelInputSet("resnet18", (2, 3, 64, 64), modes=("inference", "training"))], False
@@ -163,6 +172,7 @@ def test_op_metrics_of_a_conv_are_exact():
     assert m.output_shapes == ((1, 64, 112, 112),) and not m.is_view
 
 
+@pytest.mark.slow
 def test_views_move_no_bytes():
     tr = trace(meta_model("vit_b_16"), (1, 3, 224, 224))
     permute = next(c.spec for c in tr.calls if c.spec.kind == "permute")

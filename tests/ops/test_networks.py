@@ -77,6 +77,7 @@ def test_netspec_key_is_stable_and_follows_a_user_file(tmp_path):
 # -- families beyond classification ----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_segmentation_video_and_optical_flow_cover_their_flops():
     rows = extract_nets(
         [
@@ -96,6 +97,7 @@ def test_segmentation_video_and_optical_flow_cover_their_flops():
     assert kinds["Conv3d"] == 20 and "Conv3DSimple" not in kinds
 
 
+@pytest.mark.slow
 def test_detection_is_traced_on_the_cpu_where_meta_cannot_run_it():
     traced = trace_network(
         NetSpec.make("fasterrcnn_mobilenet_v3_large_320_fpn", ["float32:1,3,128,128"], {"min_size": 128}),
@@ -198,6 +200,7 @@ def test_an_op_that_cannot_be_rebuilt_is_named_with_its_share_of_calls(user_file
         ("hf:gpt3", [], "unknown Hugging Face model hf:gpt3"),
     ],
 )
+@pytest.mark.slow
 def test_bad_models_and_inputs_are_one_line_errors_and_write_nothing(user_file, tmp_root, model, inputs, message):
     model = model.format(f=user_file)
     args = ["coverage", model, "--no-progress"] + [x for i in inputs for x in ("--input", i)]
@@ -232,6 +235,7 @@ def _offline(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
 def test_transformers_gpt2_bert_vit_cover_their_flops(attn):
     pytest.importorskip("transformers")
@@ -258,6 +262,7 @@ def test_transformers_gpt2_bert_vit_cover_their_flops(attn):
         assert gpt2["softmax"] == 2 and gpt2["matmul"] == 4
 
 
+@pytest.mark.slow
 def test_hf_class_form_and_default_inputs():
     pytest.importorskip("transformers")
     loaded = build_model(NetSpec.make("hf:GPT2LMHeadModel", [], {"n_layer": 1, "vocab_size": 1000}))
@@ -291,6 +296,7 @@ def test_linear_inference_footprint_by_hand():
     assert sgd.activations == 0  # a Linear keeps its input (already there) and its weight for backward
 
 
+@pytest.mark.slow
 def test_training_peak_matches_the_cpu_allocator_on_a_small_cnn():
     def net():
         torch.manual_seed(0)

@@ -32,6 +32,7 @@ def composites():
     return out
 
 
+@pytest.mark.slow
 def test_parts_of_multihead_attention_are_its_kernels(composites):
     ((spec, metrics, parts),) = composites["MultiheadAttention"]
     # the catalog's parts are those of the spec alone
@@ -54,6 +55,7 @@ def test_parts_of_multihead_attention_are_its_kernels(composites):
     assert sum(p["bytes_read"] + p["bytes_written"] for p in parts) > 3 * (metrics.bytes_read + metrics.bytes_written)
 
 
+@pytest.mark.slow
 def test_shifted_window_attention_parts_roll_pad_and_partition(composites):
     shifted = [(s, m, p) for s, m, p in composites["ShiftedWindowAttention"] if any(x["op"] == "roll" for x in p)]
     assert shifted, "Swin-T's odd blocks shift their windows"

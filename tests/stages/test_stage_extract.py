@@ -58,6 +58,7 @@ def test_stage_writes_valid_tables_and_coverage(tmp_root):
     assert report["sets"]["resnet18:2x3x32x32"]["training"]["calls"] == 69
 
 
+@pytest.mark.slow
 def test_stage_is_deterministic(tmp_root):
     paths = write_params(tmp_root, SMALL[:1])
     run_extract_stage(paths, load_params(paths.params), show_progress=False)
@@ -73,6 +74,7 @@ def test_unknown_model_writes_nothing_and_lists_closest(tmp_root):
     assert not (tmp_root / "data").exists() and not (tmp_root / "reports").exists()
 
 
+@pytest.mark.slow
 def test_model_that_rejects_the_shape_writes_nothing(tmp_root):
     paths = write_params(tmp_root, [*SMALL, {"model": "vit_b_16", "input_shape": [1, 3, 32, 32]}])
     with pytest.raises(OpcostError, match="cannot run on input shape 1x3x32x32"):

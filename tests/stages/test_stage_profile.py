@@ -60,6 +60,7 @@ def paths(tmp_root):
     return p
 
 
+@pytest.mark.slow
 def test_profile_stage_writes_raw_tables(paths):
     params = load_params(paths.params)
     meta = run_stage(paths, params, "tiny", show_progress=False)
@@ -94,6 +95,7 @@ def test_profile_stage_writes_raw_tables(paths):
     assert sorted(p.name for p in raw.iterdir()) == sorted(TABLE_FILES)
 
 
+@pytest.mark.slow
 def test_profile_stage_errors_name_what_is_valid(paths):
     params = load_params(paths.params)
     with pytest.raises(OpcostError, match="unknown campaign 'big'; campaigns in params.yaml: tiny"):
@@ -133,6 +135,7 @@ def add_campaign(paths, name: str, n_ops: int, **settings) -> None:
     paths.params.write_text(yaml.safe_dump(raw))
 
 
+@pytest.mark.slow
 def test_complete_campaign_is_not_measured_again(paths):
     add_campaign(paths, "small", 3)
     params = load_params(paths.params)
@@ -162,6 +165,7 @@ def test_complete_campaign_is_not_measured_again(paths):
     assert stage_campaign(paths, load_params(paths.params), "small").completed() is None
 
 
+@pytest.mark.slow
 def test_gpu_campaign_outputs_reproduce_on_a_machine_without_the_gpu(paths):
     """What `dvc pull` + `dvc repro profile@<gpu campaign>` (persisted output) meets on a laptop: the
     parts come from the GPU nodes' shards, the merge and the stage need no GPU; a changed plan does."""
@@ -182,6 +186,7 @@ def test_gpu_campaign_outputs_reproduce_on_a_machine_without_the_gpu(paths):
         assert r.exit_code == 2 and "run `dvc repro profile@gpu` on a node with that GPU" in r.stderr
 
 
+@pytest.mark.slow
 def test_shards_then_merge_give_what_a_local_run_gives(paths, tmp_path):
     params = load_params(paths.params)
     plan = stage_campaign(paths, params, "tiny").plan
@@ -222,6 +227,7 @@ def test_shards_then_merge_give_what_a_local_run_gives(paths, tmp_path):
         assert (tmp_path / "local" / f).read_bytes() == (raw / f).read_bytes(), f
 
 
+@pytest.mark.slow
 def test_merge_with_a_missing_shard_names_it(paths):
     add_campaign(paths, "small", 7)
     params = load_params(paths.params)
@@ -283,6 +289,7 @@ def test_a_held_lock_stops_a_second_campaign_with_one_line(paths):
     assert r.exit_code == 2 and "shard 1/2 of campaign tiny is in use by another process" in r.stderr
 
 
+@pytest.mark.slow
 def test_no_temporary_file_goes_into_the_dvc_output(paths, monkeypatch):
     """Inside a project the atomic writes' temporary files live in .opcost/tmp, never in data/raw/."""
     import opcost.io
@@ -311,6 +318,7 @@ def _start_slow_campaign(paths):
     return cmd, env
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_interrupted_campaign_says_how_to_resume_and_keeps_its_parts(paths, sig):
     cmd, env = _start_slow_campaign(paths)
@@ -363,6 +371,7 @@ def _thread_spy(monkeypatch) -> list[tuple[int, str | None]]:
     return seen
 
 
+@pytest.mark.slow
 def test_campaign_threads_pin_the_measuring_process(paths, monkeypatch, one_thread):
     """threads: 2 measures every part on 2 torch threads, locally and in a shard, records 2 in campaign.json,
     and gives the process its own count back; a changed count measures afresh, the same count is kept."""
@@ -434,6 +443,7 @@ def test_bad_threads_are_refused_before_anything_is_written(paths, value, messag
     assert not paths.raw_dir("tiny").exists() and not paths.parts_dir("tiny").exists()
 
 
+@pytest.mark.slow
 def test_adhoc_campaign_threads_pin_the_measuring_process(tmp_path, monkeypatch, one_thread):
     """`opcost profile --models ... --threads 2`: an ad-hoc campaign pins its threads as a params.yaml one does."""
     import torch
