@@ -19,12 +19,11 @@ import pandas as pd
 import pytest
 from torch import nn
 
+from builders import catalog_row, module_spec
 from opcost.model import compose, costing, fit, netval
 from opcost.model.costing import Costs, OpCoster
 from opcost.model.features import OpRecord
 from opcost.model.physics import roofline_s
-from opcost.ops.features import op_metrics
-from opcost.ops.spec import CATEGORY_MODULE, OpSpec, TensorInput, module_attrs, target_of_class
 from opcost.params.train import TrainParams
 
 TERA = 1e12
@@ -171,29 +170,6 @@ def test_ninety_percent_intervals_hold_ninety_percent_of_fresh_networks():
 # --------------------------------------------------------------------------------------------
 # A synthetic training set of real op records (Linear layers, Identity no-ops)
 # --------------------------------------------------------------------------------------------
-
-
-def module_spec(module: nn.Module, shape: tuple[int, ...]) -> OpSpec:
-    return OpSpec(module.__class__.__name__, CATEGORY_MODULE, target_of_class(type(module)), module_attrs(module),
-                  [{"tensor": 0}], {}, (TensorInput(shape, "float32"),))  # fmt: skip
-
-
-def catalog_row(spec: OpSpec) -> dict:
-    import json
-
-    m = op_metrics(spec)
-    return {
-        "op_id": spec.op_id,
-        "kind": spec.kind,
-        "spec_json": json.dumps(spec.to_json()),
-        "flops": m.flops,
-        "bytes_read": m.bytes_read,
-        "bytes_written": m.bytes_written,
-        "params": m.params,
-        "is_view": m.is_view,
-        "output_shapes": [list(s) for s in m.output_shapes],
-        "parts_json": "[]",
-    }
 
 
 FLOOR_S = 1e-5

@@ -6,27 +6,13 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from torch import nn
 
+from builders import CONV, WATTS, steady_trace
 from fake_nvml import FakeNvml
 from opcost.data.evaluate import OP_KEYS, evaluate_campaign_rows
 from opcost.measure.campaign import Campaign, Unit, make_plan
 from opcost.measure.timing import FLAG_COUNTER_STUCK, FLAG_COUNTER_STUCK_NO_SAMPLES, FLAG_IMPLAUSIBLE, window_energy
-from opcost.ops.spec import CATEGORY_MODULE, OpSpec, TensorInput, module_attrs, target_of_class
 from opcost.params.profile import CampaignParams
-
-CONV = OpSpec("Conv2d", CATEGORY_MODULE, target_of_class(nn.Conv2d), module_attrs(nn.Conv2d(8, 8, 3, padding=1)),
-              [{"tensor": 0}], {}, (TensorInput((2, 8, 16, 16), "float32"),))  # fmt: skip
-WATTS = 180.0
-
-
-def steady_trace(power_w: float, counter_w: float | None = None, seconds: float = 30.0, step: float = 0.05):
-    """A card drawing `power_w` steadily; its energy counter grows at `counter_w` W (default the same)."""
-    counter_w = power_w if counter_w is None else counter_w
-    return [
-        [i * step, 1e6 + counter_w * i * step * 1000, power_w * 1000, 1410, 1215, 60, 100, 0]
-        for i in range(int(round(seconds / step)) + 1)
-    ]
 
 
 def run_campaign(tmp_path, fake: FakeNvml, trials: int = 2) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -13,7 +13,7 @@ from opcost.errors import OpcostError
 from opcost.model.predict import Predictor
 from opcost.ops.netspec import NetSpec, build_model
 from opcost.paths import Paths
-from tiny_bundles import record_in_lock
+from tiny_bundles import record_in_lock, tiny_bundle
 
 
 def test_a_hf_config_typo_is_refused_naming_the_closest_field():
@@ -216,21 +216,7 @@ def test_a_cpu_traced_network_says_so_up_front_and_is_cached(tmp_path, capsys, m
 def _tiny_bundle(root, target: str = "A30-inference") -> None:
     """A small own bundle for `TINY`'s kinds (Linear, ReLU) under root/models/, and a cross-device model
     file beside it: a prediction for that GPU must not touch the cross-device model."""
-    import numpy as np
-    from sklearn.ensemble import RandomForestRegressor
-
-    from opcost.model.bundle import Bundle, QuantityModel
-    from opcost.model.features import Encoding
-    from opcost.model.trees import compile_ensemble
-
-    enc = Encoding("baseline", ("Linear", "ReLU"))
-    X = np.random.default_rng(0).normal(size=(60, len(enc.columns)))
-    ens = compile_ensemble(RandomForestRegressor(n_estimators=3, random_state=0).fit(X, np.abs(X[:, 0]) * 1e-5), X)
-    model = QuantityModel("rf-baseline", ens, enc, "raw")
-    device, mode = target.rsplit("-", 1)
-    Bundle(target, device, mode, "forward", {"time": model}, ("Linear", "ReLU"), (), {}, "v", "h").save(
-        root / "models" / target
-    )
+    tiny_bundle(root, target)
     (root / "models" / "xdevice").mkdir()
     (root / "models" / "xdevice" / "xdevice.json").write_text("{}")  # never read for an own bundle
 

@@ -2,7 +2,7 @@
 lines and why), even though its network lines are taken: the networks alone would let the stage pass
 with every op measurement gone. The stage's summary line counts the rejected lines of a source it takes.
 
-Lines: the real first lines of data/external/nicolai-thesis/ops/inference/A30.log (test_trust_ingest)
+Lines: the real first lines of data/external/nicolai-thesis/ops/inference/A30.log (tests/builders.py)
 and models/inference/A30.log; the op lines are damaged the way the break-it test did.
 """
 
@@ -14,8 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from test_trust_ingest import CONV, RELU
-
+from builders import A30_CONV_LINE, A30_RELU_LINE
 from subproc_env import src_dir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -46,7 +45,7 @@ def _ingest(root: Path) -> subprocess.CompletedProcess:
 
 
 def test_every_op_line_rejected_fails_although_networks_were_taken(tmp_path):
-    _project(tmp_path, [CONV[:-7], RELU.replace(" 1558640 ", " 155864 ")])
+    _project(tmp_path, [A30_CONV_LINE[:-7], A30_RELU_LINE.replace(" 1558640 ", " 155864 ")])
     r = _ingest(tmp_path)
     assert r.returncode == 2, r.stdout + r.stderr[-2000:]
     assert "Traceback" not in r.stderr and r.stderr.count("\n") == 1, r.stderr[-2000:]
@@ -60,7 +59,7 @@ def test_every_op_line_rejected_fails_although_networks_were_taken(tmp_path):
 
 
 def test_the_summary_line_counts_the_rejected_lines(tmp_path):
-    _project(tmp_path, [CONV, RELU.replace(" 1558640 ", " 155864 ")])
+    _project(tmp_path, [A30_CONV_LINE, A30_RELU_LINE.replace(" 1558640 ", " 155864 ")])
     r = _ingest(tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.startswith(

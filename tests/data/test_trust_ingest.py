@@ -12,23 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from builders import A30_CONV_LINE, A30_RELU_LINE
 from opcost.data.textfile import read_lines
 from opcost.data.thesis import parse_op_log
 from opcost.errors import OpcostError
 from opcost.params.ingest import IngestParams, IngestSource
 from opcost.stages.ingest import run as run_ingest_stage
-
-CONV = (
-    "Conv2d(3, 64, kernel_size=(7, 7), stride=(2, 2), padding=(3, 3), bias=False) (32, 3, 56, 56) "
-    "0.0003358443377730762 55.32621974426894 0.014987827531664388 1.1739236603653267 57950 19.462179373949766 "
-    "164.7376880346628 3.4854224102891465 641.230886836077 13.605775223634136 0.0004030025884383089 "
-    "2024-11-17_14-45-42 2024-11-17_14-46-06 5.391090115417475e-07"
-)
-RELU = (
-    "ReLU(inplace=True) (32, 64, 28, 28) 1.0489756986790424e-05 1.2565083247413844 0.0005150506464108457 "
-    "0.004384556351824504 1558640 16.349754829891026 119.78431209833406 0.4178635268228188 489.61103381872783 "
-    "1.7084862280519362 1.3100523533336756e-05 2024-11-17_14-46-31 2024-11-17_14-46-51 8.807712019982645e-10"
-)
 
 
 def _log(tmp_path: Path, lines: list[str], sep: str = "\n") -> Path:
@@ -38,9 +27,9 @@ def _log(tmp_path: Path, lines: list[str], sep: str = "\n") -> Path:
 
 
 def test_a_line_cut_7_characters_short_is_rejected_as_inconsistent(tmp_path):
-    cut = CONV[:-7]
+    cut = A30_CONV_LINE[:-7]
     assert cut.endswith(" 5.391090115417")  # sigma_t now reads 5.39 s for t = 0.336 ms
-    res = parse_op_log(_log(tmp_path, [CONV, cut, RELU]), "A30.log", "A30", "inference", {})
+    res = parse_op_log(_log(tmp_path, [A30_CONV_LINE, cut, A30_RELU_LINE]), "A30.log", "A30", "inference", {})
     assert [r["line"] for r in res.rows] == [1, 3]
     assert [(r["line"], r["reason"]) for r in res.rejects] == [(2, "inconsistent")]
     assert "sigma_t = 5.39109 s exceeds t x sqrt(iterations)" in res.rejects[0]["message"]
@@ -54,7 +43,7 @@ def test_a_line_cut_7_characters_short_is_rejected_as_inconsistent(tmp_path):
     ],
 )
 def test_a_line_that_disagrees_with_its_own_arithmetic_is_rejected(tmp_path, old, new, what):
-    res = parse_op_log(_log(tmp_path, [CONV.replace(old, new)]), "A30.log", "A30", "inference", {})
+    res = parse_op_log(_log(tmp_path, [A30_CONV_LINE.replace(old, new)]), "A30.log", "A30", "inference", {})
     assert not res.rows and res.rejects[0]["reason"] == "inconsistent"
     assert what in res.rejects[0]["message"]
 
@@ -62,14 +51,14 @@ def test_a_line_that_disagrees_with_its_own_arithmetic_is_rejected(tmp_path, old
 def test_an_impossible_time_is_refused_at_ingest(tmp_path):
     """1e300 s per iteration is finite and positive; it used to pass ingest and evaluate and crash
     XGBoost in train."""
-    huge = CONV.replace("0.0003358443377730762", "1e300").replace("19.462179373949766", "5.795e304")
-    res = parse_op_log(_log(tmp_path, [huge, RELU]), "A30.log", "A30", "inference", {})
+    huge = A30_CONV_LINE.replace("0.0003358443377730762", "1e300").replace("19.462179373949766", "5.795e304")
+    res = parse_op_log(_log(tmp_path, [huge, A30_RELU_LINE]), "A30.log", "A30", "inference", {})
     assert [r["line"] for r in res.rows] == [2]
     assert res.rejects[0]["reason"] == "out_of_range" and "t_s = 1e+300, above its maximum" in res.rejects[0]["message"]
 
 
 def test_cr_only_line_endings_are_lines(tmp_path):
-    f = _log(tmp_path, [CONV, RELU], sep="\r")
+    f = _log(tmp_path, [A30_CONV_LINE, A30_RELU_LINE], sep="\r")
     assert [ln.number for ln in read_lines(f, "thesis log")] == [1, 2]
     res = parse_op_log(f, "A30.log", "A30", "inference", {})
     assert len(res.rows) == 2 and not res.rejects
@@ -91,7 +80,7 @@ def _project(tmp_path: Path, lines: list[str]) -> tuple:
 
 def test_a_source_whose_every_line_is_rejected_fails_in_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("OPCOST_ROOT", str(tmp_path))
-    paths, params = _project(tmp_path, [CONV[:-7], RELU.replace(" 1558640 ", " 155864 ")])
+    paths, params = _project(tmp_path, [A30_CONV_LINE[:-7], A30_RELU_LINE.replace(" 1558640 ", " 155864 ")])
     with pytest.raises(OpcostError) as e:
         run_ingest_stage(paths, params, "thesis")
     msg = str(e.value)
@@ -103,9 +92,9 @@ def test_a_source_whose_every_line_is_rejected_fails_in_one_line(tmp_path, monke
 
 def test_a_symlink_inside_data_external_is_refused(tmp_path, monkeypatch):
     monkeypatch.setenv("OPCOST_ROOT", str(tmp_path))
-    paths, params = _project(tmp_path, [CONV])
+    paths, params = _project(tmp_path, [A30_CONV_LINE])
     secret = tmp_path / "elsewhere.log"
-    secret.write_text(RELU + "\n")
+    secret.write_text(A30_RELU_LINE + "\n")
     log = tmp_path / "data" / "external" / "thesis" / "ops" / "inference" / "RTX2080Ti.log"
     os.symlink(secret, log)
     with pytest.raises(OpcostError, match=r"RTX2080Ti.log is a symbolic link; .* refused"):
@@ -128,13 +117,13 @@ def test_campaign_tables_refuse_impossible_values(col, value):
 
 
 def _real_campaign(root: Path, trials: int) -> Path:
-    """A real (tiny) CPU campaign against the fake NVML card of test_known_measurements, written where
-    the evaluate stage reads campaigns (data/raw/<name>/)."""
+    """A real (tiny) CPU campaign against a fake NVML card drawing a steady known power (as in
+    test_known_measurements), written where the evaluate stage reads campaigns (data/raw/<name>/)."""
+    from builders import CONV as CONV_SPEC
+    from builders import WATTS, steady_trace
     from fake_nvml import FakeNvml
     from opcost.measure.campaign import Campaign, Unit, make_plan
     from opcost.params.profile import CampaignParams
-    from test_known_measurements import CONV as CONV_SPEC
-    from test_known_measurements import WATTS, steady_trace
 
     c = CampaignParams(name="k", device="cpu", modes=("inference",), sets=("x",), networks=False, trials=trials,
                        min_time_s=0.01, window_s=0.2, energy_source="nvml", sample_interval_s=0.01,

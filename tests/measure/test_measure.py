@@ -16,10 +16,11 @@ import pytest
 import torch
 from torch import nn
 
+from builders import BROKEN, CONV, campaign, module_spec, op_units, shard_campaign
 from fake_nvml import FakeNvml
 from opcost.errors import OpcostError
 from opcost.locks import cpu_lock_key, device_lock, device_state_dir, file_lock, machine_lock_dir
-from opcost.measure.campaign import TABLE_FILES, Campaign, Unit, all_failed_message, make_plan
+from opcost.measure.campaign import TABLE_FILES, Campaign, all_failed_message, make_plan
 from opcost.measure.clocks import PERMISSION_HELP, DeviceControl, RestoreError, Setting, settings_grid
 from opcost.measure.interrupts import Interrupted
 from opcost.measure.nvml import Nvml
@@ -27,50 +28,12 @@ from opcost.measure.power import NvidiaSmiEnergy, RaplEnergy, integrate_power_j,
 from opcost.measure.profile import adhoc_plan
 from opcost.measure.timing import measure_window, time_block
 from opcost.measure.workload import VARIANT_OUT_OF_PLACE, op_workload
-from opcost.ops.spec import CATEGORY_MODULE, OpSpec, TensorInput, module_attrs, target_of_class
 from opcost.params.extract import ModelInputSet
-from opcost.params.profile import CampaignParams
 from opcost.schemas import POWER_SAMPLES, TIMINGS
 
-
-def module_spec(module: nn.Module, shape) -> OpSpec:
-    return OpSpec(
-        kind=type(module).__name__,
-        category=CATEGORY_MODULE,
-        target=target_of_class(type(module)),
-        attrs=module_attrs(module),
-        args=[{"tensor": 0}],
-        inputs=(TensorInput(tuple(shape), "float32"),),
-    )
-
-
-CONV = module_spec(nn.Conv2d(8, 8, 3, padding=1), (2, 8, 16, 16))
 RELU_INPLACE = module_spec(nn.ReLU(inplace=True), (2, 8, 16, 16))
 RELU = module_spec(nn.ReLU(), (2, 8, 16, 16))
 POOL = module_spec(nn.MaxPool2d(2), (2, 8, 16, 16))
-BROKEN = module_spec(nn.Linear(10, 4), (2, 5))  # 5 features into a 10-feature layer: fails at run time
-
-
-def campaign(**kw) -> CampaignParams:
-    base = dict(
-        name="t",
-        device="cpu",
-        modes=("inference",),
-        sets=("x",),
-        networks=False,
-        trials=2,
-        min_time_s=0.01,
-        window_s=0.03,
-        energy_source="none",
-        max_instances=4,
-        instance_budget_mb=8,
-    )
-    base.update(kw)
-    return CampaignParams(**base)
-
-
-def op_units(specs, modes=("inference",)):
-    return [Unit("op", s.op_id, m, s.kind, spec=s) for s in specs for m in modes]
 
 
 # -- timing ------------------------------------------------------------------------------
@@ -455,9 +418,9 @@ with ctl.session():
 
 
 def _env_with_tests() -> dict:
-    """A subprocess that imports this file (test_measure) and the fake NVML (tests/fake_nvml.py)."""
-    dirs = [str(Path(__file__).parent), str(Path(__file__).parents[1])]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [*dirs, os.environ.get("PYTHONPATH")]))}
+    """A subprocess that imports the tests' builders (tests/builders.py) and the fake NVML (tests/fake_nvml.py)."""
+    tests = str(Path(__file__).parents[1])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")]))}
 
 
 @pytest.mark.slow
@@ -811,22 +774,12 @@ import sys
 from pathlib import Path
 from fake_nvml import FakeNvml
 from opcost.measure.interrupts import Interrupted
-from test_measure import shard_campaign
+from builders import shard_campaign
 try:
     shard_campaign(Path(sys.argv[1])).run_shard(0, 2, show_progress=False)
 except Interrupted as exc:
     sys.exit(exc.exit_code)
 """
-
-
-def shard_campaign(root: Path) -> Campaign:
-    """8 ReLU ops at one locked clock, on a fake GPU whose state outlives each process."""
-    specs = [module_spec(nn.ReLU(), (2, 4, n, n)) for n in range(4, 12)]
-    c = campaign(name="k", trials=2, window_s=0.1, max_instances=2, clocks_mhz=(900,))
-    fake = FakeNvml(state_file=root / "gpu.json")
-    return Campaign(
-        make_plan(c, op_units(specs)), root / "out", root / "parts", nvml_lib=fake, state_dir=root / "state"
-    )
 
 
 @pytest.mark.slow

@@ -20,12 +20,12 @@ import time
 from pathlib import Path
 
 import pytest
-from test_measure import CONV, campaign, make_plan, op_units
 
+from builders import CONV, campaign, op_units
 from fake_nvml import FakeNvml
 from opcost.errors import OpcostError
 from opcost.locks import device_lock, device_state_dir, file_lock, machine_lock_dir
-from opcost.measure.campaign import Campaign
+from opcost.measure.campaign import Campaign, make_plan
 from opcost.measure.clocks import DeviceControl, Setting
 from opcost.measure.nvml import Nvml
 

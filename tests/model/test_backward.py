@@ -17,12 +17,12 @@ import pandas as pd
 import pytest
 from torch import nn
 
+from builders import catalog_row, module_spec
 from opcost.model import backward, fit
 from opcost.model.bundle import Bundle
 from opcost.model.netval import LibraryModel
 from opcost.model.physics import compute_memory_s
 from opcost.params.train import TrainParams
-from test_known_answers import catalog_row, module_spec
 
 E_BW = 0.8  # the passes' fraction of the bandwidth in the generator
 E_MM = 0.7  # the Linear layers' GEMMs' fraction of the FP32 peak in the generator

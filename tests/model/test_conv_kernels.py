@@ -19,9 +19,9 @@ import pandas as pd
 import pytest
 from torch import nn
 
+from builders import catalog_row, module_spec
 from opcost.model import features, fit, gemm, physics
 from opcost.params.train import TrainParams
-from test_known_answers import catalog_row, module_spec
 
 FP32_A30, TF32_A30, BW_A30 = 10.3e12, 82e12, 933e9  # FLOP/s, FLOP/s, B/s: A30 datasheet (devices.py)
 FLOOR = 1e-5

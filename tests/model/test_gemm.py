@@ -16,10 +16,10 @@ import pandas as pd
 import pytest
 from torch import nn
 
+from builders import catalog_row, module_spec
 from opcost.model import fit, gemm
 from opcost.model.bundle import Bundle
 from opcost.params.train import TrainParams
-from test_known_answers import catalog_row, module_spec
 
 FP32_A30 = 10.3e12  # FLOP/s, A30 datasheet
 E_TRUE = 0.08  # depthwise convolutions' fraction of the FP32 peak in the generator

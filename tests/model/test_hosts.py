@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_xdevice import FAST, SYNTH, synthetic_rows
 
+from builders import FAST_XDEVICE, SYNTH_GPUS, synthetic_xdevice_rows
 from opcost.devices import DEVICES
 from opcost.errors import OpcostError
 from opcost.model import hosts, xdevice
@@ -75,12 +75,12 @@ def trainable():
 @pytest.fixture
 def hosted_root(tmp_path, monkeypatch):
     """A cross-device model whose composition carries two host profiles, scale 1 and in-network share 0.5."""
-    for k, d in SYNTH.items():
+    for k, d in SYNTH_GPUS.items():
         monkeypatch.setitem(DEVICES, k, d)
     rng = np.random.default_rng(4)
-    rows = synthetic_rows(rng, n=15)
+    rows = synthetic_xdevice_rows(rng, n=15)
     rows = rows[rows["device_config"] == "SYN0"].assign(device_config="A30")
-    op = xdevice.fit(rows, FAST)
+    op = xdevice.fit(rows, FAST_XDEVICE)
     profiles = {
         "slow": hosts.uniform("slow", 1e-3, "a 1 ms host"),
         "h200-visit": hosts.uniform("h200-visit", 2e-6, "x"),

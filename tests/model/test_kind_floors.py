@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 from torch import nn
 
+from builders import catalog_row, module_spec
 from opcost.model import fit, floors
 from opcost.params.train import TrainParams
-from test_known_answers import catalog_row, module_spec
 
 US = 1e-6
 SMALL = TrainParams(folds=3, seed=0, random_forest={"n_estimators": 10}, xgboost={"n_estimators": 10})

@@ -3,80 +3,20 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas as pd
 import pytest
 
 from bench_modules import load_bench
+from builders import LEFT_OUT_SIZES, left_out_data, linear_op_row
 from opcost.model import compose, netval
-from opcost.model.features import record_of
 from opcost.model.fit import prepare
 from opcost.params.train import TrainParams
-
-MODELS = {"net_a": "fam1", "net_b": "fam1", "net_c": "fam2", "net_d": "fam2", "net_e": "fam3", "net_f": "fam3"}
-SIZES = (8, 16)
-
-
-def _op(op_id: str, batch: int, k: int, n: int, fams: list[str]) -> dict:
-    flops = 2 * batch * k * n
-    t = 5e-6 + flops / 5e12
-    spec = {"args": [{"tensor": 0}], "attrs": {"bias": True, "in_features": k, "out_features": n},
-            "category": "module", "inputs": [{"dtype": "float32", "shape": [batch, k]}], "kind": "Linear",
-            "kwargs": {}, "target": "torch.nn.modules.linear.Linear"}  # fmt: skip
-    return {"op_id": op_id, "kind": "Linear", "device_config": "A30", "mode": "inference", "phase": "forward",
-            "clock_mhz": None, "power_limit_w": np.nan, "t_s": t, "p_w": 100.0 + k / 10, "e_j": t * 100.0,
-            "output_shapes": [[batch, n]], "flops": flops, "bytes_read": 4 * (batch * k + k * n),
-            "bytes_written": 4 * batch * n, "params": k * n + n, "is_view": False, "spec_json": json.dumps(spec),
-            "parts_json": "[]", "layer_id": f"L{k}x{n}", "families": fams, "estimated": False}  # fmt: skip
-
-
-def _build(own_ids: bool = False, slow: str = "", tiny: str = "", small: tuple[int, int] = (32, 32)):
-    """Six models of three families at two input sizes; with `own_ids` every op carries the id its record
-    derives from its spec (features.record_of), as real data does, so a look-up by id finds it; the ops of
-    model `slow` take 1.5x what their shape says (the network follows its ops: what no op model can learn
-    from the other models); model `tiny` takes `small` images, every other model 224 x 224 ones."""
-    ops, nets, nops = [], [], []
-    for m_i, (model, fam) in enumerate(MODELS.items()):
-        for size in SIZES:
-            set_id = f"{model}:{size}"
-            total = 0.0
-            for j in range(4):
-                k, n = 64 * (m_i + 1), 32 * (j + 1)
-                row = _op(f"{model}-{size}-{j}", size * 32, k, n, [fam])
-                if model == slow:
-                    row = {**row, "t_s": 1.5 * row["t_s"], "e_j": 1.5 * row["e_j"]}
-                ops.append(row)
-                nops.append({"set_id": set_id, "op_id": row["op_id"], "calls": 2})
-                total += 2 * row["t_s"]
-            # network times unique (the composition spy knows a network by its time)
-            t_net = 1.1 * total + 1e-5 + (100 * m_i + size) * 1e-9
-            nets.append(
-                {
-                    "set_id": set_id,
-                    "model": model,
-                    "family": fam,
-                    "t_s": t_net,
-                    "e_j": 110.0 * total,
-                    "input_shape": [size, 3, *(small if model == tiny else (224, 224))],
-                }
-            )
-    df = pd.DataFrame(ops)
-    if own_ids:
-        ids = {o: record_of(r).op_id for o, (_, r) in zip(df["op_id"], df.iterrows())}
-        df["op_id"] = df["op_id"].map(ids)
-        nops = [{**n, "op_id": ids[n["op_id"]]} for n in nops]
-    data = prepare(df, "inference", "A30")
-    catalog = df.drop(columns=["t_s", "p_w", "e_j"]).set_index("op_id")
-    nops = pd.DataFrame(nops).join(catalog[["kind", "output_shapes", "flops", "bytes_read", "bytes_written", "params",
-                                            "is_view", "spec_json", "parts_json"]], on="op_id")  # fmt: skip
-    return data, pd.DataFrame(nets), nops
 
 
 @pytest.fixture(scope="module")
 def synthetic():
-    return _build()
+    return left_out_data()
 
 
 @pytest.mark.parametrize("split", [netval.SPLIT_MODEL, netval.SPLIT_NETWORK])
@@ -126,7 +66,7 @@ def test_net_split_bench_reproduces_the_stage_and_isolates_the_composition():
     each time unique), which the composition (sum, calls x floor, const) represents, so what remains is small;
     a model whose ops run 1.5x slower than their shapes say is missed by the op models (by about 1 / 1.5 - 1),
     not by the composition: the diagnostic must put that error on the ops."""
-    data, nets, nops = _build(own_ids=True, slow="net_d")
+    data, nets, nops = left_out_data(own_ids=True, slow="net_d")
     tp = TrainParams(folds=3, seed=0, random_forest={"n_estimators": 10})
     chosen = {"time": ("rf", "improved")}
     stage = netval.evaluate(data, nets, nops, chosen, tp, netval.SPLIT_MODEL).set_index("set_id")
@@ -144,21 +84,21 @@ def test_net_split_bench_reproduces_the_stage_and_isolates_the_composition():
 
 
 def _shared_build():
-    """`_build`'s six models, each op listing the model that calls it (the target table's `models`), plus
+    """`left_out_data`'s six models, each op listing the model that calls it (the target table's `models`), plus
     three ops: `shared-x` called by net_a and net_c (another family), `shared-ab` by net_a and its sibling
     net_b, and `net_a-extra` that only an unmeasured input size of net_a calls (in `models`, not in `nops`)."""
-    data, nets, nops = _build()
+    data, nets, nops = left_out_data()
     df = data.df.drop(columns=["models"], errors="ignore").copy()
     df["models"] = [[o.split("-")[0]] for o in df["op_id"]]
     extra = []
     for op_id, k, models, fams in (("shared-x", 512, ["net_a", "net_c"], ["fam1", "fam2"]),
                                    ("shared-ab", 576, ["net_a", "net_b"], ["fam1"]),
                                    ("net_a-extra", 640, ["net_a"], ["fam1"])):  # fmt: skip
-        extra.append(_op(op_id, 256, k, 64, fams) | {"models": models})
+        extra.append(linear_op_row(op_id, 256, k, 64, fams) | {"models": models})
     df = pd.concat([df, pd.DataFrame(extra)], ignore_index=True)
     add = [{"set_id": f"{m}:{size}", "op_id": o, "calls": 1}
            for o, ms in (("shared-x", ["net_a", "net_c"]), ("shared-ab", ["net_a", "net_b"]))
-           for m in ms for size in SIZES]  # fmt: skip
+           for m in ms for size in LEFT_OUT_SIZES]  # fmt: skip
     catalog = df.drop(columns=["t_s", "p_w", "e_j"]).set_index("op_id")
     spec_cols = [c for c in nops.columns if c not in ("set_id", "op_id", "calls")]
     add = pd.DataFrame(add).join(catalog[spec_cols], on="op_id")
@@ -215,7 +155,7 @@ def test_a_network_smaller_than_every_fold_network_is_flagged_extrapolating() ->
     tp = TrainParams(folds=3, seed=0, random_forest={"n_estimators": 5})
     chosen = {"time": ("rf", "improved")}
     for small, flagged in (((32, 32), {"net_f"}), ((160, 160), set())):
-        data, nets, nops = _build(tiny="net_f", small=small)
+        data, nets, nops = left_out_data(tiny="net_f", small=small)
         out = netval.evaluate(data, nets, nops, chosen, tp, netval.SPLIT_MODEL)
         assert set(out.loc[out["extrapolating"].astype(bool), "model"]) == flagged
         assert out["extrapolating"].dtype == bool and len(out) == len(nets)

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from bench_modules import load_bench
+from builders import linear_op_row
 from opcost.model.costing import Costs
 from opcost.model.features import OpRecord
 
@@ -42,14 +43,12 @@ def test_kind_floors_take_the_cheapest_calls_of_the_fold_rows_only() -> None:
     given rows; estimated rows, rows at another clock and rows outside the fold never count, nor a kind with
     fewer than five rows. Linear rows: times 1..12 us; row 0 (1 us) estimated, row 1 (2 us) at 900 MHz, rows
     10-11 outside the fold: rows 2-9 remain, 3..10 us, whose 5 % quantile (linear) is 3 + 0.35 = 3.35 us."""
-    from test_model_left_out import _op
-
     from opcost.model.fit import prepare
 
-    rows = [_op(f"op{i}", 8, 64 + i, 32, ["fam"]) | {"t_s": (i + 1) * 1e-6} for i in range(12)]
+    rows = [linear_op_row(f"op{i}", 8, 64 + i, 32, ["fam"]) | {"t_s": (i + 1) * 1e-6} for i in range(12)]
     rows[0]["estimated"] = True
     rows[1]["clock_mhz"] = 900.0
-    relu = [_op(f"relu{i}", 8, 64, 32, ["fam"]) | {"kind": "ReLU", "t_s": 1e-6} for i in range(4)]
+    relu = [linear_op_row(f"relu{i}", 8, 64, 32, ["fam"]) | {"kind": "ReLU", "t_s": 1e-6} for i in range(4)]
     data = prepare(pd.DataFrame(rows + relu), "inference", "A30")
     got = _bench().kind_floors(data, np.r_[0:10, 12:16])
     assert got == {"Linear": pytest.approx(3.35e-6)}

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from torch import nn
 
-from op_records import module_record as _record
+from builders import module_record as _record
 from opcost import devices
 from opcost.devices import DEVICES
 from opcost.model import bundlestore, features

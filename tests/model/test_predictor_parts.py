@@ -59,9 +59,9 @@ def test_a_bundle_whose_lookup_lacks_an_array_is_one_line_naming_it(tmp_path):
     from opcost.errors import OpcostError
     from opcost.io import read_npz, write_npz
     from opcost.model.bundle import Bundle
-    from test_ux_net import _tiny_bundle
+    from tiny_bundles import tiny_bundle
 
-    _tiny_bundle(tmp_path)
+    tiny_bundle(tmp_path, "A30-inference")
     folder = tmp_path / "models" / "A30-inference"
     b = dataclasses.replace(Bundle.load(folder), lookup={"op-1": (1e-3, 50.0, False)})
     b.save(folder)

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import yaml
 
+from builders import small_bundle
 from conftest import clone_of
 from opcost.errors import OpcostError
-from opcost.model.bundle import Bundle, QuantityModel
-from opcost.model.features import Encoding
+from opcost.model.bundle import Bundle
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -32,20 +32,6 @@ class Payload:
 
     def __reduce__(self):
         return (os.system, (f"touch {self.marker}",))
-
-
-def small_bundle() -> Bundle:
-    from sklearn.ensemble import RandomForestRegressor
-
-    from opcost.model.trees import compile_ensemble
-
-    enc = Encoding("baseline", ("Conv2d", "ReLU"))
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(60, len(enc.columns)))
-    y = X[:, 0] * 3 + X[:, 5]
-    ens = compile_ensemble(RandomForestRegressor(n_estimators=5, random_state=0).fit(X, y), X)
-    qm = QuantityModel("rf-baseline", ens, enc, "raw")
-    return Bundle("X-inference", "X", "inference", "forward", {"time": qm}, ("Conv2d", "ReLU"), (), {}, "v", "h")
 
 
 def test_bundle_saves_deterministically_and_loads_the_same_model(tmp_path):

@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 from torch import nn
 
-from op_records import catalog_row
+from builders import FAST_XDEVICE, SYNTH_GPUS, pyfunc_row, synthetic_xdevice_rows
 from opcost.errors import OpcostError
 from subproc_env import src_dir
 
@@ -33,18 +33,16 @@ STAGES = {"opcost-clock": "train-clock", "opcost-xdevice": "train-xdevice", "opc
 def write_folder_models(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """models/clock, models/xdevice and models/xpower as the train stages write them, small: a clock model,
     a cross-device model fitted on synthetic roofline rows relabelled as real table GPUs, a power model."""
-    from tests.model.test_xdevice import FAST, SYNTH, synthetic_rows
-
     from opcost.devices import DEVICES
     from opcost.model import xdevice
     from opcost.model.clock import ClockModel
     from opcost.model.xpower import PowerModel
     from opcost.paths import Paths
 
-    for k, d in SYNTH.items():
+    for k, d in SYNTH_GPUS.items():
         monkeypatch.setitem(DEVICES, k, d)
     rng = np.random.default_rng(4)
-    rows = synthetic_rows(rng, n=15)
+    rows = synthetic_xdevice_rows(rng, n=15)
     rows = pd.concat(
         [
             rows[rows["device_config"] == "SYN0"].assign(device_config=cfg)
@@ -54,7 +52,7 @@ def write_folder_models(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     )
     comp = {"host_floor_s": 5e-6, "scale": 1.0, "bw_ratio": {"linear": 2.0}}
     paths = Paths(root)
-    xdevice.XdeviceModel(xdevice.fit(rows, FAST), comp, {"a": 0.2, "b": 0.05}).save(paths.xdevice_model_dir)
+    xdevice.XdeviceModel(xdevice.fit(rows, FAST_XDEVICE), comp, {"a": 0.2, "b": 0.05}).save(paths.xdevice_model_dir)
     ClockModel(static_frac=0.3, gamma=2.0, logo_error={"time": 0.05, "energy": 0.07}).save(paths.clock_model_dir)
     PowerModel(idle=0.5, a=1.0, b=0.0, c=1.0, rel_err90=0.1).save(paths.xpower_model_dir)
 
@@ -116,7 +114,7 @@ def test_the_cross_device_pyfunc_costs_an_op_on_a_table_gpu(registered):
 
     _, versions = registered
     model = mlflow.pyfunc.load_model(f"models:/opcost-xdevice/{versions['opcost-xdevice']}")
-    row = pd.DataFrame([catalog_row(nn.Linear(256, 512), (64, 256))])
+    row = pd.DataFrame([pyfunc_row(nn.Linear(256, 512), (64, 256))])
     t = model.predict(row.assign(device_config="H100"))["t_s"]
     assert len(t) == 1 and 0 < float(t.iloc[0]) < 1
 

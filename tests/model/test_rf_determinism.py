@@ -6,14 +6,14 @@ residual, so a re-trained bundle of the registered one's content hash answered d
 from __future__ import annotations
 
 import numpy as np
-from tests.model.test_model_left_out import _build
 
+from builders import left_out_data
 from opcost.model.fit import fit_model, predict_rows
 from opcost.params.train import TrainParams
 
 
 def test_a_fitted_forest_predicts_on_one_thread_and_repeats_itself_exactly():
-    data, _, _ = _build()
+    data, _, _ = left_out_data()
     tp = TrainParams(folds=3, seed=0, random_forest={"n_estimators": 64})
     rows = np.arange(data.n)
     a = fit_model(data, "rf", "improved", "power", rows, tp)

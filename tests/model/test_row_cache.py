@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from torch import nn
 
-from op_records import module_record as _record
+from builders import module_record as _record
 from opcost.model import features
 from opcost.model.bundle import QuantityModel
 from opcost.model.features import Encoding, OpRecord, RowCache, with_kind

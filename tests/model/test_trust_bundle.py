@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from test_registry import small_bundle
 
+from builders import small_bundle
 from conftest import clone_of
 from opcost.errors import OpcostError
 from opcost.io import read_npz, write_npz

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_registry import small_bundle
 from typer.testing import CliRunner
 
+from builders import small_bundle
 from opcost.errors import OpcostError
 from opcost.io import read_npz, write_npz
 from opcost.model.bundlestore import BundleStore

@@ -13,56 +13,25 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from opcost.devices import DEVICES, Device, same_numerics
+from builders import FAST_XDEVICE, SYNTH_GPUS, synthetic_xdevice_rows
+from opcost.devices import DEVICES, same_numerics
 from opcost.errors import OpcostError
 from opcost.model import hosts as xdevice_hosts
 from opcost.model import xdevice, xdevice_net, xdevice_predict
 from opcost.params.xdevice import XdeviceParams
 from opcost.paths import Paths
 
-TERA, GB = 1e12, 1e9
-# Synthetic GPUs: spread over peak, bandwidth, SMs and L2 like real ones, none in the real table.
-SYNTH = {
-    f"SYN{i}": Device(f"SYN{i}", f"Synthetic GPU {i}", "Synthetic", fp32 * TERA, None, 2 * fp32 * TERA, bw * GB,
-                      16 * 2**30, sms, l2 * 2**20, 1000, 1500, (300, 1500), 250)
-    for i, (fp32, bw, sms, l2) in enumerate([(5, 200, 20, 2), (8, 320, 40, 4), (14, 900, 80, 6), (19.5, 1555, 108, 40),
-                                             (30, 1000, 60, 48), (10, 600, 56, 8)])
-}  # fmt: skip
-EFFICIENCY = {"linear": 0.6, "bmm": 0.5, "conv": 0.45, "add": 0.8, "layernorm": 0.4, "softmax": 0.5}
-FAST = XdeviceParams(n_estimators=40, max_depth=4, learning_rate=0.3, threads=1, floor_s=1e-9)
-
 
 @pytest.fixture
 def synthetic_gpus(monkeypatch):
-    for k, d in SYNTH.items():
+    for k, d in SYNTH_GPUS.items():
         monkeypatch.setitem(DEVICES, k, d)
-    return SYNTH
-
-
-def synthetic_rows(rng: np.random.Generator, n: int = 120) -> pd.DataFrame:
-    """Ops whose time is exactly their roofline time over a known per-kind efficiency, on every synthetic GPU."""
-    rows = []
-    for cfg, dev in SYNTH.items():
-        for xk, eff in EFFICIENCY.items():
-            for _ in range(n):
-                if xk in xdevice.GEMM_XKINDS:
-                    m, nn, k = (float(2 ** rng.integers(8, 13)) for _ in range(3))
-                    flops, nbytes = 2 * m * nn * k, 4 * (m * k + k * nn + m * nn)
-                    numel = m * nn
-                else:
-                    m = nn = k = 0.0
-                    numel = float(2 ** rng.integers(18, 26))
-                    flops, nbytes = 0.0, 12 * numel
-                peak = xdevice.op_peak(xk, dev, True)
-                t = max(flops / peak, nbytes / dev.bandwidth) / eff
-                rows.append({"xkind": xk, "batch": 1.0, "m": m, "n": nn, "k": k, "flops": flops, "bytes": nbytes,
-                             "numel": numel, "t_s": t, "device_config": cfg, "wall_clock": 0.0})  # fmt: skip
-    return pd.DataFrame(rows)
+    return SYNTH_GPUS
 
 
 def test_known_efficiency_is_recovered_on_an_unseen_gpu(synthetic_gpus):
-    rows = synthetic_rows(np.random.default_rng(0))
-    pred = xdevice.leave_one_gpu_out(rows, FAST)
+    rows = synthetic_xdevice_rows(np.random.default_rng(0))
+    pred = xdevice.leave_one_gpu_out(rows, FAST_XDEVICE)
     ape = np.abs(pred["predicted_s"] / pred["t_s"] - 1)
     # t / roofline is a constant per kind: what the normalised target makes learnable on any GPU
     assert ape.max() < 0.03, pred.assign(ape=ape).sort_values("ape").tail()
@@ -71,7 +40,7 @@ def test_known_efficiency_is_recovered_on_an_unseen_gpu(synthetic_gpus):
 
 
 def test_spy_no_row_of_the_held_out_gpu_reaches_a_fit(synthetic_gpus):
-    rows = synthetic_rows(np.random.default_rng(1), n=10)
+    rows = synthetic_xdevice_rows(np.random.default_rng(1), n=10)
     seen: list[tuple[str, set[str]]] = []
 
     def spy(train: pd.DataFrame, p: XdeviceParams) -> xdevice.OpModel:
@@ -79,19 +48,19 @@ def test_spy_no_row_of_the_held_out_gpu_reaches_a_fit(synthetic_gpus):
         return xdevice.fit(train, p)
 
     folds: dict[str, xdevice.OpModel] = {}
-    pred = xdevice.leave_one_gpu_out(rows, FAST, fit_fn=spy, on_fold=folds.__setitem__)
-    assert [g for g, _ in seen] == ["fit"] * len(SYNTH)
-    for held, (_, gpus) in zip(sorted(SYNTH), seen):
-        assert held not in gpus and gpus == set(SYNTH) - {held}
+    pred = xdevice.leave_one_gpu_out(rows, FAST_XDEVICE, fit_fn=spy, on_fold=folds.__setitem__)
+    assert [g for g, _ in seen] == ["fit"] * len(SYNTH_GPUS)
+    for held, (_, gpus) in zip(sorted(SYNTH_GPUS), seen):
+        assert held not in gpus and gpus == set(SYNTH_GPUS) - {held}
         assert held not in folds[held].trained_on
-    assert set(pred["gpu"]) == set(SYNTH)
+    assert set(pred["gpu"]) == set(SYNTH_GPUS)
 
     def cheat(train: pd.DataFrame, p: XdeviceParams) -> xdevice.OpModel:
         m = xdevice.fit(train, p)
-        return xdevice.OpModel(m.ensemble, m.floor_s, tuple(sorted(SYNTH)))  # claims every GPU
+        return xdevice.OpModel(m.ensemble, m.floor_s, tuple(sorted(SYNTH_GPUS)))  # claims every GPU
 
     with pytest.raises(AssertionError, match="fitted on"):
-        xdevice.leave_one_gpu_out(rows, FAST, fit_fn=cheat)
+        xdevice.leave_one_gpu_out(rows, FAST_XDEVICE, fit_fn=cheat)
 
 
 def test_configs_of_one_chip_are_one_gpu_for_the_split():
@@ -174,8 +143,8 @@ def test_composition_recovers_a_known_host_floor_in_network_share_and_scale():
 
 
 def test_model_roundtrip_and_refusal(synthetic_gpus, tmp_path):
-    rows = synthetic_rows(np.random.default_rng(3), n=8)
-    op = xdevice.fit(rows, FAST)
+    rows = synthetic_xdevice_rows(np.random.default_rng(3), n=8)
+    op = xdevice.fit(rows, FAST_XDEVICE)
     m = xdevice.XdeviceModel(op, {"host_floor_s": 5e-6, "scale": 1.0, "bw_ratio": {}}, {"a": 0.2, "b": 0.1})
     m.save(tmp_path)
     back = xdevice.XdeviceModel.load(tmp_path)
@@ -192,13 +161,13 @@ def xdevice_root(tmp_path, monkeypatch):
     real = ["V100_no_tf32", "P100_no_tf32", "A30", "RTX2080Ti"]
     frames = []
     for cfg in real:
-        r = synthetic_rows(rng, n=15)
+        r = synthetic_xdevice_rows(rng, n=15)
         r = r[r["device_config"] == "SYN0"].assign(device_config=cfg)
         frames.append(r)
-    for k, d in SYNTH.items():
+    for k, d in SYNTH_GPUS.items():
         monkeypatch.setitem(DEVICES, k, d)
     rows = pd.concat(frames, ignore_index=True)
-    op = xdevice.fit(rows, FAST)
+    op = xdevice.fit(rows, FAST_XDEVICE)
     comp = {"host_floor_s": 5e-6, "scale": 1.0, "bw_ratio": {"linear": 2.0}}
     xdevice.XdeviceModel(op, comp, {"a": 0.2, "b": 0.05}).save(Paths(tmp_path).xdevice_model_dir)
     monkeypatch.setenv("OPCOST_ROOT", str(tmp_path))
@@ -469,11 +438,11 @@ def fitted_root(tmp_path, monkeypatch):
     rng = np.random.default_rng(4)
     frames = []
     for cfg, source in (("V100_no_tf32", "neusight"), ("A30", "thesis")):
-        r = synthetic_rows(rng, n=15)
+        r = synthetic_xdevice_rows(rng, n=15)
         frames.append(r[r["device_config"] == "SYN0"].assign(device_config=cfg, source=source))
-    for k, d in SYNTH.items():
+    for k, d in SYNTH_GPUS.items():
         monkeypatch.setitem(DEVICES, k, d)
-    op = xdevice.fit(pd.concat(frames, ignore_index=True), FAST)
+    op = xdevice.fit(pd.concat(frames, ignore_index=True), FAST_XDEVICE)
     xdevice.XdeviceModel(op, {"host_floor_s": 5e-6, "scale": 1.0}, {"a": 0.2, "b": 0.05}).save(
         Paths(tmp_path).xdevice_model_dir
     )

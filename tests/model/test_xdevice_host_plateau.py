@@ -9,8 +9,8 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from tests.model.test_xdevice import FAST, SYNTH, synthetic_rows
 
+from builders import FAST_XDEVICE, SYNTH_GPUS, synthetic_xdevice_rows
 from opcost.devices import DEVICES
 from opcost.model import xdevice
 
@@ -19,7 +19,7 @@ PLATEAU = 150e-6
 
 @pytest.fixture
 def gpus(monkeypatch):
-    for k, d in SYNTH.items():
+    for k, d in SYNTH_GPUS.items():
         monkeypatch.setitem(DEVICES, k, d)
 
 
@@ -47,7 +47,7 @@ def test_host_bound_is_the_plateau_of_each_wall_clock_kind_and_nothing_else():
 
 
 def test_fit_never_sees_a_host_bound_row(gpus, monkeypatch):
-    rows = synthetic_rows(np.random.default_rng(1), n=30)
+    rows = synthetic_xdevice_rows(np.random.default_rng(1), n=30)
     wall = rows["device_config"].isin(["SYN0", "SYN1"]).to_numpy()
     small = wall & (rows["t_s"].to_numpy() < np.percentile(rows["t_s"], 30))
     rows.loc[wall, "wall_clock"] = 1.0
@@ -60,29 +60,29 @@ def test_fit_never_sees_a_host_bound_row(gpus, monkeypatch):
         return real(X, y, p, w)
 
     monkeypatch.setattr(xdevice, "fit_trees", spy)
-    model = xdevice.fit(rows, FAST)
-    flagged = xdevice.host_bound(rows, FAST.host_plateau_factor)
+    model = xdevice.fit(rows, FAST_XDEVICE)
+    flagged = xdevice.host_bound(rows, FAST_XDEVICE.host_plateau_factor)
     assert flagged.sum() >= small.sum() and not flagged[~wall].any()
     assert seen == [len(rows) - int(flagged.sum())]
-    assert model.trained_on == tuple(sorted(SYNTH))
+    assert model.trained_on == tuple(sorted(SYNTH_GPUS))
 
 
 def test_a_kind_only_wall_clock_rows_measured_is_transferred_without_their_host(gpus):
     """`layernorm` measured only by wall clock on SYN0-SYN2 (small calls on a 150 us plateau, large ones at
     their bytes), every other kind by events everywhere: on an unseen GPU a small layernorm call is
     predicted near its device time with the rule and near the plateau without it."""
-    rows = synthetic_rows(np.random.default_rng(2), n=40)
+    rows = synthetic_xdevice_rows(np.random.default_rng(2), n=40)
     ln = rows["xkind"].to_numpy() == "layernorm"
     rows = rows[~ln | rows["device_config"].isin(["SYN0", "SYN1", "SYN2"]).to_numpy()].reset_index(drop=True)
     ln = rows["xkind"].to_numpy() == "layernorm"
     rows.loc[ln, "wall_clock"] = 1.0
     rows.loc[ln, "t_s"] = np.maximum(rows.loc[ln, "t_s"], PLATEAU)
-    test = synthetic_rows(np.random.default_rng(3), n=40)
+    test = synthetic_xdevice_rows(np.random.default_rng(3), n=40)
     test = test[(test["device_config"] == "SYN5") & (test["xkind"] == "layernorm")]
     test = test[test["t_s"] < PLATEAU / 3].reset_index(drop=True)
     assert len(test) >= 5
-    with_rule = xdevice.fit(rows[rows["device_config"] != "SYN5"].reset_index(drop=True), FAST).predict(test)
-    no_rule = dataclasses.replace(FAST, host_plateau_factor=1e-9)
+    with_rule = xdevice.fit(rows[rows["device_config"] != "SYN5"].reset_index(drop=True), FAST_XDEVICE).predict(test)
+    no_rule = dataclasses.replace(FAST_XDEVICE, host_plateau_factor=1e-9)
     without = xdevice.fit(rows[rows["device_config"] != "SYN5"].reset_index(drop=True), no_rule).predict(test)
     ratio_with = np.median(with_rule / test["t_s"].to_numpy())
     ratio_without = np.median(without / test["t_s"].to_numpy())

@@ -17,11 +17,10 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "data"))
-from test_trust_ingest import CONV, RELU  # noqa: E402  (real lines of the thesis' A30 log)
+from builders import A30_CONV_LINE, A30_RELU_LINE  # real lines of the thesis' A30 log
+from subproc_env import src_dir
 
-from subproc_env import src_dir  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _can_mount() -> bool:
@@ -40,7 +39,7 @@ def _project(root: Path) -> Path:
         shutil.copy(REPO / name, root / name)
     log = root / "data" / "external" / "nicolai-thesis" / "ops" / "inference" / "A30.log"
     log.parent.mkdir(parents=True)
-    log.write_text(CONV + "\n")
+    log.write_text(A30_CONV_LINE + "\n")
     (root / ".opcost" / "tmp").mkdir(parents=True)
     return log
 
@@ -65,7 +64,7 @@ def test_a_full_disk_during_ingest_is_one_line_and_leaves_the_old_outputs(tmp_pa
     before = {p.name: p.read_bytes() for p in sorted(out.iterdir())}
     assert {"op_measurements.parquet", "rejects.parquet", "summary.json"} <= set(before)
 
-    log.write_text(CONV + "\n" + RELU + "\n")  # new data: every output would change
+    log.write_text(A30_CONV_LINE + "\n" + A30_RELU_LINE + "\n")  # new data: every output would change
     full = _ingest(tmp_path, tmpfs_kib=32)  # room for the first tables' temporary files (~15 KiB each), not all
     assert full.returncode == 2, full.stderr[-2000:]
     lines = [ln for ln in full.stderr.splitlines() if ln.strip()]

@@ -251,9 +251,9 @@ def test_merge_with_a_missing_shard_names_it(paths):
 
 
 def test_every_op_failed_exits_non_zero(paths):
-    from test_measure import BROKEN, module_spec
     from torch import nn
 
+    from builders import BROKEN, module_spec
     from opcost.ops.catalog import operations_table
     from opcost.ops.features import op_metrics
 
