@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from opcost.model import compose, netval
-from opcost.model.compose import Composition, conformal_q
+from opcost.model.compose import Composition
+from opcost.model.intervals import conformal_q
 
 
 def test_conformal_quantile_is_the_ceil_n_plus_1_level_th_smallest_score() -> None:

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from opcost.model.predict import NetworkPrediction
+from opcost.model.answer import NetworkPrediction
 from opcost.model.recommend import dropped_once, settings_table, summary_lines
 
 

@@ -29,7 +29,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from opcost.errors import OpcostError
-from opcost.io import read_npz, write_npz, write_report
+from opcost.io import MODEL_DIGITS, read_npz, write_json, write_npz
 from opcost.model.compose import Composition
 from opcost.model.costing import OpCoster
 from opcost.model.features import FEATURE_SETS, Encoding, OpRecord, back_transform
@@ -196,7 +196,7 @@ class Bundle:
         arrays["lookup/p_w"] = np.array([self.lookup[i][1] for i in ids], float)
         arrays["lookup/estimated"] = np.array([self.lookup[i][2] for i in ids], bool)
         write_npz(arrays, folder / TREES_FILE)
-        write_report(self.summary(), folder / BUNDLE_FILE)  # derived figures: rounded, reproducible
+        write_json(self.summary(), folder / BUNDLE_FILE, digits=MODEL_DIGITS)  # figures predictions read back
 
     @staticmethod
     def load(folder: Path, expect_md5: str | None = None, expected_from: str = "dvc.lock") -> "Bundle":

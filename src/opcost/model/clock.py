@@ -705,13 +705,14 @@ BALANCE_COEF_MAX = 5.0  # bound of |share_balance| (per unit of log machine bala
 KNEE_Q_RANGE = (2.0, 100.0)  # bounds of the fitted knee_q (bytes per SM per cycle)
 KNEE_Q_START = 10.0
 DVFS_GAMMA = 3.0  # dynamic power ~ f V^2: the exponent of V is 2 (gamma - 1), physics, not fitted
+VOLT_MIN_STARTS = (0.3, 0.5, 0.7, 0.9)  # starts of the power fit's voltage floor (relative to the boost voltage)
 
 
 def fit(pts: pd.DataFrame) -> ClockModel:
     """Least-squares fit of the global parameters on the non-reference points of `pts` (relative errors):
     the time parameters first (two steps, below), then the power's static fractions and DVFS voltage curve
     (gamma fixed)."""
-    from scipy.optimize import least_squares
+    from opcost.model.lsq import least_squares
 
     train = pts[~pts["is_ref"]]
     if train.empty:
@@ -755,8 +756,7 @@ def fit(pts: pd.DataFrame) -> ClockModel:
             return w_rows * (_predict(probe, rows, soft_cap=False)[0] / t_rows - 1.0)
 
         bounds = ([box[k][0] for k in names], [box[k][1] for k in names])
-        fits = [least_squares(res, x0=x0, bounds=bounds) for x0 in starts]
-        for k, v in zip(names, min(fits, key=lambda r: r.cost).x):
+        for k, v in zip(names, least_squares(res, starts, bounds)):
             setattr(probe, k, float(v))
 
     if step1:
@@ -775,7 +775,9 @@ def fit(pts: pd.DataFrame) -> ClockModel:
         return w * (_predict(probe, train)[1] / p - 1.0)
 
     bounds = ([0.0, 0.0, 0.0, 0.0], [0.95, 5.0, 1.0, STATIC_MEM_MAX])
-    pq = least_squares(power_res, x0=[0.3, 1.0, 0.5, 0.0], bounds=bounds).x
+    # The voltage floor makes the power fit non-convex (a floor below every point's clock has no gradient):
+    # one start per floor in VOLT_MIN_STARTS, the lowest cost kept.
+    pq = least_squares(power_res, [[0.3, 1.0, v, 0.05] for v in VOLT_MIN_STARTS], bounds)
     return ClockModel(
         share_a=probe.share_a,
         share_b=probe.share_b,

@@ -137,14 +137,12 @@ import numpy as np
 from opcost.devices import find_device
 from opcost.model.costing import Costs
 from opcost.model.features import OpRecord
-from opcost.model.intervals import (  # noqa: F401  (conformal_q, log_scores: re-exported, their old home)
+from opcost.model.intervals import (
     INTERVAL_LEVEL,
     UNCALIBRATED_HALF_WIDTH,
     LogInterval,
-    conformal_q,
     log_errors,
     log_interval,
-    log_scores,
     question_covariate,
 )
 from opcost.model.nnls import nnls_relative

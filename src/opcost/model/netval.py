@@ -341,7 +341,7 @@ def score_sets(net_pred: pd.DataFrame, col: str) -> dict[str, list[float]]:
 def score_groups(net_pred: pd.DataFrame, col: str) -> dict[str, list[str]]:
     """The group label of every score of `score_sets` (same keys, same order): what was held out together
     (`held_out`: the model in the model split, the family in the family split), the unit the conformal
-    quantile counts (compose.conformal_q)."""
+    quantile counts (intervals.conformal_q)."""
     return {k: [str(x) for x in v] for k, v in _score_rows(net_pred, col, "held_out").items()}
 
 

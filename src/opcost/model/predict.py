@@ -38,15 +38,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from opcost.errors import OpcostError
-from opcost.model.answer import TRAINING_NOTE, NetworkPrediction, assemble
+from opcost.model.answer import NetworkPrediction, assemble
 from opcost.model.bundle import Bundle
 from opcost.model.bundlestore import BundleStore
-from opcost.model.clocktransfer import ClockTransfer, clock_grid, roofline_shares
-from opcost.model.costing import Costs, Group, OpCost, cost_groups
-from opcost.model.extrapolation import extrapolation_warnings
+from opcost.model.clocktransfer import ClockTransfer, clock_grid
+from opcost.model.costing import Costs, Group, cost_groups
 from opcost.model.features import OpRecord
-from opcost.model.netcache import NetworkCache, extraction_code_hash, network_cache
-from opcost.model.network import EXTRACTION_ENTRIES, Network, as_netspec
+from opcost.model.netcache import NetworkCache, network_cache
+from opcost.model.network import Network, as_netspec
 from opcost.modes import MODES
 from opcost.ops.footprint import footprint_key
 from opcost.ops.netspec import NetSpec
@@ -272,19 +271,3 @@ def locked_models(root: Path) -> frozenset[str]:
 
 
 _LOCKED: dict[tuple[str, int, int], frozenset[str]] = {}
-
-
-# Names other modules and tests import from here, kept while they move to their homes.
-_extraction_code_hash = extraction_code_hash
-__all__ = [
-    "EXTRACTION_ENTRIES",
-    "TRAINING_NOTE",
-    "Network",
-    "NetworkPrediction",
-    "OpCost",
-    "Predictor",
-    "Request",
-    "as_netspec",
-    "extrapolation_warnings",
-    "roofline_shares",
-]

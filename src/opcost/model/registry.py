@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from opcost.errors import OpcostError
-from opcost.io import round_floats
+from opcost.io import MODEL_DIGITS, round_floats
 from opcost.model import tracking
 from opcost.model.bundle import BUNDLE_FILE, Bundle
 from opcost.model.pyfunc import LOADER_MODULE
@@ -50,7 +50,7 @@ def bundle_score(bundle: Bundle) -> float:
     error of the time model and the MAPE of the power model."""
     # from the scores as bundle.json stores them (rounded): the bundle train just fitted and the same
     # bundle loaded by sync-registry must score the same, or a tie looks like an improvement
-    s = round_floats(bundle.scores)
+    s = round_floats(bundle.scores, MODEL_DIGITS)
     return -float(s["time"]["twe"] + (s["power"]["mape"] if "power" in s else 0.0))
 
 

@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from opcost.devices import DEVICES, NO_TF32_SUFFIX, Device, unknown_device
+from opcost.devices import DEVICES, NO_TF32_SUFFIX, Device, resolve_device
 from opcost.errors import OpcostError
 from opcost.io import read_json_model, read_npz, write_json, write_npz
 from opcost.model import floors, physics
@@ -84,26 +84,12 @@ COLUMNS = (
 
 # -- devices ------------------------------------------------------------------------------------
 def resolve(name: str) -> str:
-    """A table key from a key or an NVML name (case-insensitive), `_no_tf32` kept; one clear line if unknown."""
+    """A table key from a key or any name the device table knows (devices.resolve_device), `_no_tf32` kept;
+    one clear line if unknown."""
     base, suffix = (name[: -len(NO_TF32_SUFFIX)], NO_TF32_SUFFIX) if name.endswith(NO_TF32_SUFFIX) else (name, "")
-    if base in DEVICES:  # a table key as is
+    if base in DEVICES:  # a table key as is (also a key a test adds to DEVICES)
         return base + suffix
-    try:  # the device table's own resolver, where the devices branch provides one
-        from opcost import devices as _dev
-
-        resolver = getattr(_dev, "resolve_device", None)
-        if resolver is not None:
-            found = resolver(base)
-            return (found if isinstance(found, str) else found.name) + suffix
-    except OpcostError:
-        raise
-    except Exception:  # pragma: no cover - an older table without a resolver falls through
-        pass
-    low = base.strip().lower()
-    for d in DEVICES.values():
-        if low in (d.name.lower(), d.product.lower()):
-            return d.name + suffix
-    raise unknown_device(name, "GPU")
+    return resolve_device(base) + suffix
 
 
 def config_device(device_config: str) -> tuple[Device, bool]:

@@ -299,10 +299,8 @@ def busy_share(r: dict[str, Any], device_config: str, work: float = 1.0) -> floa
 def energy(root: Path, r: dict[str, Any], device_config: str, mode: str) -> tuple[dict[str, Any] | None, str]:
     """Energy from the cross-device power model (model/xpower.py, models/xpower/) where both exist:
     (energy, its interval, power) and a note; else None and why."""
-    try:
-        from opcost.model import xpower  # the power helper's module (merged separately)
-    except ImportError:
-        return None, "energy: no cross-device power model in this build (model/xpower.py absent), so it is left out"
+    from opcost.model import xpower
+
     folder = Path(root) / "models" / "xpower"
     if not folder.is_dir():
         return None, "energy: models/xpower not found (`dvc pull` or its stage), so energy is left out"

@@ -368,7 +368,7 @@ def predict_rows(model: PowerModel, rows: pd.DataFrame) -> np.ndarray:
 
 def fit(rows: pd.DataFrame) -> PowerModel:
     """Least squares of relative power errors over absolute rows and off-reference sweep points."""
-    from scipy.optimize import least_squares
+    from opcost.model.lsq import least_squares
 
     train = rows[~rows["is_ref"].astype(bool)]
     if train.empty:
@@ -382,7 +382,7 @@ def fit(rows: pd.DataFrame) -> PowerModel:
         return w * (predict_rows(probe, train) / p - 1.0)
 
     lo, hi = [0.0, -1.0, -2.0, 0.1, 0.3], [0.9, 1.5, 3.0, 3.0, 6.0]
-    q = least_squares(res, x0=[0.25, 0.3, 0.6, 1.0, 2.0], bounds=(lo, hi)).x
+    q = least_squares(res, [[0.25, 0.3, 0.6, 1.0, 2.0]], (lo, hi))
     return PowerModel(
         idle=float(q[0]), a=float(q[1]), b=float(q[2]), c=float(q[3]), gamma=float(q[4]),
         trained_on=sorted(set(rows["device"])), n_rows=int(len(rows)),
