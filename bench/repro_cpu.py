@@ -98,16 +98,16 @@ def _rel(a: Any, b: Any) -> float | None:
     return abs(x - y) / max(abs(x), abs(y), 1e-300)
 
 
-def compare(mine: Path, theirs: Path) -> dict[str, Any]:
-    """One output file against the checkout's."""
-    if not theirs.is_file():
+def compare(rerun: Path, checkout: Path) -> dict[str, Any]:
+    """One output file of the rerun against the checkout's."""
+    if not rerun.is_file():
         return {"status": "missing in the rerun"}
-    a, b = mine.read_bytes(), theirs.read_bytes()
+    a, b = rerun.read_bytes(), checkout.read_bytes()
     if a == b:
         return {"status": "identical"}
-    if mine.suffix not in (".json", ".csv"):
+    if rerun.suffix not in (".json", ".csv"):
         return {"status": "differs (bytes)"}
-    if mine.suffix == ".json":
+    if rerun.suffix == ".json":
         left, right = dict(_numbers(json.loads(a))), dict(_numbers(json.loads(b)))
     else:
         left, right = dict(_csv_cells(a.decode())), dict(_csv_cells(b.decode()))
@@ -120,7 +120,7 @@ def compare(mine: Path, theirs: Path) -> dict[str, Any]:
         "n_values": len(left),
         "n_differ": len(diffs),
         "max_rel_diff": worst,
-        "examples": [{"at": k, "checkout": x, "rerun": y} for k, x, y, _ in sorted(diffs, key=lambda d: -d[3])[:SHOWN]],
+        "examples": [{"at": k, "rerun": x, "checkout": y} for k, x, y, _ in sorted(diffs, key=lambda d: -d[3])[:SHOWN]],
     }
 
 
