@@ -46,17 +46,11 @@ def module_record(module: nn.Module, shape: tuple[int, ...]) -> OpRecord:
 def catalog_row(spec: OpSpec) -> dict[str, Any]:
     """The op as a row of the operations table (schemas.OPERATIONS) in memory: op id and kind, output
     shapes as lists, no parts."""
-    m = op_metrics(spec)
     return {
         "op_id": spec.op_id,
         "kind": spec.kind,
         "spec_json": json.dumps(spec.to_json()),
-        "flops": m.flops,
-        "bytes_read": m.bytes_read,
-        "bytes_written": m.bytes_written,
-        "params": m.params,
-        "is_view": m.is_view,
-        "output_shapes": [list(s) for s in m.output_shapes],
+        **op_metrics(spec).as_dict(),
         "parts_json": "[]",
     }
 

@@ -35,15 +35,7 @@ def conv_spec() -> OpSpec:
 
 def test_baseline_encoding_is_the_thesis_layout():
     spec = conv_spec()
-    m = op_metrics(spec)
-    metrics = {
-        "flops": m.flops,
-        "bytes_read": m.bytes_read,
-        "bytes_written": m.bytes_written,
-        "params": m.params,
-        "is_view": m.is_view,
-        "output_shapes": [list(s) for s in m.output_shapes],
-    }
+    metrics = op_metrics(spec).as_dict()
     enc = Encoding("baseline", ("BatchNorm2d", "Conv2d"))
     row = dict(zip(enc.columns, enc.row(op_record(spec, metrics), None)))
     assert row["kind=Conv2d"] == 1.0 and row["kind=BatchNorm2d"] == 0.0
