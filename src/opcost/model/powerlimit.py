@@ -61,6 +61,38 @@ def capped_energy(
     return np.minimum(e, cap_w * np.asarray(time_s, float)) if cap_w > 0 else e
 
 
+IDENTIFIED = 1e-8  # smallest/largest singular value of the active rows above which they identify (a_e, k)
+
+
+def settle(
+    s: np.ndarray, t: np.ndarray, e: np.ndarray, cap_w: float, censored: np.ndarray, x: np.ndarray
+) -> np.ndarray | None:
+    """The exact minimum of `fit_energy`'s loss near `x`, or None where the networks do not identify (a_e, k).
+
+    Why: Nelder-Mead stops where the loss stops changing, ~1e-8 (relative) short of the minimum along its
+    flattest direction, so a one-ulp change of an input (another CPU) moved the bundle's eighth digit. Near
+    the minimum each residual is linear in (a_e, k) or constant (a censored network above its measured
+    energy, a network whose prediction the cap holds): the minimum on those linear rows is one linear least
+    squares, kept where its rows stay the same at the answer and it is non-negative."""
+    rows = np.array([s, t]).T / e[:, None]
+    for _ in range(5):
+        u = x[0] * s + x[1] * t
+        linear = np.where(censored, u < e, u < cap_w * t if cap_w > 0 else True)
+        if linear.sum() < 2:
+            return None
+        sv = np.linalg.svd(rows[linear], compute_uv=False)
+        if sv[-1] <= IDENTIFIED * sv[0]:
+            return None
+        new = np.linalg.lstsq(rows[linear], np.ones(int(linear.sum())), rcond=None)[0]
+        if (new < 0).any():
+            return None
+        u_new = new[0] * s + new[1] * t
+        if (np.where(censored, u_new < e, u_new < cap_w * t if cap_w > 0 else True) == linear).all():
+            return np.asarray(new, float)
+        x = new
+    return None
+
+
 def fit_energy(
     energy_sum: np.ndarray, time_s: np.ndarray, energy_j: np.ndarray, limit_w: float
 ) -> tuple[float, float, float]:
@@ -69,10 +101,10 @@ def fit_energy(
     (a_e, k) >= 0 the least-squares fit on relative error, as before. Otherwise they
     minimise the squared relative errors of the capped prediction of the networks below the limit, plus, for
     a network at the limit, only the part by which the unlimited prediction falls short of its measured energy
-    (all it says is "at least this"); among fits as good as the best (TIE_TOL: equal up to rounding; with
-    every network at the limit a whole region is exactly 0), the one closest to PRIOR. Two parameters:
-    Nelder-Mead on |x| (non-negative, and the cap's kink needs no gradient), started at the prior and at the
-    least-squares fit."""
+    (all it says is "at least this"). Where those networks identify (a_e, k), the exact minimum (`settle`);
+    where they do not (every network at the limit: a whole region is exactly 0), among fits as good as the
+    best (TIE_TOL: equal up to rounding) the one closest to PRIOR. Two parameters: Nelder-Mead on |x|
+    (non-negative, and the cap's kink needs no gradient), started at the prior and at the least-squares fit."""
     s, t, e = (np.asarray(x, float) for x in (energy_sum, time_s, energy_j))
     cap_w = effective_cap(e / t, limit_w)
     censored = at_limit(e / t, limit_w)
@@ -91,6 +123,9 @@ def fit_energy(
     starts = [np.array(PRIOR, float), plain]
     best = min([np.abs(minimize(loss, x0, method="Nelder-Mead", options=opts).x) for x0 in starts] + [plain], key=loss)
     bound = loss(best) * (1 + TIE_TOL) + 1e-18 * len(e)
+    exact = settle(s, t, e, cap_w, censored, best)
+    if exact is not None and loss(exact) <= bound:
+        return float(exact[0]), float(exact[1]), cap_w
 
     def tie_break(x: np.ndarray) -> float:
         a, k = np.abs(x)
