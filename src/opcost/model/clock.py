@@ -182,6 +182,7 @@ def memory_knee_mhz(bw_per_sm: np.ndarray | float, knee_q: float) -> np.ndarray:
     return bw / knee_q / 1e6 if knee_q > 0 else np.zeros_like(bw)
 
 
+VOLT_KNEE_K = 100.0  # sharpness of the voltage floor's knee (a smooth max: real V/f curves bend, fits need a gradient)
 BALANCE_REF = 30.0  # FLOP/B: machine balance at which the balance term of the fallback share is zero
 
 
@@ -272,7 +273,8 @@ class ClockModel:
     def dvfs(self, y: np.ndarray | float) -> np.ndarray:
         """g(y) = y V(y)^(gamma - 1), the dynamic power's clock dependence at y = f / f_boost (increasing in y)."""
         y = np.maximum(np.asarray(y, float), 1e-9)
-        v = np.maximum(np.maximum(1.0 - self.volt_slope * (1.0 - y), self.volt_min), 1e-9)
+        lin = 1.0 - self.volt_slope * (1.0 - y)
+        v = np.maximum(self.volt_min + np.logaddexp(0.0, VOLT_KNEE_K * (lin - self.volt_min)) / VOLT_KNEE_K, 1e-9)
         return y * v ** (self.gamma - 1.0)
 
     def static_fraction(self, share: np.ndarray | float | None = None) -> np.ndarray:
@@ -737,7 +739,11 @@ def fit(pts: pd.DataFrame) -> ClockModel:
     # and every prediction use the soft cap.
     s_lo, s_hi = SHARE_SCALE_RANGE
     step1: tuple[str, ...] = ("share_scale_bytes", "share_scale_dram") if known.any() else ()
-    step2 = ("share_a", "share_b", "share_balance")
+    # The balance term has evidence only where the machine balance varies (several GPUs): on one GPU it is a
+    # constant that moves with share_a along a flat line, so it keeps its start (zero) there.
+    step2: tuple[str, ...] = ("share_a", "share_b", "share_balance")
+    if "balance" not in train or np.ptp(np.log(train["balance"].to_numpy(float))) == 0:
+        step2 = step2[:2]
     # the memory-path knee's q: fitted with the share scales where an observed-share curve has a knee (pre-Ampere)
     if step1 and "bw_per_sm" in train and np.isfinite(train.loc[known, "bw_per_sm"].to_numpy(float)).any():
         step1 = step1 + ("knee_q",)
