@@ -28,5 +28,6 @@ def least_squares(
     from scipy.optimize import least_squares as scipy_least_squares
 
     fits = [scipy_least_squares(res, x0=np.asarray(x0, float), bounds=bounds) for x0 in starts]
-    best = min(fits, key=lambda r: r.cost)
-    return np.asarray(scipy_least_squares(res, x0=best.x, bounds=bounds, **LSQ_OPTIONS).x, float)
+    polished = [scipy_least_squares(res, x0=r.x, bounds=bounds, **LSQ_OPTIONS) for r in fits]
+    best = min(polished, key=lambda r: r.cost)
+    return np.asarray(best.x, float)
