@@ -46,7 +46,8 @@ sys.path.insert(0, str(ROOT / "src"))
 from opcost.devices import find_device  # noqa: E402
 from opcost.io import write_report  # noqa: E402
 from opcost.model import compose, netval  # noqa: E402
-from opcost.model.costing import Costs, OpCoster  # noqa: E402
+from opcost.model.compose import Costs  # noqa: E402
+from opcost.model.costing import OpCoster  # noqa: E402
 from opcost.model.features import OpRecord  # noqa: E402
 from opcost.model.fit import TargetData, prepare  # noqa: E402
 from opcost.model.nnls import nnls_relative  # noqa: E402

@@ -21,7 +21,8 @@ from torch import nn
 
 from builders import catalog_row, module_spec
 from opcost.model import compose, costing, fit, netval
-from opcost.model.costing import Costs, OpCoster
+from opcost.model.compose import Costs
+from opcost.model.costing import OpCoster
 from opcost.model.features import OpRecord
 from opcost.model.physics import roofline_s
 from opcost.params.train import TrainParams

@@ -9,7 +9,7 @@ import pytest
 
 from bench_modules import load_bench
 from builders import linear_op_row
-from opcost.model.costing import Costs
+from opcost.model.compose import Costs
 from opcost.model.features import OpRecord
 
 

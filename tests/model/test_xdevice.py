@@ -411,8 +411,7 @@ def test_a_transferred_lstm_is_costed_by_its_steps(xdevice_root, layers):
 def test_the_validation_nodes_expand_composites_as_predictions_do():
     """xdevice_net.op_rows is the one expansion: a recurrent record's rows are its kernels, with their step
     counts; a plain layer is its own single row."""
-    from opcost.model.costing import part_record
-    from opcost.model.features import OpRecord
+    from opcost.model.features import OpRecord, part_record
 
     parts = [{"op": "mm", "kind": "mm", "input_shapes": [[8, 64], [64, 256]], "output_shapes": [[8, 256]],
               "flops": 2 * 8 * 64 * 256, "bytes_read": 4 * (8 * 64 + 64 * 256), "bytes_written": 4 * 8 * 256,

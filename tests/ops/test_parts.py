@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from opcost.model.costing import OpCoster, part_record
-from opcost.model.features import op_record
+from opcost.model.costing import OpCoster
+from opcost.model.features import op_record, part_record
 from opcost.ops.catalog import extract_nets
 from opcost.ops.netspec import NetSpec
 from opcost.ops.parts import op_parts

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from opcost.model.bundle import Bundle
-from opcost.model.compose import Composition, network_terms
-from opcost.model.costing import MEASURED, TRANSFERRED, Costs, OpCost, reference_clock_mhz
+from opcost.model.compose import Composition, Costs, network_terms
+from opcost.model.costing import MEASURED, TRANSFERRED, OpCost, reference_clock_mhz
 from opcost.model.extrapolation import batch_outside, batch_range, extrapolation_warnings
 from opcost.model.intervals import question_covariate
 from opcost.model.network import Network

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import numpy as np
 
 from opcost.errors import OpcostError
-from opcost.model.costing import Costs
+from opcost.model.compose import Costs
 from opcost.model.features import OpRecord
 
 if TYPE_CHECKING:

@@ -135,7 +135,6 @@ from typing import Any, Sequence
 import numpy as np
 
 from opcost.devices import find_device
-from opcost.model.costing import Costs
 from opcost.model.features import OpRecord
 from opcost.model.intervals import (
     INTERVAL_LEVEL,
@@ -158,6 +157,21 @@ MIN_NETWORKS = 4
 DEFAULT_TIME = {"sum": 1.0, "memory_sum": 0.0, "l2_sum": 0.0, "calls_floor": 0.0, "params_bw": 0.0, "const": 0.0}
 DEFAULT_ENERGY = {"energy_sum": 1.0, "time": 0.0}
 EXTRAPOLATION_WIDENING = 2.0  # interval half-widths (in log space) doubled when extrapolating
+
+
+@dataclass
+class Costs:
+    """Per-op cost of one call, for a list of records."""
+
+    t_s: np.ndarray
+    p_w: np.ndarray  # NaN where the device has no power model
+    source: list[str]
+    proxy: list[str | None]
+
+    def mask(self, *sources: str) -> np.ndarray:
+        return np.array([s in sources for s in self.source], bool)
+
+
 LEGACY_TRANSFER_WIDENING = 1.5  # read only: transferred bundles written before the widening was measured
 NEW_FAMILY_RULE = (
     "time and energy x exp(term) for a network of a family listed here (log of its measured siblings' "

@@ -29,65 +29,21 @@ cross-device answers of model/xdevice_predict.py, `clock_source`, recommend's ma
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from opcost.devices import find_device
-from opcost.model.features import OpRecord, with_kind
+from opcost.model.compose import Costs
+from opcost.model.features import OpRecord, part_record, with_kind
 from opcost.model.physics import is_noop, proxy_kind, roofline_s
-from opcost.ops.kinds import bias_first, is_gemm_part
 from opcost.ops.recurrent import recurrent_steps
-
-if TYPE_CHECKING:
-    from opcost.model.bundle import Bundle
 
 MEASURED, PREDICTED, TRANSFERRED, FITTED = "measured", "predicted", "transferred", "fitted"  # module docstring
 SOURCES = (MEASURED, "estimated", "floor", PREDICTED, "decomposed", "proxy", "charged")  # an own bundle's op costs
 CROSS_DEVICE_SOURCES = (MEASURED, FITTED, TRANSFERRED)  # a cross-device answer's op costs (model/xdevice_predict.py)
 CLOCK_SOURCES = (MEASURED, TRANSFERRED)  # where an answer's clock behaviour came from (`clock_source`)
-
-
-def part_record(owner: OpRecord, index: int, part: dict[str, Any]) -> OpRecord:
-    """A kernel of a composite as a record the models can cost. A matrix product [.., M, K] x [K, N]
-    is the linear layer of that GEMM (in_features K, out_features N, on an [.., M, K] input): the
-    measured kind that does the same work; any other kernel keeps its kind (softmax, add, contiguous,
-    ...), which the op categories map to a measured one."""
-    out = [list(s) for s in part["output_shapes"]]
-    metrics = {
-        "flops": int(part["flops"]),
-        "bytes_read": int(part["bytes_read"]),
-        "bytes_written": int(part["bytes_written"]),
-        "params": 0,
-        "is_view": False,
-        "output_shapes": out,
-    }
-    shapes = [tuple(int(d) for d in s) for s in part["input_shapes"]]
-    op_id = f"{owner.op_id}/{index}"
-    if is_gemm_part(part["op"]) and out:
-        bias = bias_first(part["op"])
-        a = shapes[1] if bias else shapes[0]
-        k, n = int(a[-1]), int(out[0][-1])
-        hp = {"in_features": k, "out_features": n, "bias": bias}
-        x = (*out[0][:-1], k)
-        return OpRecord(op_id, "Linear", hp, x, math.prod(x), {**metrics, "params": k * n})
-    first = shapes[0] if shapes else tuple(out[0]) if out else ()
-    return OpRecord(op_id, str(part["kind"]), {}, first, sum(math.prod(s) for s in shapes), metrics)
-
-
-@dataclass
-class Costs:
-    """Per-op cost of one call, for a list of records."""
-
-    t_s: np.ndarray
-    p_w: np.ndarray  # NaN where the device has no power model
-    source: list[str]
-    proxy: list[str | None]
-
-    def mask(self, *sources: str) -> np.ndarray:
-        return np.array([s in sources for s in self.source], bool)
 
 
 @dataclass
@@ -168,8 +124,6 @@ class OpCoster:
         return t, p
 
 
-# A costing question: (target, clock in MHz or None for the default clock).
-Group = tuple[str, "float | None"]
 # One op's cost of one call: (time s, power W, source, proxy kind).
 OpCost = tuple[float, float, str, "str | None"]
 
@@ -181,34 +135,3 @@ def reference_clock_mhz(config: str) -> float | None:
     ingest and evaluate, which import the device table, do not rerun for it."""
     found = find_device(config)
     return None if found is None else float(found[0].boost_clock_mhz)
-
-
-def cost_groups(
-    groups: dict[Group, dict[str, OpRecord]],
-    bundles: dict[str, Bundle],
-    at_clock: Callable[[Bundle, list[OpRecord], Costs, float], Costs],
-) -> dict[Group, dict[str, OpCost]]:
-    """One costing per (target, clock) over the union of the ops of every network asked about it.
-
-    A clock the bundle was not trained on (no measured sweep) is costed at the reference clock once,
-    shared by every such clock of the target, and moved to each clock by `at_clock` (the cross-clock
-    model, model/clocktransfer.py); the reference (boost) clock itself is the default clock's costing."""
-    costed: dict[Group, dict[str, OpCost]] = {}
-    base: dict[tuple[str, tuple[str, ...]], Costs] = {}  # costs at the reference clock
-    for (target, clock), recs in groups.items():
-        ids = sorted(recs)
-        b = bundles[target]
-        if clock is not None and not b.clocks_mhz and float(clock) == reference_clock_mhz(b.device_config):
-            costs = b.coster().cost([recs[i] for i in ids], None)  # the boost clock: the default clock's own costs
-        elif clock is not None and not b.clocks_mhz:
-            key = (target, tuple(ids))
-            if key not in base:
-                base[key] = b.coster().cost([recs[i] for i in ids], None)
-            costs = at_clock(b, [recs[i] for i in ids], base[key], float(clock))
-        else:
-            costs = b.coster().cost([recs[i] for i in ids], clock)
-        costed[(target, clock)] = {
-            i: (float(t), float(p), src, px)
-            for i, t, p, src, px in zip(ids, costs.t_s, costs.p_w, costs.source, costs.proxy)
-        }
-    return costed

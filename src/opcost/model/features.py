@@ -27,6 +27,7 @@ from opcost.devices import find_device
 from opcost.memo import BoundedLRU
 from opcost.model import backward, floors, gemm
 from opcost.model.physics import compute_memory_s, device_peaks, gemm_dims, op_peak, roofline_s
+from opcost.ops.kinds import bias_first, is_gemm_part
 
 if TYPE_CHECKING:  # torch stays out of the import path of predictions
     import pandas as pd
@@ -398,3 +399,30 @@ def record_of(catalog_row: "pd.Series | dict[str, Any]") -> OpRecord:
 def encodings(kinds: Sequence[str], device_config: str = "", floor_s: float = 0.0) -> dict[str, Encoding]:
     k = tuple(sorted(set(kinds)))
     return {fs: Encoding(fs, k, device_config, floor_s) for fs in FEATURE_SETS}
+
+
+def part_record(owner: OpRecord, index: int, part: dict[str, Any]) -> OpRecord:
+    """A kernel of a composite as a record the models can cost. A matrix product [.., M, K] x [K, N]
+    is the linear layer of that GEMM (in_features K, out_features N, on an [.., M, K] input): the
+    measured kind that does the same work; any other kernel keeps its kind (softmax, add, contiguous,
+    ...), which the op categories map to a measured one."""
+    out = [list(s) for s in part["output_shapes"]]
+    metrics = {
+        "flops": int(part["flops"]),
+        "bytes_read": int(part["bytes_read"]),
+        "bytes_written": int(part["bytes_written"]),
+        "params": 0,
+        "is_view": False,
+        "output_shapes": out,
+    }
+    shapes = [tuple(int(d) for d in s) for s in part["input_shapes"]]
+    op_id = f"{owner.op_id}/{index}"
+    if is_gemm_part(part["op"]) and out:
+        bias = bias_first(part["op"])
+        a = shapes[1] if bias else shapes[0]
+        k, n = int(a[-1]), int(out[0][-1])
+        hp = {"in_features": k, "out_features": n, "bias": bias}
+        x = (*out[0][:-1], k)
+        return OpRecord(op_id, "Linear", hp, x, math.prod(x), {**metrics, "params": k * n})
+    first = shapes[0] if shapes else tuple(out[0]) if out else ()
+    return OpRecord(op_id, str(part["kind"]), {}, first, sum(math.prod(s) for s in shapes), metrics)

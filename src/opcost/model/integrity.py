@@ -169,3 +169,27 @@ def dvc_changed(root: Path, stages: list[str], timeout: float = 300) -> dict[str
     except ValueError:
         raise OpcostError(f"{what} printed no JSON; cannot vouch for the models") from None
     return {str(k): json.dumps(v, sort_keys=True) for k, v in status.items()}
+
+
+_LOCKED_MODEL = re.compile(r"^\s*- path:\s*['\"]?models/([^/'\"\s]+)/?['\"]?\s*$")
+
+
+def locked_models(root: Path) -> frozenset[str]:
+    """The folders under models/ that `dvc.lock` records as stage outputs (`A30-inference`, `xdevice`, ...):
+    what a complete checkout holds. A line scan, as `locked_out` reads the lock (no YAML parse on the
+    prediction path); cached per lock file content stamp."""
+    lock = Path(root) / "dvc.lock"
+    try:
+        st = lock.stat()
+    except OSError:
+        return frozenset()
+    key = (str(lock), st.st_mtime_ns, st.st_size)
+    if key not in _LOCKED:
+        _LOCKED.clear()
+        _LOCKED[key] = frozenset(
+            m.group(1) for line in lock.read_text().splitlines() if (m := _LOCKED_MODEL.match(line))
+        )
+    return _LOCKED[key]
+
+
+_LOCKED: dict[tuple[str, int, int], frozenset[str]] = {}

@@ -32,18 +32,19 @@ fits on each device of the table; `recommend` drops device configs it does not f
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from opcost.errors import OpcostError
 from opcost.model.answer import NetworkPrediction, assemble
 from opcost.model.bundle import Bundle
 from opcost.model.bundlestore import BundleStore
 from opcost.model.clocktransfer import ClockTransfer, clock_grid
-from opcost.model.costing import Costs, Group, cost_groups
+from opcost.model.compose import Costs
+from opcost.model.costing import OpCost, reference_clock_mhz
 from opcost.model.features import OpRecord
+from opcost.model.integrity import locked_models
 from opcost.model.netcache import NetworkCache, network_cache
 from opcost.model.network import Network, as_netspec
 from opcost.modes import MODES
@@ -56,6 +57,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from opcost.model.clock import ClockModel
+
+# A costing question: (target, clock in MHz or None for the default clock).
+Group = tuple[str, "float | None"]
 
 # A question: (model or NetSpec, input shape or None, device, mode, clock in MHz or None).
 Request = tuple["str | NetSpec", Any, str, str, "float | None"]
@@ -249,25 +253,32 @@ class Predictor:
         return recommend(self, model, input_shape, mode, max_slowdown, optimizer, devices)
 
 
-_LOCKED_MODEL = re.compile(r"^\s*- path:\s*['\"]?models/([^/'\"\s]+)/?['\"]?\s*$")
+def cost_groups(
+    groups: dict[Group, dict[str, OpRecord]],
+    bundles: dict[str, Bundle],
+    at_clock: Callable[[Bundle, list[OpRecord], Costs, float], Costs],
+) -> dict[Group, dict[str, OpCost]]:
+    """One costing per (target, clock) over the union of the ops of every network asked about it.
 
-
-def locked_models(root: Path) -> frozenset[str]:
-    """The folders under models/ that `dvc.lock` records as stage outputs (`A30-inference`, `xdevice`, ...):
-    what a complete checkout holds. A line scan, as model/integrity.py reads the lock (no YAML parse on the
-    prediction path); cached per lock file content stamp."""
-    lock = Path(root) / "dvc.lock"
-    try:
-        st = lock.stat()
-    except OSError:
-        return frozenset()
-    key = (str(lock), st.st_mtime_ns, st.st_size)
-    if key not in _LOCKED:
-        _LOCKED.clear()
-        _LOCKED[key] = frozenset(
-            m.group(1) for line in lock.read_text().splitlines() if (m := _LOCKED_MODEL.match(line))
-        )
-    return _LOCKED[key]
-
-
-_LOCKED: dict[tuple[str, int, int], frozenset[str]] = {}
+    A clock the bundle was not trained on (no measured sweep) is costed at the reference clock once,
+    shared by every such clock of the target, and moved to each clock by `at_clock` (the cross-clock
+    model, model/clocktransfer.py); the reference (boost) clock itself is the default clock's costing."""
+    costed: dict[Group, dict[str, OpCost]] = {}
+    base: dict[tuple[str, tuple[str, ...]], Costs] = {}  # costs at the reference clock
+    for (target, clock), recs in groups.items():
+        ids = sorted(recs)
+        b = bundles[target]
+        if clock is not None and not b.clocks_mhz and float(clock) == reference_clock_mhz(b.device_config):
+            costs = b.coster().cost([recs[i] for i in ids], None)  # the boost clock: the default clock's own costs
+        elif clock is not None and not b.clocks_mhz:
+            key = (target, tuple(ids))
+            if key not in base:
+                base[key] = b.coster().cost([recs[i] for i in ids], None)
+            costs = at_clock(b, [recs[i] for i in ids], base[key], float(clock))
+        else:
+            costs = b.coster().cost([recs[i] for i in ids], clock)
+        costed[(target, clock)] = {
+            i: (float(t), float(p), src, px)
+            for i, t, p, src, px in zip(ids, costs.t_s, costs.p_w, costs.source, costs.proxy)
+        }
+    return costed

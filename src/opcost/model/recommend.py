@@ -20,17 +20,18 @@ memory does not fit.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 from opcost.errors import OpcostError
 from opcost.model.costing import FITTED, MEASURED, TRANSFERRED
+from opcost.model.integrity import locked_models
 from opcost.modes import check_mode
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from opcost.model.answer import NetworkPrediction
-    from opcost.model.predict import Predictor
+    from opcost.paths import Paths
 
 # objective -> (value column, interval low column, interval high column, rank column)
 OBJECTIVES: dict[str, tuple[str, str, str, str]] = {
@@ -40,8 +41,29 @@ OBJECTIVES: dict[str, tuple[str, str, str, str]] = {
 }
 
 
+class Asks(Protocol):
+    """What `recommend` asks of a predictor (model/predict.py's `Predictor` answers it), written down here
+    so this module, below the predictor, needs nothing from it."""
+
+    paths: Paths
+
+    def targets(self) -> list[str]: ...
+
+    def transfer(self, device: str, mode: str, own: list[str] | None = None) -> tuple[str, str | None]: ...
+
+    def sweep_clocks(self, device: str, mode: str) -> tuple[float | None, ...]: ...
+
+    def transferred_clocks(self, device_config: str) -> tuple[float | None, ...]: ...
+
+    def check_checkout(self, own: list[str], configs: Sequence[str], mode: str) -> None: ...
+
+    def predict_many(
+        self, requests: Sequence[Any], dtype: str = "float32", optimizer: str = "sgd"
+    ) -> list[NetworkPrediction]: ...
+
+
 def recommend(
-    pr: Predictor,
+    pr: Asks,
     model: Any,
     input_shape: Any = None,
     mode: str = "inference",
@@ -69,8 +91,6 @@ def recommend(
             for c in (pr.sweep_clocks(d, mode) if d in own else pr.transferred_clocks(d))
         ]
     else:
-        from opcost.model.predict import locked_models
-
         locked = [t.rpartition("-")[0] for t in sorted(locked_models(pr.paths.root)) if t.endswith(f"-{mode}")]
         pr.check_checkout(pr.targets(), locked, mode)  # a model dvc.lock records is not left out unsaid
         if not own:

@@ -213,7 +213,7 @@ def op_rows(rec: Any) -> list[tuple[dict[str, Any], float]]:
     times) would, as one row, be costed as what their name resembles: `Conv1D` as a convolution at the
     tensor-core convolution peak, attention as its projections alone, an LSTM as one short kernel.
     A matrix product is the linear layer of its GEMM (model/costing.part_record), as own bundles cost it."""
-    from opcost.model.costing import part_record
+    from opcost.model.features import part_record
     from opcost.ops.kinds import has_parts
 
     parts = rec.metrics.get("parts") if has_parts(rec.kind) else None

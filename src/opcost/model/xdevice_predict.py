@@ -28,7 +28,8 @@ import numpy as np
 
 from opcost.devices import NO_TF32_SUFFIX, same_numerics, table_name
 from opcost.errors import OpcostError
-from opcost.model.costing import FITTED, MEASURED, TRANSFERRED, Costs
+from opcost.model.compose import Costs
+from opcost.model.costing import FITTED, MEASURED, TRANSFERRED
 from opcost.model.hostqueue import step_queue
 from opcost.paths import Paths
 
