@@ -47,10 +47,9 @@ by construction, no row there is a Winograd unit):
   inference 13.9/13.5 -> 13.6/13.1 (grouped 10.9 -> 11.1); A30 no-TF32 training 9.8/11.7 -> 9.7/11.4 (grouped
   11.6 -> 10.9); RTX 2080 Ti training 12.1/11.4 -> 11.9/11.7 (grouped 10.3 -> 10.2). Passes the op rule; shipped
   in model/basis/gemm.py and taken out again after a full `dvc repro` (reports/bench/winograd_networks.json):
-  model-left-
-  out networks, time / energy MAPE, A30 no-TF32 inference 7.4/7.5 -> 9.2/9.1 %, RTX 2080 Ti inference 8.0/5.3 ->
-  8.5/5.6 %; family left out A30 no-TF32 13.4/12.2 -> 14.7/13.4 %, RTX 10.9/10.0 -> 8.3/6.6 %. The op rule had
-  not named the network figures; a next variant's rule must.
+  model-left-out networks, time / energy MAPE, A30 no-TF32 inference 7.4/7.5 -> 9.2/9.1 %, RTX 2080 Ti inference
+  8.0/5.3 -> 8.5/5.6 %; family left out A30 no-TF32 13.4/12.2 -> 14.7/13.4 %, RTX 10.9/10.0 -> 8.3/6.6 %. The op rule
+  had not named the network figures; a next variant's rule must.
 
     PYTHONPATH=src python bench/baseline_variants.py --variant conv_unit [--targets A30_no_tf32-inference,...]
 

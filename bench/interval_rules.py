@@ -1,7 +1,6 @@
 """Interval rules compared: the rule of model/composition/intervals.py against the fallback it replaced, on synthetic
-errors
-of known distribution (where the rule is chosen) and on the held-out networks of reports/train/networks/ (what
-it does there, reported, never used to choose).
+errors of known distribution (where the rule is chosen) and on the held-out networks of reports/train/networks/ (what it
+does there, reported, never used to choose).
 
     PYTHONPATH=src python bench/interval_rules.py [--reps 2000]
 

@@ -30,11 +30,8 @@ def test_grouped_conformal_quantile_counts_each_group_once() -> None:
     quads = [f"m{i // 4}" for i in range(16)] + ["m4", "m5"]  # 6 groups: 0.9 x 7 > 6, too few
     assert conformal_q(scores, groups=quads) is None
     iv = compose.log_interval(scores, groups=quads)
-    assert (iv.rule, iv.n, iv.groups) == (
-        "normal",
-        18,
-        6,
-    )  # model/composition/intervals.py: the normal rule below 9 groups
+    # model/composition/intervals.py: the normal rule below 9 groups
+    assert (iv.rule, iv.n, iv.groups) == ("normal", 18, 6)
     # 19 singletons and one group of 10 tiny scores: G = 20, weight 0.9 x 21 = 18.9: 1 + 18 at the 18th single
     s = np.r_[np.full(10, 1e-3), np.arange(1, 20) / 100.0]
     g = ["big"] * 10 + [f"s{i}" for i in range(19)]

@@ -75,8 +75,7 @@ class Paths:
 
     def host_file(self, name: str) -> Path:
         """A host profile `opcost calibrate-host --name NAME` wrote (model/crossdevice/hosts.py): hosts/NAME.json, a
-        user
-        file (commit it to share it), not a DVC output."""
+        user file (commit it to share it), not a DVC output."""
         return self.root / "hosts" / f"{name}.json"
 
     def raw_dir(self, campaign: str) -> Path:

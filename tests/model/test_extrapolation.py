@@ -1,7 +1,6 @@
 """Known answers for what a prediction flags as extrapolating (model/composition/extrapolation.py): every range both
-ways
-by EXTRAPOLATION_FACTOR (2) except an op's size and FLOPs, which only flag above; the per-sample input of an
-image network against the calibration networks' (round 31: ResNets at 32 x 32 and 56 x 56 were not flagged)."""
+ways by EXTRAPOLATION_FACTOR (2) except an op's size and FLOPs, which only flag above; the per-sample input of an image
+network against the calibration networks' (round 31: ResNets at 32 x 32 and 56 x 56 were not flagged)."""
 
 from __future__ import annotations
 

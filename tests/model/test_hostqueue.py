@@ -1,6 +1,5 @@
 """The host/GPU queue (model/crossdevice/hostqueue.py): known answers for host-bound and GPU-bound chains, and the
-closed
-form for a run of identical calls against a call-by-call simulation written here from the definition."""
+closed form for a run of identical calls against a call-by-call simulation written here from the definition."""
 
 from __future__ import annotations
 

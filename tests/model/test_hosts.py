@@ -1,6 +1,5 @@
 """Host profiles (model/crossdevice/hosts.py) and transferred answers driven by a named host: known plateaus and
-medians,
-profiles read as checked data, a host-bound network whose time is its host costs, and calibrate-host run in a
+medians, profiles read as checked data, a host-bound network whose time is its host costs, and calibrate-host run in a
 fresh process on this machine."""
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """Known answers for the interval rules of model/composition/intervals.py: exact small cases with hand-computed Student
-t
-quantiles, and coverage of fresh draws on synthetic normal log errors, by group count, against the old fallback
-and planted bugs (z for t, no sqrt(1 + 1/G), groups ignored)."""
+t quantiles, and coverage of fresh draws on synthetic normal log errors, by group count, against the old fallback and
+planted bugs (z for t, no sqrt(1 + 1/G), groups ignored)."""
 
 from __future__ import annotations
 

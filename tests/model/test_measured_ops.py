@@ -1,7 +1,6 @@
 """Ops measured on a GPU without its own bundle (model/crossdevice/measured.py, stage measured-ops): the table keeps
-only
-our campaigns' default-setting rows of table GPUs, and a transferred answer on that GPU takes those ops'
-measured times (source `measured`), transfers the rest, and composes both with the transferred scale."""
+only our campaigns' default-setting rows of table GPUs, and a transferred answer on that GPU takes those ops' measured
+times (source `measured`), transfers the rest, and composes both with the transferred scale."""
 
 from __future__ import annotations
 
@@ -229,8 +228,7 @@ def test_a_measured_ops_gpu_time_is_its_kernel_in_the_queue(root):
 
 def test_a_measured_ops_kind_factor_corrects_the_transferred_ops_of_its_kind(root):
     """Few-shot (model/crossdevice/fewshot.py): one measured op with a cross-device row and a GPU time r x what the
-    transfer
-    says corrects every transferred op of its kind by r^((1 + s/(1+s)) / (1+s)) and of any other kind by
+    transfer says corrects every transferred op of its kind by r^((1 + s/(1+s)) / (1+s)) and of any other kind by
     r^(1/(1+s)) (s = SHRINK_OPS pseudo-ops; with one op both medians are log r), in the GPU's busy time."""
     from opcost.model.crossdevice import fewshot, xdevice_net
     from opcost.model.prediction import xdevice_predict

@@ -129,9 +129,8 @@ class Encoding:
     # `physical`: the fraction of the TF32 / FP32 peak GEMM-like ops attain (model/basis/gemm.py); 0: nominal peak
     tf32_efficiency: float = 0.0
     fp32_efficiency: float = 0.0
-    dw_train_efficiency: float = (
-        0.0  # training: depthwise convolutions' passes at this fraction (model/basis/backward.py)
-    )
+    # training: depthwise convolutions' passes at this fraction (model/basis/backward.py)
+    dw_train_efficiency: float = 0.0
     mm_train_efficiency: float = 0.0  # training: compute-bound Linear layers' 3 GEMMs at this fraction (likewise)
     kind_floors: floors.KindFloors = ()  # inference: per-kind floors in the offset, else floor_s (data/floors.py)
 

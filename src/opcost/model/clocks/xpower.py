@@ -395,9 +395,8 @@ NETWORK_SOURCE = "thesis-networks"  # absolute rows of whole networks we measure
 def device_levels(model: PowerModel, rows: pd.DataFrame) -> dict[str, dict[str, float]]:
     """Per device with measured networks (absolute rows of NETWORK_SOURCE): the geometric mean of measured over
     modelled power (model/crossdevice/fewshot.power_level) and how many networks show it. Why: the form's miss on a GPU
-    is
-    one level for all its networks (the A30 at 164 W on every network, modelled 95-118 W; the RTX 2080 Ti at
-    150 W, modelled 250 W), which one measured network fixes (leave one GPU out, each network in turn:
+    is one level for all its networks (the A30 at 164 W on every network, modelled 95-118 W; the RTX 2080 Ti at 150 W,
+    modelled 250 W), which one measured network fixes (leave one GPU out, each network in turn:
     reports/validate/xdevice_energy_fewshot.csv). The leave-one-GPU-out scores never use a level."""
     from opcost.model.crossdevice.fewshot import power_level
 

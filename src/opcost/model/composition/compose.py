@@ -376,10 +376,9 @@ class Composition:
         covariate: float = 0.0,
     ) -> LogInterval:  # fmt: skip
         """Bounds on log(measured / predicted) (module docstring; the rule: model/composition/intervals.py), scaled to
-        the
-        question's `covariate` (log(predicted / plain sum of op costs); 0: the scale of a network the
-        composition layer did not move), the half-width widened about its centre for a transferred layer (its
-        measured `transfer_widening`) and when extrapolating."""
+        the question's `covariate` (log(predicted / plain sum of op costs); 0: the scale of a network the composition
+        layer did not move), the half-width widened about its centre for a transferred layer (its measured
+        `transfer_widening`) and when extrapolating."""
         iv = self._log_interval(which, family, covariate)
         if self.source == "transferred":
             iv = iv.widened(self.transfer_widening.get(which, 1.0))
@@ -397,8 +396,8 @@ class Composition:
     ) -> tuple[float, float]:  # fmt: skip
         """90 % interval of the measured value given the predicted one: value x [exp(lo), exp(hi)], from the
         held-out errors that match `family`'s question (module docstring) by model/composition/intervals.py's rule,
-        scaled
-        to the question's `covariate` (`log_interval`); asymmetric where that rule centres on the errors' mean."""
+        scaled to the question's `covariate` (`log_interval`); asymmetric where that rule centres on the errors'
+        mean."""
         return self.log_interval(which, extrapolating, family, covariate).bounds(value)
 
     def to_json(self) -> dict[str, Any]:
@@ -773,8 +772,7 @@ def _loco_groups(
     energy of every network): config:model per network, or with `by_config` the config alone: as the
     interval of a transferred layer, the question is a new config, and configs are what is exchangeable
     (with fewer than 19, model/composition/intervals.py's normal rule on the configs' mean errors). The widening
-    compares like with
-    like: leave-one-config-out and own scores both by model."""
+    compares like with like: leave-one-config-out and own scores both by model."""
     by = {s.name: s for s in sources}
 
     def labels(s: SourceNetworks) -> list[str]:

@@ -42,11 +42,8 @@ from opcost.ops.recurrent import recurrent_steps
 
 MEASURED, PREDICTED, TRANSFERRED, FITTED = "measured", "predicted", "transferred", "fitted"  # module docstring
 SOURCES = (MEASURED, "estimated", "floor", PREDICTED, "decomposed", "proxy", "charged")  # an own bundle's op costs
-CROSS_DEVICE_SOURCES = (
-    MEASURED,
-    FITTED,
-    TRANSFERRED,
-)  # a cross-device answer's op costs (model/prediction/xdevice_predict.py)
+# a cross-device answer's op costs (model/prediction/xdevice_predict.py)
+CROSS_DEVICE_SOURCES = (MEASURED, FITTED, TRANSFERRED)
 CLOCK_SOURCES = (MEASURED, TRANSFERRED)  # where an answer's clock behaviour came from (`clock_source`)
 
 
@@ -135,8 +132,8 @@ OpCost = tuple[float, float, str, "str | None"]
 def reference_clock_mhz(config: str) -> float | None:
     """The clock a device config's default-clock answers stand for: its boost clock (None where the table lacks
     the device). An own bundle trained without a clock sweep answers there from its own measurements, as at the
-    default clock: nothing of the cross-clock model enters (`cost_groups`, model/prediction/answer.py). Here, not in
-    devices.py:
-    ingest and evaluate, which import the device table, do not rerun for it."""
+    default clock: nothing of the cross-clock model enters (`cost_groups` in model/prediction/predict.py,
+    model/prediction/answer.py). Here, not in devices.py: ingest and evaluate, which import the device table, do
+    not rerun for it."""
     found = find_device(config)
     return None if found is None else float(found[0].boost_clock_mhz)

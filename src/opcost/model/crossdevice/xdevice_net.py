@@ -306,8 +306,7 @@ def fit_composition(nets: pd.DataFrame, nodes: pd.DataFrame, t_fw: np.ndarray, r
     log measured/composed) minimising the mean |log error| over `nets` (training GPUs only), each network
     equally weighted; each network's step runs through the host/GPU queue with its own host's profile
     (model/crossdevice/hostqueue.py, model/crossdevice/hosts.py). A network's queue depends on one host multiplier (h or
-    the
-    in-network share) and the backward share, so each is run once per pair, not once per grid point."""
+    the in-network share) and the backward share, so each is run once per pair, not once per grid point."""
     hosts = dict(hosts or {})
     prep = _prepared(nets, nodes, np.asarray(t_fw, float), ratios, hosts)
     measured = np.array([p[0] for p in prep])

@@ -24,10 +24,8 @@ import numpy as np
 import pandas as pd
 
 LEVEL = 0.9
-GEMM_KINDS = (
-    "linear",
-    "bmm",
-)  # cross-device kinds (model/crossdevice/xdevice.XKINDS) whose errors are small everywhere
+# cross-device kinds (model/crossdevice/xdevice.XKINDS) whose errors are small everywhere
+GEMM_KINDS = ("linear", "bmm")
 MIN_HALFWIDTH = 0.02  # log units: no answer is closer than 2 % to certain
 COLUMNS = ("gpu", "distance", "other_share", "abs_log_error")
 

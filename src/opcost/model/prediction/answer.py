@@ -61,16 +61,14 @@ class NetworkPrediction:
     calls: np.ndarray
     t_s: np.ndarray  # per call, for each op in op_ids
     e_j: np.ndarray | None
-    sources: list[
-        str
-    ]  # costing.SOURCES; a cross-device answer's costing.CROSS_DEVICE_SOURCES (model/composition/costing.py)
+    # costing.SOURCES; a cross-device answer's costing.CROSS_DEVICE_SOURCES (model/composition/costing.py)
+    sources: list[str]
     proxies: list[str | None]
     calibrated: bool  # the composition layer was fitted on this device config's measured networks
     # Which composition made `time_s` from the op costs (COMPOSITIONS): one word the note and the JSON agree on
     composition: str = ""
     # A transferred answer's host (model/crossdevice/hosts.py): name, source, host_bound_share (of the step the GPU
-    # waits on
-    # the host), host_s and gpu_s (each side's busy time), reference (the default host, not one asked for)
+    # waits on the host), host_s and gpu_s (each side's busy time), reference (the default host, not one asked for)
     host: dict[str, Any] | None = None
     note: str = ""  # how the answer was derived: every term, rule and source (`--explain`, JSON `note`)
     warnings: list[str] = field(default_factory=list)  # what the user should act on (extrapolation, trust)

@@ -3,10 +3,9 @@
 A network is extracted on meta tensors (as the extract stage does); every unique op gets a cost and
 a source (measured, estimated, launch floor, predicted, decomposed into its kernels, proxy kind or
 charged at roofline: model/composition/costing.py), and the composition layer (model/composition/compose.py) turns the
-op
-costs and call counts into the network's time and energy, with 90 % intervals from its out-of-sample
-residuals, widened when the question extrapolates. Models come from models/<device>-<mode>/ (the DVC
-outputs of the train stages), or from the MLflow registry's champion with `registry=True`.
+op costs and call counts into the network's time and energy, with 90 % intervals from its out-of-sample residuals,
+widened when the question extrapolates. Models come from models/<device>-<mode>/ (the DVC outputs of the train stages),
+or from the MLflow registry's champion with `registry=True`.
 
 `Predictor` composes one piece per job, each in its own module:
 - bundles, loaded once (model/store/bundlestore.py);

@@ -1,14 +1,12 @@
 """Transferred answers: a network on a table GPU that has no bundle of its own, from the cross-device model.
 
 `Predictor` (model/prediction/predict.py) asks `own_config`, then `transfer_config`, whether a request goes here: the
-device
-(a table key or NVML name, optionally `_no_tf32`) resolves to a table GPU, and no bundle
-`models/<config>-<mode>/` exists for it (a GPU with its own measurements keeps its own models).
-The answer says `transferred` for every op, the numerics it assumes (PyTorch's fp32 defaults, or
-TF32 off), a multiplicative 90 % interval from the leave-one-GPU-out network errors at this GPU's
-distance from the training GPUs, and the memory footprint from the extraction (ops/memory.py).
-Energy comes from the power model of model/clocks/xpower.py where it exists; otherwise it is left out
-(None) and the note says why: this module invents no power model.
+device (a table key or NVML name, optionally `_no_tf32`) resolves to a table GPU, and no bundle
+`models/<config>-<mode>/` exists for it (a GPU with its own measurements keeps its own models). The answer says
+`transferred` for every op, the numerics it assumes (PyTorch's fp32 defaults, or TF32 off), a multiplicative 90 %
+interval from the leave-one-GPU-out network errors at this GPU's distance from the training GPUs, and the memory
+footprint from the extraction (ops/memory.py). Energy comes from the power model of model/clocks/xpower.py where it
+exists; otherwise it is left out (None) and the note says why: this module invents no power model.
 
 Measured ops. Where our campaigns measured ops on the GPU (model/crossdevice/measured.py, models/measured/ops.json),
 those ops show their measured time per call (source `measured`) and the rest stay transferred. The

@@ -450,10 +450,8 @@ def sync_registry(paths: Paths, params: Params) -> dict[str, str | None]:
     return done
 
 
-XDEVICE_MODEL_FILE, XDEVICE_TREES_FILE = (
-    "xdevice.json",
-    "trees.npz",
-)  # model/crossdevice/xdevice.py's files (not imported)
+# model/crossdevice/xdevice.py's files (not imported)
+XDEVICE_MODEL_FILE, XDEVICE_TREES_FILE = "xdevice.json", "trees.npz"
 
 
 def xdevice_hash(folder: Path) -> str:

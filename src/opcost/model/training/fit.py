@@ -94,9 +94,8 @@ class TargetData:
     compute_s: np.ndarray | None = None  # FLOPs over the peak that applies (physics.op_peak) [s]
     memory_s: np.ndarray | None = None  # bytes over the bandwidth [s]
     fallback: np.ndarray | None = None  # convolutions off the TF32 tensor cores (model/basis/gemm.py)
-    dw_work: np.ndarray | None = (
-        None  # training: a depthwise convolution's passes x memory time (model/basis/backward.py)
-    )
+    # training: a depthwise convolution's passes x memory time (model/basis/backward.py)
+    dw_work: np.ndarray | None = None
     mm_work: np.ndarray | None = None  # training: a compute-bound Linear layer's 3 GEMMs' compute time (likewise)
 
     @property

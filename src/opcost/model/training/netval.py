@@ -12,13 +12,11 @@ model and stays, as in a project that never saw the held-out one (`held_only`; r
 bench/net_split.py still reports as `strict ops`). In the `network` split every op the held-out network calls
 is removed. Op models are refitted on what remains (the chosen algorithm and features), the composition layer
 and its per-family terms (model/composition/compose.py) are refitted on the other networks, and the held-out networks
-are
-predicted from scratch. A held-out network gets a family term only from siblings left in the fold; in the
-family split it never has one (what a new family gets). The relative errors are the scores behind prediction
-intervals (model/composition/compose.py): those of the `model` split whose family kept a sibling in the fold
-(`family_known`) for a network of a known family, those of the `family` split for a new family; `coverage`
-says how often intervals built that way, each from the other groups' scores only, contained the measured
-value.
+are predicted from scratch. A held-out network gets a family term only from siblings left in the fold; in the family
+split it never has one (what a new family gets). The relative errors are the scores behind prediction intervals
+(model/composition/compose.py): those of the `model` split whose family kept a sibling in the fold (`family_known`) for
+a network of a known family, those of the `family` split for a new family; `coverage` says how often intervals built
+that way, each from the other groups' scores only, contained the measured value.
 """
 
 from __future__ import annotations
@@ -394,8 +392,7 @@ def interval_rows(
     bounds' terms (`measured_pct`: measured / predicted - 1) and whether the interval contained it. The place to
     name the networks an interval missed and see why (too narrow, or centred away from them); `coverage` is its
     summary. A network its fold's ranges flag (`extrapolating`, model/composition/extrapolation.py), or whose covariate
-    lies
-    beyond its calibration scores' (`LogInterval.outside`), gets the widening a prediction of it would get
+    lies beyond its calibration scores' (`LogInterval.outside`), gets the widening a prediction of it would get
     (compose.EXTRAPOLATION_WIDENING)."""
     cols = ["set_id", "model", "family", "split", "quantity", "rule", "n_scores", "n_groups", "scale_ratio",
             "covariate", "extrapolating", "low_pct", "high_pct", "width_pct", "error_pct", "measured_pct",
@@ -489,12 +486,11 @@ def coverage(
 
     With `normalise` and the predicted and summed times in the frames, the scores are heteroscedastic
     (model/composition/intervals.py): each normalised by the scale model fitted on that interval's own calibration
-    scores,
-    and the interval scaled by the network's own covariate (`covariate`), as predictions do. Beside each
-    coverage: its binomial 90 % interval (`binomial_ci`), the coverage with each family weighing 1, how many
-    intervals were normalised, under "coverage_note" what the figure can say (`coverage_note`), and under
-    "missed" the networks outside their interval (set_id: where the measured value lay, % off the prediction,
-    against the interval's bounds, and the prediction's own error %)."""
+    scores, and the interval scaled by the network's own covariate (`covariate`), as predictions do. Beside each
+    coverage: its binomial 90 % interval (`binomial_ci`), the coverage with each family weighing 1, how many intervals
+    were normalised, under "coverage_note" what the figure can say (`coverage_note`), and under "missed" the networks
+    outside their interval (set_id: where the measured value lay, % off the prediction, against the interval's bounds,
+    and the prediction's own error %)."""
     out: dict[str, Any] = {}
     notes: dict[str, str] = {}
     missed: dict[str, dict[str, str]] = {}
