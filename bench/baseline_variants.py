@@ -1,7 +1,7 @@
 """Round 31's candidate changes to the `physical` baseline, family left out (issue 21, section 4).
 
 Each variant is the smallest change aimed at one cause bench/family_cells.py names; it is applied here,
-for this run only, by swapping the model/gemm.py or model/fit.py function it changes (the shipped code
+for this run only, by swapping the model/basis/gemm.py or model/training/fit.py function it changes (the shipped code
 is untouched), and scored by bench/family_split.py's run_target: the same folds, models and choice (on
 the grouped split). Every figure the variant learns comes from the fold's training rows, as the function
 it replaces does.
@@ -46,10 +46,10 @@ by construction, no row there is a Winograd unit):
 - winograd_relative: A30 no-TF32 inference 23.4/25.1 -> 22.7/23.3 (grouped 18.5 -> 18.3); RTX 2080 Ti
   inference 13.9/13.5 -> 13.6/13.1 (grouped 10.9 -> 11.1); A30 no-TF32 training 9.8/11.7 -> 9.7/11.4 (grouped
   11.6 -> 10.9); RTX 2080 Ti training 12.1/11.4 -> 11.9/11.7 (grouped 10.3 -> 10.2). Passes the op rule; shipped
-  in model/gemm.py and taken out again after a full `dvc repro` (reports/bench/winograd_networks.json): model-left-
-  out networks, time / energy MAPE, A30 no-TF32 inference 7.4/7.5 -> 9.2/9.1 %, RTX 2080 Ti inference 8.0/5.3 ->
-  8.5/5.6 %; family left out A30 no-TF32 13.4/12.2 -> 14.7/13.4 %, RTX 10.9/10.0 -> 8.3/6.6 %. The op rule had
-  not named the network figures; a next variant's rule must.
+  in model/basis/gemm.py and taken out again after a full `dvc repro` (reports/bench/winograd_networks.json):
+  model-left-out networks, time / energy MAPE, A30 no-TF32 inference 7.4/7.5 -> 9.2/9.1 %, RTX 2080 Ti inference
+  8.0/5.3 -> 8.5/5.6 %; family left out A30 no-TF32 13.4/12.2 -> 14.7/13.4 %, RTX 10.9/10.0 -> 8.3/6.6 %. The op rule
+  had not named the network figures; a next variant's rule must.
 
     PYTHONPATH=src python bench/baseline_variants.py --variant conv_unit [--targets A30_no_tf32-inference,...]
 
@@ -95,8 +95,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 import benchreport  # noqa: E402
 import family_split  # noqa: E402
 from opcost.devices import find_device  # noqa: E402
-from opcost.model import fit, gemm  # noqa: E402
-from opcost.model.physics import gemm_dims  # noqa: E402
+from opcost.model.basis import gemm  # noqa: E402
+from opcost.model.basis.physics import gemm_dims  # noqa: E402
+from opcost.model.training import fit  # noqa: E402
 from opcost.ops import kinds  # noqa: E402
 from opcost.params.load import load_params  # noqa: E402
 from opcost.params.train import TrainParams  # noqa: E402

@@ -3,7 +3,7 @@
 All reference GPU data is at batch 32, so nothing there can show how predictions scale with batch.
 The CPU is a device this project can measure: the `cpu-smoke` (batch 32) and `cpu-batch` (batch 8
 and 128) campaigns measure resnet18's ops and the whole network at three batch sizes. This script
-trains time models as `train` does (model/fit.py with params.yaml's settings; XGBoost and random
+trains time models as `train` does (model/training/fit.py with params.yaml's settings; XGBoost and random
 forest on the improved features, the GPU targets' champions) on the batch-32 rows only, then
 predicts the ops and the networks at batch 8 and 128, which the models never saw, and says whether
 the prediction flags itself as an extrapolation.
@@ -27,9 +27,10 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from opcost.devices import find_device  # noqa: E402
 from opcost.io import write_report  # noqa: E402
-from opcost.model import compose, netval  # noqa: E402
-from opcost.model.extrapolation import extrapolation_warnings, op_ranges  # noqa: E402
-from opcost.model.fit import final_model, prepare  # noqa: E402
+from opcost.model.composition import compose  # noqa: E402
+from opcost.model.composition.extrapolation import extrapolation_warnings, op_ranges  # noqa: E402
+from opcost.model.training import netval  # noqa: E402
+from opcost.model.training.fit import final_model, prepare  # noqa: E402
 from opcost.params.load import load_params  # noqa: E402
 from opcost.params.train import TrainParams  # noqa: E402
 from opcost.paths import Paths  # noqa: E402

@@ -5,7 +5,7 @@ rf/xgb on the `physical` set) is refitted per held-out family exactly as fit.cro
 (held-out family, op class) cell it reports the share of the held-out time, the cell's contribution
 to the time-weighted error (its absolute error over ALL held-out time: the cells add up to the
 target's twe), bias, MAPE, and splits the bias into the physical baseline's part (log(baseline /
-measured), model/gemm.py via fit.offsets) and the trees' residual on top of it (log(prediction /
+measured), model/basis/gemm.py via fit.offsets) and the trees' residual on top of it (log(prediction /
 baseline)). For GEMM-like classes it gives the fraction of their unit's nominal peak the held-out rows
 attain (`attained`) next to what the same class attains in the fold's training rows, and the fold's
 learnt efficiencies (depthwise, per unit). Op classes: Linear, 1x1 / Winograd 3x3 (stride 1) / other
@@ -60,7 +60,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 import benchreport  # noqa: E402
-from opcost.model import fit, gemm  # noqa: E402
+from opcost.model.basis import gemm  # noqa: E402
+from opcost.model.training import fit  # noqa: E402
 from opcost.params.load import load_params  # noqa: E402
 from opcost.params.train import TrainParams  # noqa: E402
 from opcost.paths import Paths  # noqa: E402

@@ -1,8 +1,8 @@
 """Family-out op time error per target, feature set and op kind (issue 21, section 4).
 
-Runs exactly what `train@<target>` runs for the time models (model/fit.py: prepare, cross_validate)
+Runs exactly what `train@<target>` runs for the time models (model/training/fit.py: prepare, cross_validate)
 on the grouped and the family split, for the `improved` feature set (today's champion everywhere)
-and the `physical` one (improved + model/gemm.py's depthwise baseline), both algorithms. The model
+and the `physical` one (improved + model/basis/gemm.py's depthwise baseline), both algorithms. The model
 `train` would choose (lowest grouped-split time-weighted error over these four) is reported with
 its family-split MAPE, median APE, time-weighted error and R², and per op kind and per (held-out
 family, kind) where it carries at least 1 % of the held-out time: where the family error comes from.
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 import benchreport  # noqa: E402
-from opcost.model import fit  # noqa: E402
+from opcost.model.training import fit  # noqa: E402
 from opcost.params.load import load_params  # noqa: E402
 from opcost.params.train import TrainParams  # noqa: E402
 from opcost.paths import Paths  # noqa: E402

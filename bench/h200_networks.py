@@ -56,7 +56,7 @@ def summarise(df: pd.DataFrame) -> dict[str, dict]:
 
 
 def main() -> int:
-    from opcost.model.predict import Predictor
+    from opcost.model.prediction.predict import Predictor
 
     paths = Paths(benchreport.ROOT)
     nets = pd.read_parquet(paths.raw_dir("visit-h200") / "networks.parquet")

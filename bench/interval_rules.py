@@ -1,10 +1,10 @@
-"""Interval rules compared: the rule of model/intervals.py against the fallback it replaced, on synthetic errors
-of known distribution (where the rule is chosen) and on the held-out networks of reports/train/networks/ (what
-it does there, reported, never used to choose).
+"""Interval rules compared: the rule of model/composition/intervals.py against the fallback it replaced, on synthetic
+errors of known distribution (where the rule is chosen) and on the held-out networks of reports/train/networks/ (what it
+does there, reported, never used to choose).
 
     PYTHONPATH=src python bench/interval_rules.py [--reps 2000]
 
-Rules: `current` (model/intervals.log_interval: conformal from 19 groups, the normal prediction interval on
+Rules: `current` (model/composition/intervals.log_interval: conformal from 19 groups, the normal prediction interval on
 group means below), `old` (conformal from 9 groups, below it the largest |score|, at least +-30 %), and for
 G >= 9 the two candidates alone (`conformal`, `normal`). Synthetic errors log(predicted / measured) per held-out
 group: bias 0.05 + a group effect (normal sd 0.1; Student t3 of the same scale; or a mixture where 10 % of
@@ -12,7 +12,7 @@ groups are off by -0.5, a missed family) + a network's own deviation (sd 0.04), 
 fresh draw is a network of a new group. Heteroscedastic errors (`hetero`): two strata of covariate c = 0 and
 0.5, log errors normal with sd 0.05 sqrt(1 + 36 c^2) (0.05 and 0.158), one score per group, half from each;
 coverage of a fresh network per stratum, with the scores normalised by the fitted scale model
-(`normalised`, model/intervals.py) and without (`plain`). Real data: `netval.coverage` on each target's CSV,
+(`normalised`, model/composition/intervals.py) and without (`plain`). Real data: `netval.coverage` on each target's CSV,
 every split, with each rule: `current` (normalised on the covariate log(predicted / op sum)), `plain` (the same
 rule unnormalised, round 28's) and `old` (through a stand-in for compose.log_interval in this process only).
 Writes reports/bench/interval_rules.json.
@@ -28,7 +28,8 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from opcost.model import compose, intervals, netval
+from opcost.model.composition import compose, intervals
+from opcost.model.training import netval
 from opcost.paths import Paths
 
 ROOT = Path(__file__).resolve().parents[1]

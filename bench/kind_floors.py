@@ -1,6 +1,6 @@
-"""Per-kind launch floors in the op time models' offset (model/floors.py): with and without, per target.
+"""Per-kind launch floors in the op time models' offset (data/floors.py): with and without, per target.
 
-Runs the time model `train@<target>` chose (reports/train/targets/<target>.json) through model/fit.py's
+Runs the time model `train@<target>` chose (reports/train/targets/<target>.json) through model/training/fit.py's
 cross-validation on the grouped and the family split three ways: with no kind floors (every op at the
 device floor, as before round 34), as shipped (kind floors in inference only: floors.KIND_FLOOR_MODES),
 and with kind floors in every mode. Prints and writes MAPE and time-weighted error per target, split and
@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 import benchreport  # noqa: E402
-from opcost.model import fit, floors  # noqa: E402
+from opcost.data import floors  # noqa: E402
+from opcost.model.training import fit  # noqa: E402
 from opcost.params.load import load_params  # noqa: E402
 from opcost.params.train import TrainParams  # noqa: E402
 from opcost.paths import Paths  # noqa: E402

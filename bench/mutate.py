@@ -47,7 +47,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- the eight of issue 22 --------------------------------------------------------------------
     Mutation(
         "cv-leaks-held-out-row",
-        "model/fit.py",
+        "model/training/fit.py",
         (
             (
                 "p = predict_rows(data, fit_model(data, alg, fs, quantity, tr, tp), te)",
@@ -59,21 +59,21 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "netval-trains-on-held-out-ops",
-        "model/netval.py",
+        "model/training/netval.py",
         (('keep = ~data.df["op_id"].isin(held_ops).to_numpy()', "keep = np.ones(len(data.df), bool)"),),
         "leave-one-network-out trains on the held-out network's own ops",
         (KNOWN,),
     ),
     Mutation(
         "compose-drops-optimizer-term",
-        "model/compose.py",
+        "model/composition/compose.py",
         (('"params_bw": float(param_bytes / bw) if mode == "training" else 0.0,', '"params_bw": 0.0,'),),
         "the composition layer drops the training optimizer term",
         (KNOWN,),
     ),
     Mutation(
         "compose-absolute-error",
-        "model/nnls.py",
+        "model/basis/nnls.py",
         (("x, _ = nnls(A * w[:, None], np.ones_like(y))", "x, _ = nnls(A, y)"),),
         "the composition is fitted on absolute instead of relative error",
         (KNOWN,),
@@ -90,7 +90,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "costing-ignores-noop-floor",
-        "model/costing.py",
+        "model/composition/costing.py",
         (
             (
                 "t[i], p[i], source[i] = self.floor_s if self.noop_s is None else self.noop_s, self.noop_power_w, "
@@ -103,21 +103,21 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "interval-from-quartiles",
-        "model/intervals.py",
+        "model/composition/intervals.py",
         (("    need = level * (n_groups + 1)\n", "    need = 0.5 * (n_groups + 1)\n"),),
         'the "90 %" interval is built from the middle half of the scores (25th to 75th percentile)',
         (KNOWN, "tests/test_intervals_composition.py"),
     ),
     Mutation(
         "clock-share-ignores-matmul-peak",
-        "model/clocktransfer.py",
+        "model/prediction/clocktransfer.py",
         (("                op_peak(r.kind, device_config),\n", "                device_peaks(device_config)[1],\n"),),
         "the compute share moved by the clock uses the FP32 peak for matmul-like ops too",
         ("tests/model/test_roofline_shares.py",),
     ),
     Mutation(
         "roofline-ignores-tf32",
-        "model/physics.py",
+        "model/basis/physics.py",
         (
             (
                 "return dev.peak_flops(dtype, tf32 and uses_tf32(kind))",
@@ -130,14 +130,14 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- more on the core ---------------------------------------------------------------------------
     Mutation(
         "costing-noops-to-the-trees",
-        "model/costing.py",
+        "model/composition/costing.py",
         (("elif is_noop(r.kind, r.hp, r.metrics, self.mode):", "elif False:"),),
         "no-ops are never recognised: they go to the trees or get charged",
         (KNOWN,),
     ),
     Mutation(
         "noop-time-mean",
-        "model/fit.py",
+        "model/training/fit.py",
         (
             (
                 "noop_t = float(np.median(t)) if len(t) >= MIN_MEASURED_NOOPS else floor",
@@ -149,14 +149,14 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "grouped-folds-by-row",
-        "model/fit.py",
+        "model/training/fit.py",
         (("split(idx, groups=layers))", "split(idx, groups=idx))"),),
         "grouped cross-validation splits rows, not layers: a layer's other shapes train its test rows",
         ("tests/model/test_model.py::test_grouped_folds_keep_every_shape_of_a_layer_on_one_side",),
     ),
     Mutation(
         "weighted-error-unweighted-denominator",
-        "model/fit.py",
+        "model/training/fit.py",
         (
             (
                 '"twe": float((w * np.abs(p - y)).sum() / (w * y).sum()),',
@@ -168,21 +168,21 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "netval-error-inverted",
-        "model/netval.py",
+        "model/training/netval.py",
         (('"t_error": t_pred / n["t_s"] - 1,', '"t_error": n["t_s"] / t_pred - 1,'),),
         "leave-one-network-out errors are measured / predicted - 1 (the intervals' residuals flip)",
         (KNOWN,),
     ),
     Mutation(
         "extrapolation-narrows",
-        "model/compose.py",
+        "model/composition/compose.py",
         (("EXTRAPOLATION_WIDENING = 2.0", "EXTRAPOLATION_WIDENING = 0.5"),),
         "an extrapolating question gets a narrower interval",
         (KNOWN,),
     ),
     Mutation(
         "compose-terms-floor-not-subtracted",
-        "model/compose.py",
+        "model/composition/compose.py",
         (("excess = np.clip(costs.t_s - floor_s, 0.0, None)", "excess = np.asarray(costs.t_s, float)"),),
         "the summed term keeps every op's launch floor (counted twice with calls x floor)",
         (KNOWN,),
@@ -190,7 +190,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- round 26: intervals by question, constant power at a clock, depthwise baseline, views ----------
     Mutation(
         "new-family-gets-known-scores",
-        "model/compose.py",
+        "model/composition/compose.py",
         (
             (
                 '                    return "new", f"residuals_new_{sfx}"\n',
@@ -202,14 +202,14 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "depthwise-efficiency-from-every-row",
-        "model/fit.py",
+        "model/training/fit.py",
         (("    dw = fit_rows[data.depthwise[fit_rows]]\n", "    dw = np.flatnonzero(data.depthwise)\n"),),
         "the depthwise efficiency is fitted on every depthwise row, held-out families included",
         ("tests/model/test_gemm.py",),
     ),
     Mutation(
         "depthwise-baseline-ignored",
-        "model/gemm.py",
+        "model/basis/gemm.py",
         (
             (
                 "    if dw_efficiency > 0:\n        dw = np.asarray(depthwise, bool)",
@@ -228,7 +228,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "dvfs-curve-on-the-reference-clock",
-        "model/clock.py",
+        "model/clocks/clock.py",
         (
             (
                 "        fb = np.asarray(f_ref if f_boost is None else f_boost, float)\n        shape = self.dvfs(",
@@ -241,21 +241,21 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- round 27 --------------------------------------------------------------------------------
     Mutation(
         "matmul-on-tf32-units",
-        "model/physics.py",
+        "model/basis/physics.py",
         (("return dev.peak_flops(dtype, tf32 and uses_tf32(kind))", "return dev.peak_flops(dtype, tf32)"),),
         "Linear/matmul/bmm get the TF32 peak where the config allows TF32 (PyTorch leaves cuBLAS TF32 off)",
         ("tests/model/test_op_peak.py", KNOWN),
     ),
     Mutation(
         "conformal-counts-sizes-as-models",
-        "model/intervals.py",
+        "model/composition/intervals.py",
         (("    n_groups = len(count)\n    need = ", "    n_groups = len(s)\n    need = "),),
         "the grouped conformal quantile counts every input size of a model as its own exchangeable unit",
         ("tests/test_intervals_composition.py",),
     ),
     Mutation(
         "clock-fallback-share-not-fitted",
-        "model/clock.py",
+        "model/clocks/clock.py",
         (
             (
                 "    solve(step2, rows2, w2, t2, ([box[k][2] for k in step2],))",
@@ -267,15 +267,15 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "transfer-evidence-uses-own-config",
-        "model/compose.py",
+        "model/composition/compose.py",
         (("[o.as_source() for o in cal if o.name != s.name], mode", "[o.as_source() for o in cal], mode"),),
         "a config's leave-one-config-out score comes from a layer that saw its own networks",
         ("tests/model/test_transfer_evidence.py",),
     ),
-    # -- round 28: the normal rule below 9 groups (model/intervals.py) ------------------------------------
+    # -- round 28: the normal rule below 9 groups (model/composition/intervals.py) ------------------------------------
     Mutation(
         "normal-interval-z-for-t",
-        "model/intervals.py",
+        "model/composition/intervals.py",
         (
             (
                 "    h = t_quantile(0.5 * (1 + level), max(n_groups - 1 - extra_params, 1)) * float(np.sqrt(v))\n",
@@ -287,14 +287,14 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "normal-interval-centre-known",
-        "model/intervals.py",
+        "model/composition/intervals.py",
         (("    v = s_b2 * (1 + 1 / n_groups) + ", "    v = s_b2 + "),),
         "the small-sample interval treats the centre m as known (no sqrt(1 + 1/G))",
         ("tests/model/test_intervals.py",),
     ),
     Mutation(
         "normal-interval-ignores-groups",
-        "model/intervals.py",
+        "model/composition/intervals.py",
         (
             (
                 "    e, g = e[ok], g[ok].astype(str)\n    _, inv, count = np.unique(g, return_inverse=True, "
@@ -309,7 +309,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "conformal-largest-score-from-nine-groups",
-        "model/intervals.py",
+        "model/composition/intervals.py",
         (
             (
                 "    q = conformal_q(e, level, g) if n_groups >= min_conformal_groups(level) else None\n",
@@ -321,7 +321,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "normal-interval-dropped",
-        "model/intervals.py",
+        "model/composition/intervals.py",
         (("    got = normal_interval(e, level, g, extra_params=int(ratio > 0))", "    got = None"),),
         "below 19 groups the interval is the old largest score, at least +-30 % (over-covers, wide)",
         ("tests/model/test_intervals.py",),
@@ -329,7 +329,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- round 28 --------------------------------------------------------------------------------
     Mutation(
         "compose-l2-share-inverted",
-        "model/compose.py",
+        "model/composition/compose.py",
         (
             (
                 "return np.minimum(1.0, l2_bytes / np.maximum(read, 1.0))",
@@ -341,7 +341,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "stem-channels-not-checked",
-        "model/physics.py",
+        "model/basis/physics.py",
         (
             (
                 "return all(c % TF32_CHANNEL_MULTIPLE == 0 for c in per_group)",
@@ -353,14 +353,14 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "memory-clock-share-scales-compute",
-        "model/clock.py",
+        "model/clocks/clock.py",
         (("return s0 / np.maximum(s0 + (1.0 - s0) / r, 1e-12)", "return s0 / np.maximum(s0 / r + (1.0 - s0), 1e-12)"),),
         "a lower memory clock stretches the compute-bound part instead of the memory-bound part",
         ("tests/model/test_clock_model.py",),
     ),
     Mutation(
         "static-power-ignores-share",
-        "model/clock.py",
+        "model/clocks/clock.py",
         (
             (
                 "return np.minimum(self.static_frac + self.static_mem * (1.0 - s), STATIC_MAX)",
@@ -372,7 +372,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "bundle-column-layout-unchecked",
-        "model/bundle.py",
+        "model/composition/bundle.py",
         (
             (
                 "if not isinstance(written, list) or [str(c) for c in written] != encoding.columns:",
@@ -385,35 +385,35 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- round 29 --------------------------------------------------------------------------------------
     Mutation(
         "family-split-keeps-sibling-ops",
-        "model/netval.py",
+        "model/training/netval.py",
         (("return m in group or (family is not None and family_of(m) == family)", "return m in group"),),
         "the family split keeps an op that only the held-out family's other models call: a new family's layers leak",
         ("tests/model/test_model_left_out.py",),
     ),
     Mutation(
         "unreached-clock-never-flagged",
-        "model/clock.py",
+        "model/clocks/clock.py",
         (("return (med > UNREACHED_JUMP)", "return (med > 10 * UNREACHED_JUMP)"),),
         "a clock setting the GPU did not reach (f t jumps on most curves) is kept as if it ran there",
         ("tests/model/test_clock_model.py",),
     ),
     Mutation(
         "physical-baseline-sums-parts",
-        "model/gemm.py",
+        "model/basis/gemm.py",
         (("return np.maximum((c**norm + m**norm) ** (1.0 / norm), 1e-9)", "return np.maximum(c + m, 1e-9)"),),
         "the physical baseline adds compute and memory time instead of combining them as sqrt(C^2 + M^2)",
         ("tests/model/test_gemm.py",),
     ),
     Mutation(
         "interval-scale-ignores-ratio",
-        "model/intervals.py",
+        "model/composition/intervals.py",
         (("s = np.sqrt(1.0 + ratio * np.square(covariate))", "s = np.sqrt(1.0 + np.square(covariate))"),),
         "a normalised interval's scale s(c) ignores the fitted ratio r",
         ("tests/model/test_hetero_intervals.py",),
     ),
     Mutation(
         "row-cache-ignores-clock",
-        "model/features.py",
+        "model/basis/features.py",
         (
             (
                 "key = (lid, clock, *content) if content is not None else None",
@@ -426,21 +426,21 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- round 29b: warm sequential predictions ---------------------------------------------------------
     Mutation(
         "prediction-cache-ignores-clock",
-        "model/predcache.py",
+        "model/composition/predcache.py",
         (("key = (clock, *content) if content is not None else None", "key = (*content,) if content else None"),),
         "the predicted-value cache serves an op's value at one clock for a question at another",
         ("tests/model/test_predcache.py",),
     ),
     Mutation(
         "prediction-cache-ignores-device-table",
-        "model/predcache.py",
+        "model/composition/predcache.py",
         (("return (encoding, transform, find_device(encoding.device_config))", "return (encoding, transform)"),),
         "the predicted-value cache survives a change of the device table entry its physics features read",
         ("tests/model/test_predcache.py",),
     ),
     Mutation(
         "bundle-listing-never-stale",
-        "model/bundlestore.py",
+        "model/store/bundlestore.py",
         (("return all(os.stat(p).st_mtime_ns == m for p, m in self.stamps)", "return True"),),
         "models/ is listed once and a bundle written later (dvc repro) is never seen",
         ("tests/model/test_predcache.py",),
@@ -448,14 +448,14 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- round 30 --------------------------------------------------------------------------------
     Mutation(
         "question-covariate-always-zero",
-        "model/intervals.py",
+        "model/composition/intervals.py",
         (("    return c if np.isfinite(c) else 0.0\n", "    return 0.0\n"),),
         "a prediction's interval (and a transferred layer's scores) ignore the composition layer's correction",
         ("tests/model/test_hetero_intervals.py",),
     ),
     Mutation(
         "transferred-scores-without-covariate",
-        "model/compose.py",
+        "model/composition/compose.py",
         (('question_covariate(float(tp), t.get("raw_sum_s", 0.0))', "0.0"),),
         "a transferred layer's leave-one-config-out scores all carry covariate 0: not normalised like the others",
         ("tests/model/test_transfer_evidence.py", "tests/model/test_hetero_intervals.py"),
@@ -481,7 +481,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "backward-efficiency-sees-held-out-rows",
-        "model/fit.py",
+        "model/training/fit.py",
         (
             (
                 "dw_train = backward.efficiency(data.dw_work[fit_rows], y, floor)",
@@ -493,7 +493,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "backward-taps-not-counted",
-        "model/backward.py",
+        "model/basis/backward.py",
         (
             (
                 "return np.where(k > 0, (FORWARD_PASSES + k) * m, 0.0)",
@@ -505,77 +505,77 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "backward-trees-added-on-baseline-rows",
-        "model/fit.py",
+        "model/training/fit.py",
         (("only = backward.baseline_only(works, len(rows))", "only = None"),),
         "rows with a training baseline also get the trees' residual at prediction",
         ("tests/model/test_backward.py",),
     ),
     Mutation(
         "extrapolation-small-networks-unflagged",
-        "model/extrapolation.py",
+        "model/composition/extrapolation.py",
         (("and _outside(size, net[0], net[1]):", "and size > net[1] * EXTRAPOLATION_FACTOR:"),),
         "a network input smaller than every calibration network's is not flagged (round 31's rule)",
         ("tests/model/test_extrapolation.py",),
     ),
     Mutation(
         "netval-coverage-skips-extrapolation-widening",
-        "model/netval.py",
+        "model/training/netval.py",
         (("iv = iv.widened(compose.EXTRAPOLATION_WIDENING)", "iv = iv"),),
         "coverage judges a flagged network by a narrower interval than its prediction gets",
         ("tests/model/test_interval_rows.py",),
     ),
     Mutation(
         "netval-flags-from-all-networks",
-        "model/netval.py",
+        "model/training/netval.py",
         (('**network_ranges(others["input_shape"])}', '**network_ranges(networks["input_shape"])}'),),
         "a held-out network's extrapolation flag sees its own input size among the calibration networks",
         ("tests/model/test_model_left_out.py",),
     ),
     Mutation(
         "powerlimit-fits-censored-as-exact",
-        "model/powerlimit.py",
+        "model/clocks/powerlimit.py",
         (("np.minimum(unlimited / e - 1, 0.0)", "unlimited / e - 1"),),
         "a network at the power limit is fitted as an exact energy, so a fold of capped networks learns constant power",
         ("tests/model/test_power_limit.py",),
     ),
     Mutation(
         "powerlimit-cap-is-nominal",
-        "model/powerlimit.py",
+        "model/clocks/powerlimit.py",
         (("return float(np.median(at)) if len(at) else float(limit_w)", "return float(limit_w)"),),
         "the cap is the nominal limit, not the power the limiter held",
         ("tests/model/test_power_limit.py",),
     ),
     Mutation(
         "compose-energy-uncapped",
-        "model/compose.py",
+        "model/composition/compose.py",
         (('terms["energy_sum"], time_s, self.power_cap_w))', 'terms["energy_sum"], time_s, 0.0))'),),
         "the composition layer predicts energy above the device's power limit",
         ("tests/model/test_power_limit.py",),
     ),
     Mutation(
         "floors-counts-compute-bound-rows",
-        "model/floors.py",
+        "data/floors.py",
         (("ok = np.isfinite(excess) & (m >= np.asarray(compute_s, float))", "ok = np.isfinite(excess)"),),
         "a kind's floor counts compute-bound rows, whose excess over their memory time is compute",
         ("tests/model/test_kind_floors.py",),
     ),
     Mutation(
         "floors-below-device-floor",
-        "model/floors.py",
+        "data/floors.py",
         (("out.append((str(kind), max(float(floor_s), ", "out.append((str(kind), min(float(floor_s), "),),
         "a kind's floor may fall below the device's (or never rise above it)",
         ("tests/model/test_kind_floors.py",),
     ),
     Mutation(
         "floors-bundle-ignores-kind-floors",
-        "model/features.py",
+        "model/basis/features.py",
         (("fl = floors.per_op([r.kind for r in records], self.floor_s, self.kind_floors)", "fl = self.floor_s"),),
         "a saved bundle predicts with the device floor where its trees were fitted against kind floors",
         ("tests/model/test_kind_floors.py",),
     ),
     Mutation(
         "floors-learnt-from-all-rows",
-        "model/fit.py",
+        "model/training/fit.py",
         (
             (
                 "kf = kind_floors_of(data, fs, quantity, fit_rows, floor)",
@@ -587,14 +587,14 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "xdevice-keeps-host-bound-rows",
-        "model/xdevice.py",
+        "model/crossdevice/xdevice.py",
         (("rows = rows[~host_bound(rows, p.host_plateau_factor)].reset_index(drop=True)", "rows = rows"),),
         "the cross-device fit keeps the wall-clock rows that time the host, not the GPU",
         ("tests/model/test_xdevice_host_plateau.py",),
     ),
     Mutation(
         "xdevice-plateau-over-every-row",
-        "model/xdevice.py",
+        "model/crossdevice/xdevice.py",
         (
             (
                 "    for k in np.unique(key[wall]):\n        sel = wall & (key == k)",
@@ -606,7 +606,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "xdevice-plateau-unscaled",
-        "model/xdevice.py",
+        "model/crossdevice/xdevice.py",
         (
             (
                 "out[sel] = t[sel] <= factor * floors.device_floor(t[sel])",
@@ -618,28 +618,28 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "xdevice-keeps-no-ops",
-        "model/xdevice.py",
+        "model/crossdevice/xdevice.py",
         (('if physics.is_noop(rec.kind, rec.hp, rec.metrics, str(r["mode"])):', "if False:"),),
         "a no-op (StochasticDepth in eval) enters the cross-device rows with an add's bytes",
         ("tests/model/test_xdevice_host_plateau.py",),
     ),
     Mutation(
         "xdevice-coverage-in-sample",
-        "model/xinterval.py",
+        "model/crossdevice/xinterval.py",
         (('        law = fit(frame[frame["gpu"] != g], level)', "        law = fit(frame, level)"),),
         "the cross-device interval's coverage is scored with a law fitted on the scored GPU too",
         ("tests/model/test_xinterval.py",),
     ),
     Mutation(
         "xdevice-winograd-on-tf32",
-        "model/xdevice.py",
+        "model/crossdevice/xdevice.py",
         (('X[:, col["winograd_fp32"]] = wino * (peak <= fp32)', 'X[:, col["winograd_fp32"]] = wino'),),
         "a TF32 convolution is flagged Winograd, though cuDNN runs it as an implicit GEMM on the tensor cores",
         ("tests/model/test_xdevice_winograd.py",),
     ),
     Mutation(
         "xdevice-neusight-winograd-any-stride",
-        "model/xdevice.py",
+        "model/crossdevice/xdevice.py",
         (('d["winograd"] = ((ks == 3) & (st == 1)).astype(float)', 'd["winograd"] = (ks == 3).astype(float)'),),
         "a NeuSight 3x3 convolution of stride 2 is flagged Winograd",
         ("tests/model/test_xdevice_winograd.py",),
@@ -658,7 +658,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "forest-predicts-on-threads",
-        "model/fit.py",
+        "model/training/fit.py",
         (("        est.set_params(n_jobs=1)\n", ""),),
         "a random forest predicts on two threads: its sums differ between runs in the last digits",
         ("tests/model/test_rf_determinism.py",),
@@ -721,38 +721,38 @@ MUTATIONS: tuple[Mutation, ...] = (
         "a row whose energy bound misses energy_bound is not flagged",
         ("tests/measure/test_visit.py", "tests/measure/test_counter.py"),
     ),
-    # -- host and GPU apart (model/hostqueue.py, model/hosts.py, the transferred path) ----------------------
+    # -- host and GPU apart (model/crossdevice/hostqueue.py, model/crossdevice/hosts.py, the transferred path) ---
     Mutation(
         "queue-gpu-never-waits-for-first-issue",
-        "model/hostqueue.py",
+        "model/crossdevice/hostqueue.py",
         (("gpu = max(gpu + c * g, host + h + c * g, host + c * h + g)", "gpu = max(gpu + c * g, host + c * h + g)"),),
         "a run of GPU-bound calls starts before the host has issued the first one",
         ("tests/model/test_hostqueue.py",),
     ),
     Mutation(
         "queue-backward-at-forward-host-cost",
-        "model/hostqueue.py",
+        "model/crossdevice/hostqueue.py",
         (("np.concatenate([host_fw, bw_host_factor * host_fw[::-1]])", "np.concatenate([host_fw, host_fw[::-1]])"),),
         "backward calls are issued at the forward's host cost whatever bw_host_factor says",
         ("tests/model/test_hostqueue.py", "tests/model/test_hosts.py"),
     ),
     Mutation(
         "transferred-host-ignores-in-network-share",
-        "model/xdevice_predict.py",
+        "model/prediction/xdevice_predict.py",
         (('else float(comp.get("in_network", 1.0)))', "else 1.0)"),),
         "a transferred answer charges a profile's isolated-call costs, not the fitted in-network share",
         ("tests/model/test_hosts.py",),
     ),
     Mutation(
         "composites-costed-as-one-row",
-        "model/xdevice_net.py",
+        "model/crossdevice/xdevice_net.py",
         (('parts = rec.metrics.get("parts") if has_parts(rec.kind) else None', "parts = None"),),
         "Conv1D, attention and recurrent layers are costed as the one row their name resembles",
         ("tests/model/test_xdevice.py",),
     ),
     Mutation(
         "plateau-is-the-median",
-        "model/hosts.py",
+        "model/crossdevice/hosts.py",
         (
             (
                 "return _from_medians(name, groups, source, device_floor)",
@@ -764,50 +764,50 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "constant-power-follows-the-clock",
-        "model/compose.py",
+        "model/composition/compose.py",
         (('        k = self.energy_coef["time"]\n', '        k = self.energy_coef["time"] * 0.5\n'),),
         "the composition's constant power is not the static power it was fitted as",
         ("tests/test_intervals_composition.py", "tests/model/test_power_limit.py"),
     ),
-    # -- round 44: a new GPU from one measured network (model/fewshot.py) ------------------------------
+    # -- round 44: a new GPU from one measured network (model/crossdevice/fewshot.py) ------------------------------
     Mutation(
         "fewshot-kind-factor-unshrunk",
-        "model/fewshot.py",
+        "model/crossdevice/fewshot.py",
         (("(len(rk) * float(np.median(rk)) + shrink * pooled) / (len(rk) + shrink)", "float(np.median(rk))"),),
         "a kind's factor is its raw median, not shrunk towards the pooled one",
         ("tests/model/test_fewshot.py", "tests/model/test_measured_ops.py"),
     ),
     Mutation(
         "fewshot-mean-not-median",
-        "model/fewshot.py",
+        "model/crossdevice/fewshot.py",
         (("pooled = float(np.median(r)) * len(r)", "pooled = float(np.mean(r)) * len(r)"),),
         "the pooled factor is a mean of log ratios: one outlier op moves every kind",
         ("tests/model/test_fewshot.py",),
     ),
     Mutation(
         "fewshot-own-ops-ignored",
-        "model/fewshot.py",
+        "model/crossdevice/fewshot.py",
         (("    out[hit] = own[hit]\n", ""),),
         "an op measured on the GPU does not take its measured time in another network",
         ("tests/model/test_fewshot.py",),
     ),
     Mutation(
         "fewshot-fold-sees-held-out-gpu",
-        "model/xdevice_net.py",
+        "model/crossdevice/xdevice_net.py",
         (('    train = nets[nets["gpu"] != gpu]\n', "    train = nets\n"),),
         "the few-shot fold's composition is fitted on the held-out GPU's networks too",
         ("tests/model/test_fewshot.py",),
     ),
     Mutation(
         "fewshot-factors-not-applied",
-        "model/xdevice_predict.py",
+        "model/prediction/xdevice_predict.py",
         (("    if factors and len(rows):", "    if False:"),),
         "answers ignore the kind factors of the GPU's measured ops",
         ("tests/model/test_measured_ops.py",),
     ),
     Mutation(
         "shrink-weight-inverted",
-        "model/fewshot.py",
+        "model/crossdevice/fewshot.py",
         (
             (
                 "return vb / (vb + vw / max(n, 1)) if vb > 0 else 0.0",
@@ -819,7 +819,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "interval-slopes-may-narrow",
-        "model/xinterval.py",
+        "model/crossdevice/xinterval.py",
         (
             (
                 "    bounds = [(None, None), (0, None), (0, None)]",
@@ -831,7 +831,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "interval-share-counts-gemm",
-        "model/xinterval.py",
+        "model/crossdevice/xinterval.py",
         (
             (
                 "    return float(t[~np.isin(xk, GEMM_KINDS)].sum() / total)",
@@ -843,14 +843,14 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "power-level-ignored",
-        "model/xpower.py",
+        "model/clocks/xpower.py",
         (('        level = float(self.levels.get(dev.name, {}).get("factor", 1.0))', "        level = 1.0"),),
         "answers on a GPU with measured networks ignore its power level",
         ("tests/model/test_xpower.py",),
     ),
     Mutation(
         "energy-fewshot-scores-its-own-networks",
-        "model/fewshot.py",
+        "model/crossdevice/fewshot.py",
         (
             (
                 '            mine, others = d[d["model"] == m], d[d["model"] != m]',
@@ -862,7 +862,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "transferred-energy-from-source-coefficients",
-        "model/compose.py",
+        "model/composition/compose.py",
         (
             (
                 '        if self.source == TRANSFERRED and terms.get("raw_sum_s", 0.0) > 0 and "raw_sum_j" in terms:',
@@ -874,7 +874,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "transferred-energy-ignores-power-ratio",
-        "model/compose.py",
+        "model/composition/compose.py",
         (
             (
                 '            k = self.energy_coef.get(POWER_RATIO, 1.0) * terms["raw_sum_j"] / terms["raw_sum_s"]',
@@ -886,7 +886,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "matmul-check-on-tensor-peak",
-        "model/xpower.py",
+        "model/clocks/xpower.py",
         (
             (
                 "        u = 2 * n**3 * k / dev.fp32_flops / sec",
@@ -906,7 +906,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     # -- issue 39: what a user meets ---------------------------------------------------------------
     Mutation(
         "interval-scale-extrapolated",
-        "model/intervals.py",
+        "model/composition/intervals.py",
         (
             (
                 "s = float(scale_of(min(abs(float(covariate)), self.span), self.ratio))",
@@ -918,14 +918,14 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "training-busy-share-forward-only",
-        "model/xdevice_predict.py",
+        "model/prediction/xdevice_predict.py",
         (("u = busy_share(r, device_config, xpower.work_factor(mode))", "u = busy_share(r, device_config, 1.0)"),),
         "a transferred training step's busy share counts the forward pass only (less power than inference)",
         ("tests/model/test_xpower.py",),
     ),
     Mutation(
         "fitted-gpu-called-transferred",
-        "model/xdevice_predict.py",
+        "model/prediction/xdevice_predict.py",
         (
             (
                 '"sources": [MEASURED if h else FITTED if in_sample else TRANSFERRED for h in hit],',
@@ -937,7 +937,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "boost-clock-transferred",
-        "model/answer.py",
+        "model/prediction/answer.py",
         (
             (
                 "at_default = clock is not None and not bundle.clocks_mhz and float(clock) == ref",
@@ -949,7 +949,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "every-tie-not-said-once",
-        "model/recommend.py",
+        "model/prediction/recommend.py",
         (
             (
                 "return [o for o, col in TIE_COLUMNS.items() if col in df and bool(df[col].astype(bool).all())]",
@@ -961,7 +961,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         "mistyped-store-created",
-        "model/registry.py",
+        "model/store/registry.py",
         (("    if db.is_file() and db.stat().st_size > 0:\n        return\n", "    return\n"),),
         "a store URI naming no store is opened (MLflow creates a new, empty one)",
         ("tests/model/test_registry_folder_models.py",),

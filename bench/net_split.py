@@ -45,12 +45,14 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from opcost.devices import find_device  # noqa: E402
 from opcost.io import write_report  # noqa: E402
-from opcost.model import compose, netval  # noqa: E402
-from opcost.model.costing import Costs, OpCoster  # noqa: E402
-from opcost.model.features import OpRecord  # noqa: E402
-from opcost.model.fit import TargetData, prepare  # noqa: E402
-from opcost.model.nnls import nnls_relative  # noqa: E402
-from opcost.model.physics import compute_memory_s  # noqa: E402
+from opcost.model.basis.features import OpRecord  # noqa: E402
+from opcost.model.basis.nnls import nnls_relative  # noqa: E402
+from opcost.model.basis.physics import compute_memory_s  # noqa: E402
+from opcost.model.composition import compose  # noqa: E402
+from opcost.model.composition.compose import Costs  # noqa: E402
+from opcost.model.composition.costing import OpCoster  # noqa: E402
+from opcost.model.training import netval  # noqa: E402
+from opcost.model.training.fit import TargetData, prepare  # noqa: E402
 from opcost.ops.kinds import facts as kind_facts  # noqa: E402
 from opcost.params.load import load_params  # noqa: E402
 from opcost.params.train import TrainParams  # noqa: E402

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from opcost.io import write_json  # noqa: E402
-from opcost.model.predict import Predictor  # noqa: E402
+from opcost.model.prediction.predict import Predictor  # noqa: E402
 from opcost.params.load import load_params  # noqa: E402
 from opcost.paths import Paths  # noqa: E402
 
@@ -60,7 +60,7 @@ def net():
 
 # Cumulative import times worth naming in the report (what a cold prediction loads, or should not).
 WATCHED = ("torch", "torchvision", "torch._dynamo", "sympy", "pandas", "mlflow", "numpy", "typer", "rich",
-           "yaml", "opcost.cli", "opcost.model.predict", "opcost.ops.catalog")  # fmt: skip
+           "yaml", "opcost.cli", "opcost.model.prediction.predict", "opcost.ops.catalog")  # fmt: skip
 
 
 def _import_profile(cmd: list[str], env: dict[str, str], cache: Path) -> dict[str, float]:

@@ -1,7 +1,7 @@
-"""Where the family-out error of the training targets comes from, with and without model/backward.py.
+"""Where the family-out error of the training targets comes from, with and without model/basis/backward.py.
 
 For each target and (algorithm, feature set): the grouped and family split scored as `train` scores them
-(model/fit.py cross_validate), as main has it (`main`: no training baselines, TargetData.dw_work and
+(model/training/fit.py cross_validate), as main has it (`main`: no training baselines, TargetData.dw_work and
 mm_work left out), with the depthwise baseline only (`backward_dw`) and with both (`backward`). Per
 (held-out family, kind): bias, MAPE, share of the held-out time and share of the time-weighted error
 (sum |error| of the cell over the held-out time: the cells that make the twe).
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from opcost.io import write_report  # noqa: E402
-from opcost.model import fit  # noqa: E402
+from opcost.model.training import fit  # noqa: E402
 from opcost.params.load import load_params  # noqa: E402
 from opcost.params.train import TrainParams  # noqa: E402
 from opcost.paths import Paths  # noqa: E402

@@ -1,6 +1,6 @@
 """Do a GEMM unit's compute-bound Linear layers and convolutions attain one fraction of its peak? (issue 21, section 4)
 
-The premise of pooling a unit's attained fraction across the kinds that run on it (model/gemm.py: a
+The premise of pooling a unit's attained fraction across the kinds that run on it (model/basis/gemm.py: a
 per-unit efficiency for folds with too few compute-bound rows of one kind, e.g. ConvNeXt held out, which
 leaves no compute-bound Linear layer in the fold). Measured, per device config and mode: the fraction
 compute_s / (t - floor) of the nominal peak that compute-bound rows (compute at least
@@ -18,7 +18,7 @@ is; what a fold without compute-bound Linear rows lacks is that ratio, cuBLAS ag
 
 Needs `dvc pull` (data/evaluated/targets/). Seconds per target. Writes reports/bench/unit_premise.json.
 
-Round 30's answer (the per-unit pooled efficiency was not kept; written here, not in model/gemm.py, so the
+Round 30's answer (the per-unit pooled efficiency was not kept; written here, not in model/basis/gemm.py, so the
 train stages' dependency does not change for a note): the premise fails. On one unit cuBLAS Linear layers
 attain more of the peak than cuDNN's 1x1 convolutions, the same GEMM (A30 no TF32: 0.84 against 0.67 in
 inference, 0.27 against 0.23 in training; RTX 2080 Ti training 0.27 against 0.22; close only on RTX 2080 Ti
@@ -42,7 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 import benchreport  # noqa: E402
-from opcost.model import fit, gemm  # noqa: E402
+from opcost.model.basis import gemm  # noqa: E402
+from opcost.model.training import fit  # noqa: E402
 from opcost.params.load import load_params  # noqa: E402
 from opcost.params.train import TrainParams  # noqa: E402
 from opcost.paths import Paths  # noqa: E402

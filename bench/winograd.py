@@ -6,7 +6,7 @@ can attain a fraction above 1, which no direct algorithm can. With TF32 on, cuDN
 implicit GEMM instead, and the class should not stand out. This bench measures, before any model is
 changed, the attained fraction of the unit's peak (direct FLOPs / unit peak over the measured time less the
 launch floor) of every measured, not depthwise convolution, split into Winograd-eligible
-(model/gemm.py's kernel_features: 3x3, stride 1, dilation 1, groups 1) and other convolutions, per family
+(model/basis/gemm.py's kernel_features: 3x3, stride 1, dilation 1, groups 1) and other convolutions, per family
 a row belongs to; all rows and the compute-bound ones (compute time >= gemm.COMPUTE_BOUND_RATIO x memory
 time, where the peak is what limits the op).
 
@@ -32,7 +32,8 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import benchreport  # noqa: E402
 from opcost.devices import find_device  # noqa: E402
-from opcost.model import fit, gemm  # noqa: E402
+from opcost.model.basis import gemm  # noqa: E402
+from opcost.model.training import fit  # noqa: E402
 from opcost.params.load import load_params  # noqa: E402
 from opcost.params.train import TrainParams  # noqa: E402
 from opcost.paths import Paths  # noqa: E402

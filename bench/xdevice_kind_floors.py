@@ -3,7 +3,7 @@ not shipped (see the stop-34 note and reports/bench/xdevice_kind_floors.json).
 
 Why: leave-one-GPU-out, the A30 is predicted 2-3x too slow on small ops (reports/xdevice/logo_ops.csv:
 conv 72 %, batchnorm 75 %, pool 101 % MAPE) and its small networks up to +145 %. The thesis' RTX 2080 Ti
-rows carry per-kind floors of 73-149 us (model/floors.py), the A30's 20-30 us: a property of the
+rows carry per-kind floors of 73-149 us (data/floors.py), the A30's 20-30 us: a property of the
 measuring host, which xdevice.design's one `floor_s` leaves to the trees, so they learn it as GPU
 physics. Variant `kind floors`: each training row's offset is log(roofline + its own config's kind
 floor) (floors.kind_floors over that config's memory-bound rows of the same cross-device kind); a GPU
@@ -33,8 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 import benchreport  # noqa: E402
-from opcost.model import xdevice, xdevice_net  # noqa: E402
-from opcost.model.floors import kind_floors  # noqa: E402
+from opcost.data.floors import kind_floors  # noqa: E402
+from opcost.model.crossdevice import xdevice, xdevice_net  # noqa: E402
 from opcost.params.load import load_params  # noqa: E402
 from opcost.params.xdevice import XdeviceParams  # noqa: E402
 from opcost.paths import Paths  # noqa: E402

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 import benchreport  # noqa: E402
-from opcost.model import xdevice, xdevice_net  # noqa: E402
+from opcost.model.crossdevice import xdevice, xdevice_net  # noqa: E402
 from opcost.params.load import load_params  # noqa: E402
 from opcost.paths import Paths  # noqa: E402
 from opcost.stages import train_xdevice as stage  # noqa: E402

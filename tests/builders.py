@@ -19,8 +19,8 @@ import pandas as pd
 from torch import nn
 
 from opcost.devices import Device
-from opcost.model.bundle import Bundle, QuantityModel
-from opcost.model.features import Encoding, OpRecord, op_record
+from opcost.model.basis.features import Encoding, OpRecord, op_record
+from opcost.model.composition.bundle import Bundle, QuantityModel
 from opcost.ops.features import op_metrics
 from opcost.ops.spec import CATEGORY_MODULE, OpSpec, TensorInput, module_attrs, target_of_class
 from opcost.params.profile import CampaignParams
@@ -157,7 +157,7 @@ FAST_XDEVICE = XdeviceParams(n_estimators=40, max_depth=4, learning_rate=0.3, th
 def synthetic_xdevice_rows(rng: np.random.Generator, n: int = 120) -> pd.DataFrame:
     """Ops whose time is exactly their roofline time over a known per-kind efficiency (XKIND_EFFICIENCY), on
     every synthetic GPU: `n` per kind and GPU."""
-    from opcost.model import xdevice
+    from opcost.model.crossdevice import xdevice
 
     rows = []
     for cfg, dev in SYNTH_GPUS.items():
@@ -205,8 +205,8 @@ def left_out_data(own_ids: bool = False, slow: str = "", tiny: str = "", small: 
     the id its record derives from its spec (features.record_of), as real data does, so a look-up by id finds it;
     the ops of model `slow` take 1.5x what their shape says (the network follows its ops: what no op model can
     learn from the other models); model `tiny` takes `small` images, every other model 224 x 224 ones."""
-    from opcost.model.features import record_of
-    from opcost.model.fit import prepare
+    from opcost.model.basis.features import record_of
+    from opcost.model.training.fit import prepare
 
     ops, nets, nops = [], [], []
     for m_i, (model, fam) in enumerate(LEFT_OUT_MODELS.items()):
@@ -254,7 +254,7 @@ def small_bundle() -> Bundle:
     """An in-memory bundle `X-inference`: one small forest's time model over Conv2d and ReLU."""
     from sklearn.ensemble import RandomForestRegressor
 
-    from opcost.model.trees import compile_ensemble
+    from opcost.model.basis.trees import compile_ensemble
 
     enc = Encoding("baseline", ("Conv2d", "ReLU"))
     rng = np.random.default_rng(0)

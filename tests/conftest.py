@@ -29,9 +29,9 @@ EXTERNAL = REPO / "data" / "external"
 
 @pytest.fixture(autouse=True)
 def _fresh_row_cache() -> None:
-    """Each test starts with an empty encoded-row cache (model/features.ROW_CACHE): a test that patches
+    """Each test starts with an empty encoded-row cache (model/basis/features.ROW_CACHE): a test that patches
     the physics sees rows encoded under its patch, never one an earlier test left."""
-    from opcost.model.features import ROW_CACHE
+    from opcost.model.basis.features import ROW_CACHE
 
     ROW_CACHE.clear()
 

@@ -11,7 +11,8 @@ import pytest
 
 from opcost import closure as closure_module
 from opcost.closure import closure, code_hash
-from opcost.model import fit, netcache, network
+from opcost.model.composition import netcache, network
+from opcost.model.training import fit
 from opcost.params.train import TrainParams
 
 SRC = Path(closure_module.__file__).resolve().parent.parent
@@ -32,10 +33,11 @@ def rel(files: set[Path], src: Path = SRC) -> set[str]:
 
 def test_closures_hold_the_modules_their_results_depend_on():
     train = rel(closure(fit.BUNDLE_CODE_ENTRY))
-    assert {"opcost/model/netval.py", "opcost/model/fit.py", "opcost/model/compose.py", "opcost/model/physics.py",
-            "opcost/devices.py", "opcost/__init__.py", "opcost/model/__init__.py"} <= train  # fmt: skip
+    assert {"opcost/model/training/netval.py", "opcost/model/training/fit.py", "opcost/model/composition/compose.py",
+            "opcost/model/basis/physics.py", "opcost/devices.py", "opcost/__init__.py",
+            "opcost/model/__init__.py"} <= train  # fmt: skip
     extraction = rel(closure(*network.EXTRACTION_ENTRIES))
-    assert {"opcost/model/features.py", "opcost/model/physics.py", "opcost/ops/extract.py",
+    assert {"opcost/model/basis/features.py", "opcost/model/basis/physics.py", "opcost/ops/extract.py",
             "opcost/ops/catalog.py", "opcost/ops/memory.py"} <= extraction  # fmt: skip
 
 
@@ -69,7 +71,7 @@ def test_a_new_import_brings_a_module_into_the_closure(src_copy):
     new = src_copy / "opcost" / "model" / "helper_new.py"
     new.write_text("Y = 2\n")
     h0 = code_hash([fit.BUNDLE_CODE_ENTRY])
-    netval = src_copy / "opcost" / "model" / "netval.py"
+    netval = src_copy / "opcost" / "model" / "training" / "netval.py"
     netval.write_text(netval.read_text() + "\n\ndef _later():\n    from opcost.model import helper_new  # noqa\n")
     assert new in closure(fit.BUNDLE_CODE_ENTRY, src=src_copy)
     h1 = code_hash([fit.BUNDLE_CODE_ENTRY])
@@ -117,7 +119,7 @@ def test_kept_parses_give_the_same_hash_without_parsing_again_and_follow_edits(s
     parsed = cold(monkeypatch)
     assert code_hash(entries, src=src_copy, facts_file=facts) == want and parsed == []
     # an edit that imports a module outside the closure: parsed afresh, the module joins the closure
-    feats = src_copy / "opcost" / "model" / "features.py"
+    feats = src_copy / "opcost" / "model" / "basis" / "features.py"
     assert "opcost/cputhreads.py" not in rel(closure(*entries, src=src_copy), src_copy)
     feats.write_text(feats.read_text() + "\n\ndef _late():\n    import opcost.cputhreads  # noqa\n")
     parsed = cold(monkeypatch)

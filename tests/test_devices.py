@@ -114,7 +114,7 @@ def test_unknown_names_fail_in_one_line_naming_the_closest_keys():
 
 
 def test_physics_of_any_spelling_is_the_table_gpu_never_nominal():
-    from opcost.model.physics import NOMINAL_BANDWIDTH, NOMINAL_PEAK, device_peaks
+    from opcost.model.basis.physics import NOMINAL_BANDWIDTH, NOMINAL_PEAK, device_peaks
 
     a30 = DEVICES["A30"]
     assert device_peaks("NVIDIA_A30") == (a30.tf32_flops, a30.fp32_flops, a30.bandwidth)
@@ -124,7 +124,7 @@ def test_physics_of_any_spelling_is_the_table_gpu_never_nominal():
 
 
 def test_clock_model_reads_sweep_names_through_the_table():
-    from opcost.model import clock
+    from opcost.model.clocks import clock
 
     assert not hasattr(clock, "SWEEP_DEVICES")  # no name map of its own
     assert clock.table_device("A100-SXM4-80GB") is DEVICES["A100"]
@@ -165,7 +165,7 @@ def test_a_gpu_campaign_on_an_a30_lands_as_the_table_key(tmp_root, tf32):
     from opcost.measure.campaign import environment, measure_part, part_name
     from opcost.measure.nvml import Nvml
     from opcost.measure.power import NoEnergy
-    from opcost.model.clock import check_device_clock
+    from opcost.model.clocks.clock import check_device_clock
     from opcost.stages.extract import run as run_extract_stage
     from opcost.stages.profile import merge as merge_stage
     from opcost.stages.profile import stage_campaign
@@ -256,6 +256,7 @@ def test_opcost_devices_lists_specs_holdings_and_how_each_gpu_is_predicted(tmp_r
 def test_the_file_names_devicelist_keeps_match_their_homes():
     """`opcost devices` names the bundle and cross-device model files without importing their (heavy) modules."""
     from opcost import devicelist
-    from opcost.model import bundle, xdevice
+    from opcost.model.composition import bundle
+    from opcost.model.crossdevice import xdevice
 
     assert devicelist.BUNDLE_FILE == bundle.BUNDLE_FILE and devicelist.XDEVICE_FILE == xdevice.MODEL_FILE

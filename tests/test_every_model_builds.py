@@ -117,7 +117,7 @@ def test_one_model_of_every_family_is_predicted_in_a_fresh_process(project, fami
 
 COLD = """
 import sys
-from opcost.model.network import extract_network
+from opcost.model.composition.network import extract_network
 from opcost.ops.netspec import NetSpec
 
 for mode in ("inference", "training"):  # tracing, FLOP counting, the memory's optimizer step

@@ -1,5 +1,5 @@
 """Known answers for the composition layer's conformal intervals, per-family terms and transfer
-(model/compose.py), and for interval coverage as netval reports it."""
+(model/composition/compose.py), and for interval coverage as netval reports it."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from opcost.model import compose, netval
-from opcost.model.compose import Composition
-from opcost.model.intervals import conformal_q
+from opcost.model.composition import compose
+from opcost.model.composition.compose import Composition
+from opcost.model.composition.intervals import conformal_q
+from opcost.model.training import netval
 
 
 def test_conformal_quantile_is_the_ceil_n_plus_1_level_th_smallest_score() -> None:
@@ -29,7 +30,8 @@ def test_grouped_conformal_quantile_counts_each_group_once() -> None:
     quads = [f"m{i // 4}" for i in range(16)] + ["m4", "m5"]  # 6 groups: 0.9 x 7 > 6, too few
     assert conformal_q(scores, groups=quads) is None
     iv = compose.log_interval(scores, groups=quads)
-    assert (iv.rule, iv.n, iv.groups) == ("normal", 18, 6)  # model/intervals.py: the normal rule below 9 groups
+    # model/composition/intervals.py: the normal rule below 9 groups
+    assert (iv.rule, iv.n, iv.groups) == ("normal", 18, 6)
     # 19 singletons and one group of 10 tiny scores: G = 20, weight 0.9 x 21 = 18.9: 1 + 18 at the 18th single
     s = np.r_[np.full(10, 1e-3), np.arange(1, 20) / 100.0]
     g = ["big"] * 10 + [f"s{i}" for i in range(19)]
@@ -166,7 +168,7 @@ def _clocked_network_energy(f: float, k_follows: bool = False) -> tuple[float, d
     x = f / f_ref; energy 0.5 x sum calls (t - floor) p + k x time, time = sum calls (t - floor) + N x
     floor, k = 80 W of static board power at every clock (`k_follows`: 80 W x (SIGMA + (1 - SIGMA) x^GAMMA),
     the round-37 reading that scaled it like dynamic power)."""
-    from opcost.model.features import OpRecord
+    from opcost.model.basis.features import OpRecord
 
     floor, k = 1e-5, 80.0
     t_ref = np.array([4e-4, 1.5e-4, 3e-5])
@@ -191,10 +193,10 @@ def test_the_constant_power_is_static_and_the_energy_optimum_stays_up(tmp_path) 
     A30 for every thesis network)."""
     from types import SimpleNamespace
 
-    from opcost.model.answer import assemble
-    from opcost.model.clock import ClockModel
-    from opcost.model.clocktransfer import ClockTransfer
-    from opcost.model.network import Network
+    from opcost.model.clocks.clock import ClockModel
+    from opcost.model.composition.network import Network
+    from opcost.model.prediction.answer import assemble
+    from opcost.model.prediction.clocktransfer import ClockTransfer
     from opcost.paths import Paths
 
     comp = Composition("training", {"sum": 1.0, "calls_floor": 1.0, "params_bw": 0.0, "const": 0.0},

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from opcost.errors import OpcostError
-from opcost.model.clock import CLOCK_MODEL_FILE, ClockModel
-from opcost.model.xdevice import MODEL_FILE, XdeviceModel
-from opcost.model.xpower import XPOWER_MODEL_FILE, PowerModel
+from opcost.model.clocks.clock import CLOCK_MODEL_FILE, ClockModel
+from opcost.model.clocks.xpower import XPOWER_MODEL_FILE, PowerModel
+from opcost.model.crossdevice.xdevice import MODEL_FILE, XdeviceModel
 
 LOADERS = [
     (ClockModel, CLOCK_MODEL_FILE, "clock model", "train-clock"),

@@ -20,10 +20,12 @@ import pytest
 from torch import nn
 
 from builders import catalog_row, module_spec
-from opcost.model import compose, costing, fit, netval
-from opcost.model.costing import Costs, OpCoster
-from opcost.model.features import OpRecord
-from opcost.model.physics import roofline_s
+from opcost.model.basis.features import OpRecord
+from opcost.model.basis.physics import roofline_s
+from opcost.model.composition import compose, costing
+from opcost.model.composition.compose import Costs
+from opcost.model.composition.costing import OpCoster
+from opcost.model.training import fit, netval
 from opcost.params.train import TrainParams
 
 TERA = 1e12
@@ -381,7 +383,7 @@ def test_scores_are_the_textbook_figures():
 
 
 # --------------------------------------------------------------------------------------------
-# Intervals by question: known family vs new family (model/compose.py, netval.coverage)
+# Intervals by question: known family vs new family (model/composition/compose.py, netval.coverage)
 # --------------------------------------------------------------------------------------------
 
 SIGMA_KNOWN, SIGMA_NEW = 0.05, 0.4  # log(measured / predicted) noise of the two questions (synthetic)

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from opcost.model.fit import cross_validate, fit_model, grouped_folds, predict_rows, prepare
+from opcost.model.training.fit import cross_validate, fit_model, grouped_folds, predict_rows, prepare
 from opcost.params.train import TrainParams
 
 REPO = Path(__file__).resolve().parents[1]

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from opcost.cli import app
 from opcost.errors import OpcostError
-from opcost.model.fit import grouped_folds
-from opcost.model.predict import Predictor
+from opcost.model.prediction.predict import Predictor
+from opcost.model.training.fit import grouped_folds
 from opcost.ops.netspec import NetSpec, build_model
 from opcost.params.load import load_params
 from opcost.paths import Paths

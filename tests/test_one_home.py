@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from opcost.errors import OpcostError
-from opcost.model import clock
-from opcost.model.predict import Predictor
+from opcost.model.clocks import clock
+from opcost.model.prediction.predict import Predictor
 from opcost.modes import MODES, check_mode
 from opcost.params.clock import ClockParams
 from opcost.params.train import TrainParams

@@ -57,7 +57,7 @@ def test_stage_deps_are_its_import_closure(stage):
 def test_the_closure_sees_lazy_imports():
     """The walk finds imports inside functions (a stage importing torch-heavy code lazily still
     depends on it): predict reaches ops.catalog only inside network.extract_network."""
-    names = {f.relative_to(SRC).as_posix() for f in closure("opcost.model.predict")}
+    names = {f.relative_to(SRC).as_posix() for f in closure("opcost.model.prediction.predict")}
     assert "opcost/ops/catalog.py" in names and "opcost/__init__.py" in names
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import yaml
 
 from opcost.paths import Paths, find_root
-from opcost.model import tracking
+from opcost.model.records import tracking
 
 root = find_root()
 seed = yaml.safe_load(Paths(root).params.read_text())["seed"]

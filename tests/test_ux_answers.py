@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from opcost.model.compose import Composition
+from opcost.model.composition.compose import Composition
 from opcost.ops.netspec import NetSpec
 from subproc_env import src_dir
 from tiny_bundles import record_in_lock, tiny_bundle
@@ -57,7 +57,7 @@ def project(tmp_path: Path) -> Path:
 
 
 def test_a_user_file_has_an_unknown_family_not_its_path():
-    from opcost.model.answer import own_summary, question_family
+    from opcost.model.prediction.answer import own_summary, question_family
 
     assert question_family(NetSpec.make("/home/me/nets/my.py:gpt2", ["float32:2,8"])) is None
     assert question_family(NetSpec.make("mypkg.nets:resnet_clone", ["float32:2,8"])) is None
@@ -94,7 +94,7 @@ def test_predict_says_its_basis_in_one_sentence_and_the_derivation_under_explain
 def test_an_op_larger_than_any_measured_stays_a_warning_with_the_batch_advice(project):
     """Beyond the measured op sizes the models extrapolate where the widening may not cover: a warning, and
     the batch's advice goes with it."""
-    from opcost.model.predict import Predictor
+    from opcost.model.prediction.predict import Predictor
     from opcost.paths import Paths
 
     tiny_bundle(project, "A30-inference", ranges={"batch": [32.0, 32.0], "in_numel": [1.0, 2.0]},

@@ -71,8 +71,8 @@ def test_an_unknown_device_names_the_closest_and_where_the_list_is(project):
 def test_builders_with_paths_stay_short(tmp_path, monkeypatch):
     """A tampered model folder and a corrupt Parquet deep inside a checkout: the path as a user types it
     (relative to here), no md5s and no pyarrow paragraph."""
-    from opcost.model.integrity import check_locked
-    from opcost.model.xdevice import resolve
+    from opcost.model.crossdevice.xdevice import resolve
+    from opcost.model.records.integrity import check_locked
     from opcost.schemas import OPERATIONS
     from opcost.tables import read_table
     from opcost.validation import check_keys

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from opcost.cli import app
 from opcost.errors import OpcostError
-from opcost.model.predict import Predictor
+from opcost.model.prediction.predict import Predictor
 from opcost.ops.netspec import NetSpec, build_model
 from opcost.paths import Paths
 from tiny_bundles import record_in_lock, tiny_bundle
@@ -236,7 +236,7 @@ def test_a_never_seen_network_is_predicted_without_dynamo_pandas_torchvision_or_
     code = (
         "import sys\n"
         "from pathlib import Path\nfrom opcost.paths import Paths\n"
-        "from opcost.model.predict import Predictor\n"
+        "from opcost.model.prediction.predict import Predictor\n"
         "from opcost.ops.netspec import NetSpec\n"
         f"net = NetSpec.make({str(tmp_path / 'tiny.py')!r} + ':tiny', ['float32:2,8'])\n"
         f"pr = Predictor(paths=Paths(Path({str(tmp_path)!r})))\n"

@@ -15,9 +15,9 @@ def tiny_bundle(root: Path, target: str, ranges: dict | None = None, composition
     are charged by the costing's fallbacks. `ranges` and `composition`: the Bundle fields, where a test needs them."""
     from sklearn.ensemble import RandomForestRegressor
 
-    from opcost.model.bundle import Bundle, QuantityModel
-    from opcost.model.features import Encoding
-    from opcost.model.trees import compile_ensemble
+    from opcost.model.basis.features import Encoding
+    from opcost.model.basis.trees import compile_ensemble
+    from opcost.model.composition.bundle import Bundle, QuantityModel
 
     enc = Encoding("baseline", ("Linear", "ReLU"))
     X = np.random.default_rng(0).normal(size=(60, len(enc.columns)))
@@ -32,7 +32,7 @@ def tiny_bundle(root: Path, target: str, ranges: dict | None = None, composition
 def record_in_lock(root: Path, missing: tuple[str, ...] = ()) -> None:
     """root/dvc.lock recording every folder under root/models/ with its content md5, and each target of
     `missing` (a folder the checkout lacks) with a made-up one."""
-    from opcost.model.integrity import dir_md5
+    from opcost.model.records.integrity import dir_md5
 
     folders = sorted(p for p in (root / "models").iterdir() if p.is_dir()) if (root / "models").is_dir() else []
     md5 = {p.name: dir_md5(p) for p in folders} | {t: "0123456789abcdef0123456789abcdef" for t in missing}

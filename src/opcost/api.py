@@ -15,8 +15,8 @@ from typing import Any
 
 import pandas as pd
 
-from opcost.model.answer import NetworkPrediction
-from opcost.model.predict import Predictor
+from opcost.model.prediction.answer import NetworkPrediction
+from opcost.model.prediction.predict import Predictor
 from opcost.params.clock import ClockParams
 from opcost.params.load import load_params
 from opcost.paths import Paths, find_root

@@ -336,7 +336,7 @@ def check_params(
 def _check_folds(paths: Paths, params: Any) -> None:
     """`train.folds` against the distinct layers of each target's training data that is in the checkout
     (after `dvc pull` or `dvc repro evaluate`; without it the train stage refuses when it reads it)."""
-    from opcost.model.fit import check_folds
+    from opcost.model.training.fit import check_folds
 
     for target in params.train.targets:
         table = paths.target_operations(target)
@@ -351,7 +351,7 @@ def _check_folds(paths: Paths, params: Any) -> None:
 def sync_registry() -> None:
     """Register the bundles under models/ that the MLflow store lacks, replaying their training runs
     (after `dvc pull` on a fresh clone), and the validate report as a run of the validate experiment."""
-    from opcost.model.registry import sync_registry as sync
+    from opcost.model.store.registry import sync_registry as sync
     from opcost.validate.replay import sync_validate
 
     done = _stage(lambda paths, params: sync(paths, params))
@@ -381,11 +381,12 @@ def calibrate_host(
         None, "--out", help="Where to write the profile (default hosts/NAME.json)."
     ),
 ) -> None:
-    """Measure this machine's CPU as the host of a GPU: its cost per call of each op kind (model/hosts.py), for
+    """Measure this machine's CPU as the host of a GPU: its cost per call of each op kind (model/crossdevice/hosts.py),
+    for
     `predict --host NAME` and `recommend --host NAME`. Needs no GPU."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from opcost.model import hosts
+    from opcost.model.crossdevice import hosts
     from opcost.paths import Paths, find_root
 
     def go() -> Path:
@@ -414,7 +415,7 @@ def promote(
     version: Optional[str] = typer.Option(None, "--version", help="Registry version (default: models/TARGET's)."),
 ) -> None:
     """Move the registry's `champion` alias explicitly (automatic moves happen only from committed main)."""
-    from opcost.model.registry import promote as do_promote
+    from opcost.model.store.registry import promote as do_promote
 
     v = _stage(lambda paths, params: do_promote(paths, target, version, params.train.targets))
     out.print(f"opcost-{target}: champion is version {v}")
@@ -505,7 +506,7 @@ def predict(
 ) -> None:
     """Predict a whole network's time, energy, average power and peak memory from its operations."""
     from opcost.deadline import deadline
-    from opcost.model.predict import Predictor
+    from opcost.model.prediction.predict import Predictor
 
     def go() -> Any:
         _check_top(top)
@@ -605,7 +606,7 @@ def recommend(
     the transferred clock model (models/clock), and the optimum per objective is printed. Device configs
     whose memory is too small for the step are dropped, and said so.
     """
-    from opcost.model.predict import Predictor
+    from opcost.model.prediction.predict import Predictor
 
     def go() -> Any:
         from opcost.deadline import deadline
@@ -625,7 +626,7 @@ def recommend(
             return net, df, unvouched
 
     net, df, unvouched = _run(go, as_json)
-    from opcost.model.recommend import summary_lines
+    from opcost.model.prediction.recommend import summary_lines
 
     for u in unvouched:  # served only because of --trust-unrecorded: said before any number
         err.print(f"[yellow]warning:[/] {escape(u)}; served as it is because of --trust-unrecorded", soft_wrap=True)
@@ -690,8 +691,8 @@ def _settings_table(df: Any, top: int, what: str) -> Table:
     """recommend's table of the `top` settings, made to fit 120 columns: a tie with the best is a `*` on the
     objective's rank, and what holds for every setting (a tie on an objective, a mark, fitting in memory) is
     said once under the table (recommend.summary_lines) rather than on each row."""
-    from opcost.model.recommend import OBJECTIVES as OBJECTIVE_COLUMNS
-    from opcost.model.recommend import TIE_COLUMNS, all_tied, common_marks, row_marks
+    from opcost.model.prediction.recommend import OBJECTIVES as OBJECTIVE_COLUMNS
+    from opcost.model.prediction.recommend import TIE_COLUMNS, all_tied, common_marks, row_marks
 
     shown = df.head(top)
     everywhere = set(all_tied(df))

@@ -5,8 +5,9 @@ A module's import closure is found by walking imports in the source (every `impo
 package's __init__), not by importing anything. Three things are keyed on it, so none is a hand-kept
 list that forgets a module:
 - the `src/` deps of every DVC stage (tests/test_stage_deps.py checks dvc.yaml against them);
-- a bundle's registry identity (model/fit.bundle_hash: the train stage's closure);
-- the disk cache of extracted networks (model/netcache.py: the closure of model/network.EXTRACTION_ENTRIES).
+- a bundle's registry identity (model/training/fit.bundle_hash: the train stage's closure);
+- the disk cache of extracted networks (model/composition/netcache.py: the closure of
+model/composition/network.EXTRACTION_ENTRIES).
 """
 
 from __future__ import annotations

@@ -23,8 +23,8 @@ from opcost.devices import DEVICES, NO_TF32_SUFFIX, Device, lookup_device
 from opcost.paths import Paths
 
 XDEVICE_DIR = "xdevice"  # models/xdevice/: the cross-device model (stage train-xdevice)
-XDEVICE_FILE = "xdevice.json"  # opcost.model.xdevice.MODEL_FILE (not imported: it loads the tree learners)
-BUNDLE_FILE = "bundle.json"  # opcost.model.bundle.BUNDLE_FILE (not imported: it loads scikit-learn)
+XDEVICE_FILE = "xdevice.json"  # opcost.model.crossdevice.xdevice.MODEL_FILE (not imported: it loads the tree learners)
+BUNDLE_FILE = "bundle.json"  # opcost.model.composition.bundle.BUNDLE_FILE (not imported: it loads scikit-learn)
 
 
 def specs(d: Device) -> dict[str, Any]:

@@ -228,7 +228,7 @@ DEVICES: dict[str, Device] = {
 }  # fmt: skip
 
 # Nominal memory clock (MHz, as nvidia-smi / NVML report it) at which `bandwidth` holds, where a sweep ran
-# the card at other memory clocks: bandwidth scales with the memory clock (model/clock.py uses the ratio).
+# the card at other memory clocks: bandwidth scales with the memory clock (model/clocks/clock.py uses the ratio).
 # RTX 3080 Ti: GDDR6X 19 Gbps on 384 bits = 912 GB/s, reported as 9501 MHz (GPU-FREQUENCY-DVFS' top memory clock).
 NOMINAL_MEMORY_CLOCK_MHZ: dict[str, float] = {"RTX3080Ti": 9501.0}
 
@@ -331,7 +331,7 @@ def table_name(config: str) -> str:
 def same_numerics(config: str) -> str:
     """The table name of `config`, without `_no_tf32` where that changes nothing: a GPU without TF32
     (Turing, Volta and older) runs every fp32 op on its FP32 units either way, so `RTX2080Ti_no_tf32` is
-    `RTX2080Ti` and its own bundle answers it (model/xdevice_predict.own_config). A name the table does
+    `RTX2080Ti` and its own bundle answers it (model/prediction/xdevice_predict.own_config). A name the table does
     not know comes back as `table_name` gives it."""
     name, tf32 = _split_config(config)
     key = lookup_device(name)

@@ -1,5 +1,5 @@
 """A bounded, thread-safe least-recently-used map: the one memo behind the encoded-row cache
-(model/features.RowCache) and the predicted-value cache (model/predcache.PredictionCache).
+(model/basis/features.RowCache) and the predicted-value cache (model/composition/predcache.PredictionCache).
 
 Why one: both keep a few tens of thousands of pure-function results keyed by record content, both
 are read by the API's worker threads at once, and both must stay bounded in a long-lived process.

@@ -9,7 +9,7 @@ The repository root is found without relying on where the package is installed, 
 (`DVC_ROOT` set) the nearest parent of the stage's working directory that holds `dvc.yaml`; else
 `OPCOST_ROOT`, then that same nearest parent, else the working directory. `DVC_ROOT` itself names
 the user's workspace in temp and queued executors, never the copy, so it only locates the shared
-MLflow store (model/tracking.py).
+MLflow store (model/records/tracking.py).
 """
 
 from __future__ import annotations
@@ -74,8 +74,8 @@ class Paths:
         return self.extract_report_dir / "summary.json"
 
     def host_file(self, name: str) -> Path:
-        """A host profile `opcost calibrate-host --name NAME` wrote (model/hosts.py): hosts/NAME.json, a user
-        file (commit it to share it), not a DVC output."""
+        """A host profile `opcost calibrate-host --name NAME` wrote (model/crossdevice/hosts.py): hosts/NAME.json, a
+        user file (commit it to share it), not a DVC output."""
         return self.root / "hosts" / f"{name}.json"
 
     def raw_dir(self, campaign: str) -> Path:
@@ -189,7 +189,8 @@ class Paths:
 
     @property
     def measured_ops_dir(self) -> Path:
-        """DVC output of `measured-ops`: op times measured on GPUs answered by transfer (model/measured.py)."""
+        """DVC output of `measured-ops`: op times measured on GPUs answered by transfer
+        (model/crossdevice/measured.py)."""
         return self.root / "models" / "measured"
 
     @property
@@ -230,7 +231,8 @@ class Paths:
 
     @property
     def xpower_model_dir(self) -> Path:
-        """DVC output of `train-clock`: the cross-device power model (JSON, model/xpower.py) and its run record."""
+        """DVC output of `train-clock`: the cross-device power model (JSON, model/clocks/xpower.py) and its run
+        record."""
         return self.root / "models" / "xpower"
 
     @property
@@ -318,7 +320,7 @@ class Paths:
 
     @property
     def validate_xdevice_energy_fewshot(self) -> Path:
-        """The same networks' energy with one other network's measured power level (model/fewshot.py)."""
+        """The same networks' energy with one other network's measured power level (model/crossdevice/fewshot.py)."""
         return self.validate_dir / "xdevice_energy_fewshot.csv"
 
     @property

@@ -42,8 +42,8 @@ LOCAL = r"""
 import json, sys
 from pathlib import Path
 import pandas as pd
-from opcost.model.bundle import Bundle
-from opcost.model.features import record_of
+from opcost.model.composition.bundle import Bundle
+from opcost.model.basis.features import record_of
 
 bundle = Bundle.load(Path(sys.argv[1]))
 rows = pd.read_parquet(sys.argv[2]).head(40)

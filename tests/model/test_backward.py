@@ -1,4 +1,4 @@
-"""Known answers for model/backward.py: the training baselines of depthwise convolutions and Linear layers.
+"""Known answers for model/basis/backward.py: the training baselines of depthwise convolutions and Linear layers.
 
 Synthetic training rows (real specs, real paper costs) whose depthwise convolutions take a known law:
 the launch floor plus (2 + kh x kw) passes over their forward memory time at E_BW of the bandwidth, at
@@ -18,10 +18,11 @@ import pytest
 from torch import nn
 
 from builders import catalog_row, module_spec
-from opcost.model import backward, fit
-from opcost.model.bundle import Bundle
-from opcost.model.netval import LibraryModel
-from opcost.model.physics import compute_memory_s
+from opcost.model.basis import backward
+from opcost.model.basis.physics import compute_memory_s
+from opcost.model.composition.bundle import Bundle
+from opcost.model.training import fit
+from opcost.model.training.netval import LibraryModel
 from opcost.params.train import TrainParams
 
 E_BW = 0.8  # the passes' fraction of the bandwidth in the generator

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from bench_modules import load_bench
-from opcost.model import fit, gemm
+from opcost.model.basis import gemm
+from opcost.model.training import fit
 
 FLOOR = 1e-6
 BENCH = Path(__file__).resolve().parents[2] / "bench"

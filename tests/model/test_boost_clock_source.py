@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 from opcost.devices import DEVICES
-from opcost.model.costing import CLOCK_SOURCES, MEASURED, TRANSFERRED
+from opcost.model.composition.costing import CLOCK_SOURCES, MEASURED, TRANSFERRED
 from opcost.paths import Paths
 from tiny_bundles import record_in_lock, tiny_bundle
 
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    from opcost.model.clock import ClockModel
+    from opcost.model.clocks.clock import ClockModel
 
     tiny_bundle(tmp_path, "A30-inference")
     record_in_lock(tmp_path)
@@ -29,7 +29,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_the_boost_clock_of_an_own_bundle_is_its_measured_default(project: Path) -> None:
-    from opcost.model.predict import Predictor
+    from opcost.model.prediction.predict import Predictor
 
     assert DEVICES["A30"].boost_clock_mhz == 1440 and {MEASURED, TRANSFERRED} == set(CLOCK_SOURCES)
     pr = Predictor(paths=Paths(project), disk_cache=False)

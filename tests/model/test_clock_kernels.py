@@ -12,8 +12,8 @@ import pytest
 from opcost.data.clock_kernels import CLOCK_KERNELS_FILE, clock_kernels, read_clock_kernels
 from opcost.devices import DEVICES
 from opcost.errors import OpcostError
-from opcost.model import clockval
-from opcost.model.clock import (
+from opcost.model.clocks import clockval
+from opcost.model.clocks.clock import (
     KERNEL_SOURCE,
     ClockModel,
     explained_fraction,

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from opcost.cli import app
 from opcost.devices import DEVICES
 from opcost.errors import OpcostError
-from opcost.model import clockval
-from opcost.model.clock import (
+from opcost.model.clocks import clockval
+from opcost.model.clocks.clock import (
     CAP_BAND,
     CAP_K,
     CLOCK_MODEL_FILE,
@@ -469,7 +469,7 @@ def test_train_clock_stage_writes_registers_and_scores(clocked):
     client = MlflowClient(tracking_uri=f"sqlite:///{db}")
     champ = client.get_model_version_by_alias("opcost-clock", "champion")  # a clone on main: champion moves
     assert str(champ.version) == "1" and champ.tags["split"].startswith("logo-A100+A40")
-    # the power model (model/xpower.py) is fitted, scored and registered by the same stage
+    # the power model (model/clocks/xpower.py) is fitted, scored and registered by the same stage
     power = result["power"]
     assert power["registered_version"] == "1" and set(power["table"]["device"]) >= set(model.trained_on)
     champ = client.get_model_version_by_alias("opcost-xpower", "champion")
@@ -478,7 +478,7 @@ def test_train_clock_stage_writes_registers_and_scores(clocked):
 
 
 def test_predict_at_a_clock_transfers_the_default_clock_bundle(clocked):
-    from opcost.model.predict import Predictor
+    from opcost.model.prediction.predict import Predictor
 
     paths, _, _ = clocked
     pr = Predictor(paths=paths)
@@ -505,7 +505,7 @@ def test_predict_at_a_clock_transfers_the_default_clock_bundle(clocked):
 
 
 def test_recommend_sweeps_clocks_and_the_cli_prints_optima_and_plots(clocked, tmp_path):
-    from opcost.model.predict import Predictor
+    from opcost.model.prediction.predict import Predictor
 
     paths, _, _ = clocked
     pr = Predictor(paths=paths)
@@ -539,7 +539,7 @@ def test_recommend_sweeps_clocks_and_the_cli_prints_optima_and_plots(clocked, tm
 
 
 def test_validate_predicts_the_extract_sets_across_clocks_and_reads_off_optima(clocked):
-    from opcost.model.predict import Predictor
+    from opcost.model.prediction.predict import Predictor
     from opcost.params.load import load_params
     from opcost.validate import clocks
 
@@ -571,7 +571,7 @@ def test_a_bundle_trained_on_a_clock_sweep_answers_measured_without_the_clock_mo
     feature) and says `measured`; the root has no clock model, and none is needed."""
     import dataclasses
 
-    from opcost.model.predict import Predictor
+    from opcost.model.prediction.predict import Predictor
 
     paths, _, _ = trained
     assert not (paths.clock_model_dir / CLOCK_MODEL_FILE).exists()
@@ -595,7 +595,7 @@ def test_a_bundle_trained_on_a_clock_sweep_answers_measured_without_the_clock_mo
 def test_sync_registry_replays_the_clock_model_into_a_fresh_store(clocked, tmp_path, monkeypatch):
     from mlflow import MlflowClient
 
-    from opcost.model.registry import json_hash, sync_registry
+    from opcost.model.store.registry import json_hash, sync_registry
     from opcost.params.load import load_params
     from opcost.stages.train_clock import content_hash
 
@@ -685,7 +685,7 @@ def test_share_table_finds_each_curves_share_and_gives_the_models_from_the_other
     the observed share times the DRAM scale (0.5 x 1.4 = 0.7) where there is one, else the fallback sigmoid(a + b
     P_ref / TDP + c log(balance / BALANCE_REF)) moved to the curve's memory clock (half the nominal: s0 / (s0 +
     (1 - s0) / 0.5)). The spy fitter proves each GPU's row came from a fit that never saw that GPU."""
-    from opcost.model.clock import BALANCE_REF, SHARE_DRAM
+    from opcost.model.clocks.clock import BALANCE_REF, SHARE_DRAM
 
     f = np.array([400.0, 600.0, 800.0, 1000.0])
     specs = [("A", "a0", 0.2, 0.5, SHARE_DRAM, 0.8, 1.0), ("A", "a1", 0.85, np.nan, "", 0.6, 0.5),
@@ -740,7 +740,7 @@ def test_below_the_memory_knee_the_memory_bound_time_grows_as_one_over_the_clock
     1200 MHz; without a knee (NaN bandwidth, an Ampere device) 1 + 0.3 (f_ref / f - 1). `at_clock` applies it to a
     pre-Ampere device from the device table (a memory-bound op at half the V100's knee takes twice its reference
     time, at most once the reference itself sits below the knee) and not to an Ampere one."""
-    from opcost.model.clock import knee_bandwidth_per_sm, memory_knee_mhz
+    from opcost.model.clocks.clock import knee_bandwidth_per_sm, memory_knee_mhz
 
     model = ClockModel(share_a=0.0, static_frac=0.3, knee_q=12.0)
     f = np.array([500.0, 1200.0, 1500.0])

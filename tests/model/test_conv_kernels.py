@@ -20,7 +20,8 @@ import pytest
 from torch import nn
 
 from builders import catalog_row, module_spec
-from opcost.model import features, fit, gemm, physics
+from opcost.model.basis import features, gemm, physics
+from opcost.model.training import fit
 from opcost.params.train import TrainParams
 
 FP32_A30, TF32_A30, BW_A30 = 10.3e12, 82e12, 933e9  # FLOP/s, FLOP/s, B/s: A30 datasheet (devices.py)
@@ -117,7 +118,7 @@ def test_the_stems_baseline_is_the_same_in_training_and_in_a_bundle() -> None:
     enc = f.encoding(data)
     rows = np.arange(data.n)
     got = enc.log_roofline(data.records)
-    fl = fit.row_floors(data, rows, f.floor, f.kind_floors)  # the convolutions' own floor (model/floors.py)
+    fl = fit.row_floors(data, rows, f.floor, f.kind_floors)  # the convolutions' own floor (data/floors.py)
     assert got == pytest.approx(fit.offsets(data, rows, fl, f.dw_efficiency, f.unit_eff, True), rel=1e-12)
     assert fl[0] == dict(f.kind_floors)["Conv2d"] > f.floor
     stem = data.records[0]

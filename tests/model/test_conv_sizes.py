@@ -8,9 +8,9 @@ import math
 import pytest
 
 from opcost.errors import OpcostError
-from opcost.model import gemm
-from opcost.model.features import Encoding, OpRecord
-from opcost.model.physics import conv_rank, gemm_dims, spatial_size
+from opcost.model.basis import gemm
+from opcost.model.basis.features import Encoding, OpRecord
+from opcost.model.basis.physics import conv_rank, gemm_dims, spatial_size
 
 
 def test_sizes_as_pytorch_reads_them():

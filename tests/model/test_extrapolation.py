@@ -1,10 +1,11 @@
-"""Known answers for what a prediction flags as extrapolating (model/extrapolation.py): every range both ways
-by EXTRAPOLATION_FACTOR (2) except an op's size and FLOPs, which only flag above; the per-sample input of an
-image network against the calibration networks' (round 31: ResNets at 32 x 32 and 56 x 56 were not flagged)."""
+"""Known answers for what a prediction flags as extrapolating (model/composition/extrapolation.py): every range both
+ways by EXTRAPOLATION_FACTOR (2) except an op's size and FLOPs, which only flag above; the per-sample input of an image
+network against the calibration networks' (round 31: ResNets at 32 x 32 and 56 x 56 were not flagged)."""
 
 from __future__ import annotations
 
-from opcost.model.extrapolation import (
+from opcost.model.basis.features import OpRecord
+from opcost.model.composition.extrapolation import (
     EXTRAPOLATION_FACTOR,
     NET_SAMPLE_NUMEL,
     extrapolation_warnings,
@@ -12,7 +13,6 @@ from opcost.model.extrapolation import (
     op_ranges,
     sample_numel,
 )
-from opcost.model.features import OpRecord
 
 
 def _rec(i: int, shape: tuple[int, ...], flops: float) -> OpRecord:

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from bench_modules import load_bench
-from opcost.model import fit
+from opcost.model.training import fit
 
 FLOOR = 1e-6
 

@@ -1,4 +1,4 @@
-"""A new GPU from one measured network (model/fewshot.py): the kind factors, their shrinkage, the own ops,
+"""A new GPU from one measured network (model/crossdevice/fewshot.py): the kind factors, their shrinkage, the own ops,
 the shrink weight, and the validation's folds (no held-out GPU's network reaches a composition fit)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from opcost.model import fewshot
+from opcost.model.crossdevice import fewshot
 
 KEY = {"batch": 1.0, "m": 0.0, "n": 0.0, "k": 0.0, "flops": 0.0, "numel": 1.0}
 
@@ -88,7 +88,7 @@ def test_shrink_weight_known_answers():
 def test_the_validation_never_fits_a_composition_on_the_held_out_gpus_networks(monkeypatch):
     """A spy on the composition fit: for held-out GPU g, no network of g reaches it; and on a GPU whose every
     op runs at 2x the transfer, one measured model's ops move every other answer towards the truth."""
-    from opcost.model import xdevice_net
+    from opcost.model.crossdevice import xdevice_net
 
     seen: list[set[str]] = []
     real_fit = xdevice_net.fit_composition

@@ -1,4 +1,4 @@
-"""Known answers for model/gemm.py's depthwise baseline (the `physical` feature set).
+"""Known answers for model/basis/gemm.py's depthwise baseline (the `physical` feature set).
 
 Synthetic depthwise convolutions (real specs, real paper costs) whose time is a known law: the
 launch floor plus FLOPs / (A30 FP32 peak x E_TRUE), the same law at every kernel size. The fit must
@@ -17,8 +17,9 @@ import pytest
 from torch import nn
 
 from builders import catalog_row, module_spec
-from opcost.model import fit, gemm
-from opcost.model.bundle import Bundle
+from opcost.model.basis import gemm
+from opcost.model.composition.bundle import Bundle
+from opcost.model.training import fit
 from opcost.params.train import TrainParams
 
 FP32_A30 = 10.3e12  # FLOP/s, A30 datasheet
@@ -285,7 +286,7 @@ def test_the_physical_offset_overlaps_compute_and_memory_in_fit_and_bundle():
 def test_no_depthwise_baseline_in_training():
     """In training a depthwise convolution is bound by its memory passes, not its taps' FLOPs: the
     `physical` fit learns no FLOPs-based depthwise efficiency there (its offset stays the overlapped
-    roofline; model/backward.py's training baseline is tested in test_backward.py), and the same rows in
+    roofline; model/basis/backward.py's training baseline is tested in test_backward.py), and the same rows in
     inference give E_TRUE."""
     inference = depthwise_target()
     training = fit.prepare(inference.df, "training", "A30")

@@ -1,4 +1,4 @@
-"""Known answers for heteroscedastic (normalised) intervals (model/intervals.py): the scale model recovered
+"""Known answers for heteroscedastic (normalised) intervals (model/composition/intervals.py): the scale model recovered
 exactly, coverage of about 90 % in each stratum of synthetic errors whose spread grows with the covariate
 (where the unnormalised rule over-covers the easy stratum and under-covers the hard one), bundles that carry
 covariates and older ones that do not, and the binomial interval netval reports beside a coverage figure."""
@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from opcost.model import intervals, netval
-from opcost.model.compose import Composition
+from opcost.model.composition import intervals
+from opcost.model.composition.compose import Composition
+from opcost.model.training import netval
 
 
 def test_the_scale_model_is_recovered_exactly_from_errors_on_it() -> None:
@@ -75,7 +76,7 @@ def test_the_scale_model_is_not_read_beyond_the_covariates_it_was_fitted_on() ->
 def test_a_composition_warns_and_widens_a_question_beyond_its_networks_covariates() -> None:
     """The composition's answer 20x its op costs (c = 3) against measured networks at |c| <= 0.5: one warning
     naming both, and the interval a prediction takes is the edge's, doubled (EXTRAPOLATION_WIDENING)."""
-    from opcost.model.compose import EXTRAPOLATION_WIDENING
+    from opcost.model.composition.compose import EXTRAPOLATION_WIDENING
 
     c = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5] * 2
     res = [float(np.expm1(0.1 * math.sqrt(1 + 25 * x * x) * s)) for x, s in zip(c, [1] * 6 + [-1] * 6)]
@@ -175,7 +176,7 @@ def test_coverage_reports_its_binomial_interval_and_each_family_weighing_one(mon
     each family weighing 1: (2/3 + 1) / 2 = 83.3 %, and the Clopper-Pearson interval of 3 of 4."""
     import pandas as pd
 
-    from opcost.model import compose
+    from opcost.model.composition import compose
 
     monkeypatch.setattr(compose, "log_interval",
                         lambda e, level=0.9, groups=None, covariates=None: intervals.LogInterval(-0.1, 0.1, 1, 1,

@@ -1,5 +1,5 @@
-"""The host/GPU queue (model/hostqueue.py): known answers for host-bound and GPU-bound chains, and the closed
-form for a run of identical calls against a call-by-call simulation written here from the definition."""
+"""The host/GPU queue (model/crossdevice/hostqueue.py): known answers for host-bound and GPU-bound chains, and the
+closed form for a run of identical calls against a call-by-call simulation written here from the definition."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from opcost.model.hostqueue import run_queue
+from opcost.model.crossdevice.hostqueue import run_queue
 
 
 def test_a_host_bound_chain_takes_the_sum_of_its_host_costs_plus_the_last_kernel():
@@ -75,7 +75,7 @@ def test_the_closed_form_equals_the_call_by_call_queue(items):
 
 
 def test_a_host_bound_training_step_pays_forward_and_backward_issues():
-    from opcost.model.hostqueue import step_queue
+    from opcost.model.crossdevice.hostqueue import step_queue
 
     # forward 20 us of host per call, backward half of it; every kernel shorter than its issue
     q = step_queue([1e-6, 2e-6], [3, 2], [20e-6, 20e-6], bw_ratio=[2.0, 2.0], bw_host_factor=0.5)

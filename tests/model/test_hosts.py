@@ -1,5 +1,5 @@
-"""Host profiles (model/hosts.py) and transferred answers driven by a named host: known plateaus and medians,
-profiles read as checked data, a host-bound network whose time is its host costs, and calibrate-host run in a
+"""Host profiles (model/crossdevice/hosts.py) and transferred answers driven by a named host: known plateaus and
+medians, profiles read as checked data, a host-bound network whose time is its host costs, and calibrate-host run in a
 fresh process on this machine."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from builders import FAST_XDEVICE, SYNTH_GPUS, synthetic_xdevice_rows
+from opcost.data.floors import FLOOR_PERCENTILE
 from opcost.devices import DEVICES
 from opcost.errors import OpcostError
-from opcost.model import hosts, xdevice
-from opcost.model.floors import FLOOR_PERCENTILE
+from opcost.model.crossdevice import hosts, xdevice
 from opcost.paths import Paths
 
 
@@ -94,7 +94,7 @@ def hosted_root(tmp_path, monkeypatch):
 
 
 def _predict(root: Path, host: str | None, mode: str = "inference", builder: str = "chain"):
-    from opcost.model.predict import Predictor
+    from opcost.model.prediction.predict import Predictor
     from opcost.ops.netspec import NetSpec
 
     net = NetSpec.make(f"{root / 'relus.py'}:{builder}", ["float32:4,16"])

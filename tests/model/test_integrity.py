@@ -1,4 +1,4 @@
-"""model/integrity.py's DVC call: the DVC of opcost's own environment, whatever PATH holds."""
+"""model/records/integrity.py's DVC call: the DVC of opcost's own environment, whatever PATH holds."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from opcost.model import integrity
+from opcost.model.records import integrity
 
 
 def test_dvc_command_is_the_script_beside_python_else_python_m_dvc(tmp_path, monkeypatch):

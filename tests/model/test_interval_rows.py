@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from opcost.model import netval
+from opcost.model.training import netval
 
 
 def _family_split() -> pd.DataFrame:
@@ -81,8 +81,8 @@ def test_an_extrapolating_network_gets_the_widening_a_prediction_gets() -> None:
 def test_a_network_beyond_its_calibration_covariates_is_counted_as_a_prediction_of_it_would_be() -> None:
     """Covariates (log(predicted / sum of op costs)): a, b, c at 0, 0.2, -0.1, x1 at 0.1 (inside), x2 at 1.5 (beyond
     |c| <= 0.2). x2's interval is the normalised one scaled at the edge 0.2 and doubled (flagged `extrapolating`),
-    as a prediction of it is (model/answer.py); x1's is scaled at its own c and not widened."""
-    from opcost.model import compose, intervals
+    as a prediction of it is (model/prediction/answer.py); x1's is scaled at its own c and not widened."""
+    from opcost.model.composition import compose, intervals
 
     cov = np.array([0.0, 0.2, -0.1, 0.1, 1.5])
     df = _family_split().assign(predicted_t_s=np.exp(cov), summed_t_s=1.0)

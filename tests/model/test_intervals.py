@@ -1,14 +1,14 @@
-"""Known answers for the interval rules of model/intervals.py: exact small cases with hand-computed Student t
-quantiles, and coverage of fresh draws on synthetic normal log errors, by group count, against the old fallback
-and planted bugs (z for t, no sqrt(1 + 1/G), groups ignored)."""
+"""Known answers for the interval rules of model/composition/intervals.py: exact small cases with hand-computed Student
+t quantiles, and coverage of fresh draws on synthetic normal log errors, by group count, against the old fallback and
+planted bugs (z for t, no sqrt(1 + 1/G), groups ignored)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from opcost.model import intervals
-from opcost.model.compose import Composition
+from opcost.model.composition import intervals
+from opcost.model.composition.compose import Composition
 
 # t_{0.95, df} from a table (not from the code under test)
 T95 = {

@@ -1,4 +1,4 @@
-"""Per-kind launch floors (model/floors.py): known answers, fit rows only, one offset for the fit and a bundle.
+"""Per-kind launch floors (data/floors.py): known answers, fit rows only, one offset for the fit and a bundle.
 
 The floor of a kind is the 2nd percentile of (t - bytes / bandwidth) over its fit rows, never below the
 device floor, for kinds with at least KIND_FLOOR_ROWS rows, in inference only. Each value below is
@@ -16,7 +16,8 @@ import pytest
 from torch import nn
 
 from builders import catalog_row, module_spec
-from opcost.model import fit, floors
+from opcost.data import floors
+from opcost.model.training import fit
 from opcost.params.train import TrainParams
 
 US = 1e-6
@@ -98,7 +99,7 @@ def test_kind_floors_are_learnt_from_the_fit_rows_only() -> None:
 def test_the_offset_carries_the_kinds_floor_in_the_fit_and_in_a_bundle(tmp_path) -> None:
     """fit.offsets (what the trees are fitted against) and Encoding.log_roofline (what a saved bundle
     predicts with) both add each op's kind floor to its baseline: exp(offset) - baseline = that floor."""
-    from opcost.model.bundle import _kind_floors
+    from opcost.model.composition.bundle import _kind_floors
 
     data = linear_target()
     rows = np.arange(data.n)
@@ -119,7 +120,7 @@ def test_the_offset_carries_the_kinds_floor_in_the_fit_and_in_a_bundle(tmp_path)
 
 
 def test_a_bundle_refuses_kind_floors_that_are_not_an_object() -> None:
-    from opcost.model.bundle import _kind_floors
+    from opcost.model.composition.bundle import _kind_floors
 
     with pytest.raises(ValueError, match="kind_floors must be an object"):
         _kind_floors([["Linear", 1e-5]], "time")
@@ -154,7 +155,7 @@ def test_the_train_run_logs_each_kinds_floor() -> None:
     floor of the time model, in seconds, and none for a bundle without (training, older bundles)."""
     from types import SimpleNamespace
 
-    from opcost.model import tracking
+    from opcost.model.records import tracking
     from opcost.stages.train import floor_metrics
 
     data = linear_target()

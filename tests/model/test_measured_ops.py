@@ -1,6 +1,6 @@
-"""Ops measured on a GPU without its own bundle (model/measured.py, stage measured-ops): the table keeps only
-our campaigns' default-setting rows of table GPUs, and a transferred answer on that GPU takes those ops'
-measured times (source `measured`), transfers the rest, and composes both with the transferred scale."""
+"""Ops measured on a GPU without its own bundle (model/crossdevice/measured.py, stage measured-ops): the table keeps
+only our campaigns' default-setting rows of table GPUs, and a transferred answer on that GPU takes those ops' measured
+times (source `measured`), transfers the rest, and composes both with the transferred scale."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from opcost.devices import DEVICES
 from opcost.errors import OpcostError
 from opcost.io import write_parquet
-from opcost.model import measured, xdevice
+from opcost.model.crossdevice import measured, xdevice
 from opcost.params.xdevice import XdeviceParams
 from opcost.paths import Paths
 from opcost.schemas import EVALUATED_OPERATIONS, OPERATIONS, conform
@@ -79,7 +79,7 @@ def test_a_broken_table_is_one_line(tmp_path):
 def root(tmp_path, monkeypatch):
     """A root with a cross-device model (synthetic rows of real table GPUs; scale SCALE, host floor
     HOST_FLOOR) and a power model drawing exactly the TDP."""
-    from opcost.model.xpower import PowerModel
+    from opcost.model.clocks.xpower import PowerModel
 
     rng = np.random.default_rng(3)
     rows = []
@@ -115,7 +115,7 @@ def measure(paths: Paths, times: dict[tuple[str, str], float]) -> None:
 
 @pytest.mark.parametrize("mode", ["inference", "training"])
 def test_measured_ops_take_their_time_and_the_rest_stay_transferred(root, mode):
-    from opcost.model.predict import Predictor
+    from opcost.model.prediction.predict import Predictor
 
     before = Predictor(paths=root, disk_cache=False).predict(*NET, "H200", mode)
     t4_before = Predictor(paths=root, disk_cache=False).predict(*NET, "T4", mode).to_json()
@@ -136,7 +136,8 @@ def test_measured_ops_take_their_time_and_the_rest_stay_transferred(root, mode):
     others = [op for op in p.op_ids if op not in known]
     assert all(src[op] == "transferred" for op in others)
     assert [t[op] for op in others] == [dict(zip(before.op_ids, before.t_s))[op] for op in others]
-    # the network runs through the host/GPU queue (model/hostqueue.py): each call that launches work (t_s > 0:
+    # the network runs through the host/GPU queue (model/crossdevice/hostqueue.py): each call that launches work (t_s >
+    # 0:
     # views launch none) issued at the host floor (this model has no host profiles; backward issues at the same
     # cost, bw_host_factor 1 by default), so the host's busy time is known exactly; the step is never shorter
     # than either side's busy time and never longer than the two taking turns (the per-op sum + optimizer step)
@@ -162,8 +163,8 @@ def test_measured_ops_take_their_time_and_the_rest_stay_transferred(root, mode):
 
 
 def test_a_measured_op_follows_a_transferred_clock(root):
-    from opcost.model.clock import ClockModel
-    from opcost.model.predict import Predictor
+    from opcost.model.clocks.clock import ClockModel
+    from opcost.model.prediction.predict import Predictor
 
     ClockModel(static_frac=0.3, gamma=2.0, logo_error={"time": 0.05, "energy": 0.07}).save(root.clock_model_dir)
     pr = Predictor(paths=root, disk_cache=False)
@@ -179,8 +180,8 @@ def test_a_measured_op_follows_a_transferred_clock(root):
 
 
 def test_recommend_says_a_partly_measured_gpu_is_transferred(root):
-    from opcost.model.predict import Predictor
-    from opcost.model.recommend import summary_lines
+    from opcost.model.prediction.predict import Predictor
+    from opcost.model.prediction.recommend import summary_lines
 
     before = Predictor(paths=root, disk_cache=False).predict(*NET, "H200", "inference")
     op = before.op_ids[int(np.argmax(before.t_s * before.calls))]
@@ -203,8 +204,8 @@ def test_a_measured_ops_gpu_time_is_its_kernel_in_the_queue(root):
     """Where the campaign timed an op's GPU apart (gpu_time_per_call_s), the table carries its median over the
     default-setting trials, and the step's queue runs that op's kernel at it: the GPU's busy time moves by
     scale x calls x (GPU time - wall time); the op still shows its measured wall time."""
-    from opcost.model.measured import op_gpu_times, with_gpu_times
-    from opcost.model.predict import Predictor
+    from opcost.model.crossdevice.measured import op_gpu_times, with_gpu_times
+    from opcost.model.prediction.predict import Predictor
 
     before = Predictor(paths=root, disk_cache=False).predict(*NET, "H200", "inference")
     op = before.op_ids[int(np.argmax(before.t_s * before.calls))]
@@ -226,11 +227,12 @@ def test_a_measured_ops_gpu_time_is_its_kernel_in_the_queue(root):
 
 
 def test_a_measured_ops_kind_factor_corrects_the_transferred_ops_of_its_kind(root):
-    """Few-shot (model/fewshot.py): one measured op with a cross-device row and a GPU time r x what the transfer
-    says corrects every transferred op of its kind by r^((1 + s/(1+s)) / (1+s)) and of any other kind by
+    """Few-shot (model/crossdevice/fewshot.py): one measured op with a cross-device row and a GPU time r x what the
+    transfer says corrects every transferred op of its kind by r^((1 + s/(1+s)) / (1+s)) and of any other kind by
     r^(1/(1+s)) (s = SHRINK_OPS pseudo-ops; with one op both medians are log r), in the GPU's busy time."""
-    from opcost.model import fewshot, xdevice_net, xdevice_predict
-    from opcost.model.predict import Predictor
+    from opcost.model.crossdevice import fewshot, xdevice_net
+    from opcost.model.prediction import xdevice_predict
+    from opcost.model.prediction.predict import Predictor
 
     pr = Predictor(paths=root, disk_cache=False)
     before = pr.predict(*BIG, "H200", "inference")

@@ -11,9 +11,9 @@ from torch import nn
 from typer.testing import CliRunner
 
 from opcost.errors import OpcostError
-from opcost.model.features import BASELINE_ATTRS, Encoding, op_record
-from opcost.model.fit import family_folds, grouped_folds
-from opcost.model.predict import Predictor
+from opcost.model.basis.features import BASELINE_ATTRS, Encoding, op_record
+from opcost.model.prediction.predict import Predictor
+from opcost.model.training.fit import family_folds, grouped_folds
 from opcost.ops.features import op_metrics
 from opcost.ops.spec import CATEGORY_MODULE, OpSpec, TensorInput, module_attrs, target_of_class
 from opcost.params.train import TrainParams
@@ -133,7 +133,7 @@ def test_every_op_gets_a_cost_and_the_total_follows_the_composition(trained):
     # every op of the network has a cost (no partial sums), each from where its source says:
     import pandas as pd
 
-    from opcost.model.bundle import Bundle
+    from opcost.model.composition.bundle import Bundle
     from opcost.ops.kinds import FALLBACK, category_of
 
     bundle = Bundle.load(paths.model_dir("RTX2080Ti-training"))
@@ -150,7 +150,7 @@ def test_every_op_gets_a_cost_and_the_total_follows_the_composition(trained):
     assert list(looked_up["source"] == "estimated") == list(rows.loc[looked_up.index, "estimated"].astype(bool))
     assert not set(bd.index[~bd["source"].isin(["measured", "estimated"])]) & set(rows.index)
     # - kinds the training log never measured (add, max pooling, flatten) are predicted as a measured
-    #   kind of their own category, else of its fallback category (model/physics.proxy_kind)
+    #   kind of their own category, else of its fallback category (model/basis/physics.proxy_kind)
     proxied = bd[bd["source"] == "proxy"]
     assert {"add", "MaxPool2d"} <= set(proxied["kind"])
     for kind, proxy in zip(proxied["kind"], proxied["proxy"]):
@@ -173,8 +173,9 @@ def test_every_op_gets_a_cost_and_the_total_follows_the_composition(trained):
 
 def test_a_prediction_scales_its_interval_by_its_own_composition_correction(trained, monkeypatch):
     """Spy on the composition's interval: `opcost predict` asks it with the question's covariate,
-    log(predicted time / plain sum of op costs), the figure the interval scores carry (model/intervals.py)."""
-    from opcost.model.compose import Composition
+    log(predicted time / plain sum of op costs), the figure the interval scores carry
+    (model/composition/intervals.py)."""
+    from opcost.model.composition.compose import Composition
 
     paths, _, _ = trained
     asked: list[tuple[str, float]] = []
@@ -238,7 +239,7 @@ def test_recommend_ranks_devices(trained):
 def test_registry_champion_predicts_like_local_bundle(trained, tmp_path, monkeypatch):
     """In a fresh store (nothing else registered), the champion served by the registry is the local bundle."""
     from conftest import clone_of
-    from opcost.model.registry import sync_registry
+    from opcost.model.store.registry import sync_registry
     from opcost.params.load import load_params
     from opcost.paths import Paths
 
@@ -283,7 +284,7 @@ def test_compiled_trees_reproduce_the_libraries():
     from sklearn.ensemble import RandomForestRegressor
     from xgboost import XGBRegressor
 
-    from opcost.model.trees import compile_ensemble
+    from opcost.model.basis.trees import compile_ensemble
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(400, 6)) * np.array([1, 10, 100, 1e3, 1e-3, 1])
@@ -306,7 +307,7 @@ def test_compiled_trees_reproduce_the_libraries():
 
 def test_predictions_from_the_disk_cache_match_and_need_no_torch(trained):
     """A second process answers from .opcost/cache without importing torch, xgboost, sklearn or scipy.optimize
-    (the composition's fits import it inside the call: model/nnls.py)."""
+    (the composition's fits import it inside the call: model/basis/nnls.py)."""
     import os
     import subprocess
     import sys
@@ -314,7 +315,7 @@ def test_predictions_from_the_disk_cache_match_and_need_no_torch(trained):
     paths, _, _ = trained
     first = Predictor(paths=paths, trust_unrecorded=True).predict("resnet18", "32,3,32,32", "RTX2080Ti", "training")
     code = (
-        "import sys, json; from opcost.model.predict import Predictor; from opcost.paths import Paths;"
+        "import sys, json; from opcost.model.prediction.predict import Predictor; from opcost.paths import Paths;"
         f"p = Predictor(paths=Paths(__import__('pathlib').Path({str(paths.root)!r})), trust_unrecorded=True)"
         ".predict('resnet18', '32,3,32,32', 'RTX2080Ti', 'training');"
         "mods = sorted(m for m in ('torch', 'xgboost', 'sklearn', 'scipy.optimize') if m in sys.modules);"
@@ -330,7 +331,7 @@ def test_sync_registry_registers_pulled_bundles_once(trained, tmp_path, monkeypa
     from mlflow import MlflowClient
 
     from conftest import clone_of
-    from opcost.model.registry import sync_registry
+    from opcost.model.store.registry import sync_registry
     from opcost.params.load import load_params
     from opcost.paths import Paths
 
@@ -378,7 +379,7 @@ def test_noops_cost_what_the_devices_measured_noops_cost(pipeline_root):
     measured rows, and at the launch floor where fewer than two are measured."""
     import pandas as pd
 
-    from opcost.model.fit import fit_model, launch_floor, noop_values, predict_rows, prepare
+    from opcost.model.training.fit import fit_model, launch_floor, noop_values, predict_rows, prepare
 
     df = pd.read_parquet(pipeline_root.target_operations("A30-inference"))
     data = prepare(df, "inference", "A30")
@@ -416,9 +417,9 @@ def test_scores_are_against_measurements_never_estimates(trained):
 
 def test_a_network_smaller_than_the_calibration_networks_is_flagged_and_its_interval_widened(trained):
     """`opcost predict` flags a network whose per-sample input lies outside the calibration networks' by
-    more than 2x (model/extrapolation.py) and widens both intervals about their centre by
+    more than 2x (model/composition/extrapolation.py) and widens both intervals about their centre by
     compose.EXTRAPOLATION_WIDENING (2, in log half-width), the point prediction unchanged."""
-    from opcost.model.extrapolation import NET_SAMPLE_NUMEL
+    from opcost.model.composition.extrapolation import NET_SAMPLE_NUMEL
 
     paths, _, _ = trained
     answers = []

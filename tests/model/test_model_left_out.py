@@ -9,8 +9,9 @@ import pytest
 
 from bench_modules import load_bench
 from builders import LEFT_OUT_SIZES, left_out_data, linear_op_row
-from opcost.model import compose, netval
-from opcost.model.fit import prepare
+from opcost.model.composition import compose
+from opcost.model.training import netval
+from opcost.model.training.fit import prepare
 from opcost.params.train import TrainParams
 
 
@@ -149,7 +150,7 @@ def test_a_new_family_loses_the_layers_its_unmeasured_siblings_call():
 
 
 def test_a_network_smaller_than_every_fold_network_is_flagged_extrapolating() -> None:
-    """Each held-out network is flagged as a prediction of it would be (model/extrapolation.py), from its
+    """Each held-out network is flagged as a prediction of it would be (model/composition/extrapolation.py), from its
     fold's networks only: net_f at 32 x 32 (3072 values per sample) against a fold of 224 x 224 ones
     (150528) is; at 160 x 160 (76800, within a factor 2 of 150528) it is not; no 224 x 224 network is."""
     tp = TrainParams(folds=3, seed=0, random_forest={"n_estimators": 5})

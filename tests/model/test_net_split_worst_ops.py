@@ -9,8 +9,8 @@ import pytest
 
 from bench_modules import load_bench
 from builders import linear_op_row
-from opcost.model.costing import Costs
-from opcost.model.features import OpRecord
+from opcost.model.basis.features import OpRecord
+from opcost.model.composition.compose import Costs
 
 
 def _bench():
@@ -43,7 +43,7 @@ def test_kind_floors_take_the_cheapest_calls_of_the_fold_rows_only() -> None:
     given rows; estimated rows, rows at another clock and rows outside the fold never count, nor a kind with
     fewer than five rows. Linear rows: times 1..12 us; row 0 (1 us) estimated, row 1 (2 us) at 900 MHz, rows
     10-11 outside the fold: rows 2-9 remain, 3..10 us, whose 5 % quantile (linear) is 3 + 0.35 = 3.35 us."""
-    from opcost.model.fit import prepare
+    from opcost.model.training.fit import prepare
 
     rows = [linear_op_row(f"op{i}", 8, 64 + i, 32, ["fam"]) | {"t_s": (i + 1) * 1e-6} for i in range(12)]
     rows[0]["estimated"] = True

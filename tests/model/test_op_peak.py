@@ -12,7 +12,9 @@ import math
 
 import pytest
 
-from opcost.model import clocktransfer, features, physics, xdevice
+from opcost.model.basis import features, physics
+from opcost.model.crossdevice import xdevice
+from opcost.model.prediction import clocktransfer
 
 TF = 1e12
 

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from opcost.model import intervals
-from opcost.model.bundle import Bundle
-from opcost.model.compose import DEFAULT_TIME, EXTRAPOLATION_WIDENING, Composition
+from opcost.model.composition import intervals
+from opcost.model.composition.bundle import Bundle
+from opcost.model.composition.compose import DEFAULT_TIME, EXTRAPOLATION_WIDENING, Composition
 from tiny_bundles import record_in_lock, tiny_bundle
 
 LAYER = """

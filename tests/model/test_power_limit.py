@@ -1,4 +1,4 @@
-"""The energy layer where networks ran at the device's power limit (model/powerlimit.py): known answers.
+"""The energy layer where networks ran at the device's power limit (model/clocks/powerlimit.py): known answers.
 
 Each case is built so its right answer follows in closed form from the rule, not from the code's output:
 least squares where no network reaches the limit, the generating layer where enough networks lie below it,
@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from opcost.model import compose, powerlimit
-from opcost.model.nnls import nnls_relative
+from opcost.model.basis.nnls import nnls_relative
+from opcost.model.clocks import powerlimit
+from opcost.model.composition import compose
 
 CAP = 164.4  # W: what the A30's limiter held on the thesis networks (nominal 165 W)
 

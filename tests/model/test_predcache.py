@@ -1,6 +1,6 @@
 """Warm sequential predictions (issue: warm predict() under 0.1 s): each op's predicted value memoised per
-trained model (model/predcache.py), and models/ listed once per BundleStore with a staleness check
-(model/bundlestore.py). Answers are the uncached answers exactly; a retrained model, a patched device
+trained model (model/composition/predcache.py), and models/ listed once per BundleStore with a staleness check
+(model/store/bundlestore.py). Answers are the uncached answers exactly; a retrained model, a patched device
 table or a new bundle on disk is never answered from the old state."""
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ from torch import nn
 from builders import module_record as _record
 from opcost import devices
 from opcost.devices import DEVICES
-from opcost.model import bundlestore, features
-from opcost.model.bundle import BUNDLE_FILE, QuantityModel
-from opcost.model.bundlestore import BundleStore
-from opcost.model.features import Encoding, OpRecord, RowCache, with_kind
-from opcost.model.trees import TreeEnsemble
+from opcost.model.basis import features
+from opcost.model.basis.features import Encoding, OpRecord, RowCache, with_kind
+from opcost.model.basis.trees import TreeEnsemble
+from opcost.model.composition.bundle import BUNDLE_FILE, QuantityModel
+from opcost.model.store import bundlestore
+from opcost.model.store.bundlestore import BundleStore
 from opcost.paths import Paths
 
 
@@ -96,7 +97,7 @@ def test_only_the_ops_not_seen_are_evaluated_and_in_the_asked_order(records, eva
 
 
 def test_a_proxy_of_an_op_is_not_served_the_op_s_value(records, evaluated):
-    """Same content, other kind (model/costing.py's proxies keep their op's id and content key)."""
+    """Same content, other kind (model/composition/costing.py's proxies keep their op's id and content key)."""
     qm = _model(2e-5, 3e-4)
     bn = records[3]
     as_linear = with_kind(bn, "Linear")

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from opcost.model.clocktransfer import clock_grid, widen
-from opcost.model.predict import Predictor
-from opcost.model.xdevice_predict import own_config
+from opcost.model.prediction.clocktransfer import clock_grid, widen
+from opcost.model.prediction.predict import Predictor
+from opcost.model.prediction.xdevice_predict import own_config
 from opcost.paths import Paths
 
 
@@ -41,12 +41,12 @@ def test_intervals_widen_multiplicatively_and_never_reach_zero():
 
 def test_an_own_bundle_is_found_by_its_key_or_nvml_name_without_the_cross_device_model():
     own = ["A30-inference", "A30_no_tf32-training"]
-    before = "opcost.model.xdevice" in sys.modules
+    before = "opcost.model.crossdevice.xdevice" in sys.modules
     assert own_config("A30", "inference", own) == "A30"
     assert own_config("NVIDIA A30", "inference", own) == "A30"
     assert own_config("A30_no_tf32", "training", own) == "A30_no_tf32"
     assert own_config("A30", "training", own) is None and own_config("T4", "inference", own) is None
-    assert ("opcost.model.xdevice" in sys.modules) == before  # answered from the device table alone
+    assert ("opcost.model.crossdevice.xdevice" in sys.modules) == before  # answered from the device table alone
 
 
 def test_a_bundle_whose_lookup_lacks_an_array_is_one_line_naming_it(tmp_path):
@@ -58,7 +58,7 @@ def test_a_bundle_whose_lookup_lacks_an_array_is_one_line_naming_it(tmp_path):
 
     from opcost.errors import OpcostError
     from opcost.io import read_npz, write_npz
-    from opcost.model.bundle import Bundle
+    from opcost.model.composition.bundle import Bundle
     from tiny_bundles import tiny_bundle
 
     tiny_bundle(tmp_path, "A30-inference")

@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from opcost.model.answer import NetworkPrediction
-from opcost.model.recommend import dropped_once, settings_table, summary_lines
+from opcost.model.prediction.answer import NetworkPrediction
+from opcost.model.prediction.recommend import dropped_once, settings_table, summary_lines
 
 
 def pred(device, clock, t, t_iv, e, e_iv, calibrated=True, clock_source=None) -> NetworkPrediction:

@@ -19,7 +19,7 @@ import yaml
 from builders import small_bundle
 from conftest import clone_of
 from opcost.errors import OpcostError
-from opcost.model.bundle import Bundle
+from opcost.model.composition.bundle import Bundle
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -143,7 +143,7 @@ def test_sync_replays_the_training_runs_into_a_fresh_store(trained, tmp_path, mo
     import mlflow
     from mlflow import MlflowClient
 
-    from opcost.model.registry import sync_registry
+    from opcost.model.store.registry import sync_registry
     from opcost.params.load import load_params
     from opcost.paths import Paths
 
@@ -173,14 +173,14 @@ def test_sync_replays_the_training_runs_into_a_fresh_store(trained, tmp_path, mo
 def test_a_half_registered_version_is_removed_on_the_next_registration(trained, tmp_path, monkeypatch):
     from mlflow import MlflowClient
 
-    from opcost.model.registry import sync_registry
+    from opcost.model.store.registry import sync_registry
     from opcost.params.load import load_params
     from opcost.paths import Paths
 
     root = clone_of(trained, tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'fresh.db'}")
     paths = Paths(root)
-    from opcost.model import tracking
+    from opcost.model.records import tracking
 
     tracking.setup(root)
     client = MlflowClient()
@@ -195,7 +195,7 @@ RUN_SCRIPT = textwrap.dedent(
     """
     import signal, sys, time
     from pathlib import Path
-    from opcost.model import tracking
+    from opcost.model.records import tracking
     # Ctrl-C as in a terminal: a shell that starts pytest in the background hands its children
     # SIGINT ignored, and Python then never raises KeyboardInterrupt
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -214,7 +214,7 @@ RUN_SCRIPT = textwrap.dedent(
 def test_an_interrupted_run_never_stays_running(tmp_path, sig, status):
     from mlflow import MlflowClient
 
-    from opcost.model import tracking
+    from opcost.model.records import tracking
 
     uri = f"sqlite:///{tmp_path / 'runs.db'}"
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri}
@@ -243,7 +243,7 @@ def test_champion_moves_only_from_committed_main_or_by_promote(trained, tmp_path
     `opcost promote` moves it explicitly."""
     from mlflow import MlflowClient
 
-    from opcost.model.registry import promote, sync_registry
+    from opcost.model.store.registry import promote, sync_registry
     from opcost.params.load import load_params
     from opcost.paths import Paths
 
@@ -276,7 +276,7 @@ def test_a_fold_without_a_score_is_left_out_of_the_replayed_run(tmp_path, monkey
     import mlflow
     from mlflow import MlflowClient
 
-    from opcost.model import runlog
+    from opcost.model.records import runlog
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'runs.db'}")
     kid = runlog.child(
@@ -299,7 +299,7 @@ def test_a_fold_without_a_score_is_left_out_of_the_replayed_run(tmp_path, monkey
 def test_a_bundle_scores_the_same_fitted_and_loaded(tmp_path):
     """train registers the bundle it just fitted, sync-registry the one it loads from bundle.json
     (scores rounded there): both must score alike, or the champion hops between equal bundles."""
-    from opcost.model.registry import bundle_score
+    from opcost.model.store.registry import bundle_score
 
     b = small_bundle()
     b.scores = {"time": {"twe": 0.25051154973960327}, "power": {"mape": 0.1234567890123}}

@@ -31,8 +31,8 @@ def synced(trained, tmp_path, monkeypatch):
     """A clone whose run records say they were trained at commit A, synced from commit B into a fresh store."""
     import shutil
 
-    from opcost.model import runlog
-    from opcost.model.registry import sync_registry
+    from opcost.model.records import runlog
+    from opcost.model.store.registry import sync_registry
     from opcost.params.load import load_params
     from opcost.paths import Paths
 
@@ -70,7 +70,7 @@ def synced(trained, tmp_path, monkeypatch):
 
 def test_predict_registry_from_an_empty_directory(synced, tmp_path, monkeypatch):
     from opcost.cli import app
-    from opcost.model.predict import Predictor
+    from opcost.model.prediction.predict import Predictor
     from opcost.paths import Paths
 
     paths, _, _ = synced
@@ -108,7 +108,7 @@ def test_outside_the_repository_the_error_says_so(tmp_path, monkeypatch):
 
 
 def test_a_missing_bundle_json_is_named(trained, tmp_path):
-    from opcost.model.predict import Predictor
+    from opcost.model.prediction.predict import Predictor
     from opcost.paths import Paths
 
     root = clone_of(trained, tmp_path)
@@ -122,7 +122,7 @@ def test_registered_models_carry_a_signature_an_example_and_descriptions(synced)
     import pandas as pd
     from mlflow import MlflowClient
 
-    from opcost.model import tracking
+    from opcost.model.records import tracking
 
     paths, _, _ = synced
     client = MlflowClient()
@@ -172,7 +172,7 @@ def test_runs_carry_cv_r2_and_the_training_commit_apart_from_the_replay(synced):
 def test_sync_replays_the_validate_report_once(synced):
     from mlflow import MlflowClient
 
-    from opcost.model import tracking
+    from opcost.model.records import tracking
     from opcost.validate.replay import sync_validate
 
     paths, _, _ = synced

@@ -8,7 +8,7 @@ import pytest
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
-from opcost.model import registry
+from opcost.model.store import registry
 
 
 def test_a_model_that_exists_already_is_kept(tmp_path):

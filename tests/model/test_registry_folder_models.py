@@ -34,9 +34,9 @@ def write_folder_models(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """models/clock, models/xdevice and models/xpower as the train stages write them, small: a clock model,
     a cross-device model fitted on synthetic roofline rows relabelled as real table GPUs, a power model."""
     from opcost.devices import DEVICES
-    from opcost.model import xdevice
-    from opcost.model.clock import ClockModel
-    from opcost.model.xpower import PowerModel
+    from opcost.model.clocks.clock import ClockModel
+    from opcost.model.clocks.xpower import PowerModel
+    from opcost.model.crossdevice import xdevice
     from opcost.paths import Paths
 
     for k, d in SYNTH_GPUS.items():
@@ -62,7 +62,8 @@ def registered(tmp_path, monkeypatch):
     """A project with small folder models, each registered (and made champion) in a fresh store."""
     from mlflow import MlflowClient
 
-    from opcost.model import registry, tracking
+    from opcost.model.records import tracking
+    from opcost.model.store import registry
 
     root = tmp_path / "project"
     write_folder_models(root, monkeypatch)
@@ -87,7 +88,7 @@ def test_folder_models_are_loadable_pyfunc_models_with_tags_and_real_stage_names
     from mlflow import MlflowClient
     from mlflow.models import Model
 
-    from opcost.model.integrity import dir_md5
+    from opcost.model.records.integrity import dir_md5
 
     root, versions = registered
     client = MlflowClient()
@@ -121,8 +122,8 @@ def test_the_cross_device_pyfunc_costs_an_op_on_a_table_gpu(registered):
 
 def test_predict_registry_takes_the_clock_model_from_the_registry(registered, tmp_path, monkeypatch):
     """No models/clock where the prediction runs: the registry's verified opcost-clock answers."""
-    from opcost.model.clock import ClockModel
-    from opcost.model.predict import Predictor
+    from opcost.model.clocks.clock import ClockModel
+    from opcost.model.prediction.predict import Predictor
     from opcost.paths import Paths
 
     root, _ = registered
@@ -137,7 +138,7 @@ def test_a_modified_registered_clock_model_is_refused(registered, tmp_path):
     """The downloaded folder must match the version's bundle_md5 tag."""
     from mlflow import MlflowClient
 
-    from opcost.model.predict import Predictor
+    from opcost.model.prediction.predict import Predictor
     from opcost.paths import Paths
 
     _, versions = registered
@@ -148,7 +149,7 @@ def test_a_modified_registered_clock_model_is_refused(registered, tmp_path):
 
 def test_a_transferred_gpu_with_registry_is_refused_with_advice_that_can_be_followed(registered, tmp_path):
     """H100 has no registered model of its own: not `dvc repro train@H100-inference` (no such stage)."""
-    from opcost.model.predict import Predictor
+    from opcost.model.prediction.predict import Predictor
     from opcost.paths import Paths
 
     with pytest.raises(OpcostError) as exc:
@@ -198,7 +199,7 @@ def test_train_runs_log_errors_in_percent_and_the_parent_its_r2_and_a_descriptio
     import mlflow
     from mlflow import MlflowClient
 
-    from opcost.model import runlog, tracking
+    from opcost.model.records import runlog, tracking
     from opcost.stages import train
 
     scores = {"r2": 0.9, "mape": 0.125, "mdape": 0.05, "twe": 0.02, "n": 40}

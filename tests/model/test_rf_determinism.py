@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from builders import left_out_data
-from opcost.model.fit import fit_model, predict_rows
+from opcost.model.training.fit import fit_model, predict_rows
 from opcost.params.train import TrainParams
 
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from opcost.model.clocktransfer import roofline_shares
+from opcost.model.prediction.clocktransfer import roofline_shares
 
 A30_TF32, A30_FP32, A30_BW = 82e12, 10.3e12, 933e9
 

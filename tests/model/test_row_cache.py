@@ -1,4 +1,4 @@
-"""The row cache of warm predictions (model/features.py): the same numbers as encoding afresh, rows
+"""The row cache of warm predictions (model/basis/features.py): the same numbers as encoding afresh, rows
 encoded once per (layout, clock, record content), and no two different records sharing a row."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import pytest
 from torch import nn
 
 from builders import module_record as _record
-from opcost.model import features
-from opcost.model.bundle import QuantityModel
-from opcost.model.features import Encoding, OpRecord, RowCache, with_kind
-from opcost.model.trees import TreeEnsemble
+from opcost.model.basis import features
+from opcost.model.basis.features import Encoding, OpRecord, RowCache, with_kind
+from opcost.model.basis.trees import TreeEnsemble
+from opcost.model.composition.bundle import QuantityModel
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +86,7 @@ def test_the_second_call_encodes_nothing_and_the_uncached_path_always_encodes(re
 
 def test_a_proxy_made_afresh_finds_its_rows_and_is_encoded_under_its_own_kind(records, spy):
     relu = records[-1]
-    enc = LAYOUTS[2]  # knows no ReLU: costing proxies it (model/costing.py)
+    enc = LAYOUTS[2]  # knows no ReLU: costing proxies it (model/composition/costing.py)
     cache = RowCache()
     proxy = cache.matrix(enc, [(with_kind(relu, "BatchNorm2d"), None)])
     cache.matrix(enc, [(with_kind(relu, "BatchNorm2d"), None)])  # a new proxy object, the same content

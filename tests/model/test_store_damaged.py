@@ -99,7 +99,7 @@ def test_a_store_locked_by_another_process_is_one_line(tmp_path, locked, monkeyp
     from typer.testing import CliRunner
 
     from opcost.cli import app
-    from opcost.model import tracking
+    from opcost.model.records import tracking
 
     monkeypatch.setattr(tracking, "LOCK_WAIT_S", 0.5)
     _project(tmp_path)
@@ -136,7 +136,7 @@ def test_a_store_locked_while_a_command_runs_is_one_line(locked):
 
 
 def test_a_sound_store_and_an_empty_file_pass_the_check(tmp_path):
-    from opcost.model import tracking
+    from opcost.model.records import tracking
 
     tracking.check_sqlite_store(f"sqlite:///{_database(tmp_path / 'mlflow.db')}")
     (tmp_path / "empty.db").write_bytes(b"")

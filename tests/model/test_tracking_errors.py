@@ -15,7 +15,8 @@ import pytest
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
-from opcost.model import registry, tracking
+from opcost.model.records import tracking
+from opcost.model.store import registry
 from opcost.stages import _run
 
 

@@ -1,4 +1,4 @@
-"""Known answers and a spy for the interval of a transferred composition layer (model/compose.py,
+"""Known answers and a spy for the interval of a transferred composition layer (model/composition/compose.py,
 `transfer_calibrated`): held-out evidence of transfer, not a hand factor."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from opcost.model import compose
-from opcost.model.compose import Composition, SourceNetworks
+from opcost.model.composition import compose
+from opcost.model.composition.compose import Composition, SourceNetworks
 
 SUMS = (1.0, 2.0, 3.0)  # the networks' term "sum"
 

@@ -1,7 +1,7 @@
 """Issue 24.3: a tampered bundle is refused, and a forged one never becomes champion.
 
 A bundle's `bundle_hash` is a field it declares about itself; what vouches for a folder is the md5
-`dvc.lock` records for it (model/integrity.py), and values no trained bundle can hold are refused
+`dvc.lock` records for it (model/records/integrity.py), and values no trained bundle can hold are refused
 at load whatever the hashes say.
 """
 
@@ -19,8 +19,8 @@ from builders import small_bundle
 from conftest import clone_of
 from opcost.errors import OpcostError
 from opcost.io import read_npz, write_npz
-from opcost.model.bundle import Bundle
-from opcost.model.integrity import dir_md5, locked_md5
+from opcost.model.composition.bundle import Bundle
+from opcost.model.records.integrity import dir_md5, locked_md5
 
 
 def _edit_json(folder: Path, edit) -> None:
@@ -118,7 +118,7 @@ def _forge(folder: Path) -> None:
 def test_sync_registry_refuses_a_forged_bundle_and_keeps_the_champion(trained, tmp_path, monkeypatch):
     from mlflow import MlflowClient
 
-    from opcost.model.registry import sync_registry
+    from opcost.model.store.registry import sync_registry
     from opcost.params.load import load_params
     from opcost.paths import Paths
 
@@ -155,7 +155,7 @@ def test_sync_registry_refuses_a_forged_bundle_and_keeps_the_champion(trained, t
 def test_sync_registry_never_promotes_what_dvc_status_reports_changed(trained, tmp_path, monkeypatch):
     from mlflow import MlflowClient
 
-    from opcost.model.registry import sync_registry
+    from opcost.model.store.registry import sync_registry
     from opcost.params.load import load_params
     from opcost.paths import Paths
 
@@ -178,8 +178,8 @@ def test_sync_registry_never_promotes_what_dvc_status_reports_changed(trained, t
 def test_registry_load_checks_the_registered_md5(trained, tmp_path, monkeypatch):
     from mlflow import MlflowClient
 
-    from opcost.model.integrity import BUNDLE_MD5_TAG
-    from opcost.model.registry import champion_bundle, sync_registry
+    from opcost.model.records.integrity import BUNDLE_MD5_TAG
+    from opcost.model.store.registry import champion_bundle, sync_registry
     from opcost.params.load import load_params
     from opcost.paths import Paths
 
@@ -214,7 +214,7 @@ def test_predict_json_prints_no_nan(monkeypatch):
     from typer.testing import CliRunner
 
     from opcost.cli import app
-    from opcost.model import predict
+    from opcost.model.prediction import predict
 
     class Answer:  # the shape cli.predict prints with --json; the numbers are not under test here
         warnings: list[str] = []

@@ -15,7 +15,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from opcost.model import tracking
+from opcost.model.records import tracking
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -23,7 +23,7 @@ VALIDATE_RUN = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from opcost.model import tracking
+    from opcost.model.records import tracking
     mlflow = tracking.setup(Path(sys.argv[1]), experiment=tracking.VALIDATE_EXPERIMENT)
     with tracking.tracked_run(mlflow, tracking.VALIDATE_RUN):
         print(mlflow.active_run().info.run_id, flush=True)
@@ -35,7 +35,8 @@ KILLED_BEFORE_THE_ALIAS = textwrap.dedent(
     """
     import os, signal, sys
     from pathlib import Path
-    from opcost.model import registry, tracking
+    from opcost.model.store import registry
+    from opcost.model.records import tracking
     root = Path(sys.argv[1])
     def die(*a, **k):  # the process is killed right after the version exists, before the alias decision
         os.kill(os.getpid(), signal.SIGKILL)
@@ -71,8 +72,8 @@ def test_a_sigkilled_validate_run_is_marked_killed_by_the_next_train_start(tmp_p
 def test_a_kill_before_the_alias_decision_is_repaired_by_the_next_registration(tmp_path, monkeypatch):
     from mlflow import MlflowClient
 
-    from opcost.model import registry
-    from opcost.model.clock import ClockModel
+    from opcost.model.clocks.clock import ClockModel
+    from opcost.model.store import registry
 
     root = tmp_path / "proj"
     (root / "model").mkdir(parents=True)

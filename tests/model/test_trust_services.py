@@ -95,7 +95,7 @@ def test_a_dead_database_is_one_line(tmp_path, refused_port):
 
 
 def test_mlflow_http_retries_are_bounded_unless_the_user_set_them(monkeypatch, tmp_path):
-    from opcost.model import tracking
+    from opcost.model.records import tracking
 
     monkeypatch.delenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", raising=False)
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "7")
@@ -222,7 +222,7 @@ def test_a_server_dying_mid_validate_run_is_one_line_and_the_report_is_replayed_
     validate replay logs it (the cut-short run does not count as the replay)."""
     from mlflow import MlflowClient
 
-    from opcost.model import tracking
+    from opcost.model.records import tracking
     from opcost.paths import Paths
     from opcost.validate.replay import sync_validate
 

@@ -27,7 +27,7 @@ from typer.testing import CliRunner
 from builders import small_bundle
 from opcost.errors import OpcostError
 from opcost.io import read_npz, write_npz
-from opcost.model.bundlestore import BundleStore
+from opcost.model.store.bundlestore import BundleStore
 from opcost.paths import Paths
 
 TARGET = "A30-inference"
@@ -158,8 +158,8 @@ def test_a_champion_without_its_md5_tag_is_refused_until_sync_registry_restores_
     from mlflow import MlflowClient
 
     from conftest import clone_of
-    from opcost.model.integrity import BUNDLE_MD5_TAG
-    from opcost.model.registry import champion_bundle, sync_registry
+    from opcost.model.records.integrity import BUNDLE_MD5_TAG
+    from opcost.model.store.registry import champion_bundle, sync_registry
     from opcost.params.load import load_params
 
     root = clone_of(trained, tmp_path)

@@ -16,8 +16,9 @@ import pytest
 from builders import FAST_XDEVICE, SYNTH_GPUS, synthetic_xdevice_rows
 from opcost.devices import DEVICES, same_numerics
 from opcost.errors import OpcostError
-from opcost.model import hosts as xdevice_hosts
-from opcost.model import xdevice, xdevice_net, xdevice_predict
+from opcost.model.crossdevice import hosts as xdevice_hosts
+from opcost.model.crossdevice import xdevice, xdevice_net
+from opcost.model.prediction import xdevice_predict
 from opcost.params.xdevice import XdeviceParams
 from opcost.paths import Paths
 
@@ -177,7 +178,7 @@ def xdevice_root(tmp_path, monkeypatch):
 @pytest.mark.parametrize("device,mode", [("H100", "inference"), ("NVIDIA H100 80GB HBM3", "training"),
                                          ("T4", "training"), ("Tesla T4_no_tf32", "inference")])  # fmt: skip
 def test_predict_on_a_gpu_without_own_models_is_transferred(xdevice_root, device, mode):
-    from opcost.model.predict import Predictor
+    from opcost.model.prediction.predict import Predictor
 
     pr = Predictor(paths=Paths(xdevice_root), disk_cache=False)
     p = pr.predict("resnet18", "8,3,32,32", device, mode)
@@ -187,7 +188,7 @@ def test_predict_on_a_gpu_without_own_models_is_transferred(xdevice_root, device
     assert p.memory is not None and p.fits is True
     assert "transferred" in p.note and ("TF32 off" in p.note) == device.endswith("_no_tf32")
     assert p.energy_j is None and "energy" in p.note
-    # the interval's half-width: a + b distance + c other_share (model/xinterval.py); the law here has no c
+    # the interval's half-width: a + b distance + c other_share (model/crossdevice/xinterval.py); the law here has no c
     h = math.log(p.time_interval_s[1] / p.time_s)
     assert h == pytest.approx(math.log(p.time_s / p.time_interval_s[0]), rel=1e-9)
     dist = float(p.note.split("at this GPU's distance ")[1].split(" ")[0])
@@ -199,7 +200,7 @@ def test_predict_on_a_gpu_without_own_models_is_transferred(xdevice_root, device
 
 
 def test_recommend_ranks_transferred_gpus(xdevice_root):
-    from opcost.model.predict import Predictor
+    from opcost.model.prediction.predict import Predictor
 
     df = Predictor(paths=Paths(xdevice_root), disk_cache=False).recommend(
         "resnet18", "8,3,32,32", "inference", devices="H100,A100,L4,T4"
@@ -255,8 +256,8 @@ def test_neusight_ops_parse_shapes(tmp_path):
 def xdevice_power_root(xdevice_root):
     """`xdevice_root` plus a power model drawing exactly the TDP (idle + (1 - idle) * 1 = 1) and a clock
     model: transferred answers then have a known energy, time x TDP."""
-    from opcost.model.clock import ClockModel
-    from opcost.model.xpower import PowerModel
+    from opcost.model.clocks.clock import ClockModel
+    from opcost.model.clocks.xpower import PowerModel
 
     PowerModel(idle=0.5, a=1.0, b=0.0, c=1.0, rel_err90=0.1).save(Paths(xdevice_root).xpower_model_dir)
     ClockModel(static_frac=0.3, gamma=2.0, logo_error={"time": 0.05, "energy": 0.07}).save(
@@ -267,7 +268,7 @@ def xdevice_power_root(xdevice_root):
 
 @pytest.mark.parametrize("mode", ["inference", "training"])
 def test_transferred_energy_is_time_times_transferred_power(xdevice_power_root, mode):
-    from opcost.model.predict import Predictor
+    from opcost.model.prediction.predict import Predictor
 
     p = Predictor(paths=Paths(xdevice_power_root), disk_cache=False).predict("resnet18", "8,3,32,32", "T4", mode)
     assert set(p.sources) == {"transferred"} and "models/xpower" in p.note
@@ -282,7 +283,7 @@ def test_transferred_energy_is_time_times_transferred_power(xdevice_power_root, 
 
 @pytest.mark.parametrize("mode", ["inference", "training"])
 def test_clock_applies_to_transferred_gpus(xdevice_power_root, mode):
-    from opcost.model.predict import Predictor
+    from opcost.model.prediction.predict import Predictor
 
     pr = Predictor(paths=Paths(xdevice_power_root), disk_cache=False)
     h100 = DEVICES["H100"]
@@ -305,7 +306,7 @@ def test_clock_applies_to_transferred_gpus(xdevice_power_root, mode):
 
 
 def test_recommend_sweeps_clocks_of_transferred_gpus(xdevice_power_root):
-    from opcost.model.predict import Predictor
+    from opcost.model.prediction.predict import Predictor
 
     pr = Predictor(paths=Paths(xdevice_power_root), disk_cache=False)
     df = pr.recommend("resnet18", "8,3,32,32", "inference", devices="H100,T4")
@@ -372,7 +373,7 @@ def layers(tmp_path):
 
 
 def _transferred(root: Path, model: str, shape: str, mode: str = "inference") -> float:
-    from opcost.model.predict import Predictor
+    from opcost.model.prediction.predict import Predictor
     from opcost.ops.netspec import NetSpec
 
     p = Predictor(paths=Paths(root), disk_cache=False).predict(NetSpec.make(model, [f"float32:{shape}"]), None,
@@ -411,8 +412,7 @@ def test_a_transferred_lstm_is_costed_by_its_steps(xdevice_root, layers):
 def test_the_validation_nodes_expand_composites_as_predictions_do():
     """xdevice_net.op_rows is the one expansion: a recurrent record's rows are its kernels, with their step
     counts; a plain layer is its own single row."""
-    from opcost.model.costing import part_record
-    from opcost.model.features import OpRecord
+    from opcost.model.basis.features import OpRecord, part_record
 
     parts = [{"op": "mm", "kind": "mm", "input_shapes": [[8, 64], [64, 256]], "output_shapes": [[8, 256]],
               "flops": 2 * 8 * 64 * 256, "bytes_read": 4 * (8 * 64 + 64 * 256), "bytes_written": 4 * 8 * 256,
@@ -455,8 +455,8 @@ def test_a_gpu_whose_ops_the_model_was_trained_on_is_fitted_not_transferred(fitt
     `fitted`, the JSON's `fitted` names the GPU, the 6 x 15 rows and NeuSight, the note says so; the H100's stays
     `transferred` with no `fitted`. recommend marks them `device fitted` / `device transferred` and says what each
     means; the model keeps its row counts through save and load, and one saved without them still says `fitted`."""
-    from opcost.model.costing import FITTED, TRANSFERRED
-    from opcost.model.predict import Predictor
+    from opcost.model.composition.costing import FITTED, TRANSFERRED
+    from opcost.model.prediction.predict import Predictor
 
     model = xdevice.XdeviceModel.load(Paths(fitted_root).xdevice_model_dir)
     assert model.op.trained_rows == {"A30": {"thesis": 90}, "V100": {"neusight": 90}}
@@ -478,7 +478,7 @@ def test_a_gpu_whose_ops_the_model_was_trained_on_is_fitted_not_transferred(fitt
     assert set(h100.sources) == {TRANSFERRED} and "fitted" not in h100.to_json()
     assert h100.note.startswith("transferred: H100 has no measurements of its own")
     assert h100.summary.startswith("H100 has no measurements of its own: times from the cross-device model (2 other")
-    from opcost.model.recommend import summary_lines
+    from opcost.model.prediction.recommend import summary_lines
 
     df = pr.recommend("resnet18", "8,3,32,32", "inference", devices="V100_no_tf32,H100")
     by = df.groupby("device_config")

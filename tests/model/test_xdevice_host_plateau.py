@@ -12,7 +12,7 @@ import pytest
 
 from builders import FAST_XDEVICE, SYNTH_GPUS, synthetic_xdevice_rows
 from opcost.devices import DEVICES
-from opcost.model import xdevice
+from opcost.model.crossdevice import xdevice
 
 PLATEAU = 150e-6
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from opcost.model import xdevice
+from opcost.model.crossdevice import xdevice
 
 COL = xdevice.COLUMNS.index("winograd_fp32")
 

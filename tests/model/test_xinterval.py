@@ -1,4 +1,4 @@
-"""The per-network interval of transferred times (model/xinterval.py): the quantile law's known answers, its
+"""The per-network interval of transferred times (model/crossdevice/xinterval.py): the quantile law's known answers, its
 leave-one-GPU-out coverage (a law that never saw the GPU), the share that drives it, and an answer's interval."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from opcost.model import xinterval
+from opcost.model.crossdevice import xinterval
 
 
 def frame(rows: list[tuple[str, float, float, float]]) -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""The cross-device power model (model/xpower.py) and the clock model's zero-parameter guesses and power cap.
+"""The cross-device power model (model/clocks/xpower.py) and the clock model's zero-parameter guesses and power cap.
 
 Known answers on synthetic devices whose power follows a known law, a spy proving no held-out GPU's row
 reaches a fit, and the interface the cross-device time model calls."""
@@ -13,9 +13,9 @@ import pytest
 
 from opcost.devices import DEVICES
 from opcost.errors import OpcostError
-from opcost.model import clockval, xpower
-from opcost.model.clock import ClockModel, memory_share, time_ratio
-from opcost.model.xpower import PowerModel
+from opcost.model.clocks import clockval, xpower
+from opcost.model.clocks.clock import ClockModel, memory_share, time_ratio
+from opcost.model.clocks.xpower import PowerModel
 
 TRUE = PowerModel(idle=0.2, a=0.15, b=0.7, c=0.8, gamma=1.7)
 GPUS = ("A40", "V100", "RTX8000", "P100")
@@ -234,8 +234,8 @@ def test_a_transferred_training_step_counts_its_backward_in_the_busy_share(tmp_p
     forward ops' roofline time over its time. Two calls of an H100 matmul of 1e12 FLOPs (compute-bound, FP32 peak
     67 TFLOP/s) in a 0.1 s step: u = work x 2e12 / 67e12 / 0.1; power = 700 W x (0.2 + 0.8 x 0.5 u) (a = 0, b = 0.5,
     c = 1). Counting the forward alone had drawn less power in training than in inference at the same time."""
-    from opcost.model import xdevice_predict
-    from opcost.model.features import OpRecord
+    from opcost.model.basis.features import OpRecord
+    from opcost.model.prediction import xdevice_predict
 
     PowerModel(idle=0.2, a=0.0, b=0.5, c=1.0, gamma=1.0, rel_err90=0.1).save(tmp_path / "models" / "xpower")
     rec = OpRecord("mm", "Linear", {}, (1024, 1024), 1024 * 1024,

@@ -10,9 +10,9 @@ import torch
 from torch import nn
 
 from opcost.closure import SRC, closure
-from opcost.model.costing import OpCoster
-from opcost.model.features import OpRecord
-from opcost.model.physics import is_noop, proxy_kind
+from opcost.model.basis.features import OpRecord
+from opcost.model.basis.physics import is_noop, proxy_kind
+from opcost.model.composition.costing import OpCoster
 from opcost.ops import kinds
 from opcost.ops.extract import trace, trace_call
 from opcost.ops.features import op_metrics
@@ -77,7 +77,7 @@ def test_no_module_of_the_ops_package_loads_the_model_package():
         loaded = closure(f"opcost.ops.{f.stem}")
         reached = sorted(p.relative_to(SRC).as_posix() for p in loaded if model_dir in p.parents)
         assert not reached, f"ops/{f.name} loads {reached}: the arrow points from model/ to ops/, not back"
-    assert SRC / "opcost" / "ops" / "kinds.py" in closure("opcost.model.physics")
+    assert SRC / "opcost" / "ops" / "kinds.py" in closure("opcost.model.basis.physics")
 
 
 def test_the_registry_loads_no_library():

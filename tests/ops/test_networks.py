@@ -338,7 +338,7 @@ def test_fit_against_the_device_table():
 
 
 def test_predict_reports_memory_and_recommend_drops_small_devices(trained, user_file):
-    from opcost.model.predict import Predictor
+    from opcost.model.prediction.predict import Predictor
 
     paths, _, _ = trained
     pr = Predictor(paths=paths, trust_unrecorded=True)

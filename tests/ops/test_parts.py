@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from opcost.model.costing import OpCoster, part_record
-from opcost.model.features import op_record
+from opcost.model.basis.features import op_record, part_record
+from opcost.model.composition.costing import OpCoster
 from opcost.ops.catalog import extract_nets
 from opcost.ops.netspec import NetSpec
 from opcost.ops.parts import op_parts
@@ -157,9 +157,9 @@ def test_a_conv1d_is_costed_as_the_linear_layer_it_is(gpt2_ops):
 
 def test_an_op_nothing_covers_is_charged_above_the_floor_and_counts_in_the_total():
     """Charged ops sit in the composition's sum like every op: never left out of a total."""
-    from opcost.model.compose import Composition, network_terms
-    from opcost.model.netval import charge_ratio
-    from opcost.model.physics import roofline_s
+    from opcost.model.basis.physics import roofline_s
+    from opcost.model.composition.compose import Composition, network_terms
+    from opcost.model.training.netval import charge_ratio
 
     # the charge ratio: cost above the floor per roofline second, over ops big enough to leave the floor
     t = np.array([1e-5, 3e-3, 5e-3, 9e-3, 2e-5])
@@ -178,7 +178,7 @@ def test_an_op_nothing_covers_is_charged_above_the_floor_and_counts_in_the_total
 
 
 def op_record_like(kind: str, flops: int, bytes_moved: int):
-    from opcost.model.features import OpRecord
+    from opcost.model.basis.features import OpRecord
 
     metrics = {"flops": flops, "bytes_read": bytes_moved, "bytes_written": 0, "params": 0, "is_view": False,
                "output_shapes": [[1000]], "parts": []}  # fmt: skip

@@ -7,8 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from opcost.model.costing import OpCoster
-from opcost.model.features import op_record
+from opcost.model.basis.features import op_record
+from opcost.model.composition.costing import OpCoster
 from opcost.ops.extract import trace_call
 from opcost.ops.features import op_metrics
 from opcost.ops.parts import op_parts

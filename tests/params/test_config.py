@@ -310,7 +310,7 @@ def test_settings_the_code_makes_are_refused_with_the_reason(tmp_path, repo_root
     refused(tmp_path, params, "unknown key 'random_state'", "; the seed comes from train.seed")
     params = base_params(repo_root)
     params["train"]["xgboost"]["objective"] = "reg:absoluteerror"
-    refused(tmp_path, params, "unknown key 'objective'", "model/trees.py compiles squared-error models only")
+    refused(tmp_path, params, "unknown key 'objective'", "model/basis/trees.py compiles squared-error models only")
 
 
 def test_estimator_settings_accept_their_documented_keys(tmp_path, repo_root):

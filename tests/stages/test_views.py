@@ -65,7 +65,7 @@ def test_headline_is_eight_out_of_sample_figures(tmp_path):
 
 
 def test_gemm_kinds_are_the_cross_device_models():
-    from opcost.model.xdevice import GEMM_XKINDS
+    from opcost.model.crossdevice.xdevice import GEMM_XKINDS
 
     assert set(views.GEMM_KINDS) == set(GEMM_XKINDS)
 

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from opcost.model.xpower import PowerModel
+from opcost.model.clocks.xpower import PowerModel
 from opcost.validate import xdevice as xv
 
 
@@ -122,7 +122,7 @@ def test_energy_from_one_measured_network_is_wired_from_the_transferred_energy_r
     """validate's few-shot energy table takes the transferred rows as they are: with P = TDP (A30: 165 W
     predicted, 100 and 110 W measured), measuring net0 sets the level 100/165 for net1, whose energy is then its
     predicted time x 100 W (time +-20 % off as in logo_nets), and the other way round."""
-    from opcost.model import fewshot
+    from opcost.model.crossdevice import fewshot
 
     en = xv.energy_logo(logo_nets(), power_rows(), learner=lambda tr: PowerModel(idle=0.5, a=1.0, b=0.0, c=1.0))
     t = fewshot.energy_table(en)

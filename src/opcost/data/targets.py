@@ -15,7 +15,7 @@ Rows left out: in an inference target, a dropout or stochastic depth with p > 0.
 it the identity, so a network never runs the work such a row timed: the thesis measured these
 layers in train mode (its efficientnet stochastic depths take 39-293 us, growing with the tensor,
 against 3 us for convnext's p = 0 identities). The models cost them at the launch floor
-(model/physics.is_noop); scoring that against a train-mode time would only measure the mismatch.
+(model/basis/physics.is_noop); scoring that against a train-mode time would only measure the mismatch.
 They are counted in reports/evaluate/summary.json (`excluded_rows`).
 
 Estimated rows: a training target whose device has far fewer training than inference measurements
@@ -25,7 +25,7 @@ inference measurement t. Time is additive, floors kept apart from work:
     estimate = floor_fb + r x (t - floor_inf)+,   r = (t_fb - floor_fb) / (t_inf - floor_inf) on the reference
 
 floor_inf and floor_fb are launch floors (the 2nd percentile of a device's inference and of its
-forward+backward times, as model/fit.py takes it; a forward+backward call pays ~10x the launch and
+forward+backward times, as model/training/fit.py takes it; a forward+backward call pays ~10x the launch and
 synchronisation cost of an inference call); r is measured on the reference device (the config
 with the most ops measured in both modes) per op whose inference time is at least
 BIG_OVER_FLOOR x its floor, else the median r of such ops of that kind. floor_fb of a device with
@@ -46,7 +46,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from opcost.model.floors import device_floor
+from opcost.data.floors import device_floor
 from opcost.modes import OP_PHASE
 from opcost.ops.families import family_of
 from opcost.ops.kinds import DROP_KINDS
@@ -68,7 +68,7 @@ def op_families(occurrences: pd.DataFrame) -> dict[str, list[str]]:
 
 def op_models(occurrences: pd.DataFrame, mode: str) -> dict[str, list[str]]:
     """op_id -> sorted models of the extracted networks of `mode` that call it: which models' measurements
-    an op row stands for (model/netval.py holds a model out by removing the rows no other model calls)."""
+    an op row stands for (model/training/netval.py holds a model out by removing the rows no other model calls)."""
     occ = occurrences[occurrences["mode"] == mode]
     return {str(k): sorted(set(v)) for k, v in occ.groupby("op_id")["model"]}
 

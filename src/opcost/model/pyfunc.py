@@ -6,7 +6,7 @@ artifact, so loading a model from a registry runs only the installed opcost.
 Input: rows of an operations table (spec_json, flops, ...; `output_shapes` as a list or its JSON
 text) and an optional clock_mhz column. Output: per-op t_s, p_w and e_j for one call, and where each
 cost came from (`source`: measured, estimated, floor, predicted, decomposed, proxy or charged;
-model/costing.py), exactly as predictions cost ops. `signature()` and `input_example()` give the
+model/composition/costing.py), exactly as predictions cost ops. `signature()` and `input_example()` give the
 registered model its schema and an example a user can run (MLflow shows "Inputs (0)" without them).
 
 The models stored as plain files (the cross-clock model models/clock, the cross-device op-time model
@@ -14,6 +14,10 @@ models/xdevice, the cross-device power model models/xpower) are registered the s
 is the data, and their loader module (`FOLDER_LOADER_MODULE`, model/pyfunc_folders.py, named here, not
 imported: the train stages need none of those models' code) tells them apart by the file they hold; each
 answers a table of its own (`FOLDER_MODELS`: input and output columns per model file).
+
+Both loader modules sit directly in opcost.model, outside its sub-packages, and stay there: every registered
+version in a user's store names its module path in its MLmodel file (`loader_module`), so moving either would
+leave those versions unloadable.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from opcost.model.bundle import Bundle
+from opcost.model.composition.bundle import Bundle
 
 LOADER_MODULE = __name__
 
@@ -36,7 +40,7 @@ class BundlePyfunc:
     def predict(self, model_input: Any, params: dict[str, Any] | None = None) -> Any:
         import pandas as pd
 
-        from opcost.model.features import record_of
+        from opcost.model.basis.features import record_of
 
         clock = None
         if "clock_mhz" in model_input and model_input["clock_mhz"].notna().any():

@@ -4,7 +4,8 @@ models/xdevice (the cross-device op-time model) and models/xpower (the cross-dev
 The loader module their registered versions name (model/pyfunc.FOLDER_LOADER_MODULE): `_load_pyfunc`
 gets the model's folder and tells the model by the file it holds; each loads as data (JSON and npz, as
 `predict` loads it) and answers the table model/pyfunc.FOLDER_MODELS describes. A module of its own so
-that registering a bundle (the train stages) does not make their outputs depend on these models' code.
+that registering a bundle (the train stages) does not make their outputs depend on these models' code. Its path
+stays opcost.model.pyfunc_folders: registered versions name it in their MLmodel file (model/pyfunc.py).
 """
 
 from __future__ import annotations
@@ -26,11 +27,11 @@ def _load_pyfunc(data_path: str) -> Any:
 
 
 class ClockPyfunc:
-    """The cross-clock model (model/clock.py): per-op time and power at a core clock from those at the
+    """The cross-clock model (model/clocks/clock.py): per-op time and power at a core clock from those at the
     device's boost clock and the op's compute-bound share of its roofline time."""
 
     def __init__(self, folder: Path) -> None:
-        from opcost.model.clock import ClockModel
+        from opcost.model.clocks.clock import ClockModel
 
         self.model = ClockModel.load(folder)
 
@@ -38,7 +39,7 @@ class ClockPyfunc:
         import numpy as np
         import pandas as pd
 
-        from opcost.model.clocktransfer import transfer_device
+        from opcost.model.prediction.clocktransfer import transfer_device
 
         model_input = model_input.reset_index(drop=True)
         t = np.full(len(model_input), np.nan)
@@ -53,12 +54,12 @@ class ClockPyfunc:
 
 
 class XdevicePyfunc:
-    """The cross-device op-time model (model/xdevice.py): each op's forward time per call on any table
+    """The cross-device op-time model (model/crossdevice/xdevice.py): each op's forward time per call on any table
     GPU, transferred (its kernels summed where it is costed from its parts), before the network's
     composition and any few-shot correction."""
 
     def __init__(self, folder: Path) -> None:
-        from opcost.model.xdevice import XdeviceModel
+        from opcost.model.crossdevice.xdevice import XdeviceModel
 
         self.model = XdeviceModel.load(folder)
 
@@ -66,9 +67,9 @@ class XdevicePyfunc:
         import numpy as np
         import pandas as pd
 
-        from opcost.model import xdevice
-        from opcost.model.features import record_of
-        from opcost.model.xdevice_net import op_rows
+        from opcost.model.basis.features import record_of
+        from opcost.model.crossdevice import xdevice
+        from opcost.model.crossdevice.xdevice_net import op_rows
 
         out = np.zeros(len(model_input))
         for i, (_, r) in enumerate(model_input.iterrows()):
@@ -81,11 +82,11 @@ class XdevicePyfunc:
 
 
 class XpowerPyfunc:
-    """The cross-device power model (model/xpower.py): a network's average power on a table GPU from its
+    """The cross-device power model (model/clocks/xpower.py): a network's average power on a table GPU from its
     busy share (roofline time over time), with the model's relative 90 % error."""
 
     def __init__(self, folder: Path) -> None:
-        from opcost.model.xpower import PowerModel
+        from opcost.model.clocks.xpower import PowerModel
 
         self.model = PowerModel.load(folder)
 

@@ -9,11 +9,11 @@ extracted another. Now each kind has one row, in the spirit of `torch.utils.flop
 small formulas, and the modules ask the query functions below.
 
 Facts of a kind:
-- `category`: what an op of a kind the models never saw is predicted as (model/physics.proxy_kind):
+- `category`: what an op of a kind the models never saw is predicted as (model/basis/physics.proxy_kind):
   the first kind of its category the models know. The order of the rows within a category is
   that preference order. None: no category (costed from its parts if it has any, else charged).
-- `matmul`: a matrix product (GEMM-like: model/gemm.py); which peak it takes (TF32 for convolutions
-  only, under PyTorch's defaults) is model/physics.peak_of's call.
+- `matmul`: a matrix product (GEMM-like: model/basis/gemm.py); which peak it takes (TF32 for convolutions
+  only, under PyTorch's defaults) is model/basis/physics.peak_of's call.
 - `composite`: one op of several kernels (attention): the extractor records the module call whole
   (its children's forward never runs), and costing sums its parts when nothing measured it.
 - `drops`: random dropping (dropout, stochastic depth): no work in eval mode or at p = 0.
@@ -21,7 +21,7 @@ Facts of a kind:
   by their `is_view` metric (ops/features.op_metrics), per call, not per kind.
 - `recurrent`: `sequence` (LSTM, GRU, RNN: T x layers x directions sequential steps) or `cell` (one step).
 - `gemm_part`: an ATen matrix product among a composite's parts: costed as the linear layer of the
-  same GEMM (model/costing.part_record); `bias_first`: its first argument is the bias (addmm, baddbmm).
+  same GEMM (model/composition/costing.part_record); `bias_first`: its first argument is the bias (addmm, baddbmm).
 - `init_getters`: constructor arguments a module of this kind does not keep under their own name,
   read back from an instance (ops/spec.module_attrs).
 
@@ -265,12 +265,12 @@ def bias_first(aten_name: str) -> bool:
 
 
 # --------------------------------------------------------------------------------------------
-# The cross-device model's coarser kinds (model/xdevice.py)
+# The cross-device model's coarser kinds (model/crossdevice/xdevice.py)
 # --------------------------------------------------------------------------------------------
 
 
 def xkind_of(kind: str) -> str:
-    """The cross-device model's kind (model/xdevice.XKINDS, NeuSight's vocabulary) of a project op kind.
+    """The cross-device model's kind (model/crossdevice/xdevice.XKINDS, NeuSight's vocabulary) of a project op kind.
 
     Matched case-insensitively, by name and then by pattern, so kinds the table does not list (a
     Hugging Face `RMSNorm`, `NewGELUActivation`, an in-place `relu_`) still find their group."""

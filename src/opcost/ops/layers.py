@@ -1,4 +1,4 @@
-"""The *layer* identity of an op: the unit of grouped cross-validation (data/targets.py, model/fit.py).
+"""The *layer* identity of an op: the unit of grouped cross-validation (data/targets.py, model/training/fit.py).
 
 `op_id` (ops/keys.py) hashes kind, hyper-parameters, call layout and input shapes and dtypes. The
 `layer_id` hashes the same without the batch and spatial (or sequence) sizes of the inputs: one

@@ -13,7 +13,7 @@ the matrix products, the softmax, and the elementwise and copy kernels of window
 padding and masks. Each part has its FLOPs (torch.utils.flop_counter's formulas for the same ATen
 op), the bytes it reads and writes (every tensor argument read once, every output written once) and
 its shapes. Parts are plain JSON-able dicts, stored in the operations table (`parts_json`) and in the
-network cache, so costing them needs no torch (model/costing.py turns them into records).
+network cache, so costing them needs no torch (model/composition/costing.py turns them into records).
 
 Recurrent layers (`nn.LSTM`, `nn.GRU`, `nn.RNN` and their cells) carry parts too: the meta path
 runs them step by step (per step, the input and hidden GEMMs and the gate kernels), which is how
@@ -110,7 +110,7 @@ def compact_steps(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
     An LSTM over T steps and L layers launches the same dozen kernels T x L times, one step after
     the other; listing them once with their count keeps a 6-layer, 512-step LSTM at a few dozen
-    parts instead of 37 000. Costing (model/costing.py) charges every repetition, and one launch
+    parts instead of 37 000. Costing (model/composition/costing.py) charges every repetition, and one launch
     floor per sequential step: the largest count.
     """
     index: dict[str, int] = {}

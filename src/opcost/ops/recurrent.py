@@ -3,7 +3,7 @@
 An `nn.LSTM`, `nn.GRU` or `nn.RNN` over T time steps with L layers (D directions) runs T x L x D
 steps one after the other: each step waits for the previous hidden state, so however the kernels of
 a step are fused, a step is at least one launch, and the layer costs its steps times the per-step
-cost of the cell's GEMMs and gates, never one fused op (ops/parts.compact_steps, model/costing.py).
+cost of the cell's GEMMs and gates, never one fused op (ops/parts.compact_steps, model/composition/costing.py).
 A cell (`nn.LSTMCell`, ...) is one step. Which kinds are which: ops/kinds.py (`recurrent`).
 """
 

@@ -1,4 +1,4 @@
-"""Section `clock` of params.yaml: the transferred clock model (model/clock.py) and its clock grids."""
+"""Section `clock` of params.yaml: the transferred clock model (model/clocks/clock.py) and its clock grids."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from opcost.validation import Check, as_int, checked_fields
 
 @dataclass(frozen=True)
 class ClockParams:
-    """The transferred clock model (model/clock.py) and its clock grids."""
+    """The transferred clock model (model/clocks/clock.py) and its clock grids."""
 
     min_points: int = 3  # clocks a sweep curve needs (its reference and at least two more)
     seed: int = 0  # the comparison tree learner's

@@ -34,8 +34,8 @@ def _non_negative(v: Any, where: str) -> float:
 
 
 # The keyword arguments of RandomForestRegressor and XGBRegressor that params.yaml may set, with
-# their checks. Only these pass through to the estimators (model/fit.py): random_state, n_jobs,
-# tree_method, objective and booster are set by the code, and model/trees.py compiles only
+# their checks. Only these pass through to the estimators (model/training/fit.py): random_state, n_jobs,
+# tree_method, objective and booster are set by the code, and model/basis/trees.py compiles only
 # single-output forests and squared-error gbtree boosters with numerical splits.
 RANDOM_FOREST_KEYS: dict[str, Check] = {
     "n_estimators": lambda v, w: as_int(v, w, lo=1),
@@ -69,10 +69,10 @@ XGBOOST_KEYS: dict[str, Check] = {
 
 SET_BY_THE_CODE = {
     "random_state": "the seed comes from train.seed",
-    "n_jobs": "model/fit.py sets the thread count",
-    "tree_method": "model/fit.py uses hist",
-    "objective": "model/trees.py compiles squared-error models only",
-    "booster": "model/trees.py compiles gbtree models only",
+    "n_jobs": "model/training/fit.py sets the thread count",
+    "tree_method": "model/training/fit.py uses hist",
+    "objective": "model/basis/trees.py compiles squared-error models only",
+    "booster": "model/basis/trees.py compiles gbtree models only",
 }
 
 

@@ -1,4 +1,5 @@
-"""Section `xdevice` of params.yaml: the cross-device op-time model (model/xdevice.py, stage train-xdevice)."""
+"""Section `xdevice` of params.yaml: the cross-device op-time model (model/crossdevice/xdevice.py, stage
+train-xdevice)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from opcost.validation import Check, as_int, as_list, as_positive, as_str, check
 
 @dataclass(frozen=True)
 class XdeviceParams:
-    """The cross-device op-time model (model/xdevice.py, stage train-xdevice)."""
+    """The cross-device op-time model (model/crossdevice/xdevice.py, stage train-xdevice)."""
 
     neusight: str = "data/external/neusight"  # NeuSight's measurements (ops/, networks/)
     op_targets: tuple[str, ...] = ("A30-inference", "A30_no_tf32-inference", "RTX2080Ti-inference")

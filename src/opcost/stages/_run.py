@@ -128,6 +128,6 @@ def _database_host(uri: str) -> str | None:
     """host:port (scheme) of a database tracking URI, None for a server or a local store. The port
     table is model.tracking's, looked up among the loaded modules rather than imported: every MLflow
     call path loads it first, and a stage that never talks to MLflow keeps it out of its DVC deps."""
-    tracking = sys.modules.get("opcost.model.tracking")
+    tracking = sys.modules.get("opcost.model.records.tracking")
     db = None if tracking is None else tracking.database_address(uri)
     return None if db is None else f"{db[0]}:{db[1]} ({db[2]})"

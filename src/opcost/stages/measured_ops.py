@@ -1,9 +1,9 @@
 """Stage `measured-ops`: op times our campaigns measured on a table GPU, for its transferred answers.
 
-Reads data/evaluated/operations.parquet and writes models/measured/ops.json (model/measured.py): per
+Reads data/evaluated/operations.parquet and writes models/measured/ops.json (model/crossdevice/measured.py): per
 device config and mode, each measured op's time per call, its GPU time where its campaign timed it, and its
 cross-device row where extract's catalog (data/operations/operations.parquet) knows it (the few-shot
-correction's input, model/fewshot.py). `opcost predict` on such a GPU takes these
+correction's input, model/crossdevice/fewshot.py). `opcost predict` on such a GPU takes these
 ops' times from it (source `measured`) and transfers the rest from the cross-device model. Torch-free
 and GPU-free: `dvc repro` makes it anywhere from the landed campaigns.
 """
@@ -14,7 +14,7 @@ import sys
 from typing import Any
 
 from opcost.io import write_json
-from opcost.model.measured import FILE, measured_table, with_gpu_times, with_rows
+from opcost.model.crossdevice.measured import FILE, measured_table, with_gpu_times, with_rows
 from opcost.params.load import Params
 from opcost.paths import Paths
 from opcost.schemas import EVALUATED_OPERATIONS, OPERATIONS, TIMINGS

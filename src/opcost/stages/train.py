@@ -3,13 +3,13 @@
 Reads only data/evaluated/targets/<target>/ (that device config and mode's op rows, measured
 networks and their ops), so measurements of other devices never retrain this target. Then:
 1. every algorithm x feature set x quantity scored under the grouped and the family split
-   (model/fit.py); the champion per quantity chosen on the grouped split and refitted on all rows;
+   (model/training/fit.py); the champion per quantity chosen on the grouped split and refitted on all rows;
 2. the measured networks predicted with their whole model (every input size), their family, and
-   the one network held out (model/netval.py): op models and composition refitted without them; the
+   the one network held out (model/training/netval.py): op models and composition refitted without them; the
    intervals' coverage and width under each split;
 3. the composition layer and its per-family terms fitted on every measured network, the held-out
    residuals kept for prediction intervals by the question they answer: known family (model split),
-   new family (family split), pooled (model/compose.py; `netval.score_sets`). A target with too few
+   new family (family split), pooled (model/composition/compose.py; `netval.score_sets`). A target with too few
    measured networks gets its composition transferred from the calibrated targets of the same mode
    (`transferred_composition`: their op models refitted here with this target's chosen algorithm on
    their own rows, data/evaluated/targets/<source>/), and says so in the bundle (`source`).
@@ -29,10 +29,12 @@ import pandas as pd
 
 from opcost.errors import OpcostError
 from opcost.io import atomic_path, write_report
-from opcost.model import netval, registry, runlog, tracking
-from opcost.model.bundle import Bundle
-from opcost.model.extrapolation import network_ranges, op_ranges
-from opcost.model.fit import (
+from opcost.model.composition.bundle import Bundle
+from opcost.model.composition.extrapolation import network_ranges, op_ranges
+from opcost.model.records import runlog, tracking
+from opcost.model.store import registry
+from opcost.model.training import netval
+from opcost.model.training.fit import (
     TargetData,
     bundle_hash,
     choose,
@@ -104,7 +106,7 @@ def by_kind(df: pd.DataFrame, r: dict[str, Any], quantity: str) -> dict[str, dic
 
 
 def floor_metrics(bundle: Bundle) -> dict[str, float]:
-    """The time model's per-kind floors (model/floors.py) as train-run metrics, one per kind; none where
+    """The time model's per-kind floors (data/floors.py) as train-run metrics, one per kind; none where
     it has none (training, older bundles)."""
     time_model = bundle.models.get("time")
     kind_floors = time_model.encoding.kind_floors if time_model is not None else ()
@@ -208,7 +210,7 @@ def run_record(target: str, tp: TrainParams, results: dict, bundle: Bundle, deta
     comp_metrics = {f"comp_time_{k}": v for k, v in comp.time_coef.items()} | {
         f"comp_energy_{k}": v for k, v in comp.energy_coef.items()
     }
-    comp_metrics["comp_power_cap_w"] = comp.power_cap_w  # the energy layer's cap (model/powerlimit.py); 0: none
+    comp_metrics["comp_power_cap_w"] = comp.power_cap_w  # the energy layer's cap (model/clocks/powerlimit.py); 0: none
     figures = []
     lono = nets[nets["split"] == netval.SPLIT_MODEL] if len(nets) else nets
     if len(lono):
@@ -323,7 +325,7 @@ def run(paths: Paths, params: Params, target: str, log_to_mlflow: bool = True) -
     net_pred = pd.concat(net_rows, ignore_index=True) if net_rows else pd.DataFrame()
     terms = netval.all_terms(coster, netval.network_records(nops), data) if len(networks) else {}
     comp = netval.fit_composition(mode, terms, networks, device) if len(networks) else netval.compose.Composition(mode)
-    if len(net_pred):  # interval scores by question: known family, new family, pooled (model/compose.py)
+    if len(net_pred):  # interval scores by question: known family, new family, pooled (model/composition/compose.py)
         cols = {"t": "t_error", "e": "e_error"}
         scores = {q: netval.score_sets(net_pred, c) for q, c in cols.items()}
         groups = {q: netval.score_groups(net_pred, c) for q, c in cols.items()}

@@ -1,9 +1,9 @@
 """Stage `train-clock`: fit the transferred clock model on the cross-clock sweeps, validate it, register it.
 
-Reads data/evaluated/sweeps.parquet (the core-clock curves of known devices; model/clock.py says
+Reads data/evaluated/sweeps.parquet (the core-clock curves of known devices; model/clocks/clock.py says
 what is skipped and why). Then:
 1. leave-one-GPU-out and leave-one-kernel-out validation of the physical form, and leave-one-GPU-out
-   of the comparison learners (model/clockval.py): trees, and the physical form stacked with the
+   of the comparison learners (model/clocks/clockval.py): trees, and the physical form stacked with the
    zero-parameter guesses (weights from an inner leave-one-GPU-out on the training GPUs only);
 2. the physical form fitted on every GPU, with the pooled leave-one-GPU-out errors stored in it
    (predictions widen their intervals by them).
@@ -13,11 +13,11 @@ what is skipped and why). Then:
    the share path network predictions take (roofline split from FLOPs and bytes), leave-one-GPU-out on the sweeps
    whose FLOPs and bytes are known: Perseus stages and the GPU-FREQUENCY-DVFS kernels of data/clock_kernels.csv
    (path.csv, "path_validation");
-4. the cross-device power model (model/xpower.py) on every device with power data (the sweeps and the
+4. the cross-device power model (model/clocks/xpower.py) on every device with power data (the sweeps and the
    thesis targets), leave-one-GPU-out, then fitted on all: models/xpower/, reports/xpower/.
 Writes models/clock/ (clock_model.json, run.json), the headline reports/clock/metrics.json and the
 detail beside it (logo.csv, loko.csv, curves.csv, detail.json, figures/); replays the runs into
-MLflow and registers `opcost-clock` and `opcost-xpower` (champion rules of model/registry.py).
+MLflow and registers `opcost-clock` and `opcost-xpower` (champion rules of model/store/registry.py).
 """
 
 from __future__ import annotations
@@ -31,8 +31,10 @@ import numpy as np
 import pandas as pd
 
 from opcost.io import atomic_path, write_report
-from opcost.model import clockval, registry, runlog, tracking, xpower
-from opcost.model.clock import BALANCE_REF, ClockModel, fit, sweep_curves
+from opcost.model.clocks import clockval, xpower
+from opcost.model.clocks.clock import BALANCE_REF, ClockModel, fit, sweep_curves
+from opcost.model.records import runlog, tracking
+from opcost.model.store import registry
 from opcost.params.load import Params
 from opcost.paths import Paths
 from opcost.schemas import SWEEPS

@@ -2,16 +2,16 @@
 
 Reads NeuSight's op and network measurements (params `xdevice.neusight`) and the thesis' evaluated
 targets (`xdevice.op_targets` for ops, `xdevice.net_targets` for networks). Then:
-1. leave-one-GPU-out over every GPU with op measurements (model/xdevice.py): per GPU and op kind
+1. leave-one-GPU-out over every GPU with op measurements (model/crossdevice/xdevice.py): per GPU and op kind
    MAPE, median APE, time-weighted error and R² (on log time), beside NeuSight's own out-of-
    distribution errors;
-2. leave-one-GPU-out at network level (model/xdevice_net.py): every network of the held-out GPU
+2. leave-one-GPU-out at network level (model/crossdevice/xdevice_net.py): every network of the held-out GPU
    (NeuSight end-to-end configs, thesis networks) composed from the fold's op model and a composition
    fitted on the other GPUs' networks;
 3. the op model and the composition fitted on everything, with the interval law (90 % |log error|
    of held-out GPUs' networks against their distance from the training GPUs), its coverage and width
    per held-out GPU;
-4. a new GPU from one measured network (model/fewshot.py): on each GPU with several measured networks,
+4. a new GPU from one measured network (model/crossdevice/fewshot.py): on each GPU with several measured networks,
    each in turn measured, the others predicted without and with it, by models that never saw the GPU;
    the campaign GPUs of models/measured (the H200) with the final model, which never saw them either.
 Writes models/xdevice/ (xdevice.json, trees.npz, run.json) and reports/xdevice/{logo_ops.csv,
@@ -28,7 +28,9 @@ import pandas as pd
 
 from opcost.errors import OpcostError
 from opcost.io import atomic_path, write_report
-from opcost.model import fewshot, hosts, measured, registry, runlog, tracking, xdevice, xdevice_net, xinterval
+from opcost.model.crossdevice import fewshot, hosts, measured, xdevice, xdevice_net, xinterval
+from opcost.model.records import runlog, tracking
+from opcost.model.store import registry
 from opcost.params.load import Params
 from opcost.paths import Paths
 from opcost.schemas import TARGET_OPERATIONS
@@ -59,7 +61,7 @@ def net_rows(paths: Paths, params: Params) -> tuple[pd.DataFrame, pd.DataFrame]:
 def campaign_gpus(paths: Paths) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(networks, nodes, op rows) of the GPUs our campaigns measured (models/measured) that no op model
     trains on: their evaluated networks (targets `<config>-<mode>`, measured by the reference host's
-    machine) and their measured ops' GPU times as device-time op rows (model/measured.op_rows_measured)."""
+    machine) and their measured ops' GPU times as device-time op rows (model/crossdevice/measured.op_rows_measured)."""
     table = measured.load(paths.measured_ops_dir)
     cfgs = sorted(table["devices"])
     targets = [f"{c}-{m}" for c in cfgs for m in ("inference", "training")]
@@ -77,7 +79,7 @@ def campaign_gpus(paths: Paths) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFram
 def few_shot(paths: Paths, rows: pd.DataFrame, nets: pd.DataFrame, nodes: pd.DataFrame, folds: dict,
              final: xdevice.OpModel, net_pred: pd.DataFrame, host_set: dict,
              factor: float) -> pd.DataFrame:  # fmt: skip
-    """The few-shot table (model/fewshot.evaluate) over the training GPUs (their folds) and the campaign
+    """The few-shot table (model/crossdevice/fewshot.evaluate) over the training GPUs (their folds) and the campaign
     GPUs (the final model: trained on none of them)."""
     table = fewshot.evaluate(nets, nodes, rows, xdevice.host_bound(rows, factor), folds, net_pred, host_set)
     c_nets, c_nodes, c_rows = campaign_gpus(paths)
@@ -96,7 +98,7 @@ def few_shot(paths: Paths, rows: pd.DataFrame, nets: pd.DataFrame, nodes: pd.Dat
 
 
 def host_profiles(paths: Paths, params: Params, rows: pd.DataFrame) -> dict[str, hosts.HostProfile]:
-    """The measuring hosts' profiles (model/hosts.py): each thesis host's per-kind plateau of its wall-clock
+    """The measuring hosts' profiles (model/crossdevice/hosts.py): each thesis host's per-kind plateau of its wall-clock
     op rows, and each `xdevice.host_campaigns` host's median per-call enqueue time (inference rows)."""
     from opcost.ops.kinds import xkind_of
     from opcost.schemas import TIMINGS

@@ -22,8 +22,8 @@ from typing import Any
 import pandas as pd
 
 from opcost.io import write_report
-from opcost.model import netval
-from opcost.model.predict import Predictor
+from opcost.model.prediction.predict import Predictor
+from opcost.model.training import netval
 from opcost.params.load import Params
 from opcost.paths import Paths
 from opcost.schemas import EVALUATED_NETWORKS, EVALUATED_OPERATIONS, NET_MEASUREMENTS, OCCURRENCES, SWEEPS
@@ -356,7 +356,8 @@ def xdevice_step(rep: Report, inp: Inputs) -> dict[str, Any]:
     """The cross-device section: leave-one-GPU-out tables of stages train-xdevice and train-clock, the
     figures per GPU, and thesis network energy predicted entirely transferred (power model refitted
     without the GPU here). Left out (empty) where train-xdevice has not run."""
-    from opcost.model import fewshot, xpower
+    from opcost.model.clocks import xpower
+    from opcost.model.crossdevice import fewshot
 
     paths = rep.paths
     empty: dict[str, Any] = {"networks": {}, "energy": {}, "energy_fewshot": {}, "lines": []}
@@ -381,7 +382,7 @@ def xdevice_step(rep: Report, inp: Inputs) -> dict[str, Any]:
     rep.link(nets_f, sec, "every network predicted by models that never saw its GPU")
     rep.link(fig_net, sec, "network time, predicted (GPU left out) vs measured")
     if len(power):
-        rep.link(paths.xpower_logo, sec, "power and energy per held-out GPU and source (model/xpower.py)")
+        rep.link(paths.xpower_logo, sec, "power and energy per held-out GPU and source (model/clocks/xpower.py)")
     if len(energy):
         xdevice_report.fig_energy(energy, fig_en, rep.figures)
         rep.link(paths.validate_xdevice_energy, sec, "thesis network energy entirely transferred, GPU left out")

@@ -30,7 +30,7 @@ from opcost.validate import goals
 HEADLINE_KEYS = (
     "net_t_mape", "net_e_mape", "net_t_max", "op_t_twe", "clk_t", "clk_e", "xd_net", "xd_mm",
 )  # fmt: skip
-# The GEMM-like op kinds of the cross-device model (model/xdevice.GEMM_XKINDS; a test keeps them equal):
+# The GEMM-like op kinds of the cross-device model (model/crossdevice/xdevice.GEMM_XKINDS; a test keeps them equal):
 # named here so that this stage does not import the model's training code.
 GEMM_KINDS = ("bmm", "conv", "linear")
 

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from opcost.devices import device_config
-from opcost.model.costing import TRANSFERRED
+from opcost.model.composition.costing import TRANSFERRED
 from opcost.params.load import Params
 from opcost.paths import Paths
 

@@ -1,6 +1,6 @@
 """Does cost by sequential steps get recurrent layers' measured scaling right? (bench/recurrent_scaling.py)
 
-The costing (model/costing.py) charges an LSTM, GRU or RNN layer its steps: one launch floor per
+The costing (model/composition/costing.py) charges an LSTM, GRU or RNN layer its steps: one launch floor per
 sequential step (ops/recurrent.recurrent_steps: T x layers x directions) plus every repetition of
 each kernel of a step (ops/parts.compact_steps: a kernel listed once with its `count`). Whatever the
 device's kernel costs, that structure fixes how time scales between two configurations that differ in

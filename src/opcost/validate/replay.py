@@ -3,7 +3,7 @@
 `dvc pull` brings reports/validate/ (detail.json and the figures) but no MLflow runs; `opcost
 sync-registry` calls `sync_validate` after replaying the train runs, so the validate experiment,
 its network errors and figures appear on every machine. One run per content of detail.json (its
-md5 is tagged), so replaying twice adds nothing. Kept out of model/registry.py: the train stages
+md5 is tagged), so replaying twice adds nothing. Kept out of model/store/registry.py: the train stages
 import that module, and must not depend on the validate report code.
 """
 
@@ -19,8 +19,8 @@ def sync_validate(paths: Paths) -> str | None:
 
     from mlflow import MlflowClient
 
-    from opcost.model import runlog, tracking
-    from opcost.model.registry import json_hash
+    from opcost.model.records import runlog, tracking
+    from opcost.model.store.registry import json_hash
     from opcost.validate.report import DETAIL_HASH_TAG, log_mlflow
 
     tracking.setup(paths.root, experiment=tracking.VALIDATE_EXPERIMENT)

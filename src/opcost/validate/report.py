@@ -354,8 +354,8 @@ DETAIL_HASH_TAG = "detail_hash"  # md5 of reports/validate/detail.json: one vali
 def log_mlflow(paths: Paths, metrics: dict[str, Any], figures: list[Path], tags: dict[str, str] | None = None) -> None:
     """The validate run: its network errors as metrics and the report's figures as artifacts. Called by
     the stage, and by `opcost sync-registry` to replay a pulled report into a fresh store."""
-    from opcost.model import tracking
-    from opcost.model.registry import json_hash
+    from opcost.model.records import tracking
+    from opcost.model.store.registry import json_hash
 
     mlflow = tracking.setup(paths.root, experiment=tracking.VALIDATE_EXPERIMENT)
     all_tags = {"dvc_stage": "validate", **(tags or {})}

@@ -10,7 +10,7 @@ against the ops' forward+backward measurements.
 
 Predicted versus measured, IN-SAMPLE (the shipped bundles' look-up and composition layer saw these
 networks): kept for reference only; the out-of-sample figures come from the train stages
-(leave-one-network-out and -family-out, model/netval.py).
+(leave-one-network-out and -family-out, model/training/netval.py).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from opcost.model import netval
+from opcost.model.training import netval
 from opcost.modes import OP_PHASE
 
 
@@ -111,7 +111,7 @@ def error_summary(df: pd.DataFrame, predicted: str = "predicted") -> dict[str, A
     """Per device config and mode (in %, with counts): time MAPE, median absolute percentage error and
     time-weighted error (sum |error| / sum measured time, which a few small networks cannot dominate),
     and energy MAPE; the errors of `<predicted>_t_s` / `_e_j` against the measurements, computed as
-    the out-of-sample figures are (model/netval.error_summary)."""
+    the out-of-sample figures are (model/training/netval.error_summary)."""
     cols = {f"{predicted}_t_s": "predicted_t_s", f"{predicted}_e_j": "predicted_e_j"}
     out: dict[str, Any] = {}
     for (dev, mode), g in df.groupby(["device_config", "mode"]):

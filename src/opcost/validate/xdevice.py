@@ -4,7 +4,7 @@ GPU (NeuSight configs and thesis networks), of power and energy per GPU (the pow
 vs-measured figures per GPU, and network energy predicted entirely transferred.
 
 Why network energy is scored here: a transferred energy is a transferred time (stage train-xdevice,
-reports/xdevice/logo_networks.csv, the GPU held out) times a transferred power (model/xpower.py). The
+reports/xdevice/logo_networks.csv, the GPU held out) times a transferred power (model/clocks/xpower.py). The
 power model is fitted on every GPU by stage train-clock, so for this score it is refitted here on the
 other GPUs only (five parameters, seconds): no number of the scored GPU reaches either model.
 """
@@ -17,7 +17,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from opcost.model import xpower
+from opcost.model.clocks import xpower
 
 # NeuSight's own out-of-distribution per-op MAPE (their paper, unseen GPUs), the anchors of issue 20
 NEUSIGHT_OOD_PCT = {"bmm": 13.8, "linear": 13.9, "elementwise": 19.3, "softmax": 13.9, "layernorm": 56.7}
@@ -209,7 +209,7 @@ def index_lines(ops: pd.DataFrame, net_err: pd.DataFrame, power: pd.DataFrame, e
     if len(power):
         lines += [
             "",
-            "Power per held-out GPU and source (model/xpower.py; energy with the measured time):",
+            "Power per held-out GPU and source (model/clocks/xpower.py; energy with the measured time):",
             "",
             "| GPU | rows kind | source | rows | power MAPE % | median % | energy time-weighted % | energy R² |",
             "| --- | --- | --- | --- | --- | --- | --- | --- |",

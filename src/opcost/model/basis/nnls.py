@@ -1,0 +1,20 @@
+"""Non-negative least squares on relative error: the fit of the composition layer's time terms
+(model/composition/compose.py) and of its unlimited energy layer (model/clocks/powerlimit.py).
+
+Why a module of its own: both need it, and powerlimit cannot import compose (compose imports powerlimit).
+scipy.optimize is imported inside the call, never at import: the prediction path loads both modules and
+only fits need scipy (importing scipy.optimize costs about a quarter of a second).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def nnls_relative(A: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """x >= 0 minimising sum ((A x - y) / y)^2."""
+    from scipy.optimize import nnls
+
+    w = 1.0 / y
+    x, _ = nnls(A * w[:, None], np.ones_like(y))
+    return x

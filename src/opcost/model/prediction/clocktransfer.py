@@ -1,0 +1,132 @@
+"""Clock transfer: answers at a core clock that no measured sweep covers, from the cross-clock model.
+
+Why a module of its own: own bundles trained without a clock sweep and transferred GPUs
+(model/prediction/xdevice_predict.py) move their op costs to another clock the same way, and widen their
+intervals by the same error; one home keeps the two answers the same. Here: the clock model
+(models/clock/, stage train-clock) loaded once; each op's compute-bound share of its roofline time
+(what the clock model scales by 1/f); the clocks `recommend` sweeps over a device's supported range
+(the number of points is the caller's: params clock.grid_points, read at the edge); and the
+multiplicative widening of an interval by the clock model's leave-one-GPU-out error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Sequence
+
+import numpy as np
+
+from opcost.errors import OpcostError
+from opcost.model.basis.features import OpRecord
+from opcost.model.composition.compose import Costs
+
+if TYPE_CHECKING:
+    from opcost.devices import Device
+    from opcost.model.clocks.clock import ClockModel
+
+
+def roofline_shares(records: Sequence[OpRecord], device_config: str) -> np.ndarray:
+    """Each op's compute-bound share of its roofline time on the device config (model/clocks/clock.py's
+    `roofline_share`, with the peak physics.op_peak gives its kind): what the clock model scales by 1/f."""
+    from opcost.model.basis.physics import device_peaks, op_peak
+    from opcost.model.clocks.clock import roofline_share
+
+    bw = device_peaks(device_config)[2]
+    return np.array(
+        [
+            roofline_share(
+                r.metrics.get("flops", 0.0),
+                float(r.metrics.get("bytes_read", 0.0)) + float(r.metrics.get("bytes_written", 0.0)),
+                op_peak(r.kind, device_config),
+                bw,
+            )
+            for r in records
+        ],
+        dtype=float,
+    )
+
+
+def transfer_device(device_config: str) -> Device:
+    """The table's device of a config the clock model is to move; one line where the table lacks it."""
+    from opcost.devices import find_device
+
+    found = find_device(device_config)
+    if found is None:
+        raise OpcostError(
+            f"{device_config} is not in the device table (opcost/devices.py): no clock range or TDP "
+            "to transfer the clock model with; leave out --clock"
+        )
+    return found[0]
+
+
+def clock_grid(device_config: str, points: int) -> list[float]:
+    """The clocks `recommend` sweeps for a device config without a measured sweep: `points` evenly over
+    the device's supported range, its boost clock included; [] for a device the table lacks."""
+    from opcost.devices import find_device
+
+    found = find_device(device_config)
+    if found is None:
+        return []
+    lo, hi = found[0].clock_range_mhz
+    grid = {float(round(x)) for x in np.linspace(lo, hi, points)} | {float(found[0].boost_clock_mhz)}
+    return sorted(grid)
+
+
+def widen(interval: tuple[float, float], err: float) -> tuple[float, float]:
+    """An interval widened by a relative error, multiplicatively both ways: a lower bound never reaches
+    zero (issue 21, section 5)."""
+    return (interval[0] / (1.0 + err), interval[1] * (1.0 + err))
+
+
+def transfer_note(err_time: float, err_energy: float, device_config: str) -> str:
+    """What an answer at a transferred clock says about where its clock behaviour comes from."""
+    return (
+        f"clock behaviour transferred from the cross-clock model (its leave-one-GPU-out error this far from "
+        f"the reference clock, time {100 * err_time:.0f} %, energy {100 * err_energy:.0f} %, widens the intervals), "
+        f"not measured on {device_config}"
+    )
+
+
+@dataclass
+class ClockTransfer:
+    """The cross-clock model of a project (`folder`: models/clock/), loaded on first use. `fetch`, where
+    given, supplies the folder instead (`predict --registry`: the registry's verified `opcost-clock`)."""
+
+    folder: Path
+    fetch: Callable[[], Path] | None = None
+    _model: ClockModel | None = None
+
+    def available(self) -> bool:
+        """Whether the clock model is there (a sweep over a grid needs it)."""
+        from opcost.model.clocks.clock import CLOCK_MODEL_FILE
+
+        if self.fetch is not None:
+            try:
+                self.model()
+            except OpcostError:
+                return False
+            return True
+        return (self.folder / CLOCK_MODEL_FILE).is_file()
+
+    def model(self) -> ClockModel:
+        """The transferred clock model, loaded once."""
+        if self._model is None:
+            from opcost.model.clocks.clock import ClockModel
+
+            if self.fetch is not None:
+                self.folder = self.fetch()
+            self._model = ClockModel.load(self.folder)
+        return self._model
+
+    def costs(self, device_config: str, records: list[OpRecord], ref: Costs, clock: float) -> Costs:
+        """Per-op costs at `clock` from those at the device's boost clock (the reference the default-clock
+        models stand for): each op's compute-bound share from its roofline split (model/clocks/clock.py)."""
+        device = transfer_device(device_config)
+        share = roofline_shares(records, device_config)
+        t, p = self.model().at_clock(device, clock, np.asarray(ref.t_s, float), np.asarray(ref.p_w, float), share)
+        return Costs(t, p, list(ref.source), list(ref.proxy))
+
+    def errors(self, device_config: str, clock: float) -> tuple[float, float]:
+        """The clock model's leave-one-GPU-out (time, energy) error at this distance from the boost clock."""
+        return self.model().error_at(float(clock) / transfer_device(device_config).boost_clock_mhz)

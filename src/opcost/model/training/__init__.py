@@ -1,0 +1,1 @@
+"""Training an own bundle: fitting the op models and validating them on networks."""
