@@ -267,6 +267,18 @@ def summary(d: pd.DataFrame) -> dict[str, float]:
     return out
 
 
+def check_current(cur: pd.DataFrame, stage_csv: Path, split: str) -> list[str]:
+    """Where the `current` layer's predicted times differ from the train stage's report (its CSV rounds to 6
+    significant digits): set ids with both figures. Empty when the bench runs the stage's own folds."""
+    stage = pd.read_csv(stage_csv)
+    stage = stage[stage["split"] == split].set_index("set_id")["predicted_t_s"]
+    got = cur.set_index("set_id")["predicted_t_s"].astype(float)
+    off = [f"{s}: stage {stage.get(s)} bench {t:.6g}" for s, t in got.items()
+           if s not in stage.index or not np.isclose(t, stage[s], rtol=1e-5, atol=0)]  # fmt: skip
+    off += [f"{s}: stage {stage[s]} bench none" for s in stage.index if s not in got.index]
+    return off
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--targets", default=",".join(TARGETS))
@@ -302,6 +314,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"\n{target}, {split} left out: energy error % per network")
                 print(etable.round(1).to_string())
             cur = d[d["layer"] == "current"]
+            off = check_current(cur, ROOT / "reports" / "train" / "networks" / f"{target}.csv", split)
+            if off:  # the figures below would not be the stage's: a bench drifted from netval, or a stale report
+                print(f"error: {target}, {split}: `current` differs from reports/train/networks/{target}.csv "
+                      f"(run `dvc repro` first?): " + "; ".join(off[:5]), file=sys.stderr)  # fmt: skip
+                return 1
             print(f"\n{target}, {split} left out: the ops the fold's models missed most (% of the network's time)")
             for _, row in cur.iterrows():
                 ops = row["worst_ops"] or []

@@ -200,12 +200,9 @@ def linear_op_row(op_id: str, batch: int, k: int, n: int, fams: list[str]) -> di
             "parts_json": "[]", "layer_id": f"L{k}x{n}", "families": fams, "estimated": False}  # fmt: skip
 
 
-def left_out_data(own_ids: bool = False, slow: str = "", tiny: str = "", small: tuple[int, int] = (32, 32)):
-    """(TargetData, networks, network ops) of LEFT_OUT_MODELS at LEFT_OUT_SIZES; with `own_ids` every op carries
-    the id its record derives from its spec (features.record_of), as real data does, so a look-up by id finds it;
-    the ops of model `slow` take 1.5x what their shape says (the network follows its ops: what no op model can
-    learn from the other models); model `tiny` takes `small` images, every other model 224 x 224 ones."""
-    from opcost.model.basis.features import record_of
+def left_out_data(tiny: str = "", small: tuple[int, int] = (32, 32)):
+    """(TargetData, networks, network ops) of LEFT_OUT_MODELS at LEFT_OUT_SIZES; model `tiny` takes `small`
+    images, every other model 224 x 224 ones."""
     from opcost.model.training.fit import prepare
 
     ops, nets, nops = [], [], []
@@ -216,8 +213,6 @@ def left_out_data(own_ids: bool = False, slow: str = "", tiny: str = "", small: 
             for j in range(4):
                 k, n = 64 * (m_i + 1), 32 * (j + 1)
                 row = linear_op_row(f"{model}-{size}-{j}", size * 32, k, n, [fam])
-                if model == slow:
-                    row = {**row, "t_s": 1.5 * row["t_s"], "e_j": 1.5 * row["e_j"]}
                 ops.append(row)
                 nops.append({"set_id": set_id, "op_id": row["op_id"], "calls": 2})
                 total += 2 * row["t_s"]
@@ -234,10 +229,6 @@ def left_out_data(own_ids: bool = False, slow: str = "", tiny: str = "", small: 
                 }
             )
     df = pd.DataFrame(ops)
-    if own_ids:
-        ids = {o: record_of(r).op_id for o, (_, r) in zip(df["op_id"], df.iterrows())}
-        df["op_id"] = df["op_id"].map(ids)
-        nops = [{**n, "op_id": ids[n["op_id"]]} for n in nops]
     data = prepare(df, "inference", "A30")
     catalog = df.drop(columns=["t_s", "p_w", "e_j"]).set_index("op_id")
     nops = pd.DataFrame(nops).join(catalog[["kind", "output_shapes", "flops", "bytes_read", "bytes_written", "params",

@@ -7,7 +7,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench_modules import load_bench
 from builders import LEFT_OUT_SIZES, left_out_data, linear_op_row
 from opcost.model.composition import compose
 from opcost.model.training import netval
@@ -54,34 +53,6 @@ def test_no_row_of_the_held_out_model_reaches_a_fit(synthetic, monkeypatch, spli
         assert leaks > 0
     assert set(out["split"]) == {split}
     assert np.isfinite(out["t_error"]).all()
-
-
-def _bench():
-    return load_bench("net_split")
-
-
-def test_net_split_bench_reproduces_the_stage_and_isolates_the_composition():
-    """bench/net_split.py runs the stage's own folds (netval.folds): its `current` layer predicts every held-out
-    network exactly as netval.evaluate does. Its `ops measured` diagnostic costs the held-out ops at their own
-    measurements: the synthetic networks take 1.1 x the sum of their ops plus a constant (and a few ns that make
-    each time unique), which the composition (sum, calls x floor, const) represents, so what remains is small;
-    a model whose ops run 1.5x slower than their shapes say is missed by the op models (by about 1 / 1.5 - 1),
-    not by the composition: the diagnostic must put that error on the ops."""
-    data, nets, nops = left_out_data(own_ids=True, slow="net_d")
-    tp = TrainParams(folds=3, seed=0, random_forest={"n_estimators": 10})
-    chosen = {"time": ("rf", "improved")}
-    stage = netval.evaluate(data, nets, nops, chosen, tp, netval.SPLIT_MODEL).set_index("set_id")
-    got = _bench().run_split(data, nets, nops, chosen, tp, netval.SPLIT_MODEL)
-    cur = got[got["layer"] == "current"].set_index("set_id")
-    assert sorted(cur.index) == sorted(stage.index)
-    np.testing.assert_allclose(cur["predicted_t_s"], stage.loc[cur.index, "predicted_t_s"], rtol=1e-12)
-    meas = got[got["layer"] == "current | ops measured"].set_index("set_id")
-    err_measured = (meas["predicted_t_s"] / meas["measured_t_s"] - 1).abs()
-    err_predicted = (cur["predicted_t_s"] / cur["measured_t_s"] - 1).abs()
-    slow = meas.index.str.startswith("net_d:")
-    assert err_measured.max() < 0.05
-    assert (err_predicted[slow] > 0.25).all()
-    assert (err_measured[slow] < 0.05).all()
 
 
 def _shared_build():
