@@ -36,21 +36,26 @@ SCRATCH = Path("/tmp/opcost-mutation-answer")  # the scratch project mutmut runs
 # The one list of mutated modules and, per module, the answer-path functions mutated ("Class.method" for a
 # method). A module moved to a sub-package: change its dotted name here, nothing else.
 FUNCTIONS: dict[str, tuple[str, ...]] = {
-    "opcost.model.compose": (
+    "opcost.model.composition.compose": (
         "network_terms", "l2_share", "transfer", "Composition.time", "Composition.energy",
         "Composition.family_term", "Composition._score_attr", "Composition.covariates_for",
         "Composition._log_interval", "Composition.log_interval", "Composition.interval",
     ),
-    "opcost.model.intervals": (
+    "opcost.model.composition.intervals": (
         "LogInterval.widened", "LogInterval.scaled", "LogInterval.outside", "LogInterval.bounds", "scale_of",
         "question_covariate", "log_errors",
     ),
-    "opcost.model.costing": ("cost_groups", "reference_clock_mhz"),
-    "opcost.model.answer": ("assemble",),
-    "opcost.model.clocktransfer": ("roofline_shares", "widen", "ClockTransfer.costs", "ClockTransfer.errors"),
-    "opcost.model.xinterval": ("other_share", "halfwidth"),
-    "opcost.model.xdevice_predict": ("at_clock", "energy", "busy_share"),
-    "opcost.model.xpower": ("work_factor", "PowerModel.level", "PowerModel.power_from_level", "PowerModel.predict"),
+    "opcost.model.composition.costing": ("reference_clock_mhz",),
+    "opcost.model.prediction.predict": ("cost_groups",),
+    "opcost.model.prediction.answer": ("assemble",),
+    "opcost.model.prediction.clocktransfer": (
+        "roofline_shares", "widen", "ClockTransfer.costs", "ClockTransfer.errors",
+    ),
+    "opcost.model.crossdevice.xinterval": ("other_share", "halfwidth"),
+    "opcost.model.prediction.xdevice_predict": ("at_clock", "energy", "busy_share"),
+    "opcost.model.clocks.xpower": (
+        "work_factor", "PowerModel.level", "PowerModel.power_from_level", "PowerModel.predict",
+    ),
 }  # fmt: skip
 # The tests mutmut may run (each mutant gets those of them that reach its function); fast ones only.
 TESTS = (

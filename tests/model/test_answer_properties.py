@@ -24,18 +24,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from opcost.devices import find_device
-from opcost.model.answer import assemble
-from opcost.model.clock import ClockModel
-from opcost.model.clocktransfer import ClockTransfer, widen
-from opcost.model.compose import Composition, network_terms, transfer
-from opcost.model.costing import Costs, cost_groups
-from opcost.model.features import OpRecord
-from opcost.model.intervals import LogInterval, log_errors, log_interval
-from opcost.model.network import Network
-from opcost.model.physics import NOMINAL_BANDWIDTH
-from opcost.model.xdevice_predict import at_clock, energy
-from opcost.model.xinterval import halfwidth, other_share
-from opcost.model.xpower import PowerModel
+from opcost.model.basis.features import OpRecord
+from opcost.model.basis.physics import NOMINAL_BANDWIDTH
+from opcost.model.clocks.clock import ClockModel
+from opcost.model.clocks.xpower import PowerModel
+from opcost.model.composition.compose import Composition, Costs, network_terms, transfer
+from opcost.model.composition.intervals import LogInterval, log_errors, log_interval
+from opcost.model.composition.network import Network
+from opcost.model.crossdevice.xinterval import halfwidth, other_share
+from opcost.model.prediction.answer import assemble
+from opcost.model.prediction.clocktransfer import ClockTransfer, widen
+from opcost.model.prediction.predict import cost_groups
+from opcost.model.prediction.xdevice_predict import at_clock, energy
 
 FAST = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # kind -> is a matrix product (ops/kinds.py's `matmul` fact, written out: the reference does not ask the code)
@@ -531,7 +531,7 @@ def test_a_clock_on_a_gpu_outside_the_table_and_a_zero_time_answer() -> None:
     """at_clock refuses a config the device table lacks in one line naming it; a zero-time answer has no power
     (NaN), and its busy share is 0, not a division by zero."""
     from opcost.errors import OpcostError
-    from opcost.model.xdevice_predict import busy_share
+    from opcost.model.prediction.xdevice_predict import busy_share
 
     r = {"records": [_record(0, True)], "t_s": np.array([0.0]), "calls": np.array([1.0]), "optimizer_s": 0.0,
          "time_s": 0.0, "interval": (0.0, 0.0)}  # fmt: skip
@@ -552,7 +552,7 @@ def test_transferred_energy_is_time_times_the_power_models_power(ops_, time_s, i
     """xdevice_predict.energy: energy = power x time, power = min(TDP, TDP (idle + (1 - idle) clip(a + b u^c, 0, 1)))
     at the busy share u = work x sum of roofline times x calls / time (a training step's work x3); its interval
     the time interval x power x (1 - rel, 1 + rel)."""
-    from opcost.model.physics import roofline_s
+    from opcost.model.basis.physics import roofline_s
 
     recs = [_record(i, cb) for i, (cb, _) in enumerate(ops_)]
     calls = [float(n) for _, n in ops_]
@@ -667,8 +667,8 @@ def test_the_clock_transfer_moves_each_op_by_its_roofline_share(ops_, config, x)
     """clocktransfer.roofline_shares / ClockTransfer.costs: each op's compute-bound share t_c / (t_c + t_m)
     from its FLOPs over its kind's peak and its bytes read + written over the bandwidth (a metric missing
     counts 0); the costs at f are the clock model's (a component) on those shares, sources and proxies kept."""
-    from opcost.model.clocktransfer import roofline_shares
-    from opcost.model.physics import device_peaks, op_peak
+    from opcost.model.basis.physics import device_peaks, op_peak
+    from opcost.model.prediction.clocktransfer import roofline_shares
 
     recs = []
     for i, (fl, rd, wr, which) in enumerate(ops_):
