@@ -21,6 +21,7 @@ from opcost.model.clocks.clock import (
     CAP_K,
     CLOCK_MODEL_FILE,
     UNREACHED_REASON,
+    VOLT_KNEE_K,
     ClockModel,
     check_clock,
     fit,
@@ -81,17 +82,22 @@ def test_power_rises_faster_than_the_clock_and_is_capped_at_tdp():
 
 
 def test_dvfs_power_is_linear_in_the_clock_on_the_voltage_floor_and_cubic_above():
-    """P_dyn ~ f V^2 with V(y) = max(v_min, 1 - kappa (1 - y)), y = f / f_boost: known answers."""
+    """P_dyn ~ f V^2 with V(y) = max(v_min, 1 - kappa (1 - y)), y = f / f_boost: known answers. The max is
+    smooth, v_min + softplus(K (line - v_min)) / K (K = VOLT_KNEE_K): within 1e-5 of the corner 0.1 away from
+    it, log(2) / K above v_min at the corner itself."""
     m = ClockModel(static_frac=0.0, gamma=3.0, volt_slope=1.0, volt_min=0.5)
     # boost 1000 MHz, 100 W there. 800 MHz: V = 0.8, g = 0.8 x 0.64 = 0.512; 400 MHz: on the floor V = 0.5,
     # g = 0.4 x 0.25 = 0.1; 200 MHz: half of that (linear on the floor)
     got = m.power(np.array([200.0, 400.0, 800.0, 1000.0]), 1000.0, 100.0, 300.0)
-    assert got == pytest.approx([5.0, 10.0, 51.2, 100.0])
+    assert got == pytest.approx([5.0, 10.0, 51.2, 100.0], rel=1e-5)
+    # 500 MHz sits on the corner (line = floor = 0.5): V = 0.5 + log(2) / K, g = 0.5 V^2
+    v = 0.5 + np.log(2.0) / VOLT_KNEE_K
+    assert float(m.power(500.0, 1000.0, 100.0, 300.0)) == pytest.approx(100.0 * 0.5 * v**2, rel=1e-12)
     # the curve sits on the boost clock, not on the reference: a reference at 1.2 f_boost (a sweep's top
     # above boost) scales by g(y) / g(1.2) with V(1.2) = 1.2: g = 1.2^3 = 1.728
-    assert float(m.power(1000.0, 1200.0, 172.8, 400.0, 1000.0)) == pytest.approx(100.0)
+    assert float(m.power(1000.0, 1200.0, 172.8, 400.0, 1000.0)) == pytest.approx(100.0, rel=1e-5)
     # ... and the floor sits at 0.5 f_boost, not at 0.5 f_ref: 400 MHz is g = 0.1 (placed on f_ref: 14.4 W)
-    assert float(m.power(400.0, 1200.0, 172.8, 400.0, 1000.0)) == pytest.approx(10.0)
+    assert float(m.power(400.0, 1200.0, 172.8, 400.0, 1000.0)) == pytest.approx(10.0, rel=1e-5)
     # kappa = 1, v_min = 0 is the plain power law (f / f_ref)^gamma
     plain = ClockModel(static_frac=0.0, gamma=2.5)
     assert float(plain.power(600.0, 1200.0, 100.0, 300.0, 1500.0)) == pytest.approx(100.0 * 0.5**2.5)

@@ -738,7 +738,10 @@ def fit(pts: pd.DataFrame) -> ClockModel:
     # (CAP_K: the base clock), and the time steps score it at that hard cap (module docstring); the power step
     # and every prediction use the soft cap.
     s_lo, s_hi = SHARE_SCALE_RANGE
-    step1: tuple[str, ...] = ("share_scale_bytes", "share_scale_dram") if known.any() else ()
+    # a share scale is fitted only where a training curve's share was obtained its way: one no curve uses has
+    # no gradient and would keep whichever start won on the others (an arbitrary value in the model)
+    kinds = set(train.loc[known, "share_kind"]) if "share_kind" in train else set()
+    step1: tuple[str, ...] = tuple(f"share_scale_{k}" for k in (SHARE_BYTES, SHARE_DRAM) if k in kinds)
     # The balance term has evidence only where the machine balance varies (several GPUs): on one GPU it is a
     # constant that moves with share_a along a flat line, so it keeps its start (zero) there.
     step2: tuple[str, ...] = ("share_a", "share_b", "share_balance")
@@ -766,9 +769,9 @@ def fit(pts: pd.DataFrame) -> ClockModel:
             setattr(probe, k, float(v))
 
     if step1:
-        # A share scale whose estimator no training curve uses keeps its start (no evidence, no correction).
         # Where scaled shares clip at 1 the scale has no gradient: so two starts, the better kept.
-        starts = tuple([x, x] + [KNEE_Q_START] * (len(step1) - 2) for x in (1.0, 0.5))
+        n_scales = sum(k.startswith("share_scale_") for k in step1)
+        starts = tuple([x] * n_scales + [KNEE_Q_START] * (len(step1) - n_scales) for x in (1.0, 0.5))
         solve(step1, train[known], w[known], t[known], starts)
     rows2 = pd.concat([train[~known], hidden], ignore_index=True)
     w2, t2 = np.concatenate([w[~known], w_hidden]), np.concatenate([t[~known], t_hidden])
