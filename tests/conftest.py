@@ -145,34 +145,6 @@ def trained(pipeline_root, tmp_path_factory):
         os.environ["MLFLOW_TRACKING_URI"] = old
 
 
-def clone_of(trained, tmp_path: Path) -> Path:
-    """A project holding only the trained bundles, as a fresh clone's `dvc pull` brings them (no
-    MLflow store yet); params.yaml lists just those targets."""
-    import yaml
-
-    paths, params, first = trained
-    root = tmp_path / "clone"
-    root.mkdir()
-    # a DVC project whose dvc.lock records each model folder, as a clone's does (sync-registry checks
-    # the folders' content against it, and `dvc status` for changes)
-    stages = {f"train-{t}": {"cmd": "true", "outs": [f"models/{t}"]} for t in sorted(first)}
-    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}))
-    raw = yaml.safe_load(paths.params.read_text())
-    raw["train"]["targets"] = sorted(first)
-    (root / "params.yaml").write_text(yaml.safe_dump(raw))
-    for t in first:
-        shutil.copytree(paths.model_dir(t), root / "models" / t)
-    # a fresh clone is committed work on main: the registry moves `champion` only there
-    git = ["git", "-c", "user.name=opcost-tests", "-c", "user.email=tests@opcost.invalid"]
-    subprocess.run([*git, "init", "-q", "-b", "main"], cwd=root, check=True)
-    dvc = [str(Path(sys.executable).with_name("dvc")), "--quiet"]
-    subprocess.run([*dvc, "init"], cwd=root, check=True)
-    subprocess.run([*dvc, "commit", "--force"], cwd=root, check=True)
-    subprocess.run([*git, "add", "-A"], cwd=root, check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "clone"], cwd=root, check=True)
-    return root
-
-
 # Tests that build the small project end to end (extract, a CPU campaign, ingest, evaluate, train) take
 # minutes: every test using one of these fixtures is `slow`, so `pytest -m "not slow"` (make test-fast)
 # leaves them out without a mark on each. Other slow tests (a second or more: campaigns, subprocesses, whole

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tiny_bundles import record_in_lock, tiny_bundle
+from builders import record_in_lock, tiny_bundle
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()

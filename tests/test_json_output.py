@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from builders import record_in_lock, tiny_bundle
 from opcost.cli import app
-from tiny_bundles import record_in_lock, tiny_bundle
 
 PRINTING = """
 from torch import nn

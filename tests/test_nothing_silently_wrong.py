@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from builders import record_in_lock, tiny_bundle
 from opcost.cli import app
 from opcost.errors import OpcostError
 from opcost.model.prediction.predict import Predictor
@@ -20,7 +21,6 @@ from opcost.model.training.fit import grouped_folds
 from opcost.ops.netspec import NetSpec, build_model
 from opcost.params.load import load_params
 from opcost.paths import Paths
-from tiny_bundles import record_in_lock, tiny_bundle
 
 REPO = Path(__file__).resolve().parents[1]
 

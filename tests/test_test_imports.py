@@ -82,7 +82,7 @@ def test_the_check_finds_each_form_of_such_an_import():
         "from builders import CONV, module_spec",
         "from fake_nvml import FakeNvml",
         "from opcost.model.training import fit",
-        "from conftest import clone_of",
+        "from builders import clone_of",
         "import pytest",
         'NOTE = "tests/measure/test_measure.py checks them"',
         'SCRIPT = "from builders import shard_campaign"',

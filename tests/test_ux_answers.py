@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from builders import record_in_lock, tiny_bundle
 from opcost.model.composition.compose import Composition
 from opcost.ops.netspec import NetSpec
 from subproc_env import src_dir
-from tiny_bundles import record_in_lock, tiny_bundle
 
 SRC = src_dir()  # the src/ imported here (a mutant's under bench/mutate.py)
 TINY = """

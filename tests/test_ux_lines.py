@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from builders import record_in_lock, tiny_bundle
 from opcost.cli import app
 from opcost.errors import MAX_LINE, OpcostError
-from tiny_bundles import record_in_lock, tiny_bundle
 
 NET = ["--model", "resnet18", "--input-shape", "1,3,32,32"]
 BAD = [

@@ -8,12 +8,12 @@ import math
 import pytest
 from typer.testing import CliRunner
 
+from builders import record_in_lock, tiny_bundle
 from opcost.cli import app
 from opcost.errors import OpcostError
 from opcost.model.prediction.predict import Predictor
 from opcost.ops.netspec import NetSpec, build_model
 from opcost.paths import Paths
-from tiny_bundles import record_in_lock, tiny_bundle
 
 
 def test_a_hf_config_typo_is_refused_naming_the_closest_field():

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from builders import record_in_lock, tiny_bundle
 from opcost.devices import DEVICES
 from opcost.model.composition.costing import CLOCK_SOURCES, MEASURED, TRANSFERRED
 from opcost.paths import Paths
-from tiny_bundles import record_in_lock, tiny_bundle
 
 
 @pytest.fixture

@@ -438,7 +438,7 @@ def clocked(trained, pipeline_root, tmp_path_factory):
     sweeps, logged and registered in a store of its own."""
     import os
 
-    from conftest import clone_of
+    from builders import clone_of
     from opcost.params.load import load_params
     from opcost.paths import Paths
     from opcost.stages import train_clock

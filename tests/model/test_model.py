@@ -238,7 +238,7 @@ def test_recommend_ranks_devices(trained):
 
 def test_registry_champion_predicts_like_local_bundle(trained, tmp_path, monkeypatch):
     """In a fresh store (nothing else registered), the champion served by the registry is the local bundle."""
-    from conftest import clone_of
+    from builders import clone_of
     from opcost.model.store.registry import sync_registry
     from opcost.params.load import load_params
     from opcost.paths import Paths
@@ -330,7 +330,7 @@ def test_sync_registry_registers_pulled_bundles_once(trained, tmp_path, monkeypa
     """A fresh clone's store lacks the pulled models: sync registers each once, with a champion."""
     from mlflow import MlflowClient
 
-    from conftest import clone_of
+    from builders import clone_of
     from opcost.model.store.registry import sync_registry
     from opcost.params.load import load_params
     from opcost.paths import Paths

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from builders import record_in_lock, tiny_bundle
 from opcost.model.composition import intervals
 from opcost.model.composition.bundle import Bundle
 from opcost.model.composition.compose import DEFAULT_TIME, EXTRAPOLATION_WIDENING, Composition
-from tiny_bundles import record_in_lock, tiny_bundle
 
 LAYER = """
 from torch import nn

@@ -56,10 +56,10 @@ def test_a_bundle_whose_lookup_lacks_an_array_is_one_line_naming_it(tmp_path):
 
     import numpy as np
 
+    from builders import tiny_bundle
     from opcost.errors import OpcostError
     from opcost.io import read_npz, write_npz
     from opcost.model.composition.bundle import Bundle
-    from tiny_bundles import tiny_bundle
 
     tiny_bundle(tmp_path, "A30-inference")
     folder = tmp_path / "models" / "A30-inference"

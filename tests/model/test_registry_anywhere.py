@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from conftest import clone_of
+from builders import clone_of
 from opcost.errors import OpcostError
 
 GIT = ["git", "-c", "user.name=opcost-tests", "-c", "user.email=tests@opcost.invalid"]

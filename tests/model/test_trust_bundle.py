@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 import yaml
 
-from builders import small_bundle
-from conftest import clone_of
+from builders import clone_of, small_bundle
 from opcost.errors import OpcostError
 from opcost.io import read_npz, write_npz
 from opcost.model.composition.bundle import Bundle

@@ -157,7 +157,7 @@ def test_a_champion_without_its_md5_tag_is_refused_until_sync_registry_restores_
     """Versions registered before the tag existed, or whose tag was lost, carry none: nothing vouches for them."""
     from mlflow import MlflowClient
 
-    from conftest import clone_of
+    from builders import clone_of
     from opcost.model.records.integrity import BUNDLE_MD5_TAG
     from opcost.model.store.registry import champion_bundle, sync_registry
     from opcost.params.load import load_params
