@@ -464,7 +464,7 @@ def test_a_key_the_code_sets_is_refused_naming_a_module_that_exists(tmp_path, re
     params = base_params(repo_root)
     params["train"][section][key] = 4 if key == "n_jobs" else "exact"
     msg = refused(tmp_path, params, f"train.{section}", key)
-    named = re.findall(r"\b((?:model|ops|data|params|stages)/\w+\.py)\b", msg)
+    named = re.findall(r"\b((?:model|ops|data|params|stages)/(?:\w+/)*\w+\.py)\b", msg)
     assert named, msg
     for module in named:
         assert (repo_root / "src" / "opcost" / module).is_file(), f"{module} named in {msg!r} does not exist"
