@@ -4,7 +4,7 @@ model's fits (model/clocks/clock.py, model/clocks/xpower.py).
 Why not scipy's defaults: their forward-difference Jacobian is good to ~1e-8, so the solver stopped ~1e-7
 short of the optimum, and one start left the clock model's voltage floor in a poor local minimum; a one-ulp
 change of the inputs (another CPU's summation order) then moved a report's digits. Here: every start
-solved and polished with a central-difference Jacobian and tolerances near machine precision, which
+solved, the best polished with a central-difference Jacobian and tolerances near machine precision, which
 settles every parameter to ~2e-8 (tests/model/test_clock_model.py, the one-ulp test; docs/architecture.md).
 scipy.optimize is imported inside the call: predictions load the models' modules, only fits need scipy.
 """
@@ -24,11 +24,10 @@ def least_squares(
     bounds: tuple[Sequence[float], Sequence[float]],
 ) -> np.ndarray:
     """The parameters minimising the sum of squares of `res` within `bounds`: scipy's least squares from each
-    of `starts` (several where the problem is not convex), each polished with LSQ_OPTIONS, the best kept (a
-    polish from the best unpolished start can stop above another start's)."""
+    of `starts` (several where the problem is not convex), then the best polished with LSQ_OPTIONS (polishing
+    every start tripled the clock stage's time and did not settle the folds that still move: docs/architecture.md)."""
     from scipy.optimize import least_squares as scipy_least_squares
 
     fits = [scipy_least_squares(res, x0=np.asarray(x0, float), bounds=bounds) for x0 in starts]
-    polished = [scipy_least_squares(res, x0=r.x, bounds=bounds, **LSQ_OPTIONS) for r in fits]
-    best = min(polished, key=lambda r: r.cost)
-    return np.asarray(best.x, float)
+    best = min(fits, key=lambda r: r.cost)
+    return np.asarray(scipy_least_squares(res, x0=best.x, bounds=bounds, **LSQ_OPTIONS).x, float)
