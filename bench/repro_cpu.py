@@ -123,7 +123,7 @@ def compare(rerun: Path, checkout: Path) -> dict[str, Any]:
         "status": "within tolerance" if worst <= TOLERANCE else "differs",
         "n_values": len(left),
         "n_differ": len(diffs),
-        "max_rel_diff": worst,
+        "max_rel_diff": worst if math.isfinite(worst) else "a non-number differs",
         "examples": [{"at": k, "rerun": x, "checkout": y} for k, x, y, _ in sorted(diffs, key=lambda d: -d[3])[:SHOWN]],
     }
 
