@@ -114,9 +114,10 @@ def loads_of_bench_scripts(source: str, bench_names: set[str] | None = None) -> 
         elif isinstance(node, ast.Call):
             f = node.func
             called = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
-            text = ast.get_source_segment(source, node) or ""
-            if called == "load_bench" or (called in LOADERS and "bench" in text.lower()):
-                found.append(f"{node.lineno}: {text}")
+            if called == "load_bench" or called in LOADERS:  # the segment only where it can matter: it rescans source
+                text = ast.get_source_segment(source, node) or ""
+                if called == "load_bench" or "bench" in text.lower():
+                    found.append(f"{node.lineno}: {text}")
             continue
         if any(n.split(".")[0] in names_of_bench for n in names if n):
             found.append(f"{node.lineno}: {ast.get_source_segment(source, node) or names}")
