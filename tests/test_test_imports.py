@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import re
 from pathlib import Path
+from typing import Callable
 
 TESTS = Path(__file__).resolve().parent
 BENCH = TESTS.parent / "bench"
@@ -51,15 +52,21 @@ def imports_of_test_modules(source: str) -> list[str]:
     return found
 
 
-def test_no_imports_of_test_modules_another():
-    offenders = {}
+def files_where(check: Callable[[str], list[str]], skip: tuple[str, ...] = ()) -> dict[str, list[str]]:
+    """What `check` finds in each tests/**/*.py but this file (it plants what the checks look for) and the
+    top-level folders in `skip`, by path relative to tests/."""
+    found = {}
     for path in sorted(TESTS.rglob("*.py")):
         rel = path.relative_to(TESTS)
-        if rel.parts[0] == "integration" or path == Path(__file__).resolve():  # this file plants such imports
+        if rel.parts[0] in skip or path == Path(__file__).resolve():
             continue
-        found = imports_of_test_modules(path.read_text())
-        if found:
-            offenders[rel.as_posix()] = found
+        if hits := check(path.read_text()):
+            found[rel.as_posix()] = hits
+    return found
+
+
+def test_no_imports_of_test_modules_another():
+    offenders = files_where(imports_of_test_modules, skip=("integration",))
     assert not offenders, f"test modules importing test modules (move the helper to tests/builders.py): {offenders}"
 
 
@@ -125,14 +132,8 @@ def loads_of_bench_scripts(source: str, bench_names: set[str] | None = None) -> 
 
 
 def test_no_test_imports_or_loads_a_bench_script():
-    offenders = {}
-    for path in sorted(TESTS.rglob("*.py")):
-        rel = path.relative_to(TESTS)
-        if path == Path(__file__).resolve():  # this file plants such loads
-            continue
-        found = loads_of_bench_scripts(path.read_text())
-        if found:
-            offenders[rel.as_posix()] = found
+    names = _bench_names()  # once, not a glob of bench/ per test file
+    offenders = files_where(lambda source: loads_of_bench_scripts(source, names))
     assert not offenders, (
         "tests importing or loading bench scripts (build it from the library in tests/builders.py, or run the "
         f"benchmark as a subprocess if its reported figure is what the test checks): {offenders}"
