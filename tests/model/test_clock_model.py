@@ -20,6 +20,7 @@ from opcost.model.clocks.clock import (
     CAP_BAND,
     CAP_K,
     CLOCK_MODEL_FILE,
+    SHARE_BYTES,
     UNREACHED_REASON,
     VOLT_KNEE_K,
     ClockModel,
@@ -268,6 +269,18 @@ def test_a_one_ulp_change_of_every_measurement_leaves_the_fit_where_it_was(curve
     a, b = fit(pts), fit(nudged)
     for k in FITTED:
         assert getattr(b, k) == pytest.approx(getattr(a, k), rel=1e-7, abs=1e-12), k
+
+
+def test_on_one_gpu_the_terms_it_says_nothing_of_keep_their_starts(curves):
+    """On one GPU the machine balance is a constant (collinear with share_a) and the A100's Perseus curves
+    carry byte-estimated shares only: the balance term and the DRAM share scale have no evidence there and
+    keep their starts (0 and 1), where a leave-one-kernel-out fold used to leave them wherever a start won
+    (a one-ulp change of the inputs moved them). The byte scale, which the curves do speak of, is fitted."""
+    pts, _ = curves
+    one = fit(pts[pts["device"] == "A100"])
+    assert set(pts.loc[pts["device"] == "A100", "share_kind"].dropna()) - {""} == {SHARE_BYTES}
+    assert one.share_balance == 0.0 and one.share_scale_dram == 1.0
+    assert one.share_scale_bytes != 1.0
 
 
 def test_fallback_share_is_fitted_even_when_every_training_curve_has_an_observed_share(curves):
