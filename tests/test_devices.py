@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -124,12 +125,39 @@ def test_physics_of_any_spelling_is_the_table_gpu_never_nominal():
 
 
 def test_clock_model_reads_sweep_names_through_the_table():
+    from opcost.devices import table_device
     from opcost.model.clocks import clock
 
     assert not hasattr(clock, "SWEEP_DEVICES")  # no name map of its own
-    assert clock.table_device("A100-SXM4-80GB") is DEVICES["A100"]
-    assert clock.table_device("A100_PCIe") is DEVICES["A100_PCIe"]
-    assert clock.table_device("unnamed Maxwell/Pascal GPU (dvfs-conv)") is None
+    assert table_device("A100-SXM4-80GB") is DEVICES["A100"]
+    assert table_device("A100_PCIe") is DEVICES["A100_PCIe"]
+    assert table_device("unnamed Maxwell/Pascal GPU (dvfs-conv)") is None
+
+
+def test_a_device_config_is_one_value_whose_name_is_the_canonical_config():
+    from opcost.devices import DeviceConfig, device_config, find_device
+
+    cfg = device_config("nvidia a30_NO_TF32")
+    assert isinstance(cfg, DeviceConfig) and cfg == (DEVICES["A30"], False)
+    assert cfg.name == "A30_no_tf32" and device_config(cfg.name) == cfg
+    assert device_config("Tesla T4").name == "T4" and find_device("T4") == device_config("T4")
+    assert find_device("cpu") is None
+
+
+def test_device_names_are_resolved_in_devices_py_only():
+    """One resolver: the model packages define no function of their own that turns a GPU name into a table
+    entry or key (they had six: xdevice.resolve, xdevice.config_device, clock's and xpower's table_device)."""
+    import ast
+
+    src = Path(__file__).resolve().parents[1] / "src" / "opcost" / "model"
+    banned = {"resolve", "config_device", "table_device", "resolve_device", "device_config", "find_device"}
+    defined = [
+        f"{f.relative_to(src)}:{n.name}"
+        for f in sorted(src.rglob("*.py"))
+        for n in ast.walk(ast.parse(f.read_text()))
+        if isinstance(n, ast.FunctionDef) and n.name in banned
+    ]
+    assert defined == []
 
 
 PARAMS = {

@@ -83,6 +83,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from opcost.errors import OpcostError, closest
 
@@ -340,20 +341,39 @@ def same_numerics(config: str) -> str:
     return key if tf32 or DEVICES[key].tf32_flops is None else key + NO_TF32_SUFFIX
 
 
+class DeviceConfig(NamedTuple):
+    """A table GPU and its numerics: what a device-config string (`A30_no_tf32`) names, resolved once at the
+    edge and passed on. A tuple, so `dev, tf32 = device_config(...)` reads it."""
+
+    device: Device
+    tf32: bool  # TF32 allowed (where the GPU has none, its fp32 ops run on the FP32 units either way)
+
+    @property
+    def name(self) -> str:
+        """The canonical config string: the table key, with `_no_tf32` where TF32 is off."""
+        return self.device.name + ("" if self.tf32 else NO_TF32_SUFFIX)
+
+
 @functools.lru_cache(maxsize=1024)
-def device_config(config: str) -> tuple[Device, bool]:
+def device_config(config: str) -> DeviceConfig:
     """`A30_no_tf32` -> (the A30, TF32 off); `RTX2080Ti` -> (the RTX 2080 Ti, TF32 on where it exists).
     Any spelling `resolve_device` accepts; memoised (a prediction asks a few hundred times)."""
     name, tf32 = _split_config(config)
     key = lookup_device(name)
     if key is None:
         raise _unknown(name)
-    return DEVICES[key], tf32
+    return DeviceConfig(DEVICES[key], tf32)
 
 
 @functools.lru_cache(maxsize=1024)
-def find_device(config: str) -> tuple[Device, bool] | None:
+def find_device(config: str) -> DeviceConfig | None:
     """Like `device_config`, None for a device the table does not know (a CPU campaign's host)."""
     name, tf32 = _split_config(config)
     key = lookup_device(name)
-    return None if key is None else (DEVICES[key], tf32)
+    return None if key is None else DeviceConfig(DEVICES[key], tf32)
+
+
+def table_device(name: str) -> Device | None:
+    """The table's entry of a GPU name as any table stores it (sweeps, targets), None where the table lacks it."""
+    key = lookup_device(name)
+    return None if key is None else DEVICES[key]

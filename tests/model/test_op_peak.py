@@ -12,6 +12,7 @@ import math
 
 import pytest
 
+from opcost.devices import device_config
 from opcost.model.basis import features, physics
 from opcost.model.crossdevice import xdevice
 from opcost.model.prediction import clocktransfer
@@ -47,7 +48,7 @@ def test_half_precision_takes_the_fp16_peak() -> None:
 
 def test_the_cross_device_kinds_get_the_same_peak_as_the_project_kinds() -> None:
     for config in ("A30", "A30_no_tf32", "RTX2080Ti", "T4", "A100_PCIe_40GB_no_tf32"):
-        dev, tf32 = xdevice.config_device(config)
+        dev, tf32 = device_config(config)
         assert xdevice.op_peak("conv", dev, tf32) == physics.op_peak("Conv2d", config)
         assert xdevice.op_peak("linear", dev, tf32) == physics.op_peak("Linear", config)
         assert xdevice.op_peak("bmm", dev, tf32) == physics.op_peak("bmm", config)
@@ -72,5 +73,5 @@ def test_every_model_asks_the_one_function(monkeypatch: pytest.MonkeyPatch) -> N
         row = dict(zip(enc.columns, enc.row(rec, None)))
         assert row["log_compute_s"] == pytest.approx(math.log1p(2.0 * 1e9))
         assert row["log_roofline_s"] == pytest.approx(math.log(2.0))
-    dev, tf32 = xdevice.config_device("A30")
+    dev, tf32 = device_config("A30")
     assert xdevice.op_peak("conv", dev, tf32) == fake

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from builders import FAST_XDEVICE, SYNTH_GPUS, synthetic_xdevice_rows
-from opcost.devices import DEVICES, same_numerics
+from opcost.devices import DEVICES, device_config, resolve_device_config, same_numerics
 from opcost.errors import OpcostError
 from opcost.model.crossdevice import hosts as xdevice_hosts
 from opcost.model.crossdevice import xdevice, xdevice_net
@@ -70,22 +70,22 @@ def test_configs_of_one_chip_are_one_gpu_for_the_split():
 
 
 def test_numerics_tf32_only_for_convolutions_where_allowed():
-    a30, tf32 = xdevice.config_device("A30")
+    a30, tf32 = device_config("A30")
     assert tf32 and xdevice.op_peak("conv", a30, tf32) == a30.tf32_flops
     assert xdevice.op_peak("linear", a30, tf32) == a30.fp32_flops  # PyTorch: matmul TF32 off by default
-    a30, tf32 = xdevice.config_device("A30_no_tf32")
+    a30, tf32 = device_config("A30_no_tf32")
     assert not tf32 and xdevice.op_peak("conv", a30, tf32) == a30.fp32_flops
-    t4, tf32 = xdevice.config_device("T4")
+    t4, tf32 = device_config("T4")
     assert xdevice.op_peak("conv", t4, tf32) == t4.fp32_flops  # no TF32 on Turing
 
 
 def test_names_resolve_and_unknown_gpus_are_refused():
-    assert xdevice.resolve("NVIDIA H100 80GB HBM3") == "H100"
-    assert xdevice.resolve("tesla t4") == "T4"
-    assert xdevice.resolve("Tesla T4_no_tf32") == "T4_no_tf32"
+    assert resolve_device_config("NVIDIA H100 80GB HBM3") == "H100"
+    assert resolve_device_config("tesla t4") == "T4"
+    assert resolve_device_config("Tesla T4_no_tf32") == "T4_no_tf32"
     # the table's resolver (devices.resolve_device where the table has one) names the input and the valid keys
     with pytest.raises(OpcostError, match=r"unknown (GPU|device) 'Radeon VII'.*`opcost devices` lists all"):
-        xdevice.resolve("Radeon VII")
+        resolve_device_config("Radeon VII")
     with pytest.raises(OpcostError, match="unknown (GPU|device) 'Z9'"):
         xdevice_predict.table_configs("H100,Z9")
     assert xdevice_predict.table_configs("H100, NVIDIA L4,h100") == ["H100", "L4"]
@@ -183,7 +183,7 @@ def test_predict_on_a_gpu_without_own_models_is_transferred(xdevice_root, device
     pr = Predictor(paths=Paths(xdevice_root), disk_cache=False)
     p = pr.predict("resnet18", "8,3,32,32", device, mode)
     assert set(p.sources) == {"transferred"} and p.to_json()["composition"] == "cross-device"
-    assert p.device_config == xdevice.resolve(device)
+    assert p.device_config == resolve_device_config(device)
     assert 0 < p.time_interval_s[0] < p.time_s < p.time_interval_s[1]
     assert p.memory is not None and p.fits is True
     assert "transferred" in p.note and ("TF32 off" in p.note) == device.endswith("_no_tf32")

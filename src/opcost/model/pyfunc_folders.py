@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from opcost.devices import resolve_device_config
 from opcost.model.pyfunc import FOLDER_MODELS, _row
 
 
@@ -68,14 +69,13 @@ class XdevicePyfunc:
         import pandas as pd
 
         from opcost.model.basis.features import record_of
-        from opcost.model.crossdevice import xdevice
         from opcost.model.crossdevice.xdevice_net import op_rows
 
         out = np.zeros(len(model_input))
         for i, (_, r) in enumerate(model_input.iterrows()):
             expanded = op_rows(record_of(_row(r)))
             rows = pd.DataFrame([row for row, _ in expanded])
-            rows["device_config"] = xdevice.resolve(str(r["device_config"]))
+            rows["device_config"] = resolve_device_config(str(r["device_config"]))
             rows["wall_clock"] = 0.0
             out[i] = float((self.model.op.predict(rows) * np.array([c for _, c in expanded])).sum())
         return pd.DataFrame({"t_s": out})

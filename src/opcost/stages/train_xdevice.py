@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from opcost.devices import device_config
 from opcost.errors import OpcostError
 from opcost.io import atomic_path, write_report
 from opcost.model.crossdevice import fewshot, hosts, measured, xdevice, xdevice_net, xinterval
@@ -162,7 +163,7 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
     comp = xdevice_net.fit_composition(nets.reset_index(drop=True), all_nodes,
                                        final.predict(all_nodes.assign(wall_clock=0.0)), ratios,
                                        host_set)  # fmt: skip
-    devs = {g: xdevice.config_device(g)[0] for g in folds}
+    devs = {g: device_config(g).device for g in folds}
     dist = {g: xdevice.distance(devs[g], [v for k, v in devs.items() if k != g]) for g in devs}
     held_out = pd.DataFrame({
         "gpu": net_pred["gpu"].astype(str),

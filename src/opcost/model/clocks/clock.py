@@ -82,7 +82,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from opcost.devices import DEVICES, NOMINAL_MEMORY_CLOCK_MHZ, Device, find_device, lookup_device
+from opcost.devices import DEVICES, NOMINAL_MEMORY_CLOCK_MHZ, Device, find_device, table_device
 from opcost.errors import OpcostError
 from opcost.io import read_json_model, write_json
 from opcost.params.clock import ClockParams
@@ -91,13 +91,6 @@ CLOCK_MODEL_FILE = "clock_model.json"
 FORMAT = 1
 CORE_KNOB = "core_clock_mhz"
 MIN_POINTS = ClockParams.min_points  # a curve needs its reference and at least two other clocks (config)
-
-
-def table_device(name: str) -> Device | None:
-    """The device-table entry of a sweeps-table device name (None: not in the table); names resolve as
-    everywhere else (`opcost.devices.resolve_device`)."""
-    key = lookup_device(name)
-    return None if key is None else DEVICES[key]
 
 
 def _sigmoid(x: np.ndarray | float) -> np.ndarray:
@@ -741,7 +734,8 @@ def fit(pts: pd.DataFrame) -> ClockModel:
     # a share scale is fitted only where a training curve's share was obtained its way: one no curve uses has
     # no gradient and would keep whichever start won on the others (an arbitrary value in the model)
     kinds = set(train.loc[known, "share_kind"]) if "share_kind" in train else set()
-    step1: tuple[str, ...] = tuple(f"share_scale_{k}" for k in (SHARE_BYTES, SHARE_DRAM) if k in kinds)
+    scales: tuple[str, ...] = tuple(f"share_scale_{k}" for k in (SHARE_BYTES, SHARE_DRAM) if k in kinds)
+    step1 = scales
     # The balance term has evidence only where the machine balance varies (several GPUs): on one GPU it is a
     # constant that moves with share_a along a flat line, so it keeps its start (zero) there.
     step2: tuple[str, ...] = ("share_a", "share_b", "share_balance")
@@ -770,8 +764,7 @@ def fit(pts: pd.DataFrame) -> ClockModel:
 
     if step1:
         # Where scaled shares clip at 1 the scale has no gradient: so two starts, the better kept.
-        n_scales = sum(k.startswith("share_scale_") for k in step1)
-        starts = tuple([x] * n_scales + [KNEE_Q_START] * (len(step1) - n_scales) for x in (1.0, 0.5))
+        starts = tuple([x] * len(scales) + [KNEE_Q_START] * (len(step1) - len(scales)) for x in (1.0, 0.5))
         solve(step1, train[known], w[known], t[known], starts)
     rows2 = pd.concat([train[~known], hidden], ignore_index=True)
     w2, t2 = np.concatenate([w[~known], w_hidden]), np.concatenate([t[~known], t_hidden])

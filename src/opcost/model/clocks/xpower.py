@@ -54,7 +54,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from opcost.devices import DEVICES, Device, lookup_device, unknown_device
+from opcost.devices import Device, table_device, unknown_device
 from opcost.errors import OpcostError
 from opcost.io import read_json_model, write_json
 
@@ -70,12 +70,6 @@ def work_factor(mode: str) -> float:
     """A step's roofline work over its forward ops' (TRAINING_WORK in training, 1 in inference): how every busy
     share, the power model's rows and a prediction's alike, counts a training step."""
     return TRAINING_WORK if mode == "training" else 1.0
-
-
-def table_device(name: str) -> Device | None:
-    """A device name of any table (sweeps, targets) to the device table's entry (`devices.lookup_device`)."""
-    key = lookup_device(name)
-    return None if key is None else DEVICES[key]
 
 
 @dataclass

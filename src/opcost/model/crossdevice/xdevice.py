@@ -41,8 +41,9 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from opcost import devices
 from opcost.data import floors
-from opcost.devices import DEVICES, NO_TF32_SUFFIX, Device, resolve_device
+from opcost.devices import NO_TF32_SUFFIX, Device, resolve_device
 from opcost.errors import OpcostError
 from opcost.io import read_json_model, read_npz, write_json, write_npz
 from opcost.model.basis import physics
@@ -84,22 +85,6 @@ COLUMNS = (
 
 
 # -- devices ------------------------------------------------------------------------------------
-def resolve(name: str) -> str:
-    """A table key from a key or any name the device table knows (devices.resolve_device), `_no_tf32` kept;
-    one clear line if unknown."""
-    base, suffix = (name[: -len(NO_TF32_SUFFIX)], NO_TF32_SUFFIX) if name.endswith(NO_TF32_SUFFIX) else (name, "")
-    if base in DEVICES:  # a table key as is (also a key a test adds to DEVICES)
-        return base + suffix
-    return resolve_device(base) + suffix
-
-
-def config_device(device_config: str) -> tuple[Device, bool]:
-    """(device, TF32 allowed) of a device config such as `A30` or `A30_no_tf32`."""
-    key = resolve(device_config)
-    tf32 = not key.endswith(NO_TF32_SUFFIX)
-    return DEVICES[key[: -len(NO_TF32_SUFFIX)] if not tf32 else key], tf32
-
-
 # Table entries that are one chip in another board (same SMs, clocks and L2; other memory): one GPU
 # for leave-one-GPU-out, so that NeuSight's A100 80 GB convolutions do not score on a model that saw
 # its A100 40 GB rows.
@@ -108,7 +93,7 @@ SAME_CHIP = {"A100_PCIe_40GB": "A100_PCIe"}
 
 def gpu_of(device_config: str) -> str:
     """The GPU a device config runs on (the unit of leave-one-GPU-out: A30 and A30_no_tf32 go together)."""
-    name = config_device(device_config)[0].name
+    name = devices.device_config(device_config).device.name
     return SAME_CHIP.get(name, name)
 
 
@@ -190,7 +175,7 @@ def neusight_ops(folder: Path) -> pd.DataFrame:
         if "numel" not in df:
             df["numel"] = df["m"] * df["n"] * df["batch"]
         df["t_s"] = t
-        df["device_config"] = resolve(product) + NO_TF32_SUFFIX  # NeuSight: TF32 off
+        df["device_config"] = resolve_device(product) + NO_TF32_SUFFIX  # NeuSight: TF32 off
         df["wall_clock"] = 0.0
         df["source"] = "neusight"
         frames.append(df)
@@ -256,7 +241,7 @@ def design(rows: pd.DataFrame, floor_s: float) -> tuple[np.ndarray, np.ndarray]:
     X = np.zeros((n, len(COLUMNS)))
     offset = np.zeros(n)
     col = {c: i for i, c in enumerate(COLUMNS)}
-    devs = {c: config_device(c) for c in rows["device_config"].unique()}
+    devs = {c: devices.device_config(c) for c in rows["device_config"].unique()}
     xk = rows["xkind"].to_numpy()
     for k in XKINDS:
         X[:, col[f"kind={k}"]] = xk == k

@@ -38,11 +38,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from opcost.devices import NO_TF32_SUFFIX
+from opcost import devices
+from opcost.devices import NO_TF32_SUFFIX, resolve_device_config
 from opcost.errors import OpcostError
 from opcost.model.crossdevice.hostqueue import step_queue
 from opcost.model.crossdevice.hosts import HostProfile
-from opcost.model.crossdevice.xdevice import GEMM_XKINDS, OpModel, config_device, gpu_of, record_row, resolve, xkind_of
+from opcost.model.crossdevice.xdevice import GEMM_XKINDS, OpModel, gpu_of, record_row, xkind_of
 from opcost.model.crossdevice.xinterval import other_share
 
 # The optimizer step: SGD with momentum reads parameter, gradient and momentum and writes parameter
@@ -165,7 +166,7 @@ def _neusight_gpu(folder_name: str) -> str:
     """NeuSight's folder names are NVML names with '_' for ' ' in places (Tesla_V100-PCIE-32GB)."""
     for cand in (folder_name, folder_name.replace("_", " "), folder_name.replace("_", " ", 1)):
         try:
-            return resolve(cand)
+            return resolve_device_config(cand)
         except OpcostError:
             continue
     raise OpcostError(f"NeuSight GPU {folder_name!r} is not in the device table (opcost/devices.py)")
@@ -258,7 +259,7 @@ def optimizer_s(mode: str, params: float, device_config: str) -> float:
     """The optimizer step of a training step: bytes-bound at the device's bandwidth."""
     if mode != "training" or params <= 0:
         return 0.0
-    return OPTIMIZER_BYTES_PER_PARAM * params / config_device(device_config)[0].bandwidth
+    return OPTIMIZER_BYTES_PER_PARAM * params / devices.device_config(device_config).device.bandwidth
 
 
 HOST_FLOOR_GRID = tuple(float(x) for x in np.geomspace(1e-6, 4e-5, 40))  # NeuSight's host: no host times published

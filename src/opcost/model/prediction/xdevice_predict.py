@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from opcost.devices import NO_TF32_SUFFIX, same_numerics, table_name
+from opcost import devices
+from opcost.devices import NO_TF32_SUFFIX, resolve_device_config, same_numerics, table_name
 from opcost.errors import OpcostError
 from opcost.model.composition.compose import Costs
 from opcost.model.composition.costing import FITTED, MEASURED, TRANSFERRED
@@ -74,9 +75,7 @@ def transfer_config(device: str, mode: str, own_targets: list[str]) -> tuple[str
     mine = own_config(device, mode, own_targets)
     if mine is not None:
         return mine, None
-    from opcost.model.crossdevice import xdevice
-
-    cfg = xdevice.resolve(device)
+    cfg = resolve_device_config(device)
     if f"{cfg}-{mode}" in own_targets:
         return cfg, None
     return cfg, SOURCE
@@ -114,7 +113,7 @@ def predict_network(folder: Path, net: Any, device_config: str, mode: str, optim
     from opcost.model.crossdevice import fewshot, xdevice, xdevice_net, xinterval
 
     model = load(folder)
-    dev, tf32 = xdevice.config_device(device_config)
+    dev, tf32 = devices.device_config(device_config)
     ids = list(net.records)
     recs = [net.records[i] for i in ids]
     calls = np.array([float(net.calls[i]) for i in ids])
@@ -167,7 +166,7 @@ def predict_network(folder: Path, net: Any, device_config: str, mode: str, optim
     factor = np.ones(len(ids))
     factor[hit] = scale
     per_call[hit] = [own[i] for i in np.asarray(ids, dtype=object)[hit]]
-    trained = [xdevice.config_device(g)[0] for g in model.op.trained_on]
+    trained = [devices.device_config(g).device for g in model.op.trained_on]
     in_sample = dev.name in model.op.trained_on  # its own measured ops are in the training set: FITTED
     dist = xdevice.distance(dev, trained) if not in_sample else 0.0
     share = xinterval.other_share(xk, t_fw, calls[owner] * count) if len(rows) else 1.0
@@ -311,9 +310,8 @@ def energy(root: Path, r: dict[str, Any], device_config: str, mode: str) -> tupl
     p, rel = pm.predict(key, np.array([u]), None, mode)
     e = float(p[0]) * r["time_s"]
     lo, hi = r["interval"]
-    from opcost.model.crossdevice.xdevice import config_device
 
-    dev = config_device(device_config)[0]
+    dev = devices.device_config(device_config).device
     lv = pm.levels.get(dev.name)
     level = (
         ""
@@ -504,7 +502,6 @@ def network_prediction(
 
 def table_configs(names: str) -> list[str]:
     """`--devices H100,A100,L4,T4` as device configs (table keys, `_no_tf32` kept); unknown: one line."""
-    from opcost.model.crossdevice import xdevice
 
     items = [n.strip() for n in names.split(",")]
     if "" in items:  # "H100,,L4" or a trailing comma: a GPU left out, never skipped unsaid
@@ -512,7 +509,7 @@ def table_configs(names: str) -> list[str]:
             f"--devices {names!r}: entry {items.index('') + 1} is empty; expected a comma-separated list of GPUs, "
             "e.g. H100,A100,L4,T4"
         )
-    out = [xdevice.resolve(n) for n in items]
+    out = [resolve_device_config(n) for n in items]
     return list(dict.fromkeys(out))
 
 
