@@ -75,9 +75,14 @@ def settle(
     energy, a network whose prediction the cap holds): the minimum on those linear rows is one linear least
     squares, kept where its rows stay the same at the answer and it is non-negative."""
     rows = np.array([s, t]).T / e[:, None]
-    for _ in range(5):
+    held = cap_w * t if cap_w > 0 else np.full_like(t, np.inf)  # the energy above which the cap holds a network
+
+    def linear_rows(x: np.ndarray) -> np.ndarray:
         u = x[0] * s + x[1] * t
-        linear = np.where(censored, u < e, u < cap_w * t if cap_w > 0 else True)
+        return np.asarray(np.where(censored, u < e, u < held), bool)
+
+    for _ in range(5):
+        linear = linear_rows(x)
         if linear.sum() < 2:
             return None
         sv = np.linalg.svd(rows[linear], compute_uv=False)
@@ -86,8 +91,7 @@ def settle(
         new = np.linalg.lstsq(rows[linear], np.ones(int(linear.sum())), rcond=None)[0]
         if (new < 0).any():
             return None
-        u_new = new[0] * s + new[1] * t
-        if (np.where(censored, u_new < e, u_new < cap_w * t if cap_w > 0 else True) == linear).all():
+        if (linear_rows(new) == linear).all():
             return np.asarray(new, float)
         x = new
     return None
