@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from opcost.io import write_json  # noqa: E402
+from opcost.model.prediction.answer import Request  # noqa: E402
 from opcost.model.prediction.predict import Predictor  # noqa: E402
 from opcost.params.load import load_params  # noqa: E402
 from opcost.paths import Paths  # noqa: E402
@@ -88,7 +89,7 @@ def main() -> int:
     if not devices:
         print("no inference models under models/: run `dvc repro` or `dvc pull` first", file=sys.stderr)
         return 2
-    requests = [(s.model, s.input_shape, d, "inference", None) for s in sets for d in devices]
+    requests = [Request(s.model, s.input_shape, d, "inference") for s in sets for d in devices]
 
     t0 = time.perf_counter()
     pred.predict_many(requests)  # extraction (torch), encoding, bundle loading, disk cache written

@@ -18,6 +18,7 @@ import pandas as pd
 
 from opcost.devices import device_config
 from opcost.model.composition.costing import TRANSFERRED
+from opcost.model.prediction.answer import Request
 from opcost.params.load import Params
 from opcost.paths import Paths
 
@@ -40,7 +41,7 @@ def predicted_sweeps(paths: Paths, params: Params, predictor: Any) -> pd.DataFra
             pairs, preds = [], []
             for dtype in sorted({s.dtype for s in sets}):  # one costing per dtype, device and clock
                 these = [(s, c) for s in sets if s.dtype == dtype for c in clocks]
-                reqs = [(s.model, ",".join(map(str, s.input_shape)), device, mode, c) for s, c in these]
+                reqs = [Request(s.model, ",".join(map(str, s.input_shape)), device, mode, c) for s, c in these]
                 pairs += these
                 preds += predictor.predict_many(reqs, dtype)
             for (s, c), p in zip(pairs, preds):

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from opcost.model.prediction.answer import Request
 from opcost.model.training import netval
 from opcost.modes import OP_PHASE
 
@@ -84,7 +85,7 @@ def predicted_vs_measured(nets: pd.DataFrame, predictor: Any) -> pd.DataFrame:
     rows, requests = [], []
     for _, n in base.iterrows():
         if f"{n['device_config']}-{n['mode']}" in targets:
-            requests.append((n["model"], tuple(int(x) for x in n["input_shape"]), n["device_config"], n["mode"], None))
+            requests.append(Request(n["model"], tuple(int(x) for x in n["input_shape"]), n["device_config"], n["mode"]))
             rows.append(n)
     preds = predictor.predict_many(requests) if requests else []
     out = []

@@ -11,7 +11,7 @@ at a transferred clock, model/prediction/clocktransfer.py) and the notes and war
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -39,6 +39,17 @@ TRAINING_NOTE = (
     "a training step: forward+backward of every op, the loss and the optimizer step through the composition "
     "layer's parameter term"
 )
+
+
+class Request(NamedTuple):
+    """A question: a network (a torchvision name with `input_shape`, or a NetSpec with None), on a device
+    config (any spelling the device table knows), in a mode, at a core clock (None: the default clock)."""
+
+    model: str | NetSpec
+    input_shape: Any
+    device: str
+    mode: str
+    clock_mhz: float | None = None
 
 
 @dataclass

@@ -43,7 +43,7 @@ from opcost.model.composition.compose import Costs
 from opcost.model.composition.costing import OpCost, reference_clock_mhz
 from opcost.model.composition.netcache import NetworkCache, network_cache
 from opcost.model.composition.network import Network, as_netspec
-from opcost.model.prediction.answer import NetworkPrediction, assemble
+from opcost.model.prediction.answer import NetworkPrediction, Request, assemble
 from opcost.model.prediction.clocktransfer import ClockTransfer, clock_grid
 from opcost.model.records.integrity import locked_models
 from opcost.model.store.bundlestore import BundleStore
@@ -60,9 +60,6 @@ if TYPE_CHECKING:
 
 # A costing question: (target, clock in MHz or None for the default clock).
 Group = tuple[str, "float | None"]
-
-# A question: (model or NetSpec, input shape or None, device, mode, clock in MHz or None).
-Request = tuple["str | NetSpec", Any, str, str, "float | None"]
 
 
 @dataclass
@@ -130,7 +127,7 @@ class Predictor:
         optimizer: str = "sgd",
     ) -> NetworkPrediction:
         """`model` is a NetSpec (then `input_shape` is None) or a torchvision name with an image shape."""
-        return self.predict_many([(model, input_shape, device, mode, clock_mhz)], dtype, optimizer)[0]
+        return self.predict_many([Request(model, input_shape, device, mode, clock_mhz)], dtype, optimizer)[0]
 
     def predict_many(
         self, requests: Sequence[Request], dtype: str = "float32", optimizer: str = "sgd"
@@ -139,11 +136,11 @@ class Predictor:
         prepared: list[tuple[NetSpec, Bundle, float | None, Network, int]] = []
         transferred: dict[int, NetworkPrediction] = {}  # GPUs without own bundles (model/prediction/xdevice_predict.py)
         own = self.targets()  # listed once, not once per question (a glob of models/)
-        for k, (model, input_shape, device, mode, clock) in enumerate(requests):
-            spec = as_netspec(model, input_shape, dtype)
+        for k, q in enumerate(requests):
+            spec, mode, clock = as_netspec(q.model, q.input_shape, dtype), q.mode, q.clock_mhz
             if mode == "training":
                 footprint_key(mode, optimizer)  # an unknown optimizer fails before any work
-            device, xfer = self.transfer(device, mode, own)
+            device, xfer = self.transfer(q.device, mode, own)
             if xfer is not None:
                 transferred[k] = self._transferred_answer(spec, xfer, mode, optimizer, clock)
                 continue

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 from opcost.errors import OpcostError
 from opcost.model.composition.costing import FITTED, MEASURED, TRANSFERRED
+from opcost.model.prediction.answer import Request
 from opcost.model.records.integrity import locked_models
 from opcost.modes import check_mode
 
@@ -58,7 +59,7 @@ class Asks(Protocol):
     def check_checkout(self, own: list[str], configs: Sequence[str], mode: str) -> None: ...
 
     def predict_many(
-        self, requests: Sequence[Any], dtype: str = "float32", optimizer: str = "sgd"
+        self, requests: Sequence[Request], dtype: str = "float32", optimizer: str = "sgd"
     ) -> list[NetworkPrediction]: ...
 
 
@@ -86,7 +87,7 @@ def recommend(
 
         chosen = [pr.transfer(d, mode)[0] for d in table_configs(devices)]
         requests = [
-            (model, input_shape, d, mode, c)
+            Request(model, input_shape, d, mode, c)
             for d in chosen
             for c in (pr.sweep_clocks(d, mode) if d in own else pr.transferred_clocks(d))
         ]
@@ -95,7 +96,7 @@ def recommend(
         pr.check_checkout(pr.targets(), locked, mode)  # a model dvc.lock records is not left out unsaid
         if not own:
             raise OpcostError(f"no trained model in mode {mode}; trained: {', '.join(pr.targets()) or 'none'}")
-        requests = [(model, input_shape, d, mode, c) for d in own for c in pr.sweep_clocks(d, mode)]
+        requests = [Request(model, input_shape, d, mode, c) for d in own for c in pr.sweep_clocks(d, mode)]
     preds = pr.predict_many(requests, optimizer=optimizer)
     dropped = []
     kept = []
