@@ -30,8 +30,8 @@ synchronisation cost of an inference call); r is measured on the reference devic
 with the most ops measured in both modes) per op whose inference time is at least
 BIG_OVER_FLOOR x its floor, else the median r of such ops of that kind. floor_fb of a device with
 no training measurement is its floor_inf x the reference's floor_fb / floor_inf. Multiplying the
-whole time by the reference's fb / training-forward ratio (round 1) also multiplied the launch
-floor: the 97 RTX rows that also have a measurement came out 174 % off (12.5x too high on small
+whole time by the reference's fb / training-forward ratio instead would also multiply the launch
+floor: the 97 RTX rows that also have a measurement come out 174 % off (12.5x too high on small
 ops); this rule gives 19.8 %. Power comes from the device itself: the median of training power /
 inference power over the ops it measured in both modes (per kind where at least MIN_POWER_PAIRS
 ops of that kind pair up, else over all of them); the reference device's ratio (1.00 on the A30)
