@@ -1,81 +1,17 @@
 """The device table: every GPU the project knows, and the only place its figures and names live.
 
-Peak throughputs are dense (no structured sparsity) at the boost clock, in FLOP/s; bandwidth in
-B/s; clocks in MHz; power in W; memory in bytes. `clock_range_mhz` is the span of core clocks NVML
-reports as supported (or, where no card was at hand, the span the public measurements swept), used
-to refuse a `--clock` outside it; on a real card `nvmlDeviceGetSupportedGraphicsClocks` is the
-authority. A *device config* is a device plus how it was run: `A30_no_tf32` is an A30 with TF32
-disabled (`device_config()` parses it), so FP32 matmuls and convolutions run on the FP32 units.
+Peak throughputs are dense (no structured sparsity) at the boost clock, in FLOP/s; bandwidth in B/s; clocks
+in MHz; power in W; memory in bytes. `clock_range_mhz` bounds the `--clock` a question may ask. A *device
+config* is a device plus how it was run: `A30_no_tf32` is an A30 with TF32 disabled (`device_config()`).
 
 Names: a GPU has one key (`Device.name`, [A-Za-z0-9_], never ending in `_no_tf32`: targets are
-`<key>-<mode>`). `resolve_device` maps the key, the product name, every name NVML reports for the card
-(`nvml_names`) and those names with `_` for spaces (NeuSight's file names) to the key, case-insensitively;
-short aliases (`ALIASES`) name one documented variant. Resolve once at the edge (CLI, campaign
-evaluation, ingest) and store the key: `find_device` and `device_config` are memoised, since a prediction
-asks for its device a few hundred times.
+`<key>-<mode>`). `resolve_device` maps the key, the product name, every name NVML reports for the card and
+NeuSight's file names to the key, case-insensitively; short aliases (`ALIASES`) name one variant. Resolve
+once at the edge (CLI, campaign evaluation, ingest) and store the key: `find_device` and `device_config`
+are memoised, since a prediction asks for its device a few hundred times.
 
-`fp16_flops` is the half-precision peak with FP32 accumulation: tensor cores where the card has them
-(GeForce cards run FP32-accumulate at half their FP16-accumulate rate), else the FP16 rate of the FP32
-units (Pascal GP100 2x FP32, GP104 1/64 of FP32). `tf32_flops` is None before Ampere.
-
-Sources (vendor datasheets and architecture whitepapers; tensor figures the dense half of the sparse
-ones the datasheets headline):
-- A30: NVIDIA A30 Tensor Core GPU datasheet (2021): FP32 10.3 TF, TF32 82 TF, FP16 165 TF, 933 GB/s,
-  24 GB HBM2, 165 W; base/boost 930/1440 MHz; 56 SMs, 24 MB L2 (GA100 whitepaper, per-SM L2 share).
-- A100 (SXM4 80GB / 40GB, PCIe 80GB / 40GB): A100 datasheet (2021) and NVIDIA A100 Tensor Core GPU
-  Architecture whitepaper (2020): FP32 19.5, TF32 156, FP16 312 TF; 108 SMs, 40 MB L2; boost 1410 MHz;
-  SXM4 80GB 2039 GB/s 400 W base 1275; SXM4 40GB 1555 GB/s 400 W base 1095; PCIe 80GB 1935 GB/s 300 W
-  base 1065; PCIe 40GB 1555 GB/s 250 W base 765 MHz.
-- H100 SXM5 80GB: H100 datasheet (2023): FP32 67, TF32 495, FP16 990 TF dense; 3.35 TB/s; 700 W;
-  132 SMs, 50 MB L2; boost 1980 MHz, base 1590 MHz (Hopper whitepaper).
-- H100 PCIe 80GB: same datasheet: FP32 51, TF32 378, FP16 756 TF dense; 2.0 TB/s; 350 W; 114 SMs,
-  50 MB L2; boost 1755 MHz, base 1125 MHz.
-- H200 SXM 141GB: H200 datasheet (2024): FP32 67, TF32 495, FP16 990 TF dense (989 / 1979 sparse);
-  141 GB HBM3e, 4.8 TB/s; up to 700 W; the GH100 die of the H100 SXM (132 SMs, 50 MB L2, 1590/1980 MHz).
-- B200 (HGX B200, 1000 W): HGX/DGX B200 datasheet (2024), per GPU (the 8-GPU figures / 8, dense =
-  sparse / 2): FP32 75 TF, TF32 1.1 PF, FP16/BF16 2.25 PF; 180 GB HBM3e (NVML reports ~179 GiB usable;
-  192 GB physical), 8 TB/s; 148 SMs; L2 126 MB and clocks (boost ~1965 MHz) from public Blackwell
-  architecture descriptions: approximate.
-- A40: A40 datasheet (2020): FP32 37.4, TF32 74.8, FP16 149.7 TF dense; 696 GB/s; 48 GB; 300 W;
-  84 SMs, 6 MB L2; boost 1740 MHz, base 1305 MHz (GA102 whitepaper).
-- A10: A10 datasheet (2021): FP32 31.2, TF32 62.5, FP16 125 TF dense; 24 GB GDDR6, 600 GB/s; 150 W;
-  72 SMs, 6 MB L2; boost 1695 MHz, base 885 MHz (GA102 whitepaper).
-- A10G (AWS G5): no NVIDIA datasheet; AWS G5 documentation and nvidia-smi: GA102 with 80 SMs, 24 GB
-  GDDR6 at 600 GB/s, 300 W board limit, boost 1710 MHz; peaks = the A10's per-SM rates x 80 SMs x 1710 MHz
-  (FP32 35.0, TF32 70.0, FP16 140.1 TF): derived.
-- RTX 3080 Ti: GA102 whitepaper / product page (2021): 10240 CUDA cores, boost 1665 MHz -> FP32 34.1 TF;
-  TF32 34.1 TF, FP16 tensor (FP32 accumulate) 68.2 TF; 912 GB/s; 12 GB; 350 W; 80 SMs, 6 MB L2.
-- RTX 3090: NVIDIA Ampere GA102 GPU Architecture whitepaper (2020): 82 SMs, 10496 cores, base/boost
-  1395/1695 MHz, FP32 35.6 TF, TF32 35.6, FP16 tensor (FP32 accumulate) 71 TF; 24 GB GDDR6X 936 GB/s;
-  6 MB L2; 350 W.
-- RTX 4090: NVIDIA Ada GPU Architecture whitepaper (2022): 128 SMs, 16384 cores, base/boost 2235/2520
-  MHz, FP32 82.6 TF, TF32 82.6, FP16 tensor (FP32 accumulate) 165.2 TF; 24 GB GDDR6X 1008 GB/s;
-  72 MB L2; 450 W.
-- L4: L4 datasheet (2023) and Ada whitepaper: FP32 30.3 TF, TF32 60, FP16 121 TF dense (120 / 242
-  sparse); 24 GB GDDR6 300 GB/s; 72 W; 58 SMs, 48 MB L2; base/boost 795/2040 MHz.
-- L40S: L40S datasheet (2023): FP32 91.6 TF, TF32 183, FP16 362 TF dense (366 / 733 sparse); 48 GB
-  GDDR6 864 GB/s; 350 W; 142 SMs, 96 MB L2; base/boost 1110/2520 MHz.
-- V100 PCIe 32GB / 16GB: V100 datasheet (2018): FP32 14, FP16 tensor 112 TF; 900 GB/s; 250 W; 80 SMs,
-  6 MB L2; boost 1380 MHz, base 1245 MHz (Volta whitepaper). No TF32.
-- V100 SXM2 32GB / 16GB: same datasheet: FP32 15.7, FP16 tensor 125 TF; 900 GB/s; 300 W; boost 1530 MHz,
-  base 1290 MHz.
-- RTX 2080 Ti: Turing whitepaper (2018), Founders Edition: FP32 14.2 TF at 1635 MHz (13.4 at the
-  reference 1545 MHz boost used here), FP16 tensor (FP32 accumulate) 53.8 TF; 616 GB/s; 11 GB; 250 W;
-  68 SMs, 5.5 MB L2; base 1350 MHz. No TF32.
-- Quadro RTX 8000 / RTX 6000: Turing whitepaper and datasheets (2018): FP32 16.3, FP16 tensor 130.5 TF;
-  672 GB/s; 48 / 24 GB; 260 W (295 W board maximum for the RTX 8000 active card); 72 SMs, 6 MB L2;
-  boost 1770 MHz, base 1395 / 1440 MHz.
-- T4: T4 datasheet (2018) and Turing whitepaper: 40 SMs, 2560 cores, base/boost 585/1590 MHz, FP32 8.1 TF,
-  FP16 tensor 65 TF; 16 GB GDDR6 320 GB/s; 70 W; 4 MB L2. No TF32.
-- P100 PCIe 16GB: P100 datasheet (2016): FP32 9.3, FP16 18.7 TF (no tensor cores); 732 GB/s; 250 W;
-  56 SMs, 4 MB L2; boost 1303 MHz, base 1126 MHz.
-- P4: Tesla P4 datasheet (2016): FP32 5.5 TF, 8 GB GDDR5 192 GB/s, 75 W; GP104 with 20 SMs (2560 cores),
-  2 MB L2 (Pascal GP104 whitepaper), base/boost 810/1063 MHz; FP16 on GP104 runs at 1/64 of FP32.
-Clock ranges: A30 210-1440 MHz (thesis A30 sweep and NVML's Ampere floor of 210 MHz); A40
-855-1740 and A100 SXM 855-1410 swept by Perseus (NVML lists down to 210 MHz on Ampere); V100 405-1380
-and RTX 8000 705-1710 swept by NV-DVFS-Benchmark; RTX 3080 Ti 210-2100 swept by GPU-FREQUENCY-DVFS;
-Ampere and Ada cards from NVML's 210 MHz floor, Hopper and Blackwell from 345 MHz, the rest from 300 MHz
-(Turing/Pascal floors) to the maximum boost NVML lists: approximate.
+What `fp16_flops`, `tf32_flops` and the clock ranges mean, and each GPU's sources: docs/cross-device.md,
+"The device table".
 """
 
 from __future__ import annotations

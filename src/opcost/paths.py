@@ -159,7 +159,7 @@ class Paths:
 
     @property
     def goals_json(self) -> Path:
-        """Issue 21's goals table (stage views): each goal's figure at filing, now, and whether it is met."""
+        """The accuracy goals table (stage views): each goal's figure at filing, now, and whether it is met."""
         return self.root / "reports" / "goals.json"
 
     @property

@@ -1,7 +1,7 @@
 """FLOPs and compulsory DRAM bytes of the GPU-FREQUENCY-DVFS kernels (clock_kernels.csv beside this module).
 
 Why: that sweep (RTX 3080 Ti) records no FLOPs, bytes or counters, so every one of its curves took the clock
-model's fallback share (from P_ref / TDP), which cannot tell its kernels apart (issue 21 section 6). Where a
+model's fallback share (from P_ref / TDP), which cannot tell its kernels apart. Where a
 kernel's problem size can be traced to a source, its FLOPs and bytes follow from its loop nest: properties of
 the code, not measurements of the GPU, so a held-out GPU may use them.
 

@@ -3,33 +3,15 @@
 Why: a log(t / (baseline + floor)) target (model/training/fit.py `offsets`, features.Encoding.log_offset) makes the
 trees learn a ratio, and a ratio learnt on small ops of a kind is applied to that kind's large ops. The
 device's floor (the 2nd percentile of every measured time) is the cheapest call of any kind, but calls of
-some kinds never come near it. In the thesis' RTX 2080 Ti inference rows every Linear layer takes at
-least 73 us, against a device floor of 23 us; the classifier heads (3-28 us of bytes at the peak
-bandwidth) all take 73-76 us. With alexnet held out, the trees gave its 9216 -> 4096 Linear layer (248 us
-of bytes) the heads' ratio, 3x its measured 450 us. BatchNorm2d calls on the same GPU cost at least
-149 us, convolutions 87 us. Each kind's floor here is what its cheapest memory-bound calls cost beyond
-moving their bytes at the peak bandwidth: the FLOOR_PERCENTILE-th percentile of (t - bytes / bandwidth)
-over the kind's fit rows whose memory time is at least their compute time at the nominal peak, never
-below the device floor, for kinds with at least KIND_FLOOR_ROWS such rows; other kinds (and a kind the
-model never saw) keep the device floor. Memory-bound rows only: over a compute-bound row t - bytes /
-bandwidth is mostly compute, and a kind whose fit rows are all large compute-bound calls (a family's
-dense convolutions) would be given their compute time as its floor.
-
-Family left out (bench/kind_floors.py, the chosen model of each target; MAPE / time-weighted error):
-- A30 inference 17.4 / 15.2 -> 15.5 / 14.2 %, A30 without TF32 23.4 / 25.1 -> 19.7 / 24.0 %, RTX 2080 Ti
-  13.9 / 13.5 -> 14.3 / 13.0 %; the grouped split's MAPE is lower or equal and its time-weighted error
-  0.3-1.0 points higher.
-- Estimators tried on the same folds, which is where this one was chosen: t - memory time over every row
-  15.3 / 14.5, 19.2 / 23.8, 12.7 / 13.0 (but see above: it charges compute as a floor); t - the nominal
-  roofline 15.5 / 14.4, 21.9 / 23.6, 14.6 / 13.0; t - the model's own baseline 18.4 / 15.2, 22.1 / 23.4,
-  14.2 / 12.8 (half the compute-bound rows run faster than a median attained fraction, so its low
-  percentile falls to the device floor).
+some kinds never come near it (on the RTX 2080 Ti every Linear layer takes at least 73 us, the device floor
+is 23 us). Each kind's floor here is what its cheapest memory-bound calls cost beyond moving their bytes at
+the peak bandwidth: the FLOOR_PERCENTILE-th percentile of (t - bytes / bandwidth) over the kind's fit rows
+whose memory time is at least their compute time at the nominal peak, never below the device floor, for
+kinds with at least KIND_FLOOR_ROWS such rows; other kinds (and a kind the model never saw) keep the device
+floor. Memory-bound rows only: over a compute-bound row t - bytes / bandwidth is mostly compute.
 Inference only: a training row times a whole forward and backward pass, whose floor the device floor
-already is (158 us on the A30, 248 us on the RTX 2080 Ti), and kind floors there made the grouped split
-worse (time-weighted 9.1 -> 9.9 % on the A30, 10.3 -> 12.0 % on the RTX 2080 Ti).
-The minimum number of rows was not tuned: 3, 5, 10 and 20 give family MAPE within 0.4 points (over
-every row).
-The launch floor the composition layer charges per call (model/composition/compose.py) stays the device's.
+already is. The launch floor the composition layer charges per call (model/composition/compose.py) stays
+the device's. Figures and the estimators compared: docs/op-models.md, "Per-kind launch floors".
 """
 
 from __future__ import annotations

@@ -11,32 +11,23 @@ data/evaluated/targets/<device>-<mode>/:
   power limit), with their family: what the composition layer is fitted and judged on;
 - network_ops.parquet: every op those networks call (measured or not), with calls and spec.
 
-Rows left out: in an inference target, a dropout or stochastic depth with p > 0. Eval mode makes
-it the identity, so a network never runs the work such a row timed: the thesis measured these
-layers in train mode (its efficientnet stochastic depths take 39-293 us, growing with the tensor,
-against 3 us for convnext's p = 0 identities). The models cost them at the launch floor
-(model/basis/physics.is_noop); scoring that against a train-mode time would only measure the mismatch.
-They are counted in reports/evaluate/summary.json (`excluded_rows`).
+Rows left out: in an inference target, a dropout or stochastic depth with p > 0. Eval mode makes it the
+identity, so a network never runs the work such a row timed (the thesis measured these layers in train
+mode); the models cost them at the launch floor (model/basis/physics.is_noop). Counted in
+reports/evaluate/summary.json (`excluded_rows`).
 
-Estimated rows: a training target whose device has far fewer training than inference measurements
-(the RTX 2080 Ti: 128 vs 625 ops) gets the missing ops' forward+backward estimated from its own
-inference measurement t. Time is additive, floors kept apart from work:
+Estimated rows: a training target whose device has far fewer training than inference measurements (the
+RTX 2080 Ti) gets the missing ops' forward+backward estimated from its own inference measurement t. Time is
+additive, floors kept apart from work (a forward+backward call pays ~10x an inference call's launch cost):
 
     estimate = floor_fb + r x (t - floor_inf)+,   r = (t_fb - floor_fb) / (t_inf - floor_inf) on the reference
 
-floor_inf and floor_fb are launch floors (the 2nd percentile of a device's inference and of its
-forward+backward times, as model/training/fit.py takes it; a forward+backward call pays ~10x the launch and
-synchronisation cost of an inference call); r is measured on the reference device (the config
-with the most ops measured in both modes) per op whose inference time is at least
-BIG_OVER_FLOOR x its floor, else the median r of such ops of that kind. floor_fb of a device with
-no training measurement is its floor_inf x the reference's floor_fb / floor_inf. Multiplying the
-whole time by the reference's fb / training-forward ratio (round 1) also multiplied the launch
-floor: the 97 RTX rows that also have a measurement came out 174 % off (12.5x too high on small
-ops); this rule gives 19.8 %. Power comes from the device itself: the median of training power /
-inference power over the ops it measured in both modes (per kind where at least MIN_POWER_PAIRS
-ops of that kind pair up, else over all of them); the reference device's ratio (1.00 on the A30)
-does not describe another device (1.57 on the RTX 2080 Ti). Those rows say `estimated`; the real
-ones are never replaced.
+floor_inf and floor_fb are launch floors (the 2nd percentile of a device's inference and forward+backward
+times, as model/training/fit.py takes it); r is measured on the reference device (the config with the most
+ops measured in both modes) per op at least BIG_OVER_FLOOR x its floor, else the median r of its kind.
+Power comes from the device's own training / inference ratio (per kind where MIN_POWER_PAIRS ops pair up),
+not the reference's. Those rows say `estimated`; the real ones are never replaced. Figures:
+docs/op-models.md, "Estimated training rows".
 """
 
 from __future__ import annotations

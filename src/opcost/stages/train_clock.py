@@ -8,7 +8,7 @@ what is skipped and why). Then:
 2. the physical form fitted on every GPU, with the pooled leave-one-GPU-out errors stored in it
    (predictions widen their intervals by them).
 3. the zero-parameter guesses' leave-one-GPU-out scores beside the model's (reports/clock/guesses.csv,
-   vs_guesses.csv, metrics.json "vs_guesses"): the bar issue 21 section 6 sets; per curve, the share that fits
+   vs_guesses.csv, metrics.json "vs_guesses"): the bar the model must clear; per curve, the share that fits
    it best in hindsight beside the model's and the features a prediction has (shares.csv, "share_gap_logo");
    the share path network predictions take (roofline split from FLOPs and bytes), leave-one-GPU-out on the sweeps
    whose FLOPs and bytes are known: Perseus stages and the GPU-FREQUENCY-DVFS kernels of data/clock_kernels.csv
@@ -192,7 +192,7 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
         for r in clockval.share_bounds(pts).itertuples()
     }  # fmt: skip
     # per curve: the share that fits it best in hindsight beside the share the model (fitted on the other GPUs)
-    # gives it and every feature a prediction has (issue 21 section 6: which feature could predict the share)
+    # gives it and every feature a prediction has (which feature could predict the share on an unseen GPU)
     shares = clockval.share_table(pts)
     gap = (shares["model_share"] - shares["best_share"]).abs().groupby(shares["device"]).mean()
     metrics["share_gap_logo"] = {str(d): float(v) for d, v in gap.items()}
@@ -251,7 +251,7 @@ def pooled(g: pd.DataFrame) -> dict[str, float]:
 
 def by_card_size(off: pd.DataFrame) -> dict[str, Any]:
     """`pooled` per row kind for cards above BIG_CARD_W TDP (`over_300w`) and the rest (`up_to_300w`), with
-    the GPUs each holds. Why apart (issue 38): the big cards draw 500-630 W in training where the form,
+    the GPUs each holds. Why apart: the big cards draw 500-630 W in training where the form,
     learnt mostly on smaller ones, says 330-370 W; a pooled figure would hide it."""
     out: dict[str, Any] = {}
     for name, sel in (("over_300w", off["tdp"] > BIG_CARD_W), ("up_to_300w", off["tdp"] <= BIG_CARD_W)):

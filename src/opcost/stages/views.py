@@ -214,7 +214,7 @@ def plots(paths: Paths) -> list[Path]:
 
 
 def write_goals(paths: Paths) -> dict[str, Any]:
-    """Issue 21's goals table beside the headline (reports/goals.json and goals.md)."""
+    """The accuracy goals table beside the headline (reports/goals.json and goals.md)."""
     table = goals.goals(goals.read_targets(paths.train_targets_dir), _read(paths.clock_metrics))
     write_report(table, paths.goals_json)
     with atomic_path(paths.goals_md) as tmp:

@@ -1,4 +1,5 @@
-"""Issue 21's goals table: each goal's figure when the issue was filed, now, the goal, and whether it is met.
+"""The accuracy goals table: each goal's figure when the goals were set (issue 21), now, the goal, and whether it
+is met.
 
 Why: the issue asks for every figure "in reports/ and MLflow from dvc repro, next to today's", and a
 closing note that gives each goal's figure and each miss. The figures already sit in the train

@@ -1,4 +1,4 @@
-"""The cross-device section of the report (issue 20 "Where users see it"): leave-one-GPU-out tables of
+"""The cross-device section of the report, where users see it: leave-one-GPU-out tables of
 the op-time model per op kind (beside NeuSight's own out-of-distribution errors), of network time per
 GPU (NeuSight configs and thesis networks), of power and energy per GPU (the power model), predicted-
 vs-measured figures per GPU, and network energy predicted entirely transferred.
@@ -19,7 +19,7 @@ import pandas as pd
 
 from opcost.model.clocks import xpower
 
-# NeuSight's own out-of-distribution per-op MAPE (their paper, unseen GPUs), the anchors of issue 20
+# NeuSight's own out-of-distribution per-op MAPE (their paper, unseen GPUs): the anchors our errors stand beside
 NEUSIGHT_OOD_PCT = {"bmm": 13.8, "linear": 13.9, "elementwise": 19.3, "softmax": 13.9, "layernorm": 56.7}
 ENERGY_GOAL_PCT = 15.0
 ENERGY_COLUMNS = [

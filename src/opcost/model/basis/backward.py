@@ -1,35 +1,18 @@
-"""Training (forward + backward) baselines of depthwise convolutions and Linear layers (issue 21, section 4).
+"""Training (forward + backward) baselines of depthwise convolutions and Linear layers.
 
-Why: a training op's time is its forward and its backward pass, and for a depthwise convolution the
-backward pass is not a multiple of the forward roofline. Its input gradient is another depthwise
-convolution (one pass over the op's tensors, like the forward pass), but its weight gradient is, per
-channel, one reduction over the whole (N, H, W) extent for EACH kernel tap: kh x kw passes over the
-input and the output gradient, memory-bound, not a matmul. On the thesis A30 (training, launch floor
-taken off) the measured time over the forward memory time is ~15 for every 3x3 depthwise layer of
-EfficientNet, ~32 for its 5x5 ones and ~60 for ConvNeXt's 7x7 ones: proportional to (2 + taps) at
-1.2-1.5x, and to nothing the roofline (memory time, taps-blind) or the FLOPs baseline of inference
-(model/basis/gemm.py: FLOPs over the FP32 peak, 52-190x with no order) shows. A tree on log(t / roofline)
-cannot extrapolate over kernel size: with ConvNeXt held out it gave its 7x7 layers EfficientNet's
-ratio (-47 % family-out, xgb-improved, A30 training; bench/training_family.py).
-
-The baseline here: (2 + kh x kw) passes over the forward memory time at a fraction `e` of the
-bandwidth, e = sum((2 + taps) x memory) / sum(t - floor) over the depthwise rows a model trains on (its
-fit rows only; none: no baseline). The ratio of the sums, not a geometric mean: ShuffleNet's depthwise
-layers sit at the launch floor and their ratios swing 4-18x; with EfficientNet held out a mean ratio
-put its layers -24 %, the pooled one -10 %.
-
-Why Linear layers: in training a Linear layer is three FP32 GEMMs of its forward FLOPs (the forward,
-the input gradient M x K <- M x N . N x K, the weight gradient K x N <- K x M . M x N), each compute-
-bound where the forward is. On the thesis A30 every compute-bound Linear layer (ConvNeXt's 4-D ones,
-Swin's 3-D ones) takes 3.6-4.3x its forward roofline, yet with ConvNeXt held out the trees put its
-layers +20 % (twe 26 %; the largest M they never saw fell into leaves of other ops). The baseline:
-GEMMS x the forward compute time at the fraction of the unit's peak the fit rows' compute-bound Linear
-layers attain (pooled as above; 0.79 on the A30).
-
-Rows with a baseline are predicted by it alone, the trees' output not added (Encoding.baseline_only):
-with the trees' residual on top, ConvNeXt's 7x7 depthwise layers went from +3 % (the baseline alone)
-to +30 % family-out, the trees sending them to the leaves of the 7x7 stems. Training rows only, both
-tree feature sets (improved, physical). bench/training_family.py: family split, per held-out family.
+Why: a training op's time is its forward and its backward pass, and for these two kinds the backward pass
+is not a multiple of the forward roofline the trees are anchored on, nor can trees extrapolate it over
+kernel size or shapes they never saw.
+- Depthwise convolution: its weight gradient is, per channel, one reduction over (N, H, W) for EACH kernel
+  tap, memory-bound. Baseline: (2 + kh x kw) passes over the forward memory time at a fraction `e` of the
+  bandwidth, e = sum((2 + taps) x memory) / sum(t - floor) over the depthwise fit rows (a ratio of sums, not
+  a mean of ratios: floor-bound layers' ratios swing); none in the fit rows: no baseline.
+- Linear layer: three GEMMs of its forward FLOPs (forward, input gradient, weight gradient). Baseline: GEMMS
+  x the forward compute time at the fraction of the unit's peak the fit rows' compute-bound Linear layers
+  attain (pooled as above).
+Rows with a baseline are predicted by it alone, no tree residual added (Encoding.baseline_only). Training
+rows only, both tree feature sets (improved, physical). Figures: docs/op-models.md, "Training baselines of
+depthwise convolutions and Linear layers" (bench/training_family.py).
 """
 
 from __future__ import annotations

@@ -1,53 +1,21 @@
-"""Physical baselines of GEMM-like ops for the `physical` feature set (issue 21, section 4).
+"""Physical baselines of GEMM-like ops for the `physical` feature set.
 
 Three parts, each below with its why: depthwise convolutions at a fitted fraction of the FP32 peak;
 GEMM-like ops against the peak their unit (TF32 tensor cores or FP32 units) attains; a Linear layer
-shown to the trees as the 1x1 convolution it computes. Depthwise convolutions first, the GEMM-like
-op that is not a GEMM:
+shown to the trees as the 1x1 convolution it computes.
 
-Why depthwise convolutions, and only they: a convolution with groups == in_channels does k x k
-multiply-adds per output element and reuses nothing across channels, so cuDNN runs it on the FP32
-units (never the tensor cores) at a small, steady fraction of the FP32 peak. On the thesis A30 that
-fraction is 6-10 % for every depthwise shape in inference (3x3, 5x5 and 7x7, stride 1 or 2), while
-the plain roofline calls the op memory-bound and its t / roofline ratio swings from 3 (3x3) to 12
-(7x7). A tree that learnt that ratio from ConvNeXt's 7x7 layers put EfficientNet's 3x3 and 5x5
-layers 41 % too high with EfficientNet held out (and the reverse): it cannot extrapolate over
-kernel size. The baseline here is max(roofline, FLOPs / (FP32 peak x e)), with one efficiency `e`
-per model, the geometric mean over the depthwise rows it trains on (launch floor taken off); the trees then learn the
-residual, with the depthwise flag and the baseline's compute time as features.
+Why depthwise convolutions: a convolution with groups == in_channels does k x k multiply-adds per output
+element and reuses nothing across channels, so cuDNN runs it on the FP32 units at a small, steady fraction
+of the FP32 peak, while the plain roofline calls it memory-bound with a t / roofline ratio that swings with
+kernel size, which trees cannot extrapolate over. The baseline is max(roofline, FLOPs / (FP32 peak x e)),
+one efficiency `e` per model (the geometric mean over its depthwise rows, launch floor taken off); the trees
+learn the residual, with the depthwise flag and the baseline's compute time as features.
 
-What was tried and is NOT here (bench/family_split.py reproduces each, family left out):
-- TF32 only for convolutions in the roofline, alone (now physics.peak_of, for every model: it is
-  what PyTorch does). Without the two other parts ConvNeXt's Linear layers family-out went from -52 %
-  to +206 % on the A30: the trees gave them the TF32 convolutions' ratio to their nominal peak.
-- The attained unit peak without the 1x1-convolution view: +82 % (the trees split on `kind=Linear`,
-  `in_features`, the channels-last shape and `bias`, and found only classifier heads there).
-- Attained peaks on configs with one unit (no TF32): a common rescaling of every GEMM, worse.
-- One efficiency curve for all GEMM-like ops (ridge regression of log(t / roofline) on waves, wave
-  quantisation, K, intensity over ridge), trees on the residual: worse everywhere (the linear curve
-  extrapolates over shapes no held-out family shares).
-- GEMM-shape features only (waves, wave efficiency, tensor-core unit, Winograd-eligible 3x3): no gain.
-Round 28 (xgb-physical unless said; grouped / family MAPE-twe on all six targets):
-- An attained fraction per cuDNN algorithm class (Winograd 3x3, other convolutions, matmuls) on every
-  config: worse (A30 inference family twe 21.6 -> 39.7 %, RTX 2080 Ti 14.4 -> 16.6 %).
-- Wave quantisation (log waves, last-wave occupancy over 128x128 tiles and the SM count) as features:
-  mixed (RTX inference better, RTX training family twe 22 -> 26.5 %). Tensor-core channel alignment
-  (C % 8) as features: no gain.
-- The tensor-core fallback in physics.op_peak for every encoding: the `improved` set's depthwise
-  rooflines move to the FP32 peak too and its A30 training family twe went 17.5 -> 21.9 % (EfficientNet's
-  depthwise 20 -> 62 %). Kept in this module, for the `physical` baseline only (tf32_fallback below).
-- Depthwise training work scaled by (2 + stride area) / 3 (the input gradient of a strided convolution
-  covers its input): physical A30 training grouped twe 17.4 -> 15.3 %, family no better; not kept.
-Round 29 (xgb-physical, family MAPE/twe, all six targets; kept: overlap_s below, no depthwise baseline in
-training, fit.dw_efficiency_of):
-- The sum of compute and memory time (overlap norm 1): A30 inference twe 20.4 -> 16.8 %, RTX 2080 Ti
-  training 22.2 -> 24.3 %; the L2 norm is kept.
-- The depthwise efficiency learnt consistently with the overlapped baseline (c / sqrt((t - floor)^2 - m^2)):
-  within noise everywhere (A30 inference twe 15.2 -> 15.6 %, RTX 2080 Ti inference 13.5 -> 12.9 %).
-- The input shape columns (in_dim*) left out of the trees: mixed (A30 no-TF32 inference twe 20.6 -> 22.8 %).
 The baseline is offered as its own feature set (`physical`), next to `improved`; the champion is
 still chosen on the grouped split, so a target where it does not help (training, where the backward
 pass of a depthwise convolution scales with its output, not its taps) keeps its old model.
+Figures and what was tried: docs/op-models.md ("Depthwise convolutions", "The peak an op takes",
+"Tried, not shipped: GEMM-like baselines").
 """
 
 from __future__ import annotations

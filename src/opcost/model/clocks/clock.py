@@ -1,75 +1,16 @@
 """The clock model: how an op's (kernel's, workload's) time and power change with the GPU core clock.
 
-Nobody on this fleet can lock clocks, so the behaviour is learned from public cross-clock
-measurements (the core-clock sweeps of the sweeps table: Perseus stage profiles on A40 and A100,
-NV-DVFS kernels on V100 and RTX 8000, GPU-FREQUENCY-DVFS kernels on an RTX 3080 Ti) and transferred
-to any device of the table from one reference point: the cost at the reference clock f_ref (the
-device's boost clock, or a sweep's highest clock).
+Nobody on this fleet can lock clocks, so the behaviour is learned from public core-clock sweeps (Perseus,
+NV-DVFS, GPU-FREQUENCY-DVFS) and transferred to any device of the table from one reference point: the cost
+at the reference clock f_ref (the device's boost clock, or a sweep's highest clock). A few global parameters,
+fitted by least squares on relative errors (`fit`, each GPU weighing the same), stored as JSON:
 
-Form (physical, a few global parameters):
-- time: t(f) = t_ref * (1 + s * (f_ref / f - 1)), i.e. s * f_ref / f + 1 - s: the compute-bound
-  share s of the time scales with 1/f, the memory-bound rest does not. With s in [0, 1] time never
-  rises with the clock, and at f_ref it is t_ref exactly (the bracket is 1 + s * 0).
-- compute-bound share s: where an op's FLOPs and bytes are known (network predictions), the roofline
-  split s = t_compute / (t_compute + t_memory) = I / (I + ridge) with the device's peaks (not fitted:
-  no cross-clock source records FLOPs and bytes; data/clock_kernels.csv derives them from the code of 38
-  GPU-FREQUENCY-DVFS kernels, on which clockval.kernel_path_validation validates this path, `kernel_shares`).
-  Where they are not (the sweeps), s is learned from
-  what the reference point and the device table show: s0 = sigmoid(a + b * P_ref / TDP + c * log(B /
-  BALANCE_REF)), B the machine balance FP32 peak / bandwidth (a GPU whose FLOPs outrun its memory leaves
-  a kernel of unknown intensity more memory-bound: GDDR6X RTX 3080 Ti 37 FLOP/B against HBM A100 9.6),
-  then moved to the curve's memory clock m (ratio r = m / nominal, devices.NOMINAL_MEMORY_CLOCK_MHZ):
-  s = s0 / (s0 + (1 - s0) / r), the memory-bound time growing as 1 / bandwidth (`memory_clock_share`,
-  no parameter), and from the boost clock to the curve's reference clock, s / (s + (1 - s) f_ref / f_boost)
-  (`reference_clock_share`, no parameter: the RTX 3080 Ti's sweep tops out at 1.17 f_boost, where a kernel
-  spends less of its time computing). Nothing comes from the curve's other core or memory clocks.
-- memory path knee (pre-Ampere GPUs, KNEE_ARCHITECTURES): the SMs issue the memory requests at the core clock;
-  below f_k = bandwidth / (q SMs) they cannot keep the DRAM busy, and the memory-bound time grows as f_k / f:
-  t(f) = t_ref (s f_ref / f + (1 - s) max(1, f_k / f) / max(1, f_k / f_ref)), q (bytes per SM per cycle) fitted
-  with the share scales (`memory_knee_mhz`). The V100 and RTX 8000 kernels need it (q = 10.5-13.7: their
-  DRAM-bound kernels slow with the core clock below ~0.6 / 0.45 f_ref); on Ampere it is not modelled: the A100's
-  stages show none above 0.61 f_boost (q >= 22 there, against 10.5 fitted on the others, which broke the A100's
-  and RTX 3080 Ti's leave-one-GPU-out), and the RTX 3080 Ti, whose kernels show one near 0.2 f_boost, has no
-  observed share to fit it on.
-- power: P(f) = P_static + P_dyn * g(f / f_boost) / g(f_ref / f_boost), the dynamic part following a
-  DVFS curve: g(y) = y V(y)^(gamma - 1) with the relative voltage V(y) = max(v_min, 1 - kappa (1 - y)):
-  dynamic power ~ f V^2 (gamma = 3, not fitted), the voltage flat at its floor v_min at low clocks and
-  rising linearly with the clock above it. One shape for every GPU, placed on each by its boost clock
-  (y = f / f_boost): measured power rises ~f^0.6 at half the boost clock and ~f^2 to f^3 near it on all
-  five sweep GPUs (a single power of f / f_ref cannot be both, and puts the RTX 3080 Ti's sweep top,
-  1.17 f_boost, where other GPUs are at their boost). kappa = 1, v_min = 0 is the plain (f / f_ref)^gamma.
-  P_dyn = P_ref - P_static, P_static = (sigma + mu (1 - s)) * min(TDP, P_ref) (so it can never
-  exceed the reference power; mu: DRAM power, which a memory-bound kernel keeps at any core clock), and P
-  capped at max(TDP, P_ref): a board does not draw more than its limit (a few sources report a reference
-  above the nominal TDP; that reference is kept). A clock above the one where the power law meets the cap
-  is not reached (the board throttles): time and power stay at their values there.
-Energy follows as E(f) = P(f) * t(f).
+    t(f) = t_ref (s f_ref / f + 1 - s)      s: compute-bound share (roofline, observed, or fitted fallback)
+    P(f) = P_static + P_dyn g(f / f_boost) / g(f_ref / f_boost),  g(y) = y V(y)^2,  at most max(TDP, P_ref)
+    E(f) = P(f) t(f)
 
-A reference drawing its TDP (CAP_BAND) ran throttled, never below the device's base clock (devices.py: the clock a
-board sustains at its TDP under a full load; CAP_K = 0, not fitted). It ran where the op's own power curve reaches
-the reference power (the soft cap, `ClockModel.soft_cap_clock`: the op's dynamic power is its compute-bound share of
-a full load's; no parameter): the A40's Perseus stages at ~0.85 f_ref, where their measured power stops rising,
-not at the base clock (0.75 f_ref, where they draw 0.83 of the TDP). The share scales are fitted with the hard cap's
-clock (the base clock): scored with the soft cap, the A40's share scale and its reached clock trade off (a fit on every
-GPU but the A100 put the bytes scale at 0.29 and the held-out A100's time MAPE at 9.7 %, against 2.1 %). A fitted
-cap_k was not identified either: only the A40's Perseus stages are capped, and on them the clock and the bytes-share
-scale trade off (cost flat within 6 % for cap_k 0.3-0.8), so the held-out A100's share followed the optimiser's path.
-The global parameters (a, b, c, the observed-share scales; sigma, mu, kappa, v_min) are fitted by
-least squares on relative errors over the training GPUs' curves (time in two steps, `fit`), each GPU
-weighing the same and each curve the same within its GPU (the RTX 3080 Ti has 260 curves, the A100 eight).
-
-Why this form and not the alternative learner: `clockval.py` also fits gradient-boosted trees on the
-normalised clock log(f / f_ref) and the reference features (P_ref / TDP, TDP), monotone in the clock
-and anchored so that the prediction at f_ref is the reference. Leave-one-GPU-out (reports/clock/
-logo.csv, README "train-clock") neither meets the issue's goals; the trees' power is worse on every
-GPU and their time worse on the A40 and A100, while their energy and chosen optimum are better on
-the V100 and RTX 8000. The physical form ships because it can use each op's roofline share (the
-trees only know P_ref / TDP), is monotone and exact at f_ref by construction, extrapolates smoothly
-beyond the sweeps' clock ranges, and stores as a few numbers in JSON.
-
-Knobs not modelled: memory-clock sweeps (GPU-FREQUENCY-DVFS, dvfs-conv) enter only as separate core
-curves at each fixed memory clock; power-limit sweeps (Zeus, Perseus) are skipped: a power limit is
-not a clock, and those rows carry no clock. The dvfs-conv GPU is unnamed (no TDP): skipped.
+with a memory-path knee on pre-Ampere GPUs and, for a reference drawing its TDP, the clock it actually ran
+at (`ClockModel.soft_cap_clock`). The form, each term's why, validation and what was tried: docs/clocks.md.
 """
 
 from __future__ import annotations

@@ -232,7 +232,7 @@ def pooled_error(curves: pd.DataFrame) -> dict[str, float]:
     return out
 
 
-# -- zero-parameter guesses (issue 21 section 6): the bar the fitted model must clear on every GPU ----
+# -- zero-parameter guesses: the bar the fitted model must clear on every GPU (docs/clocks.md) -------
 TIME_GUESSES = {"compute": 1.0, "half": 0.5, "memory": 0.0}  # compute-bound share s: t = t_ref (1 + s (f_ref/f - 1))
 POWER_GUESSES = {"prop_f": 1.0, "const": 0.0}  # P = P_ref (f / f_ref)^k
 
@@ -279,7 +279,7 @@ def beats_guesses(model: pd.DataFrame, guesses: pd.DataFrame, qs: tuple[str, ...
 
 
 def path_validation(pts: pd.DataFrame, fitter: Callable[[pd.DataFrame], ClockModel] = fit) -> pd.DataFrame:
-    """Issue 21 section 6: the path network predictions take, on the sweeps whose FLOPs and bytes are known
+    """The path network predictions take, on the sweeps whose FLOPs and bytes are known
     (Perseus transformer stages; shapes assumed in model/clocks/xpower.py). Leave-one-GPU-out (the model fitted on
     the other GPUs), each held-out curve predicted with its compute-bound share from (a) the roofline split
     I / (I + ridge) at the bf16 peak, (b) 1 - the DRAM's busy share of the reference time (`memory_share`),
@@ -393,8 +393,8 @@ def share_table(pts: pd.DataFrame, fitter: Callable[[pd.DataFrame], ClockModel] 
     GPUs gives it (`model_share`) and its fallback share at the nominal memory clock and the boost clock, beside
     every per-curve feature a prediction has: P_ref / TDP, the memory-clock ratio, the reference time (kernel
     duration at f_ref), the machine balance and the observed share (1 - DRAM activity or 1 - bytes / bandwidth /
-    t_ref). What the issue 21 section 6 analysis reads to see which feature could predict the best share on an
-    unseen GPU. `fitter`: the physical fit (tests pass a spy)."""
+    t_ref). What one reads to see which feature could predict the best share on an unseen GPU (docs/clocks.md,
+    "Guesses to beat, and the best share in hindsight"). `fitter`: the physical fit (tests pass a spy)."""
     from opcost.model.clocks.clock import time_ratio
 
     rows = []

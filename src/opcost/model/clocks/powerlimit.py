@@ -1,29 +1,20 @@
 """The composition layer's energy fit where networks ran at the device's power limit.
 
-Why (issue 21, section 6; round 33): the thesis A30 networks draw 162-165 W of a 165 W limit, all but
-the smallest two. The energy layer, energy = a_e x S_e + k x time (model/composition/compose.py), was fitted by
-non-negative least squares on every measured network. Where every network of a fold sits at the limit
-(the ResNet family held out: 164.0-164.6 W), the best fit is a_e = 0, k = 164.4 W: constant power. That
-fits those networks, and it told a network that draws 85 W (resnet18 at 32x32) that it draws 164 W:
-+41 % energy, family left out, with the ops measured at their own cost still +71 %. A network at the
-limit carries one fact about power: its unlimited power would have been at least the limit. Here:
+Why: a network at the limit carries one fact about power: its unlimited power would have been at least the
+limit. Least squares on such networks found constant power (a_e = 0, k = the limit) and told a network that
+draws 85 W that it draws 164 W. Here:
 
-- the layer's prediction is capped: energy = min(a_e x S_e + k x time, cap x time), the cap the power
-  the limiter held (`effective_cap`: the median measured power of the networks within LIMIT_BAND of the
-  device's nominal limit; with none there, the nominal limit; 0, no cap, on a device with none known);
-- (a_e, k) minimise the squared relative errors of that capped prediction on the networks below the
-  limit, and on a network at the limit only the part by which the unlimited prediction falls short of its
-  measured energy (it says "at least this", a censored observation) (`fit_energy`). With no network at the
-  limit this is the least-squares fit as before. Where the networks do not identify (a_e, k) (every one at
-  the limit: any layer that reaches it fits exactly), the tie goes to the layer closest to the ops' own
-  energies, a_e = 1 and k = 0 (k in units of the cap): what an uncalibrated layer says, and the only thing
-  that still speaks about power below the limit.
+- the layer's prediction is capped: energy = min(a_e x S_e + k x time, cap x time) (model/composition/compose.py),
+  the cap the power the limiter held (`effective_cap`: the median measured power of the networks within
+  LIMIT_BAND of the device's nominal limit; with none there, the nominal limit; 0, no cap, on a device with
+  none known);
+- (a_e, k) minimise the squared relative errors of that capped prediction on the networks below the limit,
+  and on a network at the limit only the part by which the unlimited prediction falls short of its measured
+  energy (a censored observation) (`fit_energy`). With no network at the limit this is plain least squares.
+  Where the networks do not identify (a_e, k), the tie goes to the layer closest to the ops' own energies,
+  a_e = 1 and k = 0 (k in units of the cap): what an uncalibrated layer says.
 
-Judged on the same folds it was designed on (bench-like rerun of netval.folds, round 33): energy MAPE,
-family left out, A30 inference 12.9 -> 10.3 %, A30 training 14.1 -> 11.8 %; model left out 5.3 -> 6.4 %
-and 7.2 -> 7.0 %; A30 without TF32, family left out, 12.2 -> 14.8 %: its two smallest networks' energy
-now follows their time error (-48 % in time), which the constant power had hidden. The RTX 2080 Ti's
-networks (80-165 W of 250 W) are never at the limit: its layer is the least-squares fit as before.
+Evidence and figures: docs/power.md, "The energy layer at the power limit".
 """
 
 from __future__ import annotations

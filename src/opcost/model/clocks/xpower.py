@@ -1,47 +1,23 @@
 """The cross-device power model: average power of an op (network, kernel, stage) on any GPU of the table.
 
-Why: energy = power x time, and no GPU beyond the thesis A30 and RTX 2080 Ti has per-op power here.
-Average power is learned from every device with power data as a function of the board's TDP, its idle
-(static) power, the core clock and how busy the op keeps the device, so that it transfers to GPUs never
-measured (issue 20 "Energy on any GPU"). Static and idle power live here, where the clock acts on them
-(issue 21 section 6).
-
-Form (five global parameters, physical):
+Why: energy = power x time, and no GPU beyond the thesis A30 and RTX 2080 Ti has per-op power here. Average
+power is learned from every device with power data as a function of the board's TDP, its idle (static) power,
+the core clock and how busy the op keeps the device, so that it transfers to GPUs never measured. Static and
+idle power live here, where the clock acts on them. Five global parameters:
 
     P(u, f) = TDP * [ idle + (1 - idle) * clip(a + b * u^c, 0, 1) * (f / f_boost)^gamma ],  capped at `cap`
 
-- u in [0, 1], the *busy share*: the op's roofline time over its time, max(FLOPs / peak, bytes /
-  bandwidth) / t, with the peak that applies (physics.roofline_s); for a network, the sum over its ops'
-  calls of their roofline times over the network's time. Where DCGM counters exist (NV-DVFS kernels),
-  max(FP32, FP64, tensor, DRAM activity) stands for it; Perseus stages take it from the transformer layer's
-  FLOPs (`perseus_busy`, assumptions stated there).
-- idle: static power as a fraction of TDP (leakage, memory refresh, fans: drawn at any clock);
-  a + b u^c: the dynamic part's share of the headroom, growing with how busy the op keeps the device
-  (c < 1: the first busy fraction costs most, the A30 reaches its TDP at u ~ 0.2);
-  (f / f_boost)^gamma: dynamic power ~ C V^2 f with the voltage rising with the clock (gamma > 1).
-  f None: the default clock, taken as the boost clock (x = 1).
-- cap: the power limit where one is set, else the TDP; a board asked for more throttles to it.
+u in [0, 1] is the *busy share* (roofline time over time; DCGM activity or the transformer layer's FLOPs where
+those stand for it); cap the power limit where one is set, else the TDP. Fitted by least squares on relative
+power errors, each GPU and each source within it weighing the same, on absolute rows (power from (device, u, f)
+alone, as a transferred prediction asks) and sweep curves (each predicted from its own reference point).
 
-Fitted by least squares on relative power errors, each GPU weighing the same and each source the same
-within its GPU, on two kinds of rows:
-- absolute rows (busy share known): power predicted from (device, u, f) alone: what a transferred
-  prediction does;
-- sweep curves (clock and power-limit sweeps: Perseus, NV-DVFS, GPU-FREQUENCY-DVFS, Zeus): the curve's
-  reference point (highest clock or limit) fixes its level d = a + b u (inverted from the measured
-  reference power), the other points are predicted from it: what the clock and power cap do.
-
-Interface for the cross-device time model (stable; JSON, never pickle):
-
-    model = PowerModel.load(folder)                      # models/xpower/
+    model = PowerModel.load(folder)                      # models/xpower/ (JSON, never pickle)
     power_w, rel_err90 = model.predict("H100", busy_share, clock_mhz=None, mode="inference")
 
-`busy_share` is an array (one entry per op), clock_mhz None means the default (boost) clock, `mode`
-"inference" or "training" (checked and recorded; the form is shared). A training step's busy share counts its
-backward's work: TRAINING_WORK x the forward's roofline time (`work_factor`), as the training rows it was fitted
-on count it; a caller that counts the forward alone reads a third of the busy share (a transferred resnet50
-training step on the H100 drew 327 W against 431 W in inference). `rel_err90` is the 90th percentile of the
-leave-one-GPU-out absolute relative power error on absolute rows: a 90 % interval is power x (1 +- rel_err90).
-Energy = power x time.
+A training step's busy share counts its backward's work (`work_factor`), as the training rows did. `rel_err90`:
+the 90th percentile of the leave-one-GPU-out relative power error; a 90 % interval is power x (1 +- rel_err90).
+Each term's meaning, the fit's rows and the figures: docs/power.md, "Power on any GPU".
 """
 
 from __future__ import annotations

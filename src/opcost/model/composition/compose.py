@@ -1,129 +1,18 @@
 """The composition layer: from the costs of a network's ops to the network's time and energy.
 
-Isolated op measurements each carry the launch and synchronisation cost of a call (the device's
-launch floor), ops no model covers still take time, and a training step adds a loss and an
-optimizer step that no op measurement holds. Per device config and mode, fitted on its measured
-networks by non-negative least squares on relative error:
+Isolated op measurements each carry a call's launch cost, ops no model covers still take time, and a
+training step adds a loss and an optimizer step that no op measurement holds. Per device config and mode,
+fitted on its measured networks by non-negative least squares on relative error:
 
     time   = a * S + m * S_m + l * S_l2 + b * N x floor + o * P + c
     energy = min(a_e * S_e + k * time, cap * time)
 
-S = sum over all ops of calls x (t - floor)+, S_m = the same over the ops that are not matrix products
-(every kind but convolutions, linear layers, matmuls and attention: the `matmul` fact of ops/kinds.py), S_l2 = the
-same over those ops, each call's excess weighted by the share of its input that fits in the device's L2
-(min(1, L2 bytes / bytes read); 0 on a device the table does not know), N = calls,
-P = parameter bytes / memory bandwidth
-(training: the optimizer reads and writes every parameter; zero in inference), S_e = the same sum as
-S weighted by each op's power, cap the power the device's limiter held (model/clocks/powerlimit.py: why,
-and how a_e and k are fitted where the measured networks ran at the limit). All terms but c are in
-seconds of the device's own scale, so the coefficients are dimensionless and mean the same on every
-device. Charged ops (costing.py) are in S like every op: a coefficient of their own was fitted to zero by
-non-negative least squares on networks that charge almost nothing, which then dropped 95 % of GPT-2's
-estimated time from its time but not from its energy (18 ms at 5 kW). A total is never a partial sum.
-
-Why S_m (issue 21 section 3, the residual pattern of the plain sum): an op measured alone cycles
-through instances whose inputs come from DRAM; in a network a normalisation, activation, pooling or
-add reads what its producer has just written (still in L2) and overlaps its neighbours' tails, while
-a matrix product is compute-bound and costs in a network what it costs alone. So the two classes
-are charged their own share of their isolated excess: matrix products a, the rest a + m (fitted as
-two non-negative coefficients, m = their difference, so no class is ever charged a negative time).
-On the thesis networks, fitted on all of them, the rest cost 0.45-0.8 of their isolated excess and
-matrix products 0.97-1.18: with one share for both, the BN-heavy ResNets were over-predicted and
-AlexNet (almost only convolutions and linear layers) under-predicted (RTX 2080 Ti in sample: -21 % with one
-share, -1 % with two). A bundle without m reads m = 0.
-
-Why S_l2 (issue 21 section 3): a producer's output is still in L2 for its consumer only if it fits there.
-So the non-matrix ops' share is split once more, by the part of each one's input that fits in the
-device's L2 (A30 24 MiB, RTX 2080 Ti 5.5 MiB): three non-negative shares (matrix products a, the rest
-a + m where their input does not fit, a + m + l where it does), stored as differences like m. Judged
-(bench/net_split.py, every target with measured networks, op models and composition refitted per fold)
-against two shares: model-left-out time MAPE 10.3 / 11.2 / 13.1 / 10.0 % -> 10.0 / 9.7 / 10.3 / 9.8 %
-(A30, A30 no-TF32, RTX 2080 Ti inference; A30 training), family left out 10.5 / 11.8 / 13.5 / 14.0 % ->
-10.9 / 11.7 / 12.3 / 13.7 %; energy MAPE within +-1 point (model split 9.7 / 10.1 / 7.7 / 9.9 % -> 9.7 / 9.1 /
-7.6 / 10.1 %). The composition's own error (the held-out ops at their measured cost) falls most on the
-RTX 2080 Ti, the smallest L2: 11.8 -> 7.5 % model left out. The rest of each network's error is the op
-models' on a model they never saw: with its ops measured, A30 inference networks are 4.5 % off. It was
-chosen among the candidates that script lists, on these same folds (a selection, not an untouched test):
-each op's roofline memory-bound time instead of the kind list (no better), L2 residency for every op
-(better in inference, worse in training: time-weighted 6.4 -> 11.3 %), the first launch floor of each
-call's excess, one share for all. One parameter more than two shares. A bundle without l reads l = 0.
-Re-judged in round 29 on folds that keep a layer another model also calls (model/training/netval.py `held_only`; again a
-choice on the same folds): model-left-out time MAPE 6.0 / 8.2 / 7.7 / 9.6 %, energy 6.0 / 7.7 / 5.3 / 9.8 %; no
-candidate of bench/net_split.py wins on 3 of the 4 targets (one share: 4.8 % on the A30, 12.4 % on the RTX 2080
-Ti), and with the held-out ops measured the layer is 2.8-6.5 % off, so it stays.
-
-Where a target has fewer than MIN_NETWORKS measured networks the layer is
-*uncalibrated* (a = a_e = 1, the rest 0: the floor-corrected sum) and says so.
-
-Where a target has too few measured networks but other device configs of the same mode are
-calibrated, the composition is *transferred* (`transfer`): the dimensionless coefficients (a, b, o,
-a_e) as fitted there, the constant time c in units of the launch floor and the constant power k in
-units of the median op power, each converted back with this device's own floor and power. It says
-so (`source`). Its energy is not the source's a_e S_e + k x time: it is the time x the network's
-time-weighted op power (raw_sum_j / raw_sum_s, what the device drew running those ops) x the sources'
-`power_ratio` (a network's measured power over its ops' time-weighted power: 1.03-1.05 in inference), at
-most cap x time. Why (issue 38): a source whose networks all ran at its power limit (the A30, 164 W on every
-training network) leaves a_e and k undetermined (fit_energy keeps the one nearest its prior: a_e 1.25, k 18
-W); carried to the RTX 2080 Ti, a_e S_e + k x time put every training network above its 250 W limit and
-the answer at exactly 250 W, where its isolated training ops draw 225 W time-weighted and its networks
-220-239 W. The device's own op powers say what it draws. Leave one config out in inference (the only mode
-with several calibrated configs) the energy MAPE goes 7.5 / 6.1 / 12.5 % -> 12.3 / 7.3 / 6.1 % (A30, A30
-no-TF32, RTX 2080 Ti held out): no better on average, but no answer pinned at a limit it does not reach.
-Its interval rests on held-out evidence of transfer itself (`transfer_calibrated`):
-- where the mode has two or more calibrated configs, the scores are leave-one-config-out: each
-  calibrated config's measured networks predicted by the composition transferred from the *other*
-  configs (`leave_one_config_out`), in that config's floor and power units: the question a transferred
-  layer answers, asked of configs whose answer is known;
-- where the mode has one calibrated config (training on the thesis data: only the A30 has measured
-  training networks), no config of the mode can be held out. The scores are then the source's own
-  (composition fitted with each model held out), widened by the ratio of the conformal quantiles of
-  leave-one-config-out scores to the same configs' own held-out scores, measured in the modes that
-  have two or more calibrated configs (`transfer_widening`, never below 1: a transferred layer is not
-  surer than its source). That assumes the cost of transfer, in log scale, is alike across modes; the
-  note says where the widening was measured;
-- no mode with two calibrated configs: the sources' own scores, and the note says the transfer is not
-  validated. Bundles written before this rule (no `transfer_widening`) keep their x1.5.
-
-Per-family term: a network whose architecture family has measured siblings (other models, or the
-same model at other input sizes, among the networks the layer was fitted on) is scaled by
-exp(f), f = sum of the siblings' log(measured / composed) / (n + 1): their mean residual shrunk
-toward zero by one pseudo-sibling. A new family (no sibling measured) gets no term (f = 0): the
-layer then predicts it like any other network, and its interval is the one measured on networks
-held out with their whole family (below).
-
-Intervals are multiplicative: the scores are the signed log(predicted / measured) of out-of-sample
-predictions (model/training/netval.py), and the 90 % interval is predicted x [exp(lo), exp(hi)] by the rule of
-model/composition/intervals.py, which counts groups (below): with G >= 19 groups split-conformal, +-q, q the
-ceil((G + 1) x 0.9)-th smallest |score|; with 2 <= G < 19, where a 90 % conformal quantile does not exist
-(G < 9) or is the largest score, the normal prediction interval on the group means of the signed scores
-(centred on their mean, Student t with G - 1 degrees of freedom); with fewer, the largest score, never under
-+-30 %. The note says which rule.
-A multiplicative interval never reaches zero or a negative time. The scores match the
-question a prediction faces (split conformal needs the scores exchangeable with the question):
-- a network of a *known family* (a family with a term here): the `model`-split scores of networks
-  whose family had a sibling left in their fold (`residuals_known_*`);
-- a *new family* (no term here, or no family name): the `family`-split scores (`residuals_new_*`),
-  every network predicted with its whole family held out. On the thesis data these are wider: a
-  network of a new family is the harder question, and one badly missed family (ConvNeXt) sets them;
-- neither recorded (older bundles, transferred layers): every `model`-split score (`residuals_*`).
-The scores of one model's input sizes are not independent; coverage (netval.coverage) therefore
-leaves a network's whole model (and in the family split its family) out of its calibration scores,
-and the quantile counts groups, not scores (`conformal_q` with the bundle's `residual_groups`: the
-model, or family, held out together, each weighing 1; the normal rule's group means): G above. Counting
-a model's two or three input sizes as independent scores had claimed a conformal quantile from 10
-scores of 5 models, and covered 83 % of held-out models on two targets.
-Each score may carry a covariate (`residual_covariates`: log(predicted / plain sum of op costs) of its
-network); the scores are then normalised by the scale model of model/composition/intervals.py and a question's interval
-is scaled by its own covariate (`covariate=` of `log_interval` / `interval`), before any widening.
-The half-width is widened about its centre (x EXTRAPOLATION_WIDENING) when a question extrapolates, and
-a transferred layer's by its measured `transfer_widening` (above).
-
-Constant power and the clock: k is the power the board draws beyond the ops' own energies (idle gaps
-between kernels, memory and board power): static power, the same at any core clock, so a slower clock
-pays it for longer. Round 37 scaled k with the clock like an op's dynamic power (static share 0.38, the
-rest x (f / f_ref)^3): at 600 MHz k fell to 42 % of itself, and every thesis network's predicted energy
-optimum on the A30 sank to about 600 MHz, which the held-out checks contradict. The ops' own powers follow
-the clock (model/clocks/clock.py); k does not.
+S: calls x (t - floor)+ summed over every op; S_m: the same over the ops that are not matrix products; S_l2:
+those weighted by the share of their input that fits in L2; N: calls; P: parameter bytes / bandwidth (training);
+S_e: S weighted by op power; cap: the power the limiter held (powerlimit.py). Too few measured networks: the
+layer is uncalibrated, or transferred from the calibrated configs of its mode. Per-family terms and
+multiplicative 90 % intervals (intervals.py) complete the answer. Why each term, its figures and the
+commands: docs/composition.md; intervals: docs/intervals.md; energy and constant power: docs/power.md.
 """
 
 from __future__ import annotations
@@ -179,7 +68,7 @@ NEW_FAMILY_RULE = (
 )
 SOURCES = ("calibrated", "transferred", "uncalibrated")
 ANY_FAMILY = "*"  # interval() asked without a family: every model-split score (the pooled rule)
-SCORE_SETS = {  # which scores an interval rests on (module docstring), as a note names them
+SCORE_SETS = {  # which scores an interval rests on (docs/intervals.md), as a note names them
     "known": "model-left-out scores of networks whose family had measured siblings",
     "new": "family-left-out scores",
     "pooled": "model-left-out scores",
@@ -229,16 +118,16 @@ class Composition:
     residuals_e: list[float] = field(default_factory=list)  # the same for energy
     source: str = ""  # calibrated / transferred / uncalibrated ("" : from `calibrated`)
     transferred_from: list[str] = field(default_factory=list)  # targets a transferred layer came from
-    # family -> {"time": f_t, "energy": f_e, "n": siblings}: log-scale terms (see module docstring)
+    # family -> {"time": f_t, "energy": f_e, "n": siblings}: log-scale terms (docs/composition.md, per-family term)
     family_terms: dict[str, dict[str, float]] = field(default_factory=dict)
-    # The scores by the question they answer (module docstring): model split, family had siblings in its
+    # The scores by the question they answer (docs/intervals.md): model split, family had siblings in its
     # fold (known family); family split (new family). Empty: the pooled residuals_t / residuals_e.
     residuals_known_t: list[float] = field(default_factory=list)
     residuals_known_e: list[float] = field(default_factory=list)
     residuals_new_t: list[float] = field(default_factory=list)
     residuals_new_e: list[float] = field(default_factory=list)
     # a transferred layer: factor on q per quantity ("time", "energy"; 1.0 where the scores are themselves
-    # leave-one-config-out) and where that came from (module docstring, `transfer_calibrated`)
+    # leave-one-config-out) and where that came from (docs/intervals.md, `transfer_calibrated`)
     transfer_widening: dict[str, float] = field(default_factory=dict)
     transfer_evidence: str = ""
     # residual list name (e.g. "residuals_known_t") -> one group label per score (the model, or family, held
@@ -262,9 +151,9 @@ class Composition:
 
     def energy(self, terms: dict[str, float], time_s: float, family: str | None = None) -> float:
         """Energy from the op energies and the time; `time_s` is the time without a family term. The constant
-        power k is static: the same at any core clock (module docstring)."""
+        power k is static: the same at any core clock (docs/power.md)."""
         k = self.energy_coef["time"]
-        if self.source == TRANSFERRED and terms.get("raw_sum_s", 0.0) > 0 and "raw_sum_j" in terms:  # module docstring
+        if self.source == TRANSFERRED and terms.get("raw_sum_s", 0.0) > 0 and "raw_sum_j" in terms:  # docs/power.md
             k = self.energy_coef.get(POWER_RATIO, 1.0) * terms["raw_sum_j"] / terms["raw_sum_s"]
             base = float(capped_energy(0.0, k, 0.0, time_s, self.power_cap_w))
             return base * float(np.exp(self.family_term(family, "energy")))
@@ -375,7 +264,7 @@ class Composition:
         self, which: str = "time", extrapolating: bool = False, family: str | None = ANY_FAMILY,
         covariate: float = 0.0,
     ) -> LogInterval:  # fmt: skip
-        """Bounds on log(measured / predicted) (module docstring; the rule: model/composition/intervals.py), scaled to
+        """Bounds on log(measured / predicted) (docs/intervals.md; the rule: model/composition/intervals.py), scaled to
         the question's `covariate` (log(predicted / plain sum of op costs); 0: the scale of a network the composition
         layer did not move), the half-width widened about its centre for a transferred layer (its measured
         `transfer_widening`) and when extrapolating."""
@@ -395,7 +284,7 @@ class Composition:
         covariate: float = 0.0,
     ) -> tuple[float, float]:  # fmt: skip
         """90 % interval of the measured value given the predicted one: value x [exp(lo), exp(hi)], from the
-        held-out errors that match `family`'s question (module docstring) by model/composition/intervals.py's rule,
+        held-out errors that match `family`'s question (docs/intervals.md) by model/composition/intervals.py's rule,
         scaled to the question's `covariate` (`log_interval`); asymmetric where that rule centres on the errors'
         mean."""
         return self.log_interval(which, extrapolating, family, covariate).bounds(value)
@@ -502,7 +391,7 @@ def fit(
         return comp
     # three classes of excess as non-negative columns: matrix products (S - S_m), the rest where their input
     # does not fit in L2 (S_m - S_l2) and where it does (S_l2); stored as a on S, m = (share of the rest,
-    # not in L2) - a on S_m and l = (share in L2) - (share not in L2) on S_l2 (module docstring)
+    # not in L2) - a on S_m and l = (share in L2) - (share not in L2) on S_l2 (docs/composition.md)
     names = [k for k in TIME_TERMS if not (k == "params_bw" and mode == "inference")]
     cols = {k: np.array([t.get(k, 0.0) for t in terms], float) for k in names}
     cols["sum"] = cols["sum"] - cols["memory_sum"]
@@ -709,7 +598,7 @@ def transfer_calibrated(
     sources: Sequence[SourceNetworks], mode: str, floor_s: float, power_w: float, cap_w: float = 0.0
 ) -> Composition:
     """`transfer` from the calibrated configs of `mode` among `sources`, its interval from held-out evidence of
-    transfer (module docstring): the mode's leave-one-config-out scores where it has two or more calibrated
+    transfer (docs/intervals.md): the mode's leave-one-config-out scores where it has two or more calibrated
     configs; else its sources' own scores widened by the leave-one-config-out widening measured in the other
     modes of `sources`; else the sources' own scores, said not validated."""
     same = [s for s in sources if s.comp.calibrated and s.comp.mode == mode]

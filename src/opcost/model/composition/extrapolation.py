@@ -10,10 +10,10 @@ Ranges (stored in the bundle as `ranges`, key -> [min, max]):
 - `in_numel`, `flops`: one op's input size and FLOPs over the op rows;
 - `net_sample_numel`: the input size of one sample (C x H x W) of the measured image networks the
   composition layer was calibrated on. The composition's terms (constant power x time, the family
-  terms) and the op models' power at the small ops of a small input were learned at those sizes:
-  round 31 found the ResNets at 32x32 and 56x56, with their family held out and every fold network at
-  224 px or more, predicted 140 W against 91-96 W measured, and nothing flagged them, since the op
-  ranges only flagged ops larger than the data.
+  terms) and the op models' power at the small ops of a small input were learned at those sizes: the
+  ResNets at 32x32 and 56x56, with their family held out and every fold network at 224 px or more, were
+  predicted at 140 W against 91-96 W measured, and the op ranges alone (which flag only ops larger than
+  the data) did not flag them.
 A question is flagged when a figure lies outside [min / EXTRAPOLATION_FACTOR, max x EXTRAPOLATION_FACTOR]
 (op size and FLOPs: above only; an op smaller than every op row is floor-bound, and the launch floor is
 measured).

@@ -2,63 +2,23 @@
 
 The scores are out-of-sample signed log errors e = log(predicted / measured) of held-out networks
 (model/training/netval.py), each with a group label: what was held out together (a model's input sizes, or a
-family). Groups, not scores, are the exchangeable unit: a model's input sizes share their layers and
-their errors. An interval is a pair of bounds on log(measured / predicted), so the measured value lies
-in predicted x [exp(lo), exp(hi)] (never zero or negative). Which rule, by the number of groups G:
+family). Groups, not scores, are the exchangeable unit: a model's input sizes share their layers and their
+errors. An interval is a pair of bounds on log(measured / predicted), so the measured value lies in
+predicted x [exp(lo), exp(hi)] (never zero or negative). Which rule, by the number of groups G:
 
-- G >= 19 (`RULE_CONFORMAL`, `min_conformal_groups`): grouped split-conformal on |e| (`conformal_q`): q the
-  smallest score whose cumulative group weight reaches level x (G + 1), the interval +-q. Distribution-free:
-  it holds whatever the errors' shape, and the thesis errors have heavy tails (one family missed by -55 %).
-- 2 <= G < 19 (`RULE_NORMAL`): a 90 % conformal quantile either does not exist (G < 9: level x (G + 1) > G)
-  or is the largest score (9 <= G < 19: ceil(level x (G + 1)) = G), whose coverage is G / (G + 1), 90-95 %,
-  not the level, at the width of the single worst group. The old fallback below 9 (the largest score, at
-  least +-30 %) covered 100 % of held-out inference networks at 53 % median width. Instead the normal
-  prediction interval of a new group's network from the group means:
-      centre  m = mean over groups of each group's mean e (a model with 3 input sizes weighs 1),
-      spread  v = s_b^2 (1 + 1/G) + s_w^2 (1 - mean(1/n_g)),
-      bounds  log(measured / predicted) in -m +- t_{(1 + level)/2, G - 1} sqrt(v),
-  s_b^2 the sample variance of the G group means (G - 1 degrees of freedom), s_w^2 the pooled within-group
-  variance (N - G degrees of freedom; 0 where every group has one score). Why each piece: a new network's
-  error is its group's effect plus its own deviation, variance sigma_b^2 + sigma_w^2; the group means'
-  variance estimates sigma_b^2 + sigma_w^2 mean(1/n_g), so the within-group part those means averaged away
-  is added back; (1 + 1/G) s_b^2 is the uncertainty of m itself; Student t with G - 1 degrees of freedom,
-  not the normal quantile, because s_b is estimated from G values (with G = 4, t = 2.35 against z = 1.64).
-  With every group of one score it is the textbook normal prediction interval, exact for normal errors.
-  The signed errors have a mean (a composition layer that under-predicts a mode), so the interval is
-  centred on it: asymmetric around the prediction in log scale, never shifted on the prediction itself.
-  It assumes normal log errors across groups; on Student t3 group effects and on a mixture with a
-  missed family (bench/interval_rules.py) it still covered 88-91 %. The note says which rule an interval
-  came from.
-- G < 2 (`RULE_FALLBACK`): no spread can be estimated from one group: the largest |e|, never under the
-  uncalibrated +-30 % (the floor-corrected sum's own interval), and the note says so.
+- G >= 19 (`RULE_CONFORMAL`, `min_conformal_groups`): grouped split-conformal on |e| (`conformal_q`), +-q:
+  distribution-free, and the thesis errors have heavy tails.
+- 2 <= G < 19 (`RULE_NORMAL`): a 90 % conformal quantile does not exist or is the largest score; instead the
+  normal prediction interval of a new group's network from the group means: centre m (the mean of the group
+  means), bounds -m +- t_{(1 + level)/2, G - 1} sqrt(s_b^2 (1 + 1/G) + s_w^2 (1 - mean(1/n_g))), so
+  asymmetric around the prediction when the errors have a mean.
+- G < 2 (`RULE_FALLBACK`): the largest |e|, never under the uncalibrated +-30 %.
 
-Compared on synthetic errors (tests/model/test_intervals.py, bench/interval_rules.py; bias 0.05, group sd
-0.1, 1-3 networks per group): at G = 4..8 the normal rule covers 90 % of fresh draws within Monte Carlo error,
-the old fallback 96-98 %; at G = 9..18 the conformal rule (the largest score) 92-94 % at 46-49 % median width,
-the normal rule 90-91 % at 37-39 %; from 19 groups both are near 90 %, conformal without the normality
-assumption, so it is kept there.
-
-Heteroscedastic (normalised) scores. One half-width for every network over-covers the easy ones and
-under-covers the hard ones. Each score may carry a covariate c known before its network was measured (the
-composition layer's own correction, log(predicted / plain sum of op costs): how far the answer rests on the
-fitted overhead terms rather than on op costs; netval.COVARIATE). The error variance is modelled as
-Var(e | c) = a (1 + r c^2), r = b / a >= 0 (`scale_ratio`: squared deviations from the group-weighted mean
-regressed on [1, c^2] by non-negative least squares, each group weighing 1). Scores are divided by their
-scale s(c) = sqrt(1 + r c^2), the rule above runs on the normalised scores (normalised conformal /
-normal), and a question's bounds are the normalised bounds x s(c_question). With r = 0 (no trend, or no
-covariates recorded: older bundles) this is exactly the unnormalised rule. The fallback is never
-normalised (it has no spread to scale). The normal rule on normalised scores spends one more degree of
-freedom (t with G - 2), for r. On synthetic errors of two strata (sd 0.05 and 0.158, tests/model/
-test_hetero_intervals.py, 2000 draws) it covered 91 / 86 % (easy / hard) at G = 10 and 91 / 88 % at G = 30,
-where one half-width for all covered 99 / 79 % and 100 / 81 %: the hard stratum stays a few points short
-at small G because r itself is estimated from those few groups.
-
-The scale model is not extrapolated. It was fitted on the covariates of the measured networks (A30 inference:
-|c| <= 0.26); a question beyond the largest |c| it saw (`span`) is scaled as one at that edge, and `outside`
-says so, so that the caller treats the question as extrapolating (compose.EXTRAPOLATION_WIDENING) and says
-why. Unclamped, a one-layer network whose answer is 55x its op costs (c = 4: the composition's constant
-time, fitted on networks of 2-100 ms, is nearly all of it) got s = 14, a 90 % interval of 0.0015-92 ms
-around 0.28 ms: a quadratic variance trend read 15x beyond its data.
+Heteroscedastic scores: each may carry a covariate c known before its network was measured (netval.COVARIATE);
+Var(e | c) = a (1 + r c^2) (`scale_ratio`), the rule runs on e / s(c), s(c) = sqrt(1 + r c^2), and a question's
+bounds are scaled by s(c_question); r = 0 (no trend, no covariates) is the plain rule. The scale model is not
+extrapolated: a question beyond the largest |c| it saw (`span`) is scaled at that edge and `outside` says so.
+The note names the rule. Why each piece, and the figures: docs/intervals.md.
 """
 
 from __future__ import annotations

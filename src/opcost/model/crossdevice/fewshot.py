@@ -1,6 +1,6 @@
 """A new GPU learnt from one measured network: its ops become the GPU's own, and they correct the transfer.
 
-Why (issue 38): a user who measures one network's ops on a card no model has seen (`opcost visit`) should
+Why: a user who measures one network's ops on a card no model has seen (`opcost visit`) should
 get better answers for every other network on it. Two things carry over from the measured ops:
 - an op measured there is the GPU's own: another network running the same op (kind, shapes) takes its
   measured time, not the transferred one;

@@ -13,7 +13,7 @@ times (model/crossdevice/xdevice.py, CUDA-event units):
 - training: each op's backward is `bw_ratio[kind]` x its forward, the median over NeuSight's per-node
   fw/bw times of the training GPUs; a kind NeuSight never timed (conv, batch norm, pooling) takes
   DEFAULT_BW_RATIO. The thesis' forward+backward op timings (above their host plateau) were tried as the
-  ratio of those kinds in round 35 and made the held-out A30's training networks worse (MAPE 22.6 ->
+  ratio of those kinds and made the held-out A30's training networks worse (MAPE 22.6 ->
   28.0 %, signed median -10 -> +7 %): an isolated op's backward carries more than the network pays for it.
   The optimizer step reads and writes each parameter a few times, bytes-bound at the device's bandwidth.
 `host_floor` and `scale` are fitted on the networks of the training GPUs only; leave-one-GPU-out

@@ -1,6 +1,6 @@
 """The 90 % interval of a transferred network time: per network, from how far its GPU is and what it runs.
 
-Why (issue 38): one band per GPU (q90 of |log error| against the GPU's distance from the training GPUs)
+Why: one band per GPU (q90 of |log error| against the GPU's distance from the training GPUs)
 gave every network of a GPU the same interval, x0.705 to x1.491 everywhere, and covered 33-79 % on other
 GPUs. Held-out network errors depend on the network as much as on the GPU: those whose time sits in
 matrix products (linear, bmm: NeuSight's transformer layers) miss by a few per cent on every GPU, those of

@@ -4,12 +4,12 @@
   input sizes share its layers, so holding out one (model, input size) pair let the same layers in
   through the op data and the composition fit;
 - `family`: every model of one architecture family held out (the question about a new family);
-- `network`: one (model, input size) pair held out (round 1's figure, kept for comparison).
+- `network`: one (model, input size) pair held out (the weakest split, kept for comparison).
 For each held-out group: every op that only the held-out model (family) calls, at any input size, is removed
 from the op models' training rows and from the measured look-up; an op that another model calls too (the same
 kind, attributes and input shape: resnet18 and resnet34 share every layer at 224x224) was measured for that
-model and stays, as in a project that never saw the held-out one (`held_only`; round 28 removed it, which
-bench/net_split.py still reports as `strict ops`). In the `network` split every op the held-out network calls
+model and stays, as in a project that never saw the held-out one (`held_only`; dropping it too is what
+bench/net_split.py reports as `strict ops`). In the `network` split every op the held-out network calls
 is removed. Op models are refitted on what remains (the chosen algorithm and features), the composition layer
 and its per-family terms (model/composition/compose.py) are refitted on the other networks, and the held-out networks
 are predicted from scratch. A held-out network gets a family term only from siblings left in the fold; in the family
@@ -193,7 +193,7 @@ def folds(
     bench/net_split.py. In the `model` and `family` splits the op models are refitted without every op row
     that only the held-out model (or family) calls, at any input size, measured as a network or only
     extracted (`held_only`); a row another model also calls stays, as it would in a project that never saw
-    the held-out one. `keep_shared=False` (round 28's rule, kept for comparison in bench/net_split.py) drops
+    the held-out one. `keep_shared=False` (the strict rule, kept for comparison in bench/net_split.py) drops
     every op any held-out network calls, shared or not (in the family split also every op any network of the
     family calls); the `network` split always does. A group is skipped where fewer than 8 op rows or
     MIN_NETWORKS other networks remain."""
