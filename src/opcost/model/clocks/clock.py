@@ -49,7 +49,7 @@ def time_ratio(
     return compute + (1.0 - s) * (np.asarray(memory_growth, float) - 1.0)
 
 
-GUESS_SHARES = (1.0, 0.5, 0.0)  # the zero-parameter time guesses' compute-bound shares (issue 21 section 6)
+GUESS_SHARES = (1.0, 0.5, 0.0)  # the zero-parameter time guesses' compute-bound shares (docs/clocks.md)
 GUESS_POWER_EXPS = (1.0, 0.0)  # the zero-parameter power guesses: P = P_ref (f / f_ref)^k
 
 
@@ -128,7 +128,7 @@ def roofline_share(flops: float, bytes_moved: float, peak: float, bandwidth: flo
 
 @dataclass
 class ClockModel:
-    """The fitted global parameters (module docstring) and what they were fitted and judged on."""
+    """The fitted global parameters (docs/clocks.md) and what they were fitted and judged on."""
 
     share_a: float = 0.0
     share_b: float = 0.0
@@ -141,7 +141,7 @@ class ClockModel:
     # clock. Static fraction of the reference power = static_frac + static_mem (1 - s) (`static_fraction`).
     static_mem: float = 0.0
     gamma: float = 2.0
-    # DVFS voltage curve (module docstring): V(y) = max(volt_min, 1 - volt_slope (1 - y)), y = f / f_boost.
+    # DVFS voltage curve (docs/clocks.md): V(y) = max(volt_min, 1 - volt_slope (1 - y)), y = f / f_boost.
     # The defaults (1, 0) make V = y, i.e. P_dyn ~ (f / f_ref)^gamma.
     volt_slope: float = 1.0
     volt_min: float = 0.0
@@ -156,7 +156,7 @@ class ClockModel:
     # (NV-DVFS) counts a DRAM-busy kernel as clock-free though its requests are issued at the core clock (> 1).
     share_scale_bytes: float = 1.0
     share_scale_dram: float = 1.0
-    # Memory-path knee (module docstring): bytes per SM per core cycle the SMs can request; 0: no knee.
+    # Memory-path knee (docs/clocks.md): bytes per SM per core cycle the SMs can request; 0: no knee.
     knee_q: float = 0.0
     # Stacking (model/clocks/clockval.stacked): the shipped time and power are convex blends of the physical form
     # and the zero-parameter guesses, the weights chosen by an inner leave-one-GPU-out on the training GPUs
@@ -669,7 +669,7 @@ def fit(pts: pd.DataFrame) -> ClockModel:
     # the held-out A100's time when the 3080 Ti trains: (1) the share scales on the curves with an
     # observed share; (2) the fallback share (a, b, balance) on the curves without one and on every
     # observed-share curve with its share hidden, step 1's values fixed. A capped reference's clock is not fitted
-    # (CAP_K: the base clock), and the time steps score it at that hard cap (module docstring); the power step
+    # (CAP_K: the base clock), and the time steps score it at that hard cap (docs/clocks.md); the power step
     # and every prediction use the soft cap.
     s_lo, s_hi = SHARE_SCALE_RANGE
     # a share scale is fitted only where a training curve's share was obtained its way: one no curve uses has

@@ -274,7 +274,7 @@ def check_rows(raw_root: Path | None) -> pd.DataFrame:
     """Absolute rows from our campaigns' energy counter checks (data/raw/<campaign>/energy_counter_check.json,
     measure/energycheck.py): `matmuls` fp32 size x size matmuls back to back for `seconds`, at the counter's
     average power. Busy share: their FLOPs over the FP32 peak (PyTorch leaves cuBLAS TF32 off) over the time.
-    Why (issue 38): the H200's 667-683 W there is the only sustained, near-peak load of a card above 400 W."""
+    Why: the H200's 667-683 W there is the only sustained, near-peak load of a card above 400 W."""
     rows = []
     for f in sorted(Path(raw_root).glob(f"*/{CHECK_FILE}")) if raw_root is not None else []:
         d = read_json_model(f, "energy counter check", "profile")

@@ -75,7 +75,7 @@ def clock_grid(device_config: str, points: int) -> list[float]:
 
 def widen(interval: tuple[float, float], err: float) -> tuple[float, float]:
     """An interval widened by a relative error, multiplicatively both ways: a lower bound never reaches
-    zero (issue 21, section 5)."""
+    zero."""
     return (interval[0] / (1.0 + err), interval[1] * (1.0 + err))
 
 

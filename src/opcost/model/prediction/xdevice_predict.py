@@ -33,7 +33,7 @@ from opcost.model.composition.costing import FITTED, MEASURED, TRANSFERRED
 from opcost.model.crossdevice.hostqueue import step_queue
 from opcost.paths import Paths
 
-if TYPE_CHECKING:  # pandas and the cross-device model load only for a transferred answer (cold start, issue 23)
+if TYPE_CHECKING:  # pandas and the cross-device model load only for a transferred answer (a fast cold start)
     from opcost.model.crossdevice import xdevice
 
 _MODELS: dict[Path, xdevice.XdeviceModel] = {}
