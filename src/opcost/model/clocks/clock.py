@@ -641,7 +641,11 @@ BALANCE_COEF_MAX = 5.0  # bound of |share_balance| (per unit of log machine bala
 KNEE_Q_RANGE = (2.0, 100.0)  # bounds of the fitted knee_q (bytes per SM per cycle)
 KNEE_Q_START = 10.0
 DVFS_GAMMA = 3.0  # dynamic power ~ f V^2: the exponent of V is 2 (gamma - 1), physics, not fitted
-VOLT_MIN_STARTS = (0.3, 0.5, 0.7, 0.9)  # starts of the power fit's voltage floor (relative to the boost voltage)
+# The voltage floor relative to the boost voltage: NVIDIA's V/F tables start near 0.7 V and end near 1.05-1.1 V, a
+# ratio of about 0.65; below 0.5 no board goes. Fits on one GPU's kernels had a second, unphysical basin near 0.36
+# (static share ~0.41) whose flat valley the solver crawled without settling (docs/clocks.md).
+VOLT_MIN_RANGE = (0.5, 1.0)
+VOLT_MIN_STARTS = (0.5, 0.7, 0.9)  # starts of the power fit's voltage floor (relative to the boost voltage)
 
 
 def fit(pts: pd.DataFrame) -> ClockModel:
@@ -717,7 +721,7 @@ def fit(pts: pd.DataFrame) -> ClockModel:
         probe.static_frac, probe.volt_slope, probe.volt_min, probe.static_mem = (float(v) for v in q)
         return w * (_predict(probe, train)[1] / p - 1.0)
 
-    bounds = ([0.0, 0.0, 0.0, 0.0], [0.95, 5.0, 1.0, STATIC_MEM_MAX])
+    bounds = ([0.0, 0.0, VOLT_MIN_RANGE[0], 0.0], [0.95, 5.0, VOLT_MIN_RANGE[1], STATIC_MEM_MAX])
     # The voltage floor makes the power fit non-convex (a floor below every point's clock has no gradient):
     # one start per floor in VOLT_MIN_STARTS, the lowest cost kept.
     pq = least_squares(power_res, [[0.3, 1.0, v, 0.05] for v in VOLT_MIN_STARTS], bounds)
