@@ -193,8 +193,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "model/composition/compose.py",
         (
             (
-                '                    return "new", f"residuals_new_{sfx}"\n',
-                '                    return "new", f"residuals_known_{sfx}"\n',
+                '                    return "new"\n',
+                '                    return "known"\n',
             ),
         ),
         "a network of a new family gets the known-family (model-split) scores: intervals too narrow for it",

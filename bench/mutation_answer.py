@@ -38,7 +38,7 @@ SCRATCH = Path("/tmp/opcost-mutation-answer")  # the scratch project mutmut runs
 FUNCTIONS: dict[str, tuple[str, ...]] = {
     "opcost.model.composition.compose": (
         "network_terms", "l2_share", "transfer", "Composition.time", "Composition.energy",
-        "Composition.family_term", "Composition._score_attr", "Composition.covariates_for",
+        "Composition.family_term", "Composition.question", "Composition.covariates_for",
         "Composition._log_interval", "Composition.log_interval", "Composition.interval",
     ),
     "opcost.model.composition.intervals": (
@@ -122,7 +122,7 @@ EXPLAINED: tuple[tuple[str, str, str], ...] = (
     ("Composition.energy", "capped_energy(1.0, k, 0.0,", "equivalent: a_e x S_e with S_e = 0"),
     ("Composition.energy", "capped_energy(0.0, k, 1.0,", "equivalent: a_e x S_e with a_e = 0"),
     ("transfer", "mode, tc, ec, n_networks=0,", "equivalent: calibrated=False is Composition's default"),
-    ("transfer", "mode, tc, ec, calibrated=False, residuals_t=", "equivalent: n_networks=0 is Composition's default"),
+    ("transfer", "mode, tc, ec, calibrated=False, source=", "equivalent: n_networks=0 is Composition's default"),
     ("scale_of", "and False else s", "equivalent: returns the same value as a numpy scalar instead of a float"),
 )
 # function -> the test of tests/model/test_answer_properties.py that kills what the first draw let through there

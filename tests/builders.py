@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -21,10 +21,35 @@ from torch import nn
 from opcost.devices import Device
 from opcost.model.basis.features import Encoding, OpRecord, op_record
 from opcost.model.composition.bundle import Bundle, QuantityModel
+from opcost.model.composition.compose import Quantity, Question, ScoreSet
 from opcost.ops.features import op_metrics
 from opcost.ops.spec import CATEGORY_MODULE, OpSpec, TensorInput, module_attrs, target_of_class
 from opcost.params.profile import CampaignParams
 from opcost.params.xdevice import XdeviceParams
+
+# --------------------------------------------------------------------------------------------
+# A composition layer's score sets (Composition.scores)
+# --------------------------------------------------------------------------------------------
+
+
+def layer_scores(
+    time: Sequence[float] | None = None, energy: Sequence[float] | None = None, question: Question = "pooled",
+    cov_t: Sequence[float] | None = None, cov_e: Sequence[float] | None = None,
+    groups_t: Sequence[str] | None = None, groups_e: Sequence[str] | None = None,
+) -> dict[tuple[Question, Quantity], ScoreSet]:  # fmt: skip
+    """One question's score sets, for `Composition(scores=...)` (merge several with |): a quantity given no
+    scores gets no set; covariates and labels None: none recorded."""
+
+    def some(x: Sequence | None) -> list | None:
+        return None if x is None else list(x)
+
+    out: dict[tuple[Question, Quantity], ScoreSet] = {}
+    if time is not None:
+        out[question, "time"] = ScoreSet([float(x) for x in time], some(groups_t), some(cov_t))
+    if energy is not None:
+        out[question, "energy"] = ScoreSet([float(x) for x in energy], some(groups_e), some(cov_e))
+    return out
+
 
 # --------------------------------------------------------------------------------------------
 # One op from a real module and input shape, as extraction would build it (no trace)

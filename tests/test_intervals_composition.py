@@ -7,8 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from builders import layer_scores
 from opcost.model.composition import compose
-from opcost.model.composition.compose import Composition
+from opcost.model.composition.compose import Composition, ScoreSet
 from opcost.model.composition.intervals import conformal_q
 from opcost.model.training import netval
 
@@ -44,11 +45,11 @@ def test_grouped_conformal_quantile_counts_each_group_once() -> None:
 def test_interval_is_multiplicative_from_the_log_scores_and_never_reaches_zero() -> None:
     # relative errors r = predicted / measured - 1; scores |log(1 + r)|
     r = np.expm1(np.linspace(-0.5, 0.5, 19))  # scores 0.5, 0.444, ...: 18th smallest of |x| is 0.5
-    comp = Composition("inference", calibrated=True, residuals_t=list(r), residuals_e=list(r))
+    comp = Composition("inference", calibrated=True, scores=layer_scores(r, r))
     s = np.sort(np.abs(np.linspace(-0.5, 0.5, 19)))
     lo, hi = comp.interval(2.0, "time")
     assert (lo, hi) == pytest.approx((2.0 * np.exp(-s[17]), 2.0 * np.exp(s[17])))
-    huge = Composition("inference", calibrated=True, residuals_t=[-0.95] * 19)  # predicted 20x too low
+    huge = Composition("inference", calibrated=True, scores=layer_scores([-0.95] * 19))  # predicted 20x too low
     lo, hi = huge.interval(1.0, "time")
     assert lo > 0 and hi == pytest.approx(20.0, rel=1e-6)
     lo2, hi2 = huge.interval(1.0, "time", extrapolating=True)
@@ -64,7 +65,7 @@ def test_held_out_coverage_is_about_the_level(sigma: float) -> None:
     cover = []
     for _ in range(100):
         log_ratio = rng.normal(0.05, sigma, 40)  # log(measured / predicted)
-        comp = Composition("inference", calibrated=True, residuals_t=list(np.expm1(-log_ratio)))
+        comp = Composition("inference", calibrated=True, scores=layer_scores(np.expm1(-log_ratio)))
         pred = rng.uniform(0.01, 1.0, 40)
         measured = pred * np.exp(rng.normal(0.05, sigma, 40))
         lo, hi = np.array([comp.interval(p) for p in pred]).T
@@ -113,10 +114,10 @@ def test_family_term_is_the_siblings_mean_log_residual_shrunk_by_one() -> None:
 def test_transfer_converts_constants_with_the_floor_and_power_of_the_device() -> None:
     a = Composition("training", {"sum": 1.0, "calls_floor": 0.2, "params_bw": 2.0, "const": 1e-3},
                     {"energy_sum": 0.9, "time": 40.0}, calibrated=True,
-                    residuals_t=[0.1], residuals_e=[0.2])  # fmt: skip
+                    scores=layer_scores([0.1], [0.2]))  # fmt: skip
     b = Composition("training", {"sum": 0.8, "calls_floor": 0.4, "params_bw": 4.0, "const": 3e-3},
                     {"energy_sum": 0.7, "time": 80.0}, calibrated=True,
-                    residuals_t=[-0.1], residuals_e=[0.3])  # fmt: skip
+                    scores=layer_scores([-0.1], [0.3]))  # fmt: skip
     inf = Composition("inference", calibrated=True)
     c = compose.transfer([("A", a, 1e-5, 100.0), ("B", b, 2e-5, 200.0), ("I", inf, 1.0, 1.0)], "training",
                          floor_s=4e-5, power_w=50.0)  # fmt: skip
@@ -124,7 +125,7 @@ def test_transfer_converts_constants_with_the_floor_and_power_of_the_device() ->
     assert c.time_coef["sum"] == pytest.approx(0.9) and c.time_coef["params_bw"] == pytest.approx(3.0)
     assert c.time_coef["const"] == pytest.approx(125 * 4e-5)  # 100 and 150 floors: 125 of this floor
     assert c.energy_coef["time"] == pytest.approx(0.4 * 50.0)  # 0.4 median powers in both
-    assert c.residuals_t == [0.1, -0.1]
+    assert c.score_set("pooled", "time").scores == [0.1, -0.1]
     back = Composition.from_json(c.to_json())
     assert back.source == "transferred" and back.half_width() == pytest.approx(c.half_width())
 
@@ -229,10 +230,9 @@ def test_a_prediction_gets_the_scores_of_its_question_and_says_how_many() -> Non
     new = list(np.expm1(np.linspace(-0.6, 0.6, 9)))  # 9 groups: the normal rule, mean 0, t_{0.95, 8} = 1.859548
     h_new = 1.859548 * np.std(np.linspace(-0.6, 0.6, 9), ddof=1) * np.sqrt(1 + 1 / 9)
     pooled = [0.01] * 20
-    comp = Composition("inference", calibrated=True, residuals_t=pooled, residuals_e=pooled,
-                       family_terms={"resnet": {"time": 0.0, "energy": 0.0, "n": 3.0}},
-                       residuals_known_t=known, residuals_known_e=known, residuals_new_t=new,
-                       residuals_new_e=new)  # fmt: skip
+    comp = Composition("inference", calibrated=True, family_terms={"resnet": {"time": 0.0, "energy": 0.0, "n": 3.0}},
+                       scores=layer_scores(pooled, pooled) | layer_scores(known, known, "known")
+                       | layer_scores(new, new, "new"))  # fmt: skip
     s_known = np.sort(np.abs(np.log1p(known)))[17]
     assert comp.half_width("time", family="resnet") == pytest.approx(s_known)
     assert comp.half_width("energy", family="convnext") == pytest.approx(h_new)
@@ -247,20 +247,20 @@ def test_a_prediction_gets_the_scores_of_its_question_and_says_how_many() -> Non
     assert back.half_width("time", family="resnet") == pytest.approx(s_known)
     assert back.half_width("time", family="convnext") == pytest.approx(h_new)
     old = comp.to_json()
-    for k in compose.RESIDUAL_SETS:
-        del old[k]
+    for k in ("residuals_known_t", "residuals_known_e", "residuals_new_t", "residuals_new_e"):
+        del old[k]  # a bundle written before the score sets by question
     assert Composition.from_json(old).half_width("time", family="convnext") == pytest.approx(np.log1p(0.01))
     five = [0.01, 0.02, 0.03, 0.04, 0.05]
-    few = Composition("inference", calibrated=True, residuals_t=five, family_terms={"a": {"time": 0.0}},
-                      residuals_new_t=five)  # fmt: skip
+    few = Composition("inference", calibrated=True, family_terms={"a": {"time": 0.0}},
+                      scores=layer_scores(five) | layer_scores(five, question="new"))  # fmt: skip
     e = np.log1p(five)  # 5 groups of one: the normal prediction interval, t_{0.95, 4} = 2.131847
     h = 2.131847 * np.std(e, ddof=1) * np.sqrt(1.2)
     assert few.interval(1.0, "time", family="b") == pytest.approx((np.exp(-e.mean() - h), np.exp(-e.mean() + h)))
     assert few.half_width("time", family="b") == pytest.approx(h)
     assert "split-conformal quantile below the largest score: a normal prediction interval" in few.note(
         "A30-inference", "b")  # fmt: skip
-    one = Composition("inference", calibrated=True, residuals_t=[0.05], family_terms={"a": {"time": 0.0}},
-                      residuals_new_t=[0.05])  # fmt: skip
+    one = Composition("inference", calibrated=True, family_terms={"a": {"time": 0.0}},
+                      scores=layer_scores([0.05]) | layer_scores([0.05], question="new"))  # fmt: skip
     assert one.half_width("time", family="b") == pytest.approx(np.log1p(compose.UNCALIBRATED_HALF_WIDTH))
     assert "too few groups for any spread" in one.note("A30-inference", "b")
 
@@ -301,10 +301,10 @@ def test_a_bundles_interval_counts_each_held_out_model_once() -> None:
     back from JSON the same. Without groups (an older bundle) the 18 scores are 18 groups of one: still below the
     19 a conformal quantile under the largest score needs, so the textbook normal interval (t_{0.95, 17})."""
     res = list(np.arange(1, 19) / 100.0)
-    comp = Composition("inference", calibrated=True, residuals_t=res)
+    comp = Composition("inference", calibrated=True, scores=layer_scores(res))
     h18 = 1.739607 * np.std(np.log1p(res), ddof=1) * np.sqrt(1 + 1 / 18)
     assert comp.half_width("time") == pytest.approx(h18)
-    comp.residual_groups = {"residuals_t": [f"m{i // 3}" for i in range(18)]}
+    comp.scores["pooled", "time"] = ScoreSet(res, [f"m{i // 3}" for i in range(18)])
     e = np.log1p(res).reshape(6, 3)  # model i's three sizes in row i
     s_b2, s_w2 = np.var(e.mean(1), ddof=1), ((e - e.mean(1, keepdims=True)) ** 2).sum() / (18 - 6)
     h = 2.015048 * np.sqrt(s_b2 * (1 + 1 / 6) + s_w2 * (1 - 1 / 3))

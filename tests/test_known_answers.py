@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 from torch import nn
 
-from builders import catalog_row, module_spec
+from builders import catalog_row, layer_scores, module_spec
 from opcost.model.basis.features import OpRecord
 from opcost.model.basis.physics import roofline_s
 from opcost.model.composition import compose, costing
@@ -155,7 +155,7 @@ def test_ninety_percent_intervals_hold_ninety_percent_of_fresh_networks():
 
     pred, meas = draw(300)
     comp = compose.Composition("inference", calibrated=True, n_networks=300,
-                               residuals_t=list(pred / meas - 1), residuals_e=list(pred / meas - 1))  # fmt: skip
+                               scores=layer_scores(pred / meas - 1, pred / meas - 1))  # fmt: skip
     pred, meas = draw(5000)
     for which in ("time", "energy"):
         bounds = np.array([comp.interval(p, which) for p in pred])

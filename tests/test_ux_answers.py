@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from builders import record_in_lock, tiny_bundle
+from builders import layer_scores, record_in_lock, tiny_bundle
 from opcost.model.composition.compose import Composition
 from opcost.ops.netspec import NetSpec
 from subproc_env import src_dir
@@ -40,9 +40,8 @@ def calibrated(family: str = "resnet") -> Composition:
     """A layer fitted on measured networks of one family, with the score sets an interval is taken from."""
     scores = [0.01 * (i - 10) for i in range(21)]
     return Composition(
-        "inference", calibrated=True, residuals_t=scores, residuals_e=scores,
-        family_terms={family: {"time": 0.0, "energy": 0.0, "n": 3.0}},
-        residuals_known_t=scores, residuals_known_e=scores, residuals_new_t=scores, residuals_new_e=scores,
+        "inference", calibrated=True, family_terms={family: {"time": 0.0, "energy": 0.0, "n": 3.0}},
+        scores={k: s for q in ("pooled", "known", "new") for k, s in layer_scores(scores, scores, q).items()},
     )  # fmt: skip
 
 

@@ -23,12 +23,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from builders import layer_scores
 from opcost.devices import find_device
 from opcost.model.basis.features import OpRecord
 from opcost.model.basis.physics import NOMINAL_BANDWIDTH
 from opcost.model.clocks.clock import ClockModel
 from opcost.model.clocks.xpower import PowerModel
-from opcost.model.composition.compose import Composition, Costs, network_terms, transfer
+from opcost.model.composition.compose import Composition, Costs, ScoreSet, network_terms, transfer
 from opcost.model.composition.intervals import LogInterval, log_errors, log_interval
 from opcost.model.composition.network import Network
 from opcost.model.crossdevice.xinterval import halfwidth, other_share
@@ -213,11 +214,10 @@ def test_the_assembled_answer_is_the_reference_composition_and_its_scaled_interv
     comp = Composition(mode, dict(coef), {"energy_sum": a_e, "time": k}, calibrated=True, power_cap_w=cap,
                        family_terms={"resnet": {"time": f_t, "energy": f_e, "n": 2.0},
                                      "vit": {"time": -f_t, "energy": 0.1, "n": 1.0}})  # fmt: skip
-    for name, sfx in (("known", "_known"), ("new", "_new"), ("pooled", "")):
-        for q in "te":
-            setattr(comp, f"residuals{sfx}_{q}", sets[name, q][0])
-            comp.residual_covariates[f"residuals{sfx}_{q}"] = sets[name, q][1]
-    comp.residual_groups = {f"residuals_known_{q}": groups_of(len(sets["known", q][0])) for q in "te"}
+    for name in ("known", "new", "pooled"):
+        for q, x in (("t", "time"), ("e", "energy")):
+            labels = groups_of(len(sets[name, q][0])) if name == "known" else None
+            comp.scores[name, x] = ScoreSet(sets[name, q][0], labels, sets[name, q][1])
     recs = {r.op_id: r for r, *_ in net}
     network = Network(recs, {r.op_id: c for r, _, _, c in net})
     proxies = [None if i % 2 else "ReLU" for i in range(len(net))]
@@ -268,8 +268,8 @@ def test_a_batch_outside_the_measured_ones_widens_the_interval_and_says_so_once(
     from opcost.ops.netspec import InputSpec
 
     scores, cov = trend_scores(12, 0.1, 0.02, 0.3, 7)
-    comp = Composition("inference", {"sum": 1.0, "const": 2e-5}, calibrated=True, residuals_t=scores,
-                       residuals_e=scores, residual_covariates={"residuals_t": cov, "residuals_e": cov})  # fmt: skip
+    comp = Composition("inference", {"sum": 1.0, "const": 2e-5}, calibrated=True,
+                       scores=layer_scores(scores, scores, cov_t=cov, cov_e=cov))  # fmt: skip
     recs = [OpRecord(f"op{i}", "Linear", {}, (1,), 1, {"params": 0, "bytes_read": 1e6}) for i in range(3)]
     costed = {r.op_id: (1e-4 * (i + 1), 100.0, "predicted", None) for i, r in enumerate(recs)}
     spec = SimpleNamespace(model="mlp", label="mlp")
@@ -308,9 +308,9 @@ def test_a_transferred_layer_widens_time_and_energy_each_by_its_own_measured_fac
     t_scores, t_cov = trend_scores(12, 0.1, 0.02, 0.3, 3)
     e_scores, e_cov = trend_scores(12, 0.15, -0.01, 0.4, 4)
     comp = Composition("inference", {"sum": 1.0, "const": 2e-5}, {"energy_sum": 1.0, "time": 10.0},
-                       calibrated=False, source="transferred", transferred_from=["S"], residuals_t=t_scores,
-                       residuals_e=e_scores, transfer_widening={"time": 1.7, "energy": 2.3},
-                       residual_covariates={"residuals_t": t_cov, "residuals_e": e_cov})  # fmt: skip
+                       calibrated=False, source="transferred", transferred_from=["S"],
+                       scores=layer_scores(t_scores, e_scores, cov_t=t_cov, cov_e=e_cov),
+                       transfer_widening={"time": 1.7, "energy": 2.3})  # fmt: skip
     recs = [OpRecord(f"op{i}", "Linear", {}, (1,), 1, {"params": 0, "bytes_read": 1e6}) for i in range(3)]
     costed = {r.op_id: (1e-4 * (i + 1), 100.0, "predicted", None) for i, r in enumerate(recs)}
     net = Network({r.op_id: r for r in recs}, {r.op_id: 2 for r in recs}, inputs=(InputSpec((16, 8)),))
@@ -332,10 +332,9 @@ def test_intervals_contain_their_unwidened_selves_and_widen_about_the_centre(
     """Composition.log_interval: a transferred layer's half-width x its measured widening, an extrapolating
     question's x2 more, both about the same centre; bounds positive, and a wider interval holds the narrower."""
     scores, cov = trend_scores(n, sigma, bias, 0.4, seed)
-    comp = Composition("inference", calibrated=False, residuals_t=scores, source="transferred",
-                       transfer_widening={"time": w, "energy": 1.0},
-                       residual_covariates={"residuals_t": cov})  # fmt: skip
-    plain = Composition("inference", calibrated=True, residuals_t=scores, residual_covariates={"residuals_t": cov})
+    comp = Composition("inference", calibrated=False, scores=layer_scores(scores, cov_t=cov), source="transferred",
+                       transfer_widening={"time": w, "energy": 1.0})  # fmt: skip
+    plain = Composition("inference", calibrated=True, scores=layer_scores(scores, cov_t=cov))
     base = plain.log_interval("time", covariate=covariate)
     assert base.half_width >= 0 and base.lo <= base.hi
     for extrapolating, factor in ((False, w), (True, 2 * w)):
@@ -389,15 +388,15 @@ def test_a_transferred_layer_is_its_sources_mean_in_this_devices_units(sources, 
     the sources' geometric-mean power ratio, at most cap x time."""
     comps = [
         (f"S{i}", Composition("inference", dict(cf), {"energy_sum": a_e, "time": k, "power_ratio": ratio},
-                              calibrated=True, residuals_t=[0.01 * i, -0.02], residuals_e=[0.03 * i],
-                              residual_covariates={"residuals_t": [0.1, -0.2 * i], "residuals_e": [0.3 + i]}), f, p)
+                              calibrated=True, scores=layer_scores([0.01 * i, -0.02], [0.03 * i],
+                                                                 cov_t=[0.1, -0.2 * i], cov_e=[0.3 + i])), f, p)
         for i, (cf, f, a_e, k, p, ratio) in enumerate(sources)
     ]  # fmt: skip
     layer = transfer(comps, "inference", floor, power, cap) if cap else transfer(comps, "inference", floor, power)
-    assert layer.residuals_t == [r for _, c, _, _ in comps for r in c.residuals_t]
-    assert layer.residuals_e == [r for _, c, _, _ in comps for r in c.residuals_e]
-    for a in ("residuals_t", "residuals_e"):
-        assert layer.residual_covariates[a] == [x for _, c, _, _ in comps for x in c.residual_covariates[a]]
+    for q in ("time", "energy"):
+        got = layer.score_set("pooled", q)
+        assert got.scores == [r for _, c, _, _ in comps for r in c.score_set("pooled", q).scores]
+        assert got.covariates == [x for _, c, _, _ in comps for x in c.score_set("pooled", q).covariates or []]
     none = transfer([("U", Composition("inference"), floor, power)], "inference", floor, power)
     assert (none.mode, none.source, none.calibrated) == ("inference", "uncalibrated", False)
     calls = np.array([c for *_, c in net], float)
@@ -443,8 +442,8 @@ def test_an_own_answer_at_a_transferred_clock_widens_by_the_clock_models_error_t
     (1 + the clock model's error at f / f_boost), time and energy each by their own error; the clock's source
     says transferred. At the boost clock nothing widens (the default clock's answer)."""
     res, cov = trend_scores(*scores)
-    comp = Composition("inference", dict(coef), {"energy_sum": a_e, "time": k}, calibrated=True, residuals_t=res,
-                       residuals_e=res, residual_covariates={"residuals_t": cov, "residuals_e": cov})  # fmt: skip
+    comp = Composition("inference", dict(coef), {"energy_sum": a_e, "time": k}, calibrated=True,
+                       scores=layer_scores(res, res, cov_t=cov, cov_e=cov))  # fmt: skip
     network = Network({r.op_id: r for r, *_ in net}, {r.op_id: c for r, _, _, c in net})
     costed = {r.op_id: (t, p, "predicted", None) for r, t, p, _ in net}
     spec = SimpleNamespace(model="mlp", label="mlp")

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from builders import layer_scores
 from opcost.model.composition import intervals
-from opcost.model.composition.compose import Composition
+from opcost.model.composition.compose import Composition, ScoreSet
 from opcost.model.training import netval
 
 
@@ -80,8 +81,7 @@ def test_a_composition_warns_and_widens_a_question_beyond_its_networks_covariate
 
     c = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5] * 2
     res = [float(np.expm1(0.1 * math.sqrt(1 + 25 * x * x) * s)) for x, s in zip(c, [1] * 6 + [-1] * 6)]
-    comp = Composition("inference", calibrated=True, n_networks=12, residuals_t=res, residuals_e=res)
-    comp.residual_covariates = {"residuals_t": c, "residuals_e": c}
+    comp = Composition("inference", calibrated=True, n_networks=12, scores=layer_scores(res, res, cov_t=c, cov_e=c))
     assert comp.covariate_warning(None, 0.4, 1e-3, "A30-inference") is None
     w = comp.covariate_warning(None, 3.0, 1e-5, "A30-inference")
     assert w is not None and "20.1x the plain sum of op costs (0.01 ms" in w and "(|c| <= 0.50)" in w
@@ -127,10 +127,9 @@ def test_one_half_width_for_every_network_misses_the_level_in_a_stratum(n_groups
 def test_a_bundle_carries_its_covariates_and_an_older_one_keeps_the_plain_rule() -> None:
     c = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5] * 2
     res = [float(np.expm1(0.1 * math.sqrt(1 + 25 * x * x) * s)) for x, s in zip(c, [1] * 6 + [-1] * 6)]
-    comp = Composition("inference", calibrated=True, n_networks=12, residuals_t=res, residuals_e=res)
-    comp.residual_covariates = {"residuals_t": c, "residuals_e": c}
+    comp = Composition("inference", calibrated=True, n_networks=12, scores=layer_scores(res, res, cov_t=c, cov_e=c))
     back = Composition.from_json(comp.to_json())
-    assert back.residual_covariates == comp.residual_covariates
+    assert back.scores == comp.scores
     assert back.interval(1.0, covariate=0.5) == pytest.approx(comp.interval(1.0, covariate=0.5))
     assert back.log_interval(covariate=0.5).half_width > back.log_interval(covariate=0.0).half_width
     old = comp.to_json()
@@ -139,7 +138,7 @@ def test_a_bundle_carries_its_covariates_and_an_older_one_keeps_the_plain_rule()
     want = intervals.log_interval(intervals.log_errors(res))
     assert plain.log_interval(covariate=0.5).half_width == pytest.approx(want.half_width)
     # covariates that do not match the scores one to one are not used (written apart)
-    comp.residual_covariates = {"residuals_t": c[:5]}
+    comp.scores["pooled", "time"] = ScoreSet(res, covariates=c[:5])
     assert comp.covariates_for("time") is None
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from builders import layer_scores
 from opcost.model.composition import intervals
 from opcost.model.composition.compose import Composition
 
@@ -88,7 +89,7 @@ def test_a_biased_layer_gets_an_asymmetric_interval_that_survives_the_bundle() -
     """A layer that over-predicts by ~10 % (errors log 1.1 +- a little): the interval of measured / predicted
     is centred near 1 / 1.1, below the prediction, and reads back the same from the bundle's JSON."""
     r = list(np.expm1(np.log(1.1) + np.array([-0.02, 0.01, 0.02, -0.01, 0.0])))  # predicted / measured - 1
-    comp = Composition("inference", calibrated=True, residuals_t=r, residuals_e=r)
+    comp = Composition("inference", calibrated=True, scores=layer_scores(r, r))
     lo, hi = comp.interval(1.0, "time")
     assert hi < 1.0 and np.sqrt(lo * hi) == pytest.approx(1 / 1.1, rel=1e-3)
     assert Composition.from_json(comp.to_json()).interval(1.0, "time") == pytest.approx((lo, hi))

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from builders import record_in_lock, tiny_bundle
+from builders import layer_scores, record_in_lock, tiny_bundle
 from opcost.model.composition import intervals
 from opcost.model.composition.bundle import Bundle
 from opcost.model.composition.compose import DEFAULT_TIME, EXTRAPOLATION_WIDENING, Composition
@@ -37,8 +37,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     # errors e = +-0.1 sqrt(1 + 25 c^2): normalised scores +-0.1, scale ratio 25 (tests/model/test_hetero_intervals.py)
     res = [float(np.expm1(0.1 * math.sqrt(1 + 25 * x * x) * s)) for x, s in zip(COVARIATES, [1] * 6 + [-1] * 6)]
     comp = Composition("inference", {**DEFAULT_TIME, "const": CONST_S}, calibrated=True, n_networks=12,
-                       residuals_t=res, residuals_e=res)  # fmt: skip
-    comp.residual_covariates = {"residuals_t": COVARIATES, "residuals_e": COVARIATES}
+                       scores=layer_scores(res, res, cov_t=COVARIATES, cov_e=COVARIATES))  # fmt: skip
     b.composition = comp
     b.save(folder)
     record_in_lock(tmp_path)

@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from builders import layer_scores
 from opcost.model.composition import compose
-from opcost.model.composition.compose import Composition, SourceNetworks
+from opcost.model.composition.compose import Composition, ScoreSet, SourceNetworks
 
 SUMS = (1.0, 2.0, 3.0)  # the networks' term "sum"
 
@@ -20,7 +21,7 @@ def _source(name: str, mode: str, a: float, floor: float, residuals: list[float]
     """A calibrated config whose networks take exactly a x sum (time) and a x sum (energy)."""
     comp = Composition(mode, {"sum": a, "calls_floor": 0.0, "params_bw": 0.0, "const": 0.0},
                        {"energy_sum": a, "time": 0.0}, calibrated=True, n_networks=len(SUMS),
-                       residuals_t=residuals, residuals_e=residuals)  # fmt: skip
+                       scores=layer_scores(residuals, residuals))  # fmt: skip
     t = np.array([a * s for s in SUMS])
     return SourceNetworks(name, comp, floor, 100.0, [_terms(s) for s in SUMS], t, t.copy())
 
@@ -60,11 +61,11 @@ def test_no_config_is_among_the_sources_of_its_own_transfer(monkeypatch: pytest.
 def test_a_mode_with_several_configs_takes_its_leave_one_config_out_scores_unwidened() -> None:
     layer = compose.transfer_calibrated(_inference(), "inference", 4e-5, 50.0)
     assert layer.source == "transferred" and layer.transfer_widening == {"time": 1.0, "energy": 1.0}
-    assert layer.residuals_t == pytest.approx([1.5] * 3 + [0.0] * 3 + [-0.5] * 3)
+    assert layer.score_set("pooled", "time").scores == pytest.approx([1.5] * 3 + [0.0] * 3 + [-0.5] * 3)
     # the question is a new config, and configs are the unit: 3 groups, too few for a 90 % conformal quantile:
     # the normal rule on the configs' mean log errors log 2.5, 0, log 0.5 (no spread within a config),
     # t_{0.95, 2} = 2.919986
-    assert layer.residual_groups["residuals_t"] == ["A-inference"] * 3 + ["B-inference"] * 3 + ["C-inference"] * 3
+    assert layer.groups_for("time") == ["A-inference"] * 3 + ["B-inference"] * 3 + ["C-inference"] * 3
     means = np.log([2.5, 1.0, 0.5])
     h = 2.919986 * np.sqrt(np.var(means, ddof=1) * (1 + 1 / 3))
     iv = layer.log_interval("time")
@@ -87,7 +88,7 @@ def test_a_mode_with_one_config_is_widened_by_the_ratio_measured_in_another_mode
     assert layer.transferred_from == ["A-training"]
     assert layer.transfer_widening["time"] == pytest.approx(w)
     assert layer.transfer_widening["energy"] == pytest.approx(w)
-    assert layer.residuals_t == [0.1]
+    assert layer.score_set("pooled", "time").scores == [0.1]
     # leave-one-config-out scores grouped by config:model, 9 groups of one; the own scores 4 groups: both the
     # normal rule, w as above
     assert layer.half_width("time") == pytest.approx(np.log(1.3) * w)
@@ -120,12 +121,13 @@ def test_transferred_scores_carry_their_covariates_so_the_normalised_rule_applie
         s.terms = [{**t, "raw_sum_s": t["sum"] / 2} for t in s.terms]
     layer = compose.transfer_calibrated(srcs, "inference", 4e-5, 50.0)
     want = list(np.log([5.0] * 3 + [4.0] * 3 + [3.0] * 3))
-    assert layer.residual_covariates["residuals_t"] == pytest.approx(want)
-    assert layer.residual_covariates["residuals_e"] == pytest.approx(want)
+    assert layer.score_set("pooled", "time").covariates == pytest.approx(want)
+    assert layer.score_set("pooled", "energy").covariates == pytest.approx(want)
     assert layer.covariates_for("time") == pytest.approx(want)
-    srcs[0].comp.residual_covariates = {"residuals_t": [0.1, 0.2]}
-    srcs[1].comp.residual_covariates = {"residuals_t": [0.3]}
+    srcs[0].comp.scores["pooled", "time"] = ScoreSet([0.4, -0.2], covariates=[0.1, 0.2])
+    srcs[1].comp.scores["pooled", "time"] = ScoreSet([0.1], covariates=[0.3])
     pooled = compose.transfer([s.as_source() for s in srcs[:2]], "inference", 4e-5, 50.0)
-    assert pooled.residual_covariates == {"residuals_t": pytest.approx([0.1, 0.2, 0.3])}  # energy: none recorded
+    assert pooled.score_set("pooled", "time").covariates == pytest.approx([0.1, 0.2, 0.3])
+    assert pooled.score_set("pooled", "energy").covariates is None  # energy: none recorded
     pooled = compose.transfer([s.as_source() for s in srcs], "inference", 4e-5, 50.0)  # C recorded none
-    assert "residuals_t" not in pooled.residual_covariates
+    assert pooled.score_set("pooled", "time").covariates is None

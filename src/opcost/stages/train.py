@@ -264,22 +264,7 @@ def source_composition(
     coster = netval.coster_from(data, rows, models)
     terms = netval.all_terms(coster, netval.network_records(nops), data)
     comp = netval.fit_composition(s_mode, terms, nets.drop(columns="family"), s_dev)
-    rt, re, gt, ge, ct, ce = [], [], [], [], [], []
-    for model, g in nets.groupby("model", sort=True):
-        others = nets[~nets["set_id"].isin(g["set_id"])].drop(columns="family")
-        c = netval.fit_composition(s_mode, terms, others, s_dev)
-        for _, n in g.iterrows():
-            t = c.time(terms[n["set_id"]])
-            rt.append(float(t / n["t_s"] - 1))
-            gt.append(str(model))
-            ct.append(float(netval.covariate(t, terms[n["set_id"]]["raw_sum_s"])))
-            if pd.notna(n["e_j"]) and "power" in models:
-                re.append(float(c.energy(terms[n["set_id"]], t) / n["e_j"] - 1))
-                ge.append(str(model))
-                ce.append(ct[-1])
-    comp.residuals_t, comp.residuals_e = rt, re
-    comp.residual_groups = {"residuals_t": gt, "residuals_e": ge}
-    comp.residual_covariates = {"residuals_t": ct, "residuals_e": ce}
+    comp.scores = netval.composition_scores(s_mode, terms, nets.drop(columns="family"), s_dev, "power" in models)
     e = nets["e_j"].to_numpy(float) if "power" in models and nets["e_j"].notna().all() else None
     return netval.compose.SourceNetworks(
         source, comp, coster.floor_s, coster.median_power_w, [terms[s] for s in nets["set_id"]],
@@ -325,16 +310,7 @@ def run(paths: Paths, params: Params, target: str, log_to_mlflow: bool = True) -
     net_pred = pd.concat(net_rows, ignore_index=True) if net_rows else pd.DataFrame()
     terms = netval.all_terms(coster, netval.network_records(nops), data) if len(networks) else {}
     comp = netval.fit_composition(mode, terms, networks, device) if len(networks) else netval.compose.Composition(mode)
-    if len(net_pred):  # interval scores by question: known family, new family, pooled (model/composition/compose.py)
-        cols = {"t": "t_error", "e": "e_error"}
-        scores = {q: netval.score_sets(net_pred, c) for q, c in cols.items()}
-        groups = {q: netval.score_groups(net_pred, c) for q, c in cols.items()}
-        covs = {q: netval.score_covariates(net_pred, c) for q, c in cols.items()}
-        for key, attr in (("pooled", "residuals"), ("known", "residuals_known"), ("new", "residuals_new")):
-            for q in cols:  # each score list beside its group labels and covariates, under the same name
-                setattr(comp, f"{attr}_{q}", scores[q][key])
-                comp.residual_groups[f"{attr}_{q}"] = groups[q][key]
-                comp.residual_covariates[f"{attr}_{q}"] = covs[q][key]
+    netval.attach_scores(comp, net_pred)  # interval scores by question: known family, new family, pooled
     if not comp.calibrated:
         comp = transferred_composition(paths, params, target, chosen, coster.floor_s, coster.median_power_w)
     detail = {

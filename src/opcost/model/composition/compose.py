@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 import numpy as np
 
@@ -73,6 +73,53 @@ SCORE_SETS = {  # which scores an interval rests on (docs/intervals.md), as a no
     "new": "family-left-out scores",
     "pooled": "model-left-out scores",
 }
+Question = Literal["pooled", "known", "new"]  # which question a score set answers (docs/intervals.md)
+Quantity = Literal["time", "energy"]
+QUESTIONS: tuple[Question, ...] = ("pooled", "known", "new")
+QUANTITIES: tuple[Quantity, ...] = ("time", "energy")
+# bundle.json's names of each score set's list (its key in `residual_groups` and `residual_covariates` too)
+_JSON_NAME: dict[tuple[Question, Quantity], str] = {
+    ("pooled", "time"): "residuals_t",
+    ("pooled", "energy"): "residuals_e",
+    ("known", "time"): "residuals_known_t",
+    ("known", "energy"): "residuals_known_e",
+    ("new", "time"): "residuals_new_t",
+    ("new", "energy"): "residuals_new_e",
+}
+
+
+@dataclass(frozen=True)
+class ScoreSet:
+    """The held-out relative errors (predicted / measured - 1) one kind of interval rests on, with what was
+    recorded beside them: each score's group label (what was held out together, the unit `conformal_q`
+    counts) and covariate (log(predicted / plain sum of op costs), model/composition/intervals.py's scale).
+    None: none recorded. Labels or covariates that do not match the scores one to one are kept as written
+    (a bundle reads back as it was) but never used (`labels`, `matched_covariates`)."""
+
+    scores: list[float] = field(default_factory=list)
+    groups: list[str] | None = None
+    covariates: list[float] | None = None
+
+    def labels(self) -> list[str] | None:
+        """The group labels, or None (every score its own group)."""
+        return _labels(self.groups, len(self.scores))
+
+    def matched_covariates(self) -> list[float] | None:
+        """The covariates, or None (the plain, unnormalised rule)."""
+        cov = self.covariates
+        return [float(x) for x in cov] if cov is not None and len(cov) == len(self.scores) else None
+
+
+NO_SCORES = ScoreSet()
+
+
+def quantity(which: str) -> Quantity:
+    """`which` as a Quantity; anything else is a caller's error, not energy."""
+    if which == "time":
+        return "time"
+    if which == "energy":
+        return "energy"
+    raise ValueError(f"quantity {which!r} is not one of {', '.join(QUANTITIES)}")
 
 
 def network_terms(costs: Costs, calls: np.ndarray, records: Sequence[OpRecord], floor_s: float, device_config: str,
@@ -114,32 +161,21 @@ class Composition:
     energy_coef: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_ENERGY))
     calibrated: bool = False
     n_networks: int = 0
-    residuals_t: list[float] = field(default_factory=list)  # out-of-sample relative errors, time
-    residuals_e: list[float] = field(default_factory=list)  # the same for energy
     source: str = ""  # calibrated / transferred / uncalibrated ("" : from `calibrated`)
     transferred_from: list[str] = field(default_factory=list)  # targets a transferred layer came from
     # family -> {"time": f_t, "energy": f_e, "n": siblings}: log-scale terms (docs/composition.md, per-family term)
     family_terms: dict[str, dict[str, float]] = field(default_factory=dict)
-    # The scores by the question they answer (docs/intervals.md): model split, family had siblings in its
-    # fold (known family); family split (new family). Empty: the pooled residuals_t / residuals_e.
-    residuals_known_t: list[float] = field(default_factory=list)
-    residuals_known_e: list[float] = field(default_factory=list)
-    residuals_new_t: list[float] = field(default_factory=list)
-    residuals_new_e: list[float] = field(default_factory=list)
     # a transferred layer: factor on q per quantity ("time", "energy"; 1.0 where the scores are themselves
     # leave-one-config-out) and where that came from (docs/intervals.md, `transfer_calibrated`)
     transfer_widening: dict[str, float] = field(default_factory=dict)
     transfer_evidence: str = ""
-    # residual list name (e.g. "residuals_known_t") -> one group label per score (the model, or family, held
-    # out together): the unit `conformal_q` counts. Absent (older bundles): every score its own group.
-    residual_groups: dict[str, list[str]] = field(default_factory=dict)
-    # residual list name -> one covariate per score, log(predicted / plain sum of op costs) of that network
-    # (netval.covariate): the heteroscedastic scale of model/composition/intervals.py. Absent (older bundles, or labels
-    # that do not match the scores): the plain, unnormalised rule.
-    residual_covariates: dict[str, list[float]] = field(default_factory=dict)
     # the power the device's limiter held (model/clocks/powerlimit.py): energy never above cap x time; 0 (older
     # bundles, a device with no known limit): no cap
     power_cap_w: float = 0.0
+    # The out-of-sample scores by the question they answer (docs/intervals.md) and quantity: "pooled" (model
+    # split, every network), "known" (model split, the family had siblings in its fold), "new" (family split).
+    # Absent: none (a known or new question then rests on the pooled set).
+    scores: dict[tuple[Question, Quantity], ScoreSet] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.source:
@@ -193,7 +229,7 @@ class Composition:
             parts.append(f"no measured network of family {family}: no family term (a new family)")
         elif self.family_terms:  # a user's own file or module: no family can be read from its name
             parts.append("unknown family: no family term")
-        if self.calibrated and (self.residuals_known_t or self.residuals_new_t):
+        if self.calibrated and (self.score_set("known", "time").scores or self.score_set("new", "time").scores):
             parts.append(self.interval_note(family))
         return "; ".join(parts)
 
@@ -206,34 +242,36 @@ class Composition:
         of = f" of {iv.groups} held-out groups, each weighing 1" if groups is not None else ""
         return f"90 % interval from {iv.n} {SCORE_SETS[kind]}{of} ({iv.note(INTERVAL_LEVEL)})"
 
-    def scores_for(self, which: str = "time", family: str | None = ANY_FAMILY) -> tuple[str, list[float]]:
-        """(score set, relative errors) an interval for a network of `family` rests on: "known" for a family
-        with a term, "new" for any other family (None: a family nobody named), "pooled" where that set is
-        empty or no family was asked (ANY_FAMILY)."""
-        kind, attr = self._score_attr(which, family)
-        return kind, getattr(self, attr)
+    def score_set(self, question: Question, which: Quantity) -> ScoreSet:
+        """The scores recorded for `question` and quantity `which` (empty where none were)."""
+        return self.scores.get((question, which), NO_SCORES)
+
+    def question(self, which: str, family: str | None) -> Question:
+        """The question an interval for a network of `family` answers: "known" for a family with a term,
+        "new" for any other family (None: a family nobody named), "pooled" where that set is empty or no
+        family was asked (ANY_FAMILY)."""
+        q = quantity(which)
+        if family != ANY_FAMILY:
+            if family is not None and family in self.family_terms:
+                if self.score_set("known", q).scores:
+                    return "known"
+            elif self.family_terms:
+                if self.score_set("new", q).scores:
+                    return "new"
+        return "pooled"
+
+    def scores_for(self, which: str = "time", family: str | None = ANY_FAMILY) -> tuple[Question, list[float]]:
+        """(question, relative errors) an interval for a network of `family` rests on (`question`)."""
+        kind = self.question(which, family)
+        return kind, self.score_set(kind, quantity(which)).scores
 
     def groups_for(self, which: str = "time", family: str | None = ANY_FAMILY) -> list[str] | None:
         """The group labels of `scores_for`'s scores (None: none recorded, every score its own group)."""
-        kind, attr = self._score_attr(which, family)
-        return _labels(self.residual_groups.get(attr), len(getattr(self, attr)))
-
-    def _score_attr(self, which: str, family: str | None) -> tuple[str, str]:
-        sfx = "t" if which == "time" else "e"
-        if family != ANY_FAMILY:
-            if family is not None and family in self.family_terms:
-                if getattr(self, f"residuals_known_{sfx}"):
-                    return "known", f"residuals_known_{sfx}"
-            elif self.family_terms:
-                if getattr(self, f"residuals_new_{sfx}"):
-                    return "new", f"residuals_new_{sfx}"
-        return "pooled", f"residuals_{sfx}"
+        return self.score_set(self.question(which, family), quantity(which)).labels()
 
     def covariates_for(self, which: str = "time", family: str | None = ANY_FAMILY) -> list[float] | None:
         """The covariates of `scores_for`'s scores (None: none recorded: the unnormalised rule)."""
-        _, attr = self._score_attr(which, family)
-        cov = self.residual_covariates.get(attr)
-        return [float(x) for x in cov] if cov is not None and len(cov) == len(getattr(self, attr)) else None
+        return self.score_set(self.question(which, family), quantity(which)).matched_covariates()
 
     def _log_interval(self, which: str, family: str | None, covariate: float = 0.0) -> LogInterval:
         """The interval of the scores that match the question, before any widening (model/composition/intervals.py),
@@ -290,26 +328,25 @@ class Composition:
         return self.log_interval(which, extrapolating, family, covariate).bounds(value)
 
     def to_json(self) -> dict[str, Any]:
+        """The layer as bundle.json holds it: each score set under its list's name (`_JSON_NAME`, every one
+        written, empty where none), its labels and covariates under that name in `residual_groups` and
+        `residual_covariates` where recorded."""
+        sets = {name: self.score_set(*key) for key, name in _JSON_NAME.items()}
         return {
             "mode": self.mode,
             "time_coef": self.time_coef,
             "energy_coef": self.energy_coef,
             "calibrated": self.calibrated,
             "n_networks": self.n_networks,
-            "residuals_t": self.residuals_t,
-            "residuals_e": self.residuals_e,
-            "residuals_known_t": self.residuals_known_t,
-            "residuals_known_e": self.residuals_known_e,
-            "residuals_new_t": self.residuals_new_t,
-            "residuals_new_e": self.residuals_new_e,
+            **{name: s.scores for name, s in sets.items()},
             "source": self.source,
             "transferred_from": self.transferred_from,
             "family_terms": self.family_terms,
             "family_terms_rule": NEW_FAMILY_RULE,
             "transfer_widening": self.transfer_widening,
             "transfer_evidence": self.transfer_evidence,
-            "residual_groups": self.residual_groups,
-            "residual_covariates": self.residual_covariates,
+            "residual_groups": {name: s.groups for name, s in sets.items() if s.groups is not None},
+            "residual_covariates": {name: s.covariates for name, s in sets.items() if s.covariates is not None},
             "power_cap_w": self.power_cap_w,
         }
 
@@ -329,15 +366,10 @@ class Composition:
             ec,
             bool(d["calibrated"]),
             int(d["n_networks"]),
-            [float(x) for x in d["residuals_t"]],
-            [float(x) for x in d["residuals_e"]],
-            str(d.get("source", "")),
-            [str(x) for x in d.get("transferred_from", [])],
-            {str(f): {k: float(v) for k, v in t.items()} for f, t in d.get("family_terms", {}).items()},
-            residuals_known_t=_floats(d, "residuals_known_t"),
-            residuals_known_e=_floats(d, "residuals_known_e"),
-            residuals_new_t=_floats(d, "residuals_new_t"),
-            residuals_new_e=_floats(d, "residuals_new_e"),
+            source=str(d.get("source", "")),
+            transferred_from=[str(x) for x in d.get("transferred_from", [])],
+            family_terms={str(f): {k: float(v) for k, v in t.items()} for f, t in d.get("family_terms", {}).items()},
+            scores=_score_sets(d),
         )
         comp.transfer_widening = {str(q): float(v) for q, v in widening.items()}
         comp.transfer_evidence = (
@@ -345,10 +377,6 @@ class Composition:
             if legacy
             else str(d.get("transfer_evidence", ""))
         )
-        comp.residual_groups = {str(k): [str(x) for x in v] for k, v in d.get("residual_groups", {}).items()}
-        comp.residual_covariates = {
-            str(k): [float(x) for x in v] for k, v in d.get("residual_covariates", {}).items()
-        }  # older bundles: none, the unnormalised rule (same intervals as when they were written)
         comp.power_cap_w = float(d.get("power_cap_w", 0.0))  # older bundles: no cap, as they were fitted
         return comp
 
@@ -360,17 +388,26 @@ def _interval_of(
     """`log_interval` of relative errors, memoised on their values: a prediction asks for the same few
     intervals (time and energy, its note and its bounds) of the same scores, and the rule's group means and t
     quantile were a quarter of a warm predict_many (bench/predictor_latency.py). Keyed on the values, not on
-    the Composition, whose score lists the train stage sets after construction. With covariates: the
+    the Composition, whose score sets are filled after construction (netval.attach_scores). With covariates: the
     normalised interval, which each question scales to its own covariate (cheap, outside the cache)."""
     return log_interval(log_errors(res), groups=groups, covariates=covariates)
 
 
-def _floats(d: dict[str, Any], key: str) -> list[float]:
-    """A list of floats from a bundle's JSON; an older bundle without the key: empty."""
-    return [float(x) for x in d.get(key, [])]
-
-
-RESIDUAL_SETS = ("residuals_known_t", "residuals_known_e", "residuals_new_t", "residuals_new_e")
+def _score_sets(d: dict[str, Any]) -> dict[tuple[Question, Quantity], ScoreSet]:
+    """The score sets of a composition's JSON (`Composition.to_json`): the pooled ones always there; an older
+    bundle may lack the known and new scores, the labels or the covariates (none: the rules it was written
+    with). A set with nothing recorded is left out, as a layer built in memory leaves it."""
+    groups, covs = d.get("residual_groups", {}), d.get("residual_covariates", {})
+    out: dict[tuple[Question, Quantity], ScoreSet] = {}
+    for key, name in _JSON_NAME.items():
+        got = ScoreSet(
+            [float(x) for x in (d[name] if key[0] == "pooled" else d.get(name, []))],
+            None if name not in groups else [str(x) for x in groups[name]],
+            None if name not in covs else [float(x) for x in covs[name]],
+        )
+        if got != NO_SCORES:
+            out[key] = got
+    return out
 
 
 def power_limit_w(device_config: str) -> float:
@@ -478,38 +515,40 @@ def transfer(
     ok_p = [(c, p) for _, c, _, p in cal if np.isfinite(p) and p > 0]
     ec["time"] = float(np.mean([c.energy_coef["time"] / p for c, p in ok_p])) * power_w if ok_p and np.isfinite(
         power_w) else 0.0  # fmt: skip
-    out = Composition(
-        mode, tc, ec, calibrated=False, n_networks=0,
-        residuals_t=[r for _, c, _, _ in cal for r in c.residuals_t],
-        residuals_e=[r for _, c, _, _ in cal for r in c.residuals_e],
-        source=TRANSFERRED, transferred_from=[n for n, _, _, _ in cal], power_cap_w=float(cap_w),
-    )  # fmt: skip
-    out.residual_groups = {a: _pooled_groups([(n, c) for n, c, _, _ in cal], a) for a in ("residuals_t", "residuals_e")}
-    out.residual_covariates = {
-        a: cov for a in ("residuals_t", "residuals_e") if (cov := _pooled_covariates([c for _, c, _, _ in cal], a))
+    pooled = {
+        q: ScoreSet(
+            [r for _, c, _, _ in cal for r in c.score_set("pooled", q).scores],
+            _pooled_groups([(n, c) for n, c, _, _ in cal], q),
+            _pooled_covariates([c for _, c, _, _ in cal], q) or None,
+        )
+        for q in QUANTITIES
     }
-    return out
+    return Composition(
+        mode, tc, ec, calibrated=False, n_networks=0, source=TRANSFERRED,
+        transferred_from=[n for n, _, _, _ in cal], power_cap_w=float(cap_w),
+        scores={("pooled", q): s for q, s in pooled.items()},
+    )  # fmt: skip
 
 
-def _pooled_covariates(sources: Sequence[Composition], attr: str) -> list[float] | None:
-    """The covariates of sources' pooled scores `attr`, or None where any source recorded none for them (a
-    partly normalised pool would mix two scales)."""
+def _pooled_covariates(sources: Sequence[Composition], which: Quantity) -> list[float] | None:
+    """The covariates of sources' pooled scores of `which`, or None where any source recorded none for them
+    (a partly normalised pool would mix two scales)."""
     out: list[float] = []
     for c in sources:
-        cov = c.residual_covariates.get(attr)
-        if cov is None or len(cov) != len(getattr(c, attr)):
+        cov = c.score_set("pooled", which).matched_covariates()
+        if cov is None:
             return None
-        out += [float(x) for x in cov]
+        out += cov
     return out
 
 
-def _pooled_groups(sources: Sequence[tuple[str, Composition]], attr: str) -> list[str]:
-    """Group labels of sources' pooled scores `attr`, each prefixed with its source (a model held out on
+def _pooled_groups(sources: Sequence[tuple[str, Composition]], which: Quantity) -> list[str]:
+    """Group labels of sources' pooled scores of `which`, each prefixed with its source (a model held out on
     two configs is two groups); a source without labels: every score its own group."""
     out: list[str] = []
     for name, c in sources:
-        n = len(getattr(c, attr))
-        out += [f"{name}:{x}" for x in _labels(c.residual_groups.get(attr), n) or range(n)]
+        got = c.score_set("pooled", which)
+        out += [f"{name}:{x}" for x in got.labels() or range(len(got.scores))]
     return out
 
 
@@ -555,14 +594,14 @@ def leave_one_config_out(sources: Sequence[SourceNetworks], mode: str) -> tuple[
 
 def _leave_one_config_out(
     sources: Sequence[SourceNetworks], mode: str
-) -> tuple[list[float], list[float], list[str], dict[str, list[float]]]:
+) -> tuple[list[float], list[float], list[str], dict[Quantity, list[float]]]:
     """`leave_one_config_out` and each score's covariate, log(predicted / plain sum of op costs) (model/
-    intervals.py), under the residual list names ("residuals_t", "residuals_e")."""
+    intervals.py), by quantity."""
     cal = [s for s in sources if s.comp.calibrated and s.comp.mode == mode]
     rt: list[float] = []
     re: list[float] = []
     held: list[str] = []
-    cov: dict[str, list[float]] = {"residuals_t": [], "residuals_e": []}
+    cov: dict[Quantity, list[float]] = {"time": [], "energy": []}
     if len(cal) < 2:
         return rt, re, held, cov
     for s in cal:
@@ -572,11 +611,11 @@ def _leave_one_config_out(
         t_pred = np.array([layer.time(t) for t in s.terms])
         rt += [float(x) for x in t_pred / np.asarray(s.t_s, float) - 1]
         c = [question_covariate(float(tp), t.get("raw_sum_s", 0.0)) for t, tp in zip(s.terms, t_pred)]
-        cov["residuals_t"] += c
+        cov["time"] += c
         if s.has_energy():
             e_pred = np.array([layer.energy(t, tp) for t, tp in zip(s.terms, t_pred)])
             re += [float(x) for x in e_pred / np.asarray(s.e_j, float) - 1]
-            cov["residuals_e"] += c
+            cov["energy"] += c
         held.append(s.name)
     return rt, re, held, cov
 
@@ -607,9 +646,11 @@ def transfer_calibrated(
         return layer
     rt, re, held, cov = _leave_one_config_out(same, mode)
     if held:
-        layer.residuals_t, layer.residuals_e = rt, re
-        layer.residual_groups = _loco_groups(same, held, by_config=True)
-        layer.residual_covariates = cov
+        lg = _loco_groups(same, held, by_config=True)
+        layer.scores = {
+            ("pooled", "time"): ScoreSet(rt, lg["time"], cov["time"]),
+            ("pooled", "energy"): ScoreSet(re, lg["energy"], cov["energy"]),
+        }
         layer.transfer_widening = {"time": 1.0, "energy": 1.0}
         layer.transfer_evidence = (
             f"leave-one-config-out errors of {len(rt)} networks of {', '.join(held)}, each predicted by the "
@@ -625,14 +666,14 @@ def transfer_calibrated(
             continue
         lt += t
         le += e
-        own_t += [r for s in ms if s.name in h for r in s.comp.residuals_t]
-        own_e += [r for s in ms if s.name in h for r in s.comp.residuals_e]
+        own_t += [r for s in ms if s.name in h for r in s.comp.score_set("pooled", "time").scores]
+        own_e += [r for s in ms if s.name in h for r in s.comp.score_set("pooled", "energy").scores]
         lg = _loco_groups(ms, h)
-        groups["lt"] += lg["residuals_t"]
-        groups["le"] += lg["residuals_e"]
+        groups["lt"] += lg["time"]
+        groups["le"] += lg["energy"]
         held_comps = [(s.name, s.comp) for s in ms if s.name in h]
-        groups["ot"] += _pooled_groups(held_comps, "residuals_t")
-        groups["oe"] += _pooled_groups(held_comps, "residuals_e")
+        groups["ot"] += _pooled_groups(held_comps, "time")
+        groups["oe"] += _pooled_groups(held_comps, "energy")
         where.append(f"{m} ({', '.join(h)})")
     if not where:
         layer.transfer_widening = {"time": 1.0, "energy": 1.0}
@@ -656,7 +697,7 @@ def transfer_calibrated(
 
 def _loco_groups(
     sources: Sequence[SourceNetworks], held: Sequence[str], by_config: bool = False
-) -> dict[str, list[str]]:
+) -> dict[Quantity, list[str]]:
     """Group labels of `leave_one_config_out`'s scores, in its order (energy only for configs with measured
     energy of every network): config:model per network, or with `by_config` the config alone: as the
     interval of a transferred layer, the question is a new config, and configs are what is exchangeable
@@ -668,6 +709,6 @@ def _loco_groups(
         return [s.name] * len(s.terms) if by_config else s.labels()
 
     return {
-        "residuals_t": [x for h in held for x in labels(by[h])],
-        "residuals_e": [x for h in held if by[h].has_energy() for x in labels(by[h])],
+        "time": [x for h in held for x in labels(by[h])],
+        "energy": [x for h in held if by[h].has_energy() for x in labels(by[h])],
     }

@@ -355,6 +355,49 @@ def _score_rows(net_pred: pd.DataFrame, col: str, take: str) -> dict[str, pd.Ser
     return {"known": known[take], "new": d.loc[d["split"] == SPLIT_FAMILY, take], "pooled": model[take]}
 
 
+ERROR_COLUMNS: dict[compose.Quantity, str] = {"time": "t_error", "energy": "e_error"}  # net_pred's scores
+
+
+def attach_scores(comp: compose.Composition, net_pred: pd.DataFrame) -> None:
+    """Record on `comp` the held-out scores of `net_pred` (`evaluate`'s rows, every split) by question and
+    quantity, each with its group labels and covariates: what its intervals rest on (model/composition/
+    compose.py). No rows: nothing recorded."""
+    if not len(net_pred):
+        return
+    for which, col in ERROR_COLUMNS.items():
+        scores, groups, covs = score_sets(net_pred, col), score_groups(net_pred, col), score_covariates(net_pred, col)
+        for question in compose.QUESTIONS:
+            comp.scores[question, which] = compose.ScoreSet(scores[question], groups[question], covs[question])
+
+
+def composition_scores(
+    mode: str, terms: dict[str, dict], networks: pd.DataFrame, device_config: str, energy: bool
+) -> dict[tuple[compose.Question, compose.Quantity], compose.ScoreSet]:
+    """The pooled scores of the composition layer fitted on `networks` (`fit_composition`, without family
+    terms), each model's networks (every input size) held out of the composition fit only: the op costs in
+    `terms` stay in sample. Labelled by model, with covariates; energy only with `energy` (a power model)
+    and for networks with measured energy."""
+    rt: list[float] = []
+    re: list[float] = []
+    gt: list[str] = []
+    ge: list[str] = []
+    ct: list[float] = []
+    ce: list[float] = []
+    for model, g in networks.groupby("model", sort=True):
+        others = networks[~networks["set_id"].isin(g["set_id"])].drop(columns="family", errors="ignore")
+        c = fit_composition(mode, terms, others, device_config)
+        for _, n in g.iterrows():
+            t = c.time(terms[n["set_id"]])
+            rt.append(float(t / n["t_s"] - 1))
+            gt.append(str(model))
+            ct.append(float(covariate(t, terms[n["set_id"]]["raw_sum_s"])))
+            if pd.notna(n["e_j"]) and energy:
+                re.append(float(c.energy(terms[n["set_id"]], t) / n["e_j"] - 1))
+                ge.append(str(model))
+                ce.append(ct[-1])
+    return {("pooled", "time"): compose.ScoreSet(rt, gt, ct), ("pooled", "energy"): compose.ScoreSet(re, ge, ce)}
+
+
 def interval_table(comp: compose.Composition) -> dict[str, dict[str, dict[str, Any]]]:
     """What the bundle's intervals rest on, per score set and quantity: the number of scores and of groups,
     half the log width as a % (exp(q) - 1), the full width % of the prediction, the bounds as % of it, and the
