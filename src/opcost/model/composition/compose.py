@@ -151,7 +151,8 @@ def l2_share(records: Sequence[OpRecord], l2_bytes: float) -> np.ndarray:
     read = np.array([float(r.metrics.get("bytes_read", 0.0)) for r in records], float)
     if not l2_bytes > 0:
         return np.zeros(len(records))
-    return np.minimum(1.0, l2_bytes / np.maximum(read, 1.0))
+    share: np.ndarray = np.minimum(1.0, l2_bytes / np.maximum(read, 1.0))
+    return share
 
 
 @dataclass

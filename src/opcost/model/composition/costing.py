@@ -30,7 +30,7 @@ cross-device answers of model/prediction/xdevice_predict.py, `clock_source`, rec
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -51,7 +51,7 @@ CLOCK_SOURCES = (MEASURED, TRANSFERRED)  # where an answer's clock behaviour cam
 class OpCoster:
     mode: str
     device_config: str
-    models: dict  # quantity -> bundle.QuantityModel
+    models: dict[str, Any]  # quantity -> bundle.QuantityModel
     kinds: tuple[str, ...]  # kinds the models were trained on
     floor_s: float
     noop_power_w: float

@@ -95,12 +95,14 @@ class LogInterval:
 def log_errors(rel_errors: "Sequence[float] | np.ndarray") -> np.ndarray:
     """Signed log(predicted / measured) from relative errors r = predicted / measured - 1."""
     r = np.asarray(rel_errors, float)
-    return np.log1p(np.clip(r, -0.999, None))
+    out: np.ndarray = np.log1p(np.clip(r, -0.999, None))
+    return out
 
 
 def log_scores(rel_errors: "Sequence[float] | np.ndarray") -> np.ndarray:
     """|log(measured / predicted)| from relative errors r = predicted / measured - 1."""
-    return np.abs(log_errors(rel_errors))
+    out: np.ndarray = np.abs(log_errors(rel_errors))
+    return out
 
 
 def _groups(n: int, groups: "Sequence[str] | None") -> np.ndarray:
@@ -214,7 +216,8 @@ def covariate(predicted_t_s: "float | np.ndarray", summed_t_s: "float | np.ndarr
     op costs), known before the network is measured: how far its answer rests on the composition layer's
     fitted overhead terms rather than on op costs. Not finite where either time is not a positive number."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.log(np.asarray(predicted_t_s, float) / np.asarray(summed_t_s, float))
+        out: float | np.ndarray = np.log(np.asarray(predicted_t_s, float) / np.asarray(summed_t_s, float))
+    return out
 
 
 def question_covariate(predicted_t_s: float, summed_t_s: float) -> float:

@@ -200,7 +200,7 @@ def dropped_once(dropped: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def settings_table(
-    preds: Sequence["NetworkPrediction"], max_slowdown: float | None = None, dropped: Sequence[dict] = ()
+    preds: Sequence["NetworkPrediction"], max_slowdown: float | None = None, dropped: Sequence[dict[str, Any]] = ()
 ) -> "pd.DataFrame":
     """The ranked settings table. attrs: `dropped` (once per device config), `removed_by_max_slowdown`
     (how many settings `--max-slowdown` removed) and `ties` (per objective, the settings tied with the best)."""

@@ -35,6 +35,7 @@ from opcost.paths import Paths
 
 if TYPE_CHECKING:  # pandas and the cross-device model load only for a transferred answer (a fast cold start)
     from opcost.model.crossdevice import xdevice
+    from opcost.model.prediction.answer import NetworkPrediction
 
 _MODELS: dict[Path, xdevice.XdeviceModel] = {}
 SOURCE = TRANSFERRED  # an answer of the cross-device model (costing.py: the labels' home)
@@ -386,7 +387,7 @@ def network_prediction(
     clock: float | None = None,
     clock_model: Any = None,
     host: str | None = None,
-) -> Any:
+) -> NetworkPrediction:
     """A predict.NetworkPrediction whose every op is `transferred`; at `clock` (MHz, within the table's
     range) through `clock_model` (model/clocks/clock.ClockModel), else at the default (boost) clock; driven by
     the host `host` (host_profile; None: the reference host)."""
