@@ -928,8 +928,8 @@ MUTATIONS: tuple[Mutation, ...] = (
         "model/prediction/xdevice_predict.py",
         (
             (
-                '"sources": [MEASURED if h else FITTED if in_sample else TRANSFERRED for h in hit],',
-                '"sources": [MEASURED if h else TRANSFERRED for h in hit],',
+                "sources=[MEASURED if h else FITTED if in_sample else TRANSFERRED for h in hit],",
+                "sources=[MEASURED if h else TRANSFERRED for h in hit],",
             ),
         ),
         "a GPU whose ops the cross-device model was trained on is labelled transferred",

@@ -352,3 +352,26 @@ def clone_of(trained, tmp_path: Path) -> Path:
     subprocess.run([*git, "add", "-A"], cwd=root, check=True)
     subprocess.run([*git, "commit", "-q", "-m", "clone"], cwd=root, check=True)
     return root
+
+
+# --------------------------------------------------------------------------------------------
+# A transferred answer's costs (model/prediction/xdevice_predict.TransferredOps)
+# --------------------------------------------------------------------------------------------
+
+
+def transferred_ops(records: list[OpRecord], calls: Sequence[float], time_s: float, interval: tuple[float, float],
+                    t_s: Sequence[float] | None = None, factor: Sequence[float] | None = None,
+                    optimizer_s: float = 0.0, sum_s: float = 0.0) -> Any:  # fmt: skip
+    """A TransferredOps of `records` for at_clock, energy and busy_share: what they read given, the rest a plain
+    transferred answer's (no op measured: factor 1, scale 1, no few-shot factors, a host that costs nothing)."""
+    from opcost.model.prediction.xdevice_predict import HostSplit, TransferredOps
+
+    n = len(records)
+    return TransferredOps(
+        ids=[r.op_id for r in records], records=list(records), calls=np.asarray(calls, float),
+        t_s=np.zeros(n) if t_s is None else np.asarray(t_s, float), time_s=time_s, interval=interval,
+        distance=0.0, other_share=1.0, tf32=True, optimizer_s=optimizer_s, sum_s=sum_s,
+        sources=["transferred"] * n, fitted=None, factors={}, factor_ops=0,
+        factor=np.ones(n) if factor is None else np.asarray(factor, float), scale=1.0,
+        host=HostSplit("none", "a test", 0.0, 0.0, 0.0, 0.0),
+    )  # fmt: skip

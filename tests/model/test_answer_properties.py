@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from builders import layer_scores
+from builders import layer_scores, transferred_ops
 from opcost.devices import find_device
 from opcost.model.basis.features import OpRecord
 from opcost.model.basis.physics import NOMINAL_BANDWIDTH
@@ -36,7 +36,7 @@ from opcost.model.crossdevice.xinterval import halfwidth, other_share
 from opcost.model.prediction.answer import assemble
 from opcost.model.prediction.clocktransfer import ClockTransfer, widen
 from opcost.model.prediction.predict import cost_groups
-from opcost.model.prediction.xdevice_predict import at_clock, energy
+from opcost.model.prediction.xdevice_predict import TransferredEnergy, at_clock, energy
 
 FAST = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # kind -> is a matrix product (ops/kinds.py's `matmul` fact, written out: the reference does not ask the code)
@@ -492,13 +492,10 @@ def test_a_transferred_gpu_at_another_clock_moves_as_its_ops_do(ops_, time_s, op
     recs = [_record(i, cb) for i, (cb, *_) in enumerate(ops_)]
     t_ref = np.array([t for _, t, _, _ in ops_])
     calls = np.array([float(c) for _, _, c, _ in ops_])
-    factor = np.array([fa for *_, fa in ops_])
-    r = {"records": recs, "t_s": t_ref, "calls": calls, "factor": factor, "optimizer_s": opt, "time_s": time_s,
-         "interval": (0.8 * time_s, 1.3 * time_s), "sum_s": 0.0}  # fmt: skip
-    if not with_factor:  # an answer without measured ops: every op weighs its calls
-        del r["factor"]
-        factor = np.ones(len(ops_))
-    en = {"energy_j": power * time_s, "power_w": power, "interval": (0.7 * power * time_s, 1.4 * power * time_s)}
+    # an answer without measured ops: every op weighs its calls (factor 1)
+    factor = np.array([fa for *_, fa in ops_]) if with_factor else np.ones(len(ops_))
+    r = transferred_ops(recs, calls, time_s, (0.8 * time_s, 1.3 * time_s), t_s=t_ref, factor=factor, optimizer_s=opt)
+    en = TransferredEnergy(power * time_s, power, (0.7 * power * time_s, 1.4 * power * time_s))
     out, en_out, note = at_clock(r, en if with_energy else None, "A30", f, model)
 
     share = np.array([1.0 if cb else 0.0 for cb, *_ in ops_] + [0.0])
@@ -510,20 +507,21 @@ def test_a_transferred_gpu_at_another_clock_moves_as_its_ops_do(ops_, time_s, op
         t = tr * (1 + share * (dev.boost_clock_mhz / f - 1))  # no power: time by the roofline law alone
     kk = float((t * w).sum() / (tr * w).sum())
     et, ee = reference_errors(f / dev.boost_clock_mhz)
-    assert out["time_s"] == pytest.approx(kk * time_s, rel=1e-9)
-    assert out["t_s"] == pytest.approx(t[:-1], rel=1e-12) and out["optimizer_s"] == pytest.approx(t[-1], rel=1e-12)
-    assert out["sum_s"] == pytest.approx(float((t[:-1] * w[:-1]).sum()), rel=1e-9)
-    assert out["interval"] == pytest.approx((kk * 0.8 * time_s / (1 + et), kk * 1.3 * time_s * (1 + et)), rel=1e-9)
+    assert out.time_s == pytest.approx(kk * time_s, rel=1e-9)
+    assert out.t_s == pytest.approx(t[:-1], rel=1e-12) and out.optimizer_s == pytest.approx(t[-1], rel=1e-12)
+    assert out.sum_s == pytest.approx(float((t[:-1] * w[:-1]).sum()), rel=1e-9)
+    assert out.interval == pytest.approx((kk * 0.8 * time_s / (1 + et), kk * 1.3 * time_s * (1 + et)), rel=1e-9)
     assert f"{100 * et:.0f} %" in note and note.endswith("not measured on A30")
     if not with_energy:
         assert en_out is None
         return
     e = kk * time_s * float((t * p * w).sum() / (t * w).sum())
     ke = e / (power * time_s)
-    assert en_out["energy_j"] == pytest.approx(e, rel=1e-9)
-    assert en_out["power_w"] == pytest.approx(e / (kk * time_s), rel=1e-9)
-    lo, hi = en["interval"]
-    assert en_out["interval"] == pytest.approx((ke * lo / (1 + ee), ke * hi * (1 + ee)), rel=1e-9)
+    assert en_out is not None
+    assert en_out.energy_j == pytest.approx(e, rel=1e-9)
+    assert en_out.power_w == pytest.approx(e / (kk * time_s), rel=1e-9)
+    lo, hi = en.interval
+    assert en_out.interval == pytest.approx((ke * lo / (1 + ee), ke * hi * (1 + ee)), rel=1e-9)
 
 
 def test_a_clock_on_a_gpu_outside_the_table_and_a_zero_time_answer() -> None:
@@ -532,13 +530,38 @@ def test_a_clock_on_a_gpu_outside_the_table_and_a_zero_time_answer() -> None:
     from opcost.errors import OpcostError
     from opcost.model.prediction.xdevice_predict import busy_share
 
-    r = {"records": [_record(0, True)], "t_s": np.array([0.0]), "calls": np.array([1.0]), "optimizer_s": 0.0,
-         "time_s": 0.0, "interval": (0.0, 0.0)}  # fmt: skip
+    r = transferred_ops([_record(0, True)], [1.0], 0.0, (0.0, 0.0), t_s=[0.0])
     with pytest.raises(OpcostError, match="--clock on NOT_A_GPU: not in the device table"):
         at_clock(r, None, "NOT_A_GPU", 1000.0, ClockModel())
-    _, en, _ = at_clock(r, {"energy_j": 0.0, "power_w": 100.0, "interval": (0.0, 0.0)}, "A30", 1000.0, ClockModel())
-    assert math.isnan(en["power_w"])
+    _, en, _ = at_clock(r, TransferredEnergy(0.0, 100.0, (0.0, 0.0)), "A30", 1000.0, ClockModel())
+    assert en is not None and math.isnan(en.power_w)
     assert busy_share(r, "A30") == 0.0
+
+
+def test_a_transferred_answer_at_a_clock_leaves_the_default_clock_answer_as_it_was() -> None:
+    """at_clock returns the moved answer and energy as new values: the answer at the default clock it was given,
+    every field and array of it, and its energy read the same afterwards (one answer's two clocks never share a
+    moved array)."""
+    import copy
+    import dataclasses
+
+    recs = [_record(0, True), _record(1, False), _record(2, True)]
+    r = transferred_ops(recs, [2.0, 5.0, 1.0], 4e-3, (3e-3, 6e-3), t_s=[1e-3, 2e-4, 5e-4], factor=[1.0, 1.3, 1.0],
+                        optimizer_s=1e-4, sum_s=3.5e-3)  # fmt: skip
+    en = TransferredEnergy(1.2, 300.0, (0.9, 1.6))
+    before, en_before = copy.deepcopy(r), copy.deepcopy(en)
+    f = 0.6 * find_device("A30")[0].boost_clock_mhz
+    out, en_out, _ = at_clock(r, en, "A30", f, ClockModel(logo_error_bins=BINS))
+
+    assert out.time_s != r.time_s and en_out is not None and en_out.energy_j != en.energy_j  # it did move
+    for fld in dataclasses.fields(r):
+        now, then = getattr(r, fld.name), getattr(before, fld.name)
+        if isinstance(then, np.ndarray):
+            assert np.array_equal(now, then), fld.name
+            assert not np.shares_memory(getattr(out, fld.name), now) or fld.name in ("calls", "factor"), fld.name
+        else:
+            assert now == then, fld.name
+    assert en == en_before
 
 
 @FAST
@@ -555,7 +578,7 @@ def test_transferred_energy_is_time_times_the_power_models_power(ops_, time_s, i
 
     recs = [_record(i, cb) for i, (cb, _) in enumerate(ops_)]
     calls = [float(n) for _, n in ops_]
-    r = {"records": recs, "calls": calls, "time_s": time_s, "interval": (0.9 * time_s, 1.2 * time_s)}
+    r = transferred_ops(recs, calls, time_s, (0.9 * time_s, 1.2 * time_s))
     pm = PowerModel(idle=idle, a=a, b=b, c=c, gamma=2.0, rel_err90=rel, trained_on=["A30"] if level else [])
     if level:  # the power level our networks measured on this GPU (xpower.device_levels)
         pm.levels = {find_device(config)[0].name: {"factor": level, "networks": 7.0}}
@@ -567,10 +590,11 @@ def test_transferred_energy_is_time_times_the_power_models_power(ops_, time_s, i
     u = work * sum(roofline_s(x.kind, x.metrics, config) * n for x, n in zip(recs, calls)) / time_s
     level_ = min(max(a + b * min(max(u, 0.0), 1.0) ** c, 0.0), 1.0)
     p = min(tdp * (idle + (1 - idle) * level_) * (level or 1.0), tdp)
-    assert got["power_w"] == pytest.approx(p, rel=1e-9)
-    assert got["energy_j"] == pytest.approx(p * time_s, rel=1e-9)
+    assert got is not None
+    assert got.power_w == pytest.approx(p, rel=1e-9)
+    assert got.energy_j == pytest.approx(p * time_s, rel=1e-9)
     want = (0.9 * time_s * p * max(1 - rel, 0), 1.2 * time_s * p * (1 + rel))
-    assert got["interval"] == pytest.approx(want, rel=1e-9)
+    assert got.interval == pytest.approx(want, rel=1e-9)
     assert f"{100 * rel:.0f} %" in note
     if level:
         assert f"min(TDP, {level:.2f}, the power level 7 networks measured on this GPU show" in note

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from builders import transferred_ops
 from opcost.devices import DEVICES
 from opcost.errors import OpcostError
 from opcost.model.clocks import clockval, xpower
@@ -240,11 +241,11 @@ def test_a_transferred_training_step_counts_its_backward_in_the_busy_share(tmp_p
     PowerModel(idle=0.2, a=0.0, b=0.5, c=1.0, gamma=1.0, rel_err90=0.1).save(tmp_path / "models" / "xpower")
     rec = OpRecord("mm", "Linear", {}, (1024, 1024), 1024 * 1024,
                    {"flops": 1e12, "bytes_read": 1e6, "bytes_written": 1e6})  # fmt: skip
-    r = {"records": [rec], "calls": [2.0], "time_s": 0.1, "interval": (0.08, 0.12)}
+    r = transferred_ops([rec], [2.0], 0.1, (0.08, 0.12))
     en, note = xdevice_predict.energy(tmp_path, r, "H100", mode)
     assert en is not None
     u = work * 2 * 1e12 / 67e12 / 0.1
     assert xpower.work_factor(mode) == work and DEVICES["H100"].fp32_flops == 67e12
-    assert en["power_w"] == pytest.approx(700 * (0.2 + 0.8 * 0.5 * u))
-    assert en["energy_j"] == pytest.approx(en["power_w"] * 0.1)
+    assert en.power_w == pytest.approx(700 * (0.2 + 0.8 * 0.5 * u))
+    assert en.energy_j == pytest.approx(en.power_w * 0.1)
     assert f"busy share {u:.2f}" in note and ("backward" in note) == (mode == "training")

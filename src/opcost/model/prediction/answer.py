@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from opcost.model.prediction.clocktransfer import ClockTransfer
+    from opcost.model.prediction.xdevice_predict import FittedInfo, HostJson, MeasuredNote
 
 # How an answer's op costs became the network's time (`NetworkPrediction.composition`): a layer fitted on this
 # config's measured networks, one transferred from other configs' layers, none fitted (the floor-corrected
@@ -80,7 +81,7 @@ class NetworkPrediction:
     composition: str = ""
     # A transferred answer's host (model/crossdevice/hosts.py): name, source, host_bound_share (of the step the GPU
     # waits on the host), host_s and gpu_s (each side's busy time), reference (the default host, not one asked for)
-    host: dict[str, Any] | None = None
+    host: HostJson | None = None
     note: str = ""  # how the answer was derived: every term, rule and source (`--explain`, JSON `note`)
     warnings: list[str] = field(default_factory=list)  # what the user should act on (extrapolation, trust)
     # the answer's basis in one plain sentence (what `predict` prints by default; `note` has the derivation)
@@ -94,10 +95,10 @@ class NetworkPrediction:
     clock_source: str | None = None
     # A transferred answer on a GPU where our campaigns measured some of its ops (model/prediction/xdevice_predict.py):
     # which, their shares and how they were composed; None otherwise (and then absent from the JSON).
-    measured: dict[str, Any] | None = None
+    measured: MeasuredNote | None = None
     # A cross-device answer on a GPU whose own measured ops the model was trained on (costing.FITTED): the GPU,
     # how many ops, measured by whom (xdevice_predict.fitted_info); None otherwise (and then absent from the JSON).
-    fitted: dict[str, Any] | None = None
+    fitted: FittedInfo | None = None
 
     @property
     def fits(self) -> bool | None:

@@ -19,9 +19,11 @@ is issued at the answer's host cost. Energy stays transferred.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
@@ -34,7 +36,9 @@ from opcost.model.crossdevice.hostqueue import step_queue
 from opcost.paths import Paths
 
 if TYPE_CHECKING:  # pandas and the cross-device model load only for a transferred answer (a fast cold start)
+    from opcost.model.basis.features import OpRecord
     from opcost.model.crossdevice import xdevice
+    from opcost.model.crossdevice.hosts import HostProfile
     from opcost.model.prediction.answer import NetworkPrediction
 
 _MODELS: dict[Path, xdevice.XdeviceModel] = {}
@@ -44,6 +48,103 @@ NUMERICS = {
     True: "fp32 with PyTorch's defaults (cuDNN convolutions may use TF32 where the GPU has it; matmuls do not)",
     False: "fp32 with TF32 off (_no_tf32)",
 }
+
+
+class FittedInfo(TypedDict):
+    """What the cross-device model saw of a GPU's own ops (`fitted_info`): the answer's JSON `fitted` as is."""
+
+    gpu: str
+    ops: int | None  # None: a model saved before it counted them
+    measured_by: list[str]
+
+
+class MeasuredNote(TypedDict):
+    """What of a transferred answer was measured on its GPU (`measured_note`): the answer's JSON `measured` as is."""
+
+    device_config: str
+    campaigns: list[str]
+    ops: int
+    ops_total: int
+    calls_share: float
+    time_share: float
+    composition: str
+    energy: str
+
+
+class HostJson(TypedDict):
+    """A transferred answer's host in its JSON (`HostSplit.to_json`)."""
+
+    name: str
+    source: str
+    host_bound_share: float
+    host_s: float
+    gpu_s: float
+    queue_s: float
+    reference: bool
+
+
+@dataclass(frozen=True)
+class HostSplit:
+    """The host that drove a transferred step and how its time split: the host profile's name and source, the share
+    of the step the GPU waits on the host, each side's busy time and the queue's time, all x the network scale."""
+
+    name: str
+    source: str
+    host_bound_share: float
+    host_s: float
+    gpu_s: float
+    queue_s: float
+
+    def to_json(self, reference: bool) -> HostJson:
+        """The answer's JSON `host`; `reference`: the default host, not one asked for."""
+        return {
+            "name": self.name,
+            "source": self.source,
+            "host_bound_share": self.host_bound_share,
+            "host_s": self.host_s,
+            "gpu_s": self.gpu_s,
+            "queue_s": self.queue_s,
+            "reference": reference,
+        }
+
+
+@dataclass(frozen=True)
+class TransferredOps:
+    """A network's transferred costs (`predict_network`), before they become a NetworkPrediction: per op (in `ids`
+    order) its record, calls, time per call as the answer shows it (`t_s`), its source and the factor one call's
+    shown time carries into the op sum (the network scale for a measured op, else 1); the network's time and its
+    90 % interval, the optimizer step inside it, the op sum; what the interval was read at (distance to the
+    training GPUs, share of kernel time outside matrix products); the numerics, the in-sample `fitted` info, the
+    few-shot kind factors and how many measured ops gave them, the network scale and the host's split. Frozen:
+    `at_clock` returns a moved copy."""
+
+    ids: list[str]
+    records: list[OpRecord]
+    calls: np.ndarray
+    t_s: np.ndarray
+    time_s: float
+    interval: tuple[float, float]
+    distance: float
+    other_share: float
+    tf32: bool
+    optimizer_s: float
+    sum_s: float
+    sources: list[str]
+    fitted: FittedInfo | None
+    factors: dict[str, float]
+    factor_ops: int
+    factor: np.ndarray
+    scale: float
+    host: HostSplit
+
+
+@dataclass(frozen=True)
+class TransferredEnergy:
+    """A transferred answer's energy (`energy`): energy per step, the average power and the energy's 90 % interval."""
+
+    energy_j: float
+    power_w: float
+    interval: tuple[float, float]
 
 
 def load(folder: Path) -> xdevice.XdeviceModel:
@@ -82,7 +183,7 @@ def transfer_config(device: str, mode: str, own_targets: list[str]) -> tuple[str
     return cfg, SOURCE
 
 
-def host_profile(folder: Path, comp: dict[str, Any], name: str | None) -> Any:
+def host_profile(folder: Path, comp: dict[str, Any], name: str | None) -> HostProfile:
     """The host a transferred answer assumes (model/crossdevice/hosts.py): `name` among the profiles the cross-device
     model learnt, else a profile `opcost calibrate-host` saved under hosts/; None: the reference host. A model
     trained before host profiles existed answers with its fitted per-call constant."""
@@ -105,7 +206,7 @@ def host_profile(folder: Path, comp: dict[str, Any], name: str | None) -> Any:
 
 
 def predict_network(folder: Path, net: Any, device_config: str, mode: str, optimizer: str = "sgd",
-                    host: str | None = None) -> dict[str, Any]:  # fmt: skip
+                    host: str | None = None) -> TransferredOps:  # fmt: skip
     """Per-op transferred costs and the composed network time with its interval, for `net` (a
     predict.Network) on `device_config`, its step run through the host/GPU queue (model/crossdevice/hostqueue.py) with
     the host `host` (host_profile)."""
@@ -137,7 +238,7 @@ def predict_network(folder: Path, net: Any, device_config: str, mode: str, optim
     xk = rows["xkind"].to_numpy() if len(rows) else np.zeros(0, str)
     prof = host_profile(Path(folder), comp, host)
     # a profile measured isolated calls: in a network a call costs `in_network` x that (xdevice_net.IN_NETWORK_GRID)
-    host_row = prof.costs(xk) * (1.0 if prof.name == FITTED_CONSTANT else float(comp.get("in_network", 1.0)))
+    host_row = prof.costs(list(xk)) * (1.0 if prof.name == FITTED_CONSTANT else float(comp.get("in_network", 1.0)))
     view_row = views[owner] if len(owner) else np.zeros(0, bool)
     t_fw[view_row], host_row[view_row] = 0.0, 0.0  # a view launches no kernel (and the validation has none)
     ratio_row = (
@@ -172,36 +273,36 @@ def predict_network(folder: Path, net: Any, device_config: str, mode: str, optim
     dist = xdevice.distance(dev, trained) if not in_sample else 0.0
     share = xinterval.other_share(xk, t_fw, calls[owner] * count) if len(rows) else 1.0
     hw = xinterval.halfwidth(model.interval, dist, share)
-    return {
-        "ids": ids,
-        "records": recs,
-        "calls": calls,
-        "t_s": per_call,
-        "time_s": time_s,
-        "interval": (time_s * math.exp(-hw), time_s * math.exp(hw)),
-        "distance": dist,
-        "other_share": share,
-        "tf32": tf32,
-        "optimizer_s": opt,
-        "sum_s": float((per_call * factor * calls).sum()),
-        "sources": [MEASURED if h else FITTED if in_sample else TRANSFERRED for h in hit],
-        "fitted": fitted_info(model.op, dev.name) if in_sample else None,
-        "factors": factors,
-        "factor_ops": len(pairs),
-        "factor": factor,
-        "scale": scale,
-        "host": {
-            "name": prof.name,
-            "source": prof.source,
-            "host_bound_share": queue.host_bound_share,
-            "host_s": scale * queue.host_s,
-            "gpu_s": scale * queue.gpu_s,
-            "queue_s": scale * queue.time_s,
-        },  # fmt: skip
-    }
+    return TransferredOps(
+        ids=ids,
+        records=recs,
+        calls=calls,
+        t_s=per_call,
+        time_s=time_s,
+        interval=(time_s * math.exp(-hw), time_s * math.exp(hw)),
+        distance=dist,
+        other_share=share,
+        tf32=tf32,
+        optimizer_s=opt,
+        sum_s=float((per_call * factor * calls).sum()),
+        sources=[MEASURED if h else FITTED if in_sample else TRANSFERRED for h in hit],
+        fitted=fitted_info(model.op, dev.name) if in_sample else None,
+        factors=factors,
+        factor_ops=len(pairs),
+        factor=factor,
+        scale=scale,
+        host=HostSplit(
+            name=prof.name,
+            source=prof.source,
+            host_bound_share=queue.host_bound_share,
+            host_s=scale * queue.host_s,
+            gpu_s=scale * queue.gpu_s,
+            queue_s=scale * queue.time_s,
+        ),
+    )
 
 
-def fitted_info(op: Any, gpu: str) -> dict[str, Any]:
+def fitted_info(op: Any, gpu: str) -> FittedInfo:
     """What the cross-device model saw of `gpu`'s own ops (xdevice.OpModel.trained_rows): the answer's `fitted`
     (JSON) and its note; `ops` None for a model saved before it counted them."""
     from opcost.model.crossdevice.xdevice import ROW_SOURCES
@@ -214,14 +315,14 @@ def fitted_info(op: Any, gpu: str) -> dict[str, Any]:
     }
 
 
-def fitted_ops_text(info: dict[str, Any]) -> str:
+def fitted_ops_text(info: FittedInfo) -> str:
     """`fitted_info`'s ops in words: '39 266 ops measured on this GPU by NeuSight'."""
     n = f"{info['ops']:,}".replace(",", " ") + " ops" if info["ops"] else "ops"
     by = f" by {' and '.join(info['measured_by'])}" if info["measured_by"] else ""
     return f"{n} measured on this GPU{by}"
 
 
-def fitted_text(info: dict[str, Any]) -> str:
+def fitted_text(info: FittedInfo) -> str:
     """`fitted_info` in words: 'the cross-device model was trained on 39 266 ops measured on this GPU by NeuSight'."""
     return f"the cross-device model was trained on {fitted_ops_text(info)}"
 
@@ -250,18 +351,18 @@ def measured_gpu_times(folder: Path, device_config: str, mode: str) -> dict[str,
     return measured.op_gpu_times(Paths(Path(folder).parent.parent).measured_ops_dir, device_config, mode)
 
 
-def measured_note(folder: Path, r: dict[str, Any], device_config: str) -> dict[str, Any] | None:
+def measured_note(folder: Path, r: TransferredOps, device_config: str) -> MeasuredNote | None:
     """What of the answer `r` was measured on `device_config`: the campaigns, op counts, shares of calls and of
     the op time the answer shows (as its coverage counts them), the composition used and that energy is
     transferred; None where nothing was."""
     from opcost.model.crossdevice import measured
 
-    hit = np.array([s == MEASURED for s in r["sources"]], bool)
+    hit = np.array([s == MEASURED for s in r.sources], bool)
     if not hit.any():
         return None
     entry = measured.device_entry(Paths(Path(folder).parent.parent).measured_ops_dir, device_config) or {}
-    calls = np.asarray(r["calls"], float)
-    time = np.asarray(r["t_s"], float) * calls  # the op times as the answer shows them (its coverage's shares)
+    calls = np.asarray(r.calls, float)
+    time = np.asarray(r.t_s, float) * calls  # the op times as the answer shows them (its coverage's shares)
     return {
         "device_config": device_config,
         "campaigns": list(entry.get("campaigns", [])),
@@ -269,8 +370,8 @@ def measured_note(folder: Path, r: dict[str, Any], device_config: str) -> dict[s
         "ops_total": int(len(hit)),
         "calls_share": float(calls[hit].sum() / (calls.sum() or 1.0)),
         "time_share": float(time[hit].sum() / (time.sum() or 1.0)),
-        "composition": f"scale {r['scale']:.4g} x (measured times + transferred times before scale) x calls"
-        + (" + the optimizer step" if r["optimizer_s"] else ""),
+        "composition": f"scale {r.scale:.4g} x (measured times + transferred times before scale) x calls"
+        + (" + the optimizer step" if r.optimizer_s else ""),
         "energy": "transferred: the cross-device power model; energy measured in these campaigns is not used",
     }
 
@@ -287,17 +388,17 @@ def factors_note(factors: dict[str, float], n_ops: int, device_config: str) -> s
     )
 
 
-def busy_share(r: dict[str, Any], device_config: str, work: float = 1.0) -> float:
+def busy_share(r: TransferredOps, device_config: str, work: float = 1.0) -> float:
     """The network's roofline time over its predicted time (what the power model's busy share means), its ops'
     forward roofline times x `work` (xpower.work_factor: a training step's backward counted as the power model's
     rows count it)."""
     from opcost.model.basis.physics import roofline_s
 
-    roof = work * sum(roofline_s(x.kind, x.metrics, device_config) * c for x, c in zip(r["records"], r["calls"]))
-    return float(roof / r["time_s"]) if r["time_s"] > 0 else 0.0
+    roof = work * sum(roofline_s(x.kind, x.metrics, device_config) * c for x, c in zip(r.records, r.calls))
+    return float(roof / r.time_s) if r.time_s > 0 else 0.0
 
 
-def energy(root: Path, r: dict[str, Any], device_config: str, mode: str) -> tuple[dict[str, Any] | None, str]:
+def energy(root: Path, r: TransferredOps, device_config: str, mode: str) -> tuple[TransferredEnergy | None, str]:
     """Energy from the cross-device power model (model/clocks/xpower.py, models/xpower/) where both exist:
     (energy, its interval, power) and a note; else None and why."""
     from opcost.model.clocks import xpower
@@ -309,8 +410,8 @@ def energy(root: Path, r: dict[str, Any], device_config: str, mode: str) -> tupl
     key = device_config[: -len(NO_TF32_SUFFIX)] if device_config.endswith(NO_TF32_SUFFIX) else device_config
     u = busy_share(r, device_config, xpower.work_factor(mode))
     p, rel = pm.predict(key, np.array([u]), None, mode)
-    e = float(p[0]) * r["time_s"]
-    lo, hi = r["interval"]
+    e = float(p[0]) * r.time_s
+    lo, hi = r.interval
 
     dev = devices.device_config(device_config).device
     lv = pm.levels.get(dev.name)
@@ -329,18 +430,19 @@ def energy(root: Path, r: dict[str, Any], device_config: str, mode: str) -> tupl
         f"{len(pm.trained_on)} GPUs ({', '.join(pm.trained_on) or 'none named'}); its 90 % error leaving one GPU out "
         f"is {100 * rel:.0f} %"
     )
-    return {"energy_j": e, "power_w": float(p[0]),
-            "interval": (lo * float(p[0]) * max(1 - rel, 0.0), hi * float(p[0]) * (1 + rel))}, basis  # fmt: skip
+    interval = (lo * float(p[0]) * max(1 - rel, 0.0), hi * float(p[0]) * (1 + rel))
+    return TransferredEnergy(energy_j=e, power_w=float(p[0]), interval=interval), basis
 
 
 def at_clock(
-    r: dict[str, Any], en: dict[str, Any] | None, device_config: str, clock: float, clock_model: Any
-) -> tuple[dict[str, Any], dict[str, Any] | None, str]:
+    r: TransferredOps, en: TransferredEnergy | None, device_config: str, clock: float, clock_model: Any
+) -> tuple[TransferredOps, TransferredEnergy | None, str]:
     """The transferred answer `r` (and its energy `en`), both at the boost clock, moved to core clock
     `clock` by the cross-clock model (model/clocks/clock.py), as model/prediction/clocktransfer.py does for own bundles
     without a measured sweep: each op's compute-bound share from its roofline split, the optimizer step
     bytes-bound (share 0), the network's transferred power as every op's reference power. The intervals
-    widen by the clock model's leave-one-GPU-out error at this distance from the boost clock."""
+    widen by the clock model's leave-one-GPU-out error at this distance from the boost clock. `r` and `en` stay as
+    they were: the moved answer and energy are new values."""
     from opcost.devices import find_device
     from opcost.model.clocks.clock import check_clock, time_ratio
     from opcost.model.prediction.clocktransfer import roofline_shares, transfer_note, widen
@@ -350,29 +452,28 @@ def at_clock(
         raise OpcostError(f"--clock on {device_config}: not in the device table, no clock range to check")
     dev = found[0]
     check_clock(dev, clock)
-    share = np.append(roofline_shares(r["records"], device_config), 0.0)  # the optimizer step: memory-bound
-    t_ref = np.append(np.asarray(r["t_s"], float), r["optimizer_s"])
-    calls = np.asarray(r["calls"], float)
-    weights = np.append(calls * np.asarray(r["factor"], float) if "factor" in r else calls, 1.0)
+    share = np.append(roofline_shares(r.records, device_config), 0.0)  # the optimizer step: memory-bound
+    t_ref = np.append(np.asarray(r.t_s, float), r.optimizer_s)
+    weights = np.append(np.asarray(r.calls, float) * np.asarray(r.factor, float), 1.0)
     if en is not None:
-        p_ref = np.full(len(t_ref), float(en["power_w"]))
+        p_ref = np.full(len(t_ref), float(en.power_w))
         t, p = clock_model.at_clock(dev, clock, t_ref, p_ref, share)
     else:  # no power to place the board's cap with: time alone, by the same law
         t, p = t_ref * time_ratio(clock, dev.boost_clock_mhz, share), None
     ref_sum = float((t_ref * weights).sum())
     k = float((t * weights).sum()) / ref_sum if ref_sum > 0 else 1.0  # the queue's step moves as its ops do
-    time_s = k * r["time_s"]
+    time_s = k * r.time_s
     et, ee = clock_model.error_at(clock / dev.boost_clock_mhz)
-    lo, hi = r["interval"]
-    out = dict(r, t_s=t[:-1], optimizer_s=float(t[-1]), sum_s=float((t[:-1] * weights[:-1]).sum()), time_s=time_s,
-               interval=widen((k * lo, k * hi), et))  # fmt: skip
+    lo, hi = r.interval
+    out = dataclasses.replace(r, t_s=t[:-1], optimizer_s=float(t[-1]), sum_s=float((t[:-1] * weights[:-1]).sum()),
+                              time_s=time_s, interval=widen((k * lo, k * hi), et))  # fmt: skip
     en_out = None
     if en is not None and p is not None:
         e = time_s * float((t * p * weights).sum()) / max(float((t * weights).sum()), 1e-30)  # mean power x time
-        ke = e / (float(en["energy_j"]) or 1.0)
-        elo, ehi = en["interval"]
-        en_out = {"energy_j": e, "power_w": e / time_s if time_s > 0 else float("nan"),
-                  "interval": widen((ke * elo, ke * ehi), ee)}  # fmt: skip
+        ke = e / (float(en.energy_j) or 1.0)
+        elo, ehi = en.interval
+        en_out = TransferredEnergy(energy_j=e, power_w=e / time_s if time_s > 0 else float("nan"),
+                                   interval=widen((ke * elo, ke * ehi), ee))  # fmt: skip
     note = f"clock {clock:g} MHz (boost {dev.boost_clock_mhz:g}): " + transfer_note(et, ee, device_config)
     return out, en_out, note
 
@@ -398,24 +499,24 @@ def network_prediction(
     clock_note = None
     if clock is not None:
         r, en, clock_note = at_clock(r, en, device_config, float(clock), clock_model)
-    n = len(r["ids"])
+    n = len(r.ids)
     own = measured_note(folder, r, device_config)
-    costs = Costs(r["t_s"], np.full(n, np.nan), list(r["sources"]), [None] * n)
+    costs = Costs(r.t_s, np.full(n, np.nan), list(r.sources), [None] * n)
     trained_on = load(folder).op.trained_on
     trained = ", ".join(trained_on)
-    if own is None and r["fitted"] is not None:
+    if own is None and r.fitted is not None:
         head = (
-            f"fitted: {device_config} has no bundle of its own, but {fitted_text(r['fitted'])}: its op times are that "
+            f"fitted: {device_config} has no bundle of its own, but {fitted_text(r.fitted)}: its op times are that "
             f"model's in-sample fit, not a transfer to a GPU it never saw (models/xdevice, trained on {trained}), "
-            f"numerics {NUMERICS[r['tf32']]}; "
+            f"numerics {NUMERICS[r.tf32]}; "
         )
     elif own is None:
         head = (
             f"transferred: {device_config} has no measurements of its own; op times from the cross-device model "
-            f"(models/xdevice, trained on {trained}), numerics {NUMERICS[r['tf32']]}; "
-            if not r["factors"]
+            f"(models/xdevice, trained on {trained}), numerics {NUMERICS[r.tf32]}; "
+            if not r.factors
             else f"transferred: no op of this network was measured on {device_config}; op times from the "
-            f"cross-device model (models/xdevice, trained on {trained}), numerics {NUMERICS[r['tf32']]}; "
+            f"cross-device model (models/xdevice, trained on {trained}), numerics {NUMERICS[r.tf32]}; "
         )
     else:
         head = (
@@ -425,40 +526,40 @@ def network_prediction(
             f"measured GPU time in the step's host/GPU queue where the campaign timed it); "
             + (
                 f"the other {own['ops_total'] - own['ops']} are transferred from the cross-device model "
-                f"(models/xdevice, trained on {trained}), numerics {NUMERICS[r['tf32']]}; "
+                f"(models/xdevice, trained on {trained}), numerics {NUMERICS[r.tf32]}; "
                 if own["ops"] < own["ops_total"]
                 else ""
             )
-            + f"the network composes them as transferred answers do (scale {r['scale']:.3g} x the step's host/GPU "
+            + f"the network composes them as transferred answers do (scale {r.scale:.3g} x the step's host/GPU "
             "queue); "
         )
     notes = [
         head + f"the 90 % interval comes from leave-one-GPU-out network errors at this GPU's distance "
-        f"{r['distance']:.2f} from the training GPUs and this network's {100 * r['other_share']:.0f} % of kernel "
+        f"{r.distance:.2f} from the training GPUs and this network's {100 * r.other_share:.0f} % of kernel "
         "time outside matrix products (model/crossdevice/xinterval.py)",
         en_note if own is None else en_note + " (energy measured on this GPU is not used: time only)",
     ]
-    if r["factors"]:
-        notes.insert(1, factors_note(r["factors"], r["factor_ops"], device_config))
-    hs = r["host"]
+    if r.factors:
+        notes.insert(1, factors_note(r.factors, r.factor_ops, device_config))
+    hs = r.host
     notes.append(
-        f"host: {hs['name']}{' (the reference host; --host NAME for another)' if host is None else ''}, "
-        f"{hs['source']}; the step runs through a host/GPU queue and the GPU waits on the host "
-        f"{100 * hs['host_bound_share']:.0f} % of it"
+        f"host: {hs.name}{' (the reference host; --host NAME for another)' if host is None else ''}, "
+        f"{hs.source}; the step runs through a host/GPU queue and the GPU waits on the host "
+        f"{100 * hs.host_bound_share:.0f} % of it"
     )
     if clock_note is not None:
         notes.append(clock_note)
     n_gpus = len(trained_on)
-    if own is None and r["fitted"] is not None:
+    if own is None and r.fitted is not None:
         summary = (
             f"{device_config} has no bundle of its own: times from the cross-device model, which was fitted on "
-            f"{fitted_ops_text(r['fitted'])} (an in-sample fit) and on {n_gpus - 1} other "
+            f"{fitted_ops_text(r.fitted)} (an in-sample fit) and on {n_gpus - 1} other "
             f"GPU{'s' if n_gpus != 2 else ''}"
         )
     elif own is None:
         summary = (
             f"{device_config} has no measurements of its own: times from the cross-device model ({n_gpus} other "
-            "GPUs" + (", corrected by ops measured on it)" if r["factors"] else ")")
+            "GPUs" + (", corrected by ops measured on it)" if r.factors else ")")
         )
     else:
         summary = (
@@ -476,15 +577,15 @@ def network_prediction(
         device_config=device_config,
         mode=mode,
         clock_mhz=None if clock is None else float(clock),
-        time_s=r["time_s"],
-        time_interval_s=r["interval"],
-        energy_j=None if en is None else en["energy_j"],
-        energy_interval_j=None if en is None else en["interval"],
-        avg_power_w=None if en is None else en["power_w"],
-        sum_s=r["sum_s"],
-        op_ids=r["ids"],
-        kinds=[x.kind for x in r["records"]],
-        calls=r["calls"],
+        time_s=r.time_s,
+        time_interval_s=r.interval,
+        energy_j=None if en is None else en.energy_j,
+        energy_interval_j=None if en is None else en.interval,
+        avg_power_w=None if en is None else en.power_w,
+        sum_s=r.sum_s,
+        op_ids=r.ids,
+        kinds=[x.kind for x in r.records],
+        calls=r.calls,
         t_s=costs.t_s,
         e_j=None,
         sources=costs.source,
@@ -496,8 +597,8 @@ def network_prediction(
         warnings=[],
         clock_source=None if clock is None else SOURCE,
         measured=own,
-        fitted=r["fitted"],
-        host=dict(hs, reference=host is None),
+        fitted=r.fitted,
+        host=hs.to_json(reference=host is None),
     )
 
 
@@ -514,4 +615,15 @@ def table_configs(names: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-__all__ = ["NO_TF32_SUFFIX", "network_prediction", "predict_network", "table_configs", "transfer_config"]
+__all__ = [
+    "NO_TF32_SUFFIX",
+    "FittedInfo",
+    "HostSplit",
+    "MeasuredNote",
+    "TransferredEnergy",
+    "TransferredOps",
+    "network_prediction",
+    "predict_network",
+    "table_configs",
+    "transfer_config",
+]
