@@ -71,7 +71,7 @@ def test_an_unknown_device_names_the_closest_and_where_the_list_is(project):
 def test_builders_with_paths_stay_short(tmp_path, monkeypatch):
     """A tampered model folder and a corrupt Parquet deep inside a checkout: the path as a user types it
     (relative to here), no md5s and no pyarrow paragraph."""
-    from opcost.model.crossdevice.xdevice import resolve
+    from opcost.devices import resolve_device_config
     from opcost.model.records.integrity import check_locked
     from opcost.schemas import OPERATIONS
     from opcost.tables import read_table
@@ -96,7 +96,7 @@ def test_builders_with_paths_stay_short(tmp_path, monkeypatch):
     messages.append(str(e.value))
     assert messages[-1].startswith("data/evaluated/targets/A30_no_tf32-training/operations.parquet is not a readable")
     with pytest.raises(OpcostError) as e:
-        resolve("Radeon Instinct MI300X Accelerator")
+        resolve_device_config("Radeon Instinct MI300X Accelerator")
     messages.append(str(e.value))
     with pytest.raises(OpcostError) as e:
         check_keys({"shard": 1}, [f"setting_{i}" for i in range(40)], "profile.slurm")

@@ -235,10 +235,11 @@ def test_fit_recovers_the_parameters_that_made_the_curves(curves):
     NV-DVFS kernels) included. The scaled observed shares are the truth's P_ref / TDP shares (the fit also
     scores every curve with its observed share hidden, so in a world it can recover both must agree). Curves
     whose reference is capped are left out: the share scales are scored with the hard cap's clock (`fit`), the
-    predictions use the soft cap's, and only off the cap do the two agree."""
+    predictions use the soft cap's, and only off the cap do the two agree. The truth's voltage floor lies in the
+    fit's physical range (VOLT_MIN_RANGE)."""
     pts, _ = curves
     pts = pts[~pts["p_ref"].div(pts["tdp"]).between(*CAP_BAND)]
-    truth = ClockModel(share_a=-1.0, share_b=2.0, static_frac=0.25, gamma=3.0, volt_slope=1.4, volt_min=0.45,
+    truth = ClockModel(share_a=-1.0, share_b=2.0, static_frac=0.25, gamma=3.0, volt_slope=1.4, volt_min=0.6,
                        share_scale_bytes=0.7, share_scale_dram=1.6, share_balance=-0.8, static_mem=0.15,
                        cap_k=CAP_K, knee_q=12.0)  # fmt: skip
     assert set(pts["share_kind"]) == {"bytes", "dram", ""}
