@@ -11,7 +11,7 @@ at a transferred clock, model/prediction/clocktransfer.py) and the notes and war
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
 import numpy as np
 
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from opcost.model.prediction.clocktransfer import ClockTransfer
-    from opcost.model.prediction.xdevice_predict import FittedInfo, HostJson, MeasuredNote
 
 # How an answer's op costs became the network's time (`NetworkPrediction.composition`): a layer fitted on this
 # config's measured networks, one transferred from other configs' layers, none fitted (the floor-corrected
@@ -40,6 +39,39 @@ TRAINING_NOTE = (
     "a training step: forward+backward of every op, the loss and the optimizer step through the composition "
     "layer's parameter term"
 )
+
+
+class FittedInfo(TypedDict):
+    """What the cross-device model saw of a GPU's own ops (`fitted_info`): the answer's JSON `fitted` as is."""
+
+    gpu: str
+    ops: int | None  # None: a model saved before it counted them
+    measured_by: list[str]
+
+
+class MeasuredNote(TypedDict):
+    """What of a transferred answer was measured on its GPU (`measured_note`): the answer's JSON `measured` as is."""
+
+    device_config: str
+    campaigns: list[str]
+    ops: int
+    ops_total: int
+    calls_share: float
+    time_share: float
+    composition: str
+    energy: str
+
+
+class HostJson(TypedDict):
+    """A transferred answer's host in its JSON (`HostSplit.to_json`)."""
+
+    name: str
+    source: str
+    host_bound_share: float
+    host_s: float
+    gpu_s: float
+    queue_s: float
+    reference: bool
 
 
 class Request(NamedTuple):

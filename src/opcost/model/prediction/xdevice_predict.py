@@ -23,7 +23,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # pandas and the cross-device model load only for a transferr
     from opcost.model.basis.features import OpRecord
     from opcost.model.crossdevice import xdevice
     from opcost.model.crossdevice.hosts import HostProfile
-    from opcost.model.prediction.answer import NetworkPrediction
+    from opcost.model.prediction.answer import FittedInfo, HostJson, MeasuredNote, NetworkPrediction
 
 _MODELS: dict[Path, xdevice.XdeviceModel] = {}
 SOURCE = TRANSFERRED  # an answer of the cross-device model (costing.py: the labels' home)
@@ -48,39 +48,6 @@ NUMERICS = {
     True: "fp32 with PyTorch's defaults (cuDNN convolutions may use TF32 where the GPU has it; matmuls do not)",
     False: "fp32 with TF32 off (_no_tf32)",
 }
-
-
-class FittedInfo(TypedDict):
-    """What the cross-device model saw of a GPU's own ops (`fitted_info`): the answer's JSON `fitted` as is."""
-
-    gpu: str
-    ops: int | None  # None: a model saved before it counted them
-    measured_by: list[str]
-
-
-class MeasuredNote(TypedDict):
-    """What of a transferred answer was measured on its GPU (`measured_note`): the answer's JSON `measured` as is."""
-
-    device_config: str
-    campaigns: list[str]
-    ops: int
-    ops_total: int
-    calls_share: float
-    time_share: float
-    composition: str
-    energy: str
-
-
-class HostJson(TypedDict):
-    """A transferred answer's host in its JSON (`HostSplit.to_json`)."""
-
-    name: str
-    source: str
-    host_bound_share: float
-    host_s: float
-    gpu_s: float
-    queue_s: float
-    reference: bool
 
 
 @dataclass(frozen=True)
@@ -617,9 +584,7 @@ def table_configs(names: str) -> list[str]:
 
 __all__ = [
     "NO_TF32_SUFFIX",
-    "FittedInfo",
     "HostSplit",
-    "MeasuredNote",
     "TransferredEnergy",
     "TransferredOps",
     "network_prediction",
