@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from builders import layer_scores, transferred_ops
-from opcost.devices import find_device
+from opcost.devices import DEVICES, find_device
 from opcost.model.basis.features import OpRecord
 from opcost.model.basis.physics import NOMINAL_BANDWIDTH
 from opcost.model.clocks.clock import ClockModel
@@ -643,6 +643,14 @@ def a30_bundle():
     b = small_bundle()
     b.device_config, b.target = "A30", "A30-inference"
     return b
+
+
+def test_the_reference_clock_is_the_boost_clock_and_none_for_a_device_the_table_lacks() -> None:
+    """A CPU campaign's host has no boost clock: its answers stand for no clock (None), not a crash."""
+    from opcost.model.composition.costing import reference_clock_mhz
+
+    assert reference_clock_mhz("A30_no_tf32") == DEVICES["A30"].boost_clock_mhz
+    assert reference_clock_mhz("cpu") is None
 
 
 def test_cost_groups_moves_only_clocks_off_the_boost_and_shares_their_reference_costs(a30_bundle) -> None:

@@ -121,6 +121,10 @@ def test_interface_for_the_cross_device_time_model(tmp_path):
         m.predict("H100", np.array([0.5]), 10.0)
     with pytest.raises(OpcostError, match="busy_share"):
         m.predict("H100", np.array([np.nan]))
+    with pytest.raises(OpcostError, match=r"^busy_share must hold finite numbers >= 0"):  # a negative share too
+        m.predict("H100", np.array([0.5, -0.1]))
+    top, _ = m.predict("H100", np.array([0.5]), dev.clock_range_mhz[1], "inference")  # both ends of the range
+    assert np.isfinite(top[0]) and top[0] >= lo[0]
     raw = json.loads((tmp_path / xpower.XPOWER_MODEL_FILE).read_text())
     (tmp_path / xpower.XPOWER_MODEL_FILE).write_text(json.dumps({**raw, "idle": 1.5}))
     with pytest.raises(OpcostError, match="out of range"):
