@@ -124,6 +124,18 @@ EXPLAINED: tuple[tuple[str, str, str], ...] = (
     ("transfer", "mode, tc, ec, n_networks=0,", "equivalent: calibrated=False is Composition's default"),
     ("transfer", "mode, tc, ec, calibrated=False, source=", "equivalent: n_networks=0 is Composition's default"),
     ("scale_of", "and False else s", "equivalent: returns the same value as a numpy scalar instead of a float"),
+    ("scale_of", "if ratio < 0:", "equivalent: at ratio 0 the formula gives sqrt(1 + 0 c^2) = 1, the same ones"),
+    (
+        "l2_share",
+        "if not l2_bytes >= 0:",
+        "equivalent: with no L2 known (0) the formula gives min(1, 0 / bytes read) = 0 for every op, the zeros "
+        "returned; no table entry has a negative L2",
+    ),
+    (
+        "Composition.time",
+        "terms.get(k, 1.0)",
+        "equivalent: every terms dict comes from network_terms, which sets all six TIME_TERMS",
+    ),
 )
 # function -> the test of tests/model/test_answer_properties.py that kills what the first draw let through there
 T = "tests/model/test_answer_properties.py::"
@@ -158,6 +170,8 @@ KILLED_BY = {
     "busy_share": T + "test_a_clock_on_a_gpu_outside_the_table_and_a_zero_time_answer",
     "energy": T + "test_transferred_energy_is_time_times_the_power_models_power",
     "halfwidth": T + "test_a_transferred_interval_widens_with_distance_and_non_matrix_time",
+    "PowerModel.predict": "tests/model/test_xpower.py::test_interface_for_the_cross_device_time_model",
+    "reference_clock_mhz": T + "test_the_reference_clock_is_the_boost_clock_and_none_for_a_device_the_table_lacks",
 }
 DTYPE = re.compile(r",\s*(dtype=)?(float|bool|object|None)?\s*\)")  # a dtype argument, given, None or dropped
 
@@ -277,7 +291,7 @@ def report(names: list[str], results: dict[str, int | None], sample: dict | None
     now_killed = [
         {"mutant": n, "file": before[n]["file"], "line": before[n]["line"], "mutated": before[n]["mutated"],
          "status": STATUS.get(results[n], "?"),  # type: ignore[arg-type]
-         "killed_by": KILLED_BY.get(str(before[n]["function"]), "")}
+         "killed_by": KILLED_BY.get(str(where(n)["function"]), "")}
         for n in names if n in before and results.get(n) is not None and STATUS.get(results[n]) in ("killed", "timeout")  # type: ignore[arg-type]
     ]  # fmt: skip
     return {
