@@ -132,6 +132,17 @@ EXPLAINED: tuple[tuple[str, str, str], ...] = (
         "returned; no table entry has a negative L2",
     ),
     (
+        "at_clock",
+        "if en is not None or p is not None:",
+        "equivalent: p is None exactly when en is None (the branch above sets both or neither)",
+    ),
+    (
+        "energy",
+        "pm.predict(key, np.array([u]), None, )",
+        "equivalent: PowerModel.predict reads `mode` only to check it; a training step's work enters through "
+        "busy_share",
+    ),
+    (
         "Composition.time",
         "terms.get(k, 1.0)",
         "equivalent: every terms dict comes from network_terms, which sets all six TIME_TERMS",

@@ -601,6 +601,12 @@ def test_transferred_energy_is_time_times_the_power_models_power(ops_, time_s, i
         assert "over its predicted time)), fitted on 1 GPUs (A30)" in note
     else:
         assert "over its predicted time), fitted on 0 GPUs (none named)" in note
+        assert f" W = TDP {tdp:.0f} W x (idle " in note  # no level: the formula starts at the TDP
+    with tempfile.TemporaryDirectory() as root:  # no power model: no energy, and the note says why
+        assert energy(Path(root), r, config, mode) == (
+            None,
+            "energy: models/xpower not found (`dvc pull` or its stage), so energy is left out",
+        )
 
 
 @FAST
