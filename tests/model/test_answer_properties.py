@@ -232,9 +232,13 @@ def test_the_assembled_answer_is_the_reference_composition_and_its_scaled_interv
     assert got.time_s == pytest.approx(time_s, rel=1e-9)
     assert got.sum_s == pytest.approx(ref["raw_sum_s"], rel=1e-9)
     assert list(got.calls) == [c for *_, c in net] and got.op_ids == [r.op_id for r, *_ in net]
-    assert got.sources == sources and got.proxies == proxies
+    assert got.sources == sources and got.proxies == proxies and got.kinds == [r.kind for r, *_ in net]
     assert (got.mode, got.device_config, got.clock_mhz, got.calibrated, got.composition) == (
         mode, config, None, True, "calibrated")  # fmt: skip
+    unvouched = SimpleNamespace(**{**vars(_spy_bundle(comp, floor, config, with_power)), "unvouched": "models/x: none"})
+    warned = assemble(spec, unvouched, None, network, costed)  # served by --trust-unrecorded: said first, same answer
+    assert warned.warnings == ["models/x: none; served as it is because of --trust-unrecorded", *got.warnings]
+    assert warned.time_interval_s == got.time_interval_s
     which = "known" if fam in comp.family_terms else "new"
     groups = groups_of(len(sets["known", "t"][0])) if which == "known" else None
     c = math.log(time_s / ref["raw_sum_s"])
