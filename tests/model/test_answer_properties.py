@@ -697,6 +697,20 @@ def test_cost_groups_moves_only_clocks_off_the_boost_and_shares_their_reference_
     (i1,) = one
     want = a30_bundle.coster().cost([one[i1]], None).t_s[0] * 1440.0 / 600.0
     assert got1[("A30-inference", 600.0)][i1][0] == pytest.approx(want, rel=1e-12)
+    # a bundle trained on a clock sweep costs each clock itself (the clock is a feature of its op models): a spy on
+    # its costing proves the asked clock reaches it and at_clock is never called
+    asked: list[float | None] = []
+    real = a30_bundle.coster()
+
+    def spy_cost(records, clock):
+        asked.append(clock)
+        return real.cost(records, None)
+
+    costing = SimpleNamespace(cost=spy_cost)
+    swept = SimpleNamespace(clocks_mhz=(720.0, 1440.0), device_config="A30", coster=lambda: costing)
+    seen.clear()
+    cost_groups({("A30-sweep", 720.0): recs, ("A30-sweep", None): recs}, {"A30-sweep": swept}, at_clock_)
+    assert asked == [720.0, None] and seen == []
 
 
 @FAST
