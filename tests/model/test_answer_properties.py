@@ -418,6 +418,37 @@ def test_a_transferred_layer_is_its_sources_mean_in_this_devices_units(sources, 
     assert layer.transferred_from == [n for n, *_ in comps]
 
 
+def test_a_transferred_layer_skips_sources_without_op_power_and_labels_each_sources_groups() -> None:
+    """compose.transfer at its edges, by hand: a source whose median op power is 0 or NaN says nothing of the
+    constant power (k / p over the others, x this device's power; none left, or no power here: 0); a coefficient
+    a source's layer lacks (an older bundle) counts 0; pooled scores keep their group labels, prefixed by their
+    source, and a source without labels gives each score its own group."""
+    coef = {"sum": 1.0, "memory_sum": -0.2, "calls_floor": 1.1, "params_bw": 0.0, "const": 4e-6}  # no l2_sum
+    a = Composition(
+        "inference",
+        dict(coef),
+        {"energy_sum": 1.0, "time": 20.0},
+        calibrated=True,
+        scores=layer_scores([0.1, -0.1], [0.2], groups_t=["m1", "m2"], groups_e=["m1"]),
+    )
+    b = Composition(
+        "inference",
+        {**coef, "l2_sum": 0.3},
+        {"energy_sum": 1.0, "time": 30.0},
+        calibrated=True,
+        scores=layer_scores([0.05], [0.3]),
+    )
+    c = Composition("inference", dict(coef), {"energy_sum": 1.0, "time": 90.0}, calibrated=True)
+    src = [("A", a, 2e-6, 0.5), ("B", b, 2e-6, 60.0), ("Z", c, 2e-6, 0.0), ("N", c, 2e-6, float("nan"))]
+    layer = transfer(src, "inference", 3e-6, 100.0)
+    assert layer.energy_coef["time"] == pytest.approx((20.0 / 0.5 + 30.0 / 60.0) / 2 * 100.0, rel=1e-12)
+    assert layer.time_coef["l2_sum"] == pytest.approx(0.3 / 4, rel=1e-12)
+    assert layer.score_set("pooled", "time").groups == ["A:m1", "A:m2", "B:0"]
+    assert layer.score_set("pooled", "energy").groups == ["A:m1", "B:0"]
+    assert transfer(src[2:], "inference", 3e-6, 100.0).energy_coef["time"] == 0.0
+    assert transfer(src, "inference", 3e-6, float("nan")).energy_coef["time"] == 0.0
+
+
 # --------------------------------------------------------------------------------------------
 # Clocks: an own bundle at a transferred clock, and a transferred GPU at another clock
 # --------------------------------------------------------------------------------------------
