@@ -30,7 +30,7 @@ from opcost.model.basis.physics import NOMINAL_BANDWIDTH
 from opcost.model.clocks.clock import ClockModel
 from opcost.model.clocks.xpower import PowerModel
 from opcost.model.composition.compose import Composition, Costs, ScoreSet, network_terms, transfer
-from opcost.model.composition.intervals import LogInterval, log_errors, log_interval
+from opcost.model.composition.intervals import LogInterval, log_errors, log_interval, scale_of
 from opcost.model.composition.network import Network
 from opcost.model.crossdevice.xinterval import halfwidth, other_share
 from opcost.model.prediction.answer import assemble
@@ -375,6 +375,23 @@ def test_scaling_and_log_errors_at_their_edges() -> None:
     assert (iv.lo, iv.hi) == pytest.approx((-0.2, 0.4), rel=1e-12)
     assert not LogInterval(-0.1, 0.1, 20, 20, "conformal", 1.0, 1.0).outside(1.0 * (1 + 1e-9))
     assert log_errors([-1.0, -2.0]) == pytest.approx([math.log(0.001)] * 2, rel=1e-12)
+    # no covariate effect (ratio 0): a scale of 1 per covariate, shaped as they are
+    assert scale_of(0.3, 0.0) == 1.0 and np.array_equal(scale_of(np.array([0.1, -0.2, 0.3]), 0.0), np.ones(3))
+
+
+def test_ops_without_power_add_time_but_no_energy_and_a_zero_time_network_no_energy() -> None:
+    """network_terms: an op whose power is unknown (NaN) counts in the time sums and adds nothing to the energy
+    sums; a transferred layer asked about a network of zero-time ops answers zero energy, not NaN."""
+    recs = [_record(0, True), _record(1, False)]
+    costs = Costs(np.array([2e-5, 3e-5]), np.array([100.0, np.nan]), ["predicted"] * 2, [None] * 2)
+    terms = network_terms(costs, np.array([2.0, 1.0]), recs, 1e-6, "A30", "inference")
+    assert terms["raw_sum_s"] == pytest.approx(2 * 2e-5 + 3e-5, rel=1e-12)
+    assert terms["energy_sum"] == pytest.approx(2 * (2e-5 - 1e-6) * 100.0, rel=1e-12)
+    assert terms["raw_sum_j"] == pytest.approx(2 * 2e-5 * 100.0, rel=1e-12)
+    layer = Composition("inference", {"sum": 1.0}, {"energy_sum": 1.0, "time": 20.0, "power_ratio": 1.05},
+                        source="transferred")  # fmt: skip
+    zero = {**terms, "raw_sum_s": 0.0, "raw_sum_j": 0.0, "energy_sum": 0.0}
+    assert layer.energy(zero, 0.0) == 0.0
 
 
 # --------------------------------------------------------------------------------------------
