@@ -2,11 +2,8 @@
 
 A kind is what an op is recorded as: a module class name (`Conv2d`), a normalised function name
 (`add`, `flatten`, ops/spec.function_kind) or a kernel name of a composite's parts (`bmm`,
-`layer_norm`, ops/parts.part_kind). Before this table the same facts lived in half a dozen lists
-(the extractor's composites, the parts' matrix products, the physics' matmul, dropout and category
-lists, the recurrent kinds); a kind added to one and not the others was costed one way and
-extracted another. Now each kind has one row, in the spirit of `torch.utils.flop_counter`'s table of
-small formulas, and the modules ask the query functions below.
+`layer_norm`, ops/parts.part_kind). Each kind has one row, so a kind cannot be costed one way and extracted another;
+the modules ask the query functions below.
 
 Facts of a kind:
 - `category`: what an op of a kind the models never saw is predicted as (model/basis/physics.proxy_kind):

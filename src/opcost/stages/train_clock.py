@@ -48,8 +48,9 @@ def split_id(pts: pd.DataFrame, min_points: int) -> str:
     return f"logo-{'+'.join(sorted(set(pts['device'])))}-min{min_points}"
 
 
-def content_hash(model: ClockModel) -> str:
-    """What registry.json_hash computes from the saved file (a fresh clone's sync-registry finds it)."""
+def content_hash(model: ClockModel | xpower.PowerModel) -> str:
+    """What registry.json_hash computes from the saved file (a fresh clone's sync-registry finds it); a
+    rerun on another CPU checks its `bundle_hash` this way (bench/repro_cpu.py)."""
     return hashlib.md5(json.dumps(model.to_json(), sort_keys=True).encode()).hexdigest()
 
 
@@ -273,7 +274,7 @@ def run_xpower(paths: Paths, sweeps: pd.DataFrame, data_version: str = "") -> di
     ape = (off["p_hat"] / off["p"] - 1).abs()
     model.logo_error = {"power": float(ape.mean()), "energy": float(ape.mean())}
     split = f"logo-{'+'.join(sorted(seen))}"
-    chash = hashlib.md5(json.dumps(model.to_json(), sort_keys=True).encode()).hexdigest()
+    chash = content_hash(model)
 
     per_gpu = {str(d): {str(k): pooled(gk) for k, gk in g.groupby("kind")} for d, g in off.groupby("device")}
     metrics: dict[str, Any] = {
