@@ -1181,6 +1181,9 @@ def status(
 
 
 def main() -> None:
+    from opcost.numerics import pin_numpy_kernels
+
+    pin_numpy_kernels()  # before anything imports numpy: the same numbers as the stages on any CPU
     app()
 
 
