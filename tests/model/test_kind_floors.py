@@ -151,12 +151,12 @@ def test_a_large_linear_layer_is_no_longer_given_the_heads_ratio() -> None:
 
 
 def test_the_train_run_logs_each_kinds_floor() -> None:
-    """The MLflow metrics of a train run (stages/train.run_record) carry one `kind_floor_s.<kind>` per kind
+    """The MLflow metrics of a train run (model/training/runrecord.py) carry one `kind_floor_s.<kind>` per kind
     floor of the time model, in seconds, and none for a bundle without (training, older bundles)."""
     from types import SimpleNamespace
 
     from opcost.model.records import tracking
-    from opcost.stages.train import floor_metrics
+    from opcost.model.training.runrecord import floor_metrics
 
     data = linear_target()
     f = fit.fit_model(data, "xgb", "physical", "time", np.arange(data.n), SMALL)

@@ -13,7 +13,8 @@ networks and their ops), so measurements of other devices never retrain this tar
    measured networks gets its composition transferred from the calibrated targets of the same mode
    (`transferred_composition`: their op models refitted here with this target's chosen algorithm on
    their own rows, data/evaluated/targets/<source>/), and says so in the bundle (`source`).
-Writes models/<target>/ (bundle.json + trees.npz, and run.json: what the run logs to MLflow), the
+Writes models/<target>/ (bundle.json + trees.npz, and run.json: what the run logs to MLflow, built by
+model/training/runrecord.py), the
 detailed scores reports/train/targets/<target>.json and the out-of-sample network predictions
 reports/train/networks/<target>.csv; replays the run into MLflow and registers the bundle.
 """
@@ -33,7 +34,7 @@ from opcost.model.composition.bundle import Bundle
 from opcost.model.composition.extrapolation import network_ranges, op_ranges
 from opcost.model.records import runlog, tracking
 from opcost.model.store import registry
-from opcost.model.training import netval
+from opcost.model.training import netval, runrecord
 from opcost.model.training.fit import (
     TargetData,
     bundle_hash,
@@ -51,9 +52,6 @@ from opcost.paths import Paths
 from opcost.schemas import TARGET_NETWORK_OPS, TARGET_NETWORKS, TARGET_OPERATIONS
 from opcost.stages._run import execute
 from opcost.tables import read_table
-
-SCORE_KEYS = ("r2", "mape", "mdape", "twe", "n")
-UNITS = {"time": "s", "power": "W"}
 
 
 def read_target(paths: Paths, target: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -73,16 +71,14 @@ def data_version(paths: Paths, target: str) -> str:
     return h.hexdigest()
 
 
-def split_id(tp: TrainParams) -> str:
-    """What makes two candidates' scores comparable: the split they were scored on."""
-    return f"grouped-k{tp.folds}-seed{tp.seed}"
-
-
 def op_scores(results: dict[str, Any]) -> dict[str, Any]:
     """results[quantity][algorithm][feature_set][split] without the per-row arrays."""
     return {
         q: {
-            a: {f: {s: {k: r[k] for k in SCORE_KEYS} for s, r in by_split.items()} for f, by_split in fs.items()}
+            a: {
+                f: {s: {k: r[k] for k in runrecord.SCORE_KEYS} for s, r in by_split.items()}
+                for f, by_split in fs.items()
+            }
             for a, fs in by_alg.items()
         }
         for q, by_alg in results.items()
@@ -103,142 +99,6 @@ def by_kind(df: pd.DataFrame, r: dict[str, Any], quantity: str) -> dict[str, dic
             "twe": float((g["w"] * g["ae"]).sum() / (g["w"] * g["y"]).sum()),
         }
     return out
-
-
-def floor_metrics(bundle: Bundle) -> dict[str, float]:
-    """The time model's per-kind floors (data/floors.py) as train-run metrics, one per kind; none where
-    it has none (training, older bundles)."""
-    time_model = bundle.models.get("time")
-    kind_floors = time_model.encoding.kind_floors if time_model is not None else ()
-    return {tracking.kind_floor_metric(k): v for k, v in kind_floors}
-
-
-def child_metrics(r: dict[str, Any]) -> dict[str, float]:
-    """A nested run's out-of-fold op scores: errors in per cent under names that say so
-    (tracking.OP_ERROR_METRICS), R2 and the row count as they are."""
-    return {
-        tracking.OP_ERROR_METRICS.get(k, k): 100 * r[k] if k in tracking.OP_ERROR_METRICS else r[k] for k in SCORE_KEYS
-    }
-
-
-def parent_headline(results: dict, detail: dict) -> dict[str, float]:
-    """What a parent run shows first: each chosen model's cross-validated R2 on the grouped split (mean and
-    standard deviation over folds; a fold without a score left out)."""
-    out = {}
-    for q, name in detail["chosen"].items():
-        alg, fs = name.split("-")
-        folds = [float(x) for x in results[q][alg][fs]["grouped"]["fold_r2"] if x is not None and np.isfinite(x)]
-        if folds:
-            mean, std = tracking.cv_r2_metrics(q)
-            out[mean], out[std] = float(np.mean(folds)), float(np.std(folds))
-    return out
-
-
-def parent_description(target: str, detail: dict, headline: dict[str, float]) -> str:
-    """One paragraph on the parent run's page: what was trained, what was chosen, how well it does."""
-    parts = []
-    for q, name in detail["chosen"].items():
-        mean, std = tracking.cv_r2_metrics(q)
-        if mean in headline:
-            parts.append(f"{q}: {name}, cross-validated R2 {headline[mean]:.3f} +- {headline[std]:.3f} (grouped split)")
-        else:
-            parts.append(f"{q}: {name}")
-    net = detail["networks"].get(netval.SPLIT_MODEL, {})  # the headline split: each network's whole model held out
-    t = net.get("time", {})
-    err = (
-        f"Out of sample, networks predicted with their whole model held out have a time MAPE of {t['mape_pct']:.1f} % "
-        f"over {net.get('networks', 0)} networks (metric "
-        f"{tracking.net_error_metric(netval.SPLIT_MODEL, 'time', 'mape_pct')}; net_family_* and net_network_* hold "
-        "the family and the single network held out)."
-        if "mape_pct" in t
-        else "No measured networks to score out of sample."
-    )
-    return (
-        f"Stage train@{target}: per-operation models for {detail['device_config']} in {detail['mode']} mode, trained "
-        f"on {detail['n_ops']} evaluated op rows (data version {detail['data_version']}). Chosen on the grouped "
-        f"split ({detail['split']}): {'; '.join(parts)}. {err} Composition layer: {detail['composition']['source']}. "
-        "The nested runs compare every algorithm x quantity x feature set x split; errors are in per cent."
-    )
-
-
-def run_record(target: str, tp: TrainParams, results: dict, bundle: Bundle, detail: dict, nets: pd.DataFrame) -> dict:
-    tags = {
-        "dvc_stage": f"train@{target}",
-        "data_version": bundle.data_version,
-        "bundle_hash": bundle.bundle_hash,
-        "device_config": bundle.device_config,
-        "mode": bundle.mode,
-        "split": split_id(tp),
-    }
-    children = []
-    for quantity, by_alg in results.items():
-        for alg, by_fs in by_alg.items():
-            settings = tp.random_forest if alg == "rf" else tp.xgboost
-            for fs, by_split in by_fs.items():
-                for split, r in by_split.items():
-                    figure = {
-                        "file": f"predicted_vs_measured_{quantity}.png",
-                        "title": f"{target} {quantity} {alg}-{fs}, {split} split (out of fold)",
-                        "unit": UNITS[quantity],
-                        "measured": [float(x) for x in r["measured"]],
-                        "predicted": [float(x) for x in r["predicted"]],
-                    }
-                    children.append(
-                        runlog.child(
-                            tracking.nested_run_name(alg, quantity, fs, split),
-                            {"algorithm": alg, "quantity": quantity, "feature_set": fs, "split": split},
-                            {**{f"{alg}.{k}": v for k, v in settings.items()}, "feature_set": fs},
-                            child_metrics(r),
-                            {"fold_r2": r["fold_r2"]},
-                            [figure],
-                        )
-                    )
-    net_metrics = {}
-    for split in netval.SPLITS:
-        for q in ("time", "energy"):
-            for k, v in detail["networks"].get(split, {}).get(q, {}).items():
-                net_metrics[tracking.net_error_metric(split, q, k)] = v
-            for k, v in detail["networks"].get(split, {}).get("interval", {}).get(q, {}).items():
-                net_metrics[f"net_{split}_{q}_interval_{k}"] = v
-    for kind, by_q in detail.get("intervals", {}).items():
-        for q, v in by_q.items():
-            numeric = {k: x for k, x in v.items() if k not in ("conformal", "rule")}  # the rule: a name
-            net_metrics |= {f"interval_{kind}_{q}_{k}": float(x) for k, x in numeric.items()}
-    comp = bundle.composition
-    if comp is None:  # the train stage attaches a composition layer (calibrated or not) to every bundle
-        raise OpcostError(f"{target}: the trained bundle has no composition layer to log")
-    comp_metrics = {f"comp_time_{k}": v for k, v in comp.time_coef.items()} | {
-        f"comp_energy_{k}": v for k, v in comp.energy_coef.items()
-    }
-    comp_metrics["comp_power_cap_w"] = comp.power_cap_w  # the energy layer's cap (model/clocks/powerlimit.py); 0: none
-    figures = []
-    lono = nets[nets["split"] == netval.SPLIT_MODEL] if len(nets) else nets
-    if len(lono):
-        figures.append(
-            {
-                "file": "networks_leave_one_out.png",
-                "title": f"{target}: networks predicted with their whole model held out [s]",
-                "unit": "s",
-                "measured": [float(x) for x in lono["measured_t_s"]],
-                "predicted": [float(x) for x in lono["predicted_t_s"]],
-            }
-        )
-    params = {"folds": tp.folds, "seed": tp.seed, "n_rows": detail["n_ops"], "chosen_time": detail["chosen"]["time"]}
-    if "power" in detail["chosen"]:
-        params["chosen_power"] = detail["chosen"]["power"]
-    params["composition_calibrated"] = comp.calibrated
-    params["composition_source"] = comp.source
-    headline = parent_headline(results, detail)
-    tags[tracking.NOTE_TAG] = parent_description(target, detail, headline)
-    return {
-        "name": tracking.stage_run_name(target),
-        "tags": tags,
-        "params": params,
-        "metrics": {**headline, **net_metrics, **comp_metrics, **floor_metrics(bundle), "floor_s": bundle.floor_s},
-        "steps": {},
-        "figures": figures,
-        "children": children,
-    }
 
 
 def source_composition(
@@ -264,7 +124,7 @@ def source_composition(
     coster = netval.coster_from(data, rows, models)
     terms = netval.all_terms(coster, netval.network_records(nops), data)
     comp = netval.fit_composition(s_mode, terms, nets.drop(columns="family"), s_dev)
-    comp.scores = netval.composition_scores(s_mode, terms, nets.drop(columns="family"), s_dev, "power" in models)
+    comp.scores = netval.composition_scores(s_mode, terms, nets, s_dev, "power" in models)
     e = nets["e_j"].to_numpy(float) if "power" in models and nets["e_j"].notna().all() else None
     return netval.compose.SourceNetworks(
         source, comp, coster.floor_s, coster.median_power_w, [terms[s] for s in nets["set_id"]],
@@ -321,7 +181,7 @@ def run(paths: Paths, params: Params, target: str, log_to_mlflow: bool = True) -
         "n_estimated": int(df["estimated"].sum()),
         "n_layers": int(df["layer_id"].nunique()),
         "data_version": version,
-        "split": split_id(tp),
+        "split": runrecord.split_id(tp),
         "ops": op_scores(results),
         "chosen": {q: f"{a}-{f}" for q, (a, f) in chosen.items()},
         "by_kind": {q: by_kind(df, results[q][a][f]["grouped"], q) for q, (a, f) in chosen.items()},
@@ -342,7 +202,10 @@ def run(paths: Paths, params: Params, target: str, log_to_mlflow: bool = True) -
     scores = {}
     for q, (a, f) in chosen.items():
         by_split = results[q][a][f]
-        scores[q] = {**{k: by_split["grouped"][k] for k in SCORE_KEYS}, "family_mape": by_split["family"]["mape"]}
+        scores[q] = {
+            **{k: by_split["grouped"][k] for k in runrecord.SCORE_KEYS},
+            "family_mape": by_split["family"]["mape"],
+        }
     bundle = Bundle(
         target=target,
         device_config=device,
@@ -358,10 +221,10 @@ def run(paths: Paths, params: Params, target: str, log_to_mlflow: bool = True) -
         composition=comp,
         **costing,
     )
-    record = run_record(target, tp, results, bundle, detail, net_pred)
+    record = runrecord.build(target, tp, results, bundle, detail, net_pred).as_dict()
     folder = paths.model_dir(target)
     bundle.save(folder)
-    runlog.save(record, folder)
+    runlog.save(record, folder)  # adds the training commit to the tags the replay below logs
     write_report({target: detail}, paths.train_metrics(target))
     with atomic_path(paths.train_networks(target)) as tmp:
         (net_pred if len(net_pred) else pd.DataFrame(columns=["set_id"])).to_csv(tmp, index=False, float_format="%.6g")
@@ -369,7 +232,7 @@ def run(paths: Paths, params: Params, target: str, log_to_mlflow: bool = True) -
     if log_to_mlflow:
         mlflow = tracking.setup(paths.root)
         with runlog.replayed(mlflow, record, tracking.source_tags(paths.root)):
-            registered = registry.register_bundle(paths.root, mlflow, bundle, split_id(tp))
+            registered = registry.register_bundle(paths.root, mlflow, bundle, runrecord.split_id(tp))
     return {"target": target, "metrics": detail, "registered_version": registered}
 
 

@@ -11,8 +11,10 @@ compares in the MLflow UI are the same on every machine. Run ids never enter a D
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -32,6 +34,46 @@ def child(
     figures: list[dict[str, Any]],
 ) -> dict[str, Any]:
     return {"name": name, "tags": tags, "params": params, "metrics": metrics, "steps": steps, "figures": figures}
+
+
+@dataclass(frozen=True)
+class Figure:
+    """The data behind one predicted-vs-measured figure of a run (drawn at replay)."""
+
+    file: str
+    title: str
+    unit: str
+    measured: list[float]
+    predicted: list[float]
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of a record: its name, tags, parameters, metrics, per-step metrics and figures."""
+
+    name: str
+    tags: dict[str, str]
+    params: dict[str, Any]
+    metrics: dict[str, Any]  # a value may be None or NaN: left out when logged (`_finite`)
+    steps: dict[str, list[Any]]
+    figures: tuple[Figure, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        """The run as `run.json` holds it (`child`'s shape)."""
+        return child(self.name, self.tags, self.params, self.metrics, self.steps, [f.as_dict() for f in self.figures])
+
+
+@dataclass(frozen=True)
+class RunRecord(Run):
+    """A parent run and its nested runs: what `save` writes and `replayed` logs, once `as_dict`."""
+
+    children: tuple[Run, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**super().as_dict(), "children": [c.as_dict() for c in self.children]}
 
 
 TRAINING_COMMIT = "training_commit"  # the commit the model was trained at (in the DVC-tracked record)

@@ -98,6 +98,26 @@ def net_error_metric(split: str, quantity: str, key: str) -> str:
     return f"net_{split}_{quantity}_{key}"
 
 
+def net_interval_metric(split: str, quantity: str, key: str) -> str:
+    """The parent run's network interval score `key` (e.g. coverage_pct) under `split`."""
+    return f"net_{split}_{quantity}_interval_{key}"
+
+
+def interval_metric(score_set: str, quantity: str, key: str) -> str:
+    """The parent run's figure `key` of the interval resting on `score_set` (known, new, pooled)."""
+    return f"interval_{score_set}_{quantity}_{key}"
+
+
+def composition_metric(quantity: str, term: str) -> str:
+    """The parent run's coefficient `term` of the composition layer's `quantity` (time, energy) model."""
+    return f"comp_{quantity}_{term}"
+
+
+COMP_POWER_CAP_METRIC = "comp_power_cap_w"  # the composition's energy cap in W (0: none)
+FLOOR_METRIC = "floor_s"  # the bundle's launch floor in s
+STAGE_TAG = "dvc_stage"  # the DVC stage a run logs
+
+
 def model_description(name: str) -> str:
     """The description of a registered bundle model `opcost-<device>-<mode>`."""
     target = name.removeprefix("opcost-")
