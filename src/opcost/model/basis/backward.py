@@ -21,7 +21,7 @@ import math
 from typing import Any, Sequence
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from opcost.model.basis.gemm import COMPUTE_BOUND_RATIO, LINEAR_KIND, is_depthwise
 from opcost.model.basis.physics import spatial_size
@@ -37,19 +37,19 @@ def taps(kind: str, hp: dict[str, Any]) -> int:
     return math.prod(spatial_size(hp.get("kernel_size", 1), 2))
 
 
-def work_s(memory_s: ArrayLike, n_taps: ArrayLike) -> np.ndarray:
+def work_s(memory_s: ArrayLike, n_taps: ArrayLike) -> NDArray[np.float64]:
     """(FORWARD_PASSES + taps) x the forward memory time per op [s]; 0 where taps is 0 (not depthwise)."""
-    m, k = np.asarray(memory_s, float), np.asarray(n_taps, float)
+    m, k = np.asarray(memory_s, np.float64), np.asarray(n_taps, np.float64)
     return np.where(k > 0, (FORWARD_PASSES + k) * m, 0.0)
 
 
 GEMMS = 3  # a Linear layer's forward, input-gradient and weight-gradient GEMMs: each the forward's FLOPs
 
 
-def linear_work_s(kinds: Sequence[str], compute_s: ArrayLike, memory_s: ArrayLike) -> np.ndarray:
+def linear_work_s(kinds: Sequence[str], compute_s: ArrayLike, memory_s: ArrayLike) -> NDArray[np.float64]:
     """GEMMS x the forward compute time of compute-bound Linear layers (compute at least
     gemm.COMPUTE_BOUND_RATIO x memory time) [s]; 0 for every other op."""
-    c, m = np.asarray(compute_s, float), np.asarray(memory_s, float)
+    c, m = np.asarray(compute_s, np.float64), np.asarray(memory_s, np.float64)
     lin = np.array([k == LINEAR_KIND for k in kinds], bool).reshape(c.shape)
     return np.where(lin & (c > 0) & (c >= COMPUTE_BOUND_RATIO * m), GEMMS * c, 0.0)
 
@@ -65,21 +65,23 @@ def efficiency(work: np.ndarray, t_s: np.ndarray, floor_s: float = 0.0) -> float
     return float(w[ok].sum() / t[ok].sum())
 
 
-def baseline_s(base_s: np.ndarray, work: np.ndarray, eff: float) -> np.ndarray:
+def baseline_s(base_s: NDArray[np.float64], work: NDArray[np.float64], eff: float) -> NDArray[np.float64]:
     """Per op: `base_s`, raised to work / e where the op has work (a depthwise convolution in training)."""
-    base = np.asarray(base_s, float)
+    base = np.asarray(base_s, np.float64)
     if eff <= 0:
         return base
-    w = np.asarray(work, float)
+    w = np.asarray(work, np.float64)
     return np.where(w > 0, np.maximum(base, w / eff), base)
 
 
 def raised_log_offset(
-    log_offset: np.ndarray, floor_s: "float | np.ndarray", works: Sequence[tuple[np.ndarray, float]]
-) -> np.ndarray:
+    log_offset: NDArray[np.float64],
+    floor_s: "float | NDArray[np.float64]",
+    works: Sequence[tuple[NDArray[np.float64], float]],
+) -> NDArray[np.float64]:
     """log(baseline + floor) offsets (model/training/fit.py, Encoding.log_roofline) with `baseline_s` applied to
     the baseline inside them for each (work, efficiency): unchanged where every eff is 0 or an op has no work."""
-    off = np.asarray(log_offset, float)
+    off = np.asarray(log_offset, np.float64)
     if all(e <= 0 for _, e in works):
         return off
     base = np.exp(off) - floor_s
@@ -88,7 +90,7 @@ def raised_log_offset(
     return np.log(base + floor_s)
 
 
-def baseline_only(works: Sequence[tuple[np.ndarray, float]], n: int) -> np.ndarray:
+def baseline_only(works: Sequence[tuple[NDArray[np.float64], float]], n: int) -> NDArray[np.bool_]:
     """Per op: has work of a class with a learnt efficiency, so is predicted by its baseline alone."""
     out = np.zeros(n, bool)
     for work, eff in works:

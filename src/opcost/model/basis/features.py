@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from opcost.data import floors
 from opcost.devices import find_device
@@ -265,8 +266,11 @@ class Encoding:
 
 
 def back_transform(
-    y: np.ndarray, transform: str, log_offset: np.ndarray | None = None, baseline_only: np.ndarray | None = None
-) -> np.ndarray:
+    y: npt.NDArray[np.float64],
+    transform: str,
+    log_offset: npt.NDArray[np.float64] | None = None,
+    baseline_only: npt.NDArray[np.bool_] | None = None,
+) -> npt.NDArray[np.float64]:
     """The value a model's raw output `y` stands for: exp(y) for a log target; for a log(t / roofline)
     target exp(y + log_offset), with `baseline_only` rows' y taken as 0 (model/basis/backward.py: the training
     baseline alone); y itself otherwise. One rule for the bundle's compiled trees, the library models of
@@ -279,7 +283,7 @@ def back_transform(
         if baseline_only is not None:
             y = np.where(baseline_only, 0.0, y)
         return np.exp(y + log_offset)
-    return np.asarray(y, float)
+    return np.asarray(y, np.float64)
 
 
 # -- encoded rows, memoised -------------------------------------------------------------------------

@@ -21,7 +21,7 @@ consistent, only their absolute scale is arbitrary.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from opcost.devices import find_device
 from opcost.errors import OpcostError
@@ -132,7 +132,7 @@ def conv_rank(kind: str, input_shape: tuple[int, ...]) -> int:
 
 
 def gemm_dims(
-    kind: str, hp: dict[str, Any], input_shape: tuple[int, ...], output_shapes: list
+    kind: str, hp: dict[str, Any], input_shape: tuple[int, ...], output_shapes: Sequence[Sequence[int]]
 ) -> tuple[float, float, float]:
     """(M, N, K) of the GEMM a convolution or linear layer performs; zeros for other ops. K counts the
     whole kernel: an int kernel_size k of a 2-D convolution is k x k (`spatial_size`)."""

@@ -16,15 +16,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 
 @dataclass
 class TreeEnsemble:
-    feature: np.ndarray  # int32 [trees, nodes]; leaves point at feature 0
-    threshold: np.ndarray  # float64 [trees, nodes], exactly the library's value
-    left: np.ndarray  # int32 [trees, nodes]; a leaf is its own child
-    right: np.ndarray  # int32 [trees, nodes]
-    value: np.ndarray  # float64 [trees, nodes] leaf values
+    feature: npt.NDArray[np.int32]  # int32 [trees, nodes]; leaves point at feature 0
+    threshold: npt.NDArray[np.float64]  # float64 [trees, nodes], exactly the library's value
+    left: npt.NDArray[np.int32]  # int32 [trees, nodes]; a leaf is its own child
+    right: npt.NDArray[np.int32]  # int32 [trees, nodes]
+    value: npt.NDArray[np.float64]  # float64 [trees, nodes] leaf values
     depth: int  # steps from root to the deepest leaf
     strict_less: bool  # XGBoost: x < t goes left; scikit-learn: x <= t
     base: float  # added to the sum (XGBoost base_score)
@@ -43,7 +44,7 @@ class TreeEnsemble:
         self._value = self.value.ravel()
         self._roots = offset.ravel()
 
-    def predict(self, X: np.ndarray) -> np.ndarray:
+    def predict(self, X: npt.ArrayLike) -> npt.NDArray[np.float64]:
         # float32 rounding as the libraries do it, compared in double against exact thresholds
         Xr = np.ascontiguousarray(np.asarray(X, dtype=np.float32), dtype=np.float64)
         n, ncol = Xr.shape
@@ -58,7 +59,11 @@ class TreeEnsemble:
             go_right = x >= thr if self.strict_less else x > thr
             node = self._children.take(2 * node + go_right)
         leaves = self._value.take(node)
-        return leaves.mean(axis=1) if self.average else self.base + leaves.sum(axis=1, dtype=np.float64)
+        # numpy's stubs type a reduction over an axis as Any; over float64 leaves it is a float64 array
+        out: npt.NDArray[np.float64] = (
+            leaves.mean(axis=1) if self.average else self.base + leaves.sum(axis=1, dtype=np.float64)
+        )
+        return out
 
 
 def _pack(trees: list[dict[str, np.ndarray]], strict_less: bool, base: float, average: bool) -> TreeEnsemble:

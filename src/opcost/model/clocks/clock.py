@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from opcost.devices import DEVICES, NOMINAL_MEMORY_CLOCK_MHZ, Device, find_device, table_device
@@ -34,19 +35,22 @@ CORE_KNOB = "core_clock_mhz"
 MIN_POINTS = ClockParams.min_points  # a curve needs its reference and at least two other clocks (config)
 
 
-def _sigmoid(x: np.ndarray | float) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-np.asarray(x, float)))
+def _sigmoid(x: npt.NDArray[np.float64] | float) -> npt.NDArray[np.float64]:
+    return 1.0 / (1.0 + np.exp(-np.asarray(x, np.float64)))
 
 
 def time_ratio(
-    f: np.ndarray | float, f_ref: np.ndarray | float, s: np.ndarray | float, memory_growth: np.ndarray | float = 1.0
-) -> np.ndarray:
+    f: npt.NDArray[np.float64] | float,
+    f_ref: npt.NDArray[np.float64] | float,
+    s: npt.NDArray[np.float64] | float,
+    memory_growth: npt.NDArray[np.float64] | float = 1.0,
+) -> npt.NDArray[np.float64]:
     """t(f) / t_ref = 1 + s (f_ref / f - 1) + (1 - s) (g - 1): the compute-bound share s follows 1 / f, the rest
     grows by g (the memory-path knee's growth, `ClockModel.predict`; 1: none, the rest clock-free). Written as 1 plus
     changes so that it is exactly 1 at f_ref (both changes 0 there); non-increasing in f for s in [0, 1]."""
-    s = np.clip(np.asarray(s, float), 0.0, 1.0)
-    compute = 1.0 + s * (np.asarray(f_ref, float) / np.asarray(f, float) - 1.0)
-    return compute + (1.0 - s) * (np.asarray(memory_growth, float) - 1.0)
+    s = np.clip(np.asarray(s, np.float64), 0.0, 1.0)
+    compute = 1.0 + s * (np.asarray(f_ref, np.float64) / np.asarray(f, np.float64) - 1.0)
+    return compute + (1.0 - s) * (np.asarray(memory_growth, np.float64) - 1.0)
 
 
 GUESS_SHARES = (1.0, 0.5, 0.0)  # the zero-parameter time guesses' compute-bound shares (docs/clocks.md)
@@ -54,12 +58,15 @@ GUESS_POWER_EXPS = (1.0, 0.0)  # the zero-parameter power guesses: P = P_ref (f 
 
 
 def guess_values(
-    f: np.ndarray | float, f_ref: np.ndarray | float, t_ref: np.ndarray | float, p_ref: np.ndarray | float
-) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    f: npt.NDArray[np.float64] | float,
+    f_ref: npt.NDArray[np.float64] | float,
+    t_ref: npt.NDArray[np.float64] | float,
+    p_ref: npt.NDArray[np.float64] | float,
+) -> tuple[list[npt.NDArray[np.float64]], list[npt.NDArray[np.float64]]]:
     """Every zero-parameter guess's (times, powers) from the reference point alone: one array per
     GUESS_SHARES entry and one per GUESS_POWER_EXPS entry."""
-    f, f_ref = np.asarray(f, float), np.asarray(f_ref, float)
-    t_ref, p_ref = np.asarray(t_ref, float), np.asarray(p_ref, float)
+    f, f_ref = np.asarray(f, np.float64), np.asarray(f_ref, np.float64)
+    t_ref, p_ref = np.asarray(t_ref, np.float64), np.asarray(p_ref, np.float64)
     times = [t_ref * time_ratio(f, f_ref, s) for s in GUESS_SHARES]
     powers = [p_ref * (f / f_ref) ** k for k in GUESS_POWER_EXPS]
     return times, powers
@@ -69,32 +76,40 @@ CAP_BAND = (0.95, 1.03)  # P_ref / TDP that marks a power-capped reference (abov
 CAP_K = 0.0  # a capped reference ran at the base clock (not fitted; see ClockModel.cap_k)
 
 
-def memory_share(bytes_moved: np.ndarray | float, bandwidth: float, t_ref: np.ndarray | float) -> np.ndarray:
+def memory_share(
+    bytes_moved: npt.NDArray[np.float64] | float, bandwidth: float, t_ref: npt.NDArray[np.float64] | float
+) -> npt.NDArray[np.float64]:
     """Compute-bound share from the reference time: 1 - (bytes / bandwidth) / t_ref, the part of the time
     the DRAM is not transferring (compute, latency, launch: all run on the core clock). The same
     quantity as 1 - DCGM DRAM activity, which validates it (reports/clock/vs_guesses.csv)."""
-    busy = np.asarray(bytes_moved, float) / bandwidth / np.maximum(np.asarray(t_ref, float), 1e-12)
+    busy = np.asarray(bytes_moved, np.float64) / bandwidth / np.maximum(np.asarray(t_ref, np.float64), 1e-12)
     return 1.0 - np.clip(busy, 0.0, 1.0)
 
 
-def memory_clock_share(s0: np.ndarray | float, mem_ratio: np.ndarray | float) -> np.ndarray:
+def memory_clock_share(
+    s0: npt.NDArray[np.float64] | float, mem_ratio: npt.NDArray[np.float64] | float
+) -> npt.NDArray[np.float64]:
     """The compute-bound share at a memory clock `mem_ratio` times the nominal one, from the share s0 at the
     nominal memory clock: the memory-bound time scales with 1 / bandwidth, i.e. 1 / mem_ratio, the core-clock
     time does not, so s = s0 / (s0 + (1 - s0) / mem_ratio). No parameter: bandwidth is proportional to the
     memory clock. NaN or non-positive ratios leave s0 unchanged (memory clock unknown: nominal)."""
-    s0 = np.clip(np.asarray(s0, float), 0.0, 1.0)
-    r = np.asarray(mem_ratio, float)
+    s0 = np.clip(np.asarray(s0, np.float64), 0.0, 1.0)
+    r = np.asarray(mem_ratio, np.float64)
     r = np.where(np.isfinite(r) & (r > 0), r, 1.0)
     return s0 / np.maximum(s0 + (1.0 - s0) / r, 1e-12)
 
 
-def reference_clock_share(s0: np.ndarray | float, f_ref: np.ndarray | float, f_boost: np.ndarray | float) -> np.ndarray:
+def reference_clock_share(
+    s0: npt.NDArray[np.float64] | float,
+    f_ref: npt.NDArray[np.float64] | float,
+    f_boost: npt.NDArray[np.float64] | float,
+) -> npt.NDArray[np.float64]:
     """The compute-bound share at a reference clock f_ref from the share s0 at the boost clock: the compute-bound
     time scales with 1 / f, the rest does not, so s = s0 / (s0 + (1 - s0) f_ref / f_boost) (`memory_clock_share`
     with the ratio f_boost / f_ref; no parameter). The fallback share (`ClockModel.share_from_power`) is a share at
     the boost clock; a sweep whose top clock, its reference, lies above the boost clock (the RTX 3080 Ti's, 1.14-1.18
     f_boost) spends less of its reference time computing. Identity at f_ref = f_boost."""
-    return memory_clock_share(s0, np.asarray(f_boost, float) / np.asarray(f_ref, float))
+    return memory_clock_share(s0, np.asarray(f_boost, np.float64) / np.asarray(f_ref, np.float64))
 
 
 KNEE_ARCHITECTURES = ("Maxwell", "Pascal", "Volta", "Turing")  # where the memory-path knee is modelled (docstring)
@@ -109,10 +124,10 @@ def knee_bandwidth_per_sm(device: Device, mem_ratio: float = float("nan")) -> fl
     return device.bandwidth * r / device.sms
 
 
-def memory_knee_mhz(bw_per_sm: np.ndarray | float, knee_q: float) -> np.ndarray:
+def memory_knee_mhz(bw_per_sm: npt.NDArray[np.float64] | float, knee_q: float) -> npt.NDArray[np.float64]:
     """The clock (MHz) below which the SMs cannot issue the DRAM's bandwidth: bandwidth per SM / (q B per cycle);
     0 (no knee) where bw_per_sm is NaN or knee_q is 0."""
-    bw = np.nan_to_num(np.asarray(bw_per_sm, float), nan=0.0)
+    bw = np.nan_to_num(np.asarray(bw_per_sm, np.float64), nan=0.0)
     return bw / knee_q / 1e6 if knee_q > 0 else np.zeros_like(bw)
 
 
@@ -189,66 +204,66 @@ class ClockModel:
     # -- the form --------------------------------------------------------------------------
     def share_from_power(
         self,
-        p_ref: np.ndarray | float,
-        tdp: np.ndarray | float,
-        balance: np.ndarray | float | None = None,
-        mem_ratio: np.ndarray | float | None = None,
-    ) -> np.ndarray:
+        p_ref: npt.NDArray[np.float64] | float,
+        tdp: npt.NDArray[np.float64] | float,
+        balance: npt.NDArray[np.float64] | float | None = None,
+        mem_ratio: npt.NDArray[np.float64] | float | None = None,
+    ) -> npt.NDArray[np.float64]:
         """Compute-bound share when FLOPs/bytes are unknown: sigmoid(a + b P_ref / TDP + c log(balance /
         BALANCE_REF)) at the nominal memory clock (`balance` None: the balance term is left out), moved to
         the curve's memory clock by `memory_clock_share` (`mem_ratio` None: nominal). Nothing here comes from
         the curve's other clocks: the reference power, the device table and the memory clock setting."""
-        z = self.share_a + self.share_b * np.asarray(p_ref, float) / np.asarray(tdp, float)
+        z = self.share_a + self.share_b * np.asarray(p_ref, np.float64) / np.asarray(tdp, np.float64)
         if balance is not None:
-            z = z + self.share_balance * np.log(np.asarray(balance, float) / BALANCE_REF)
+            z = z + self.share_balance * np.log(np.asarray(balance, np.float64) / BALANCE_REF)
         s0 = _sigmoid(z)
         return s0 if mem_ratio is None else memory_clock_share(s0, mem_ratio)
 
-    def dvfs(self, y: np.ndarray | float) -> np.ndarray:
+    def dvfs(self, y: npt.NDArray[np.float64] | float) -> npt.NDArray[np.float64]:
         """g(y) = y V(y)^(gamma - 1), the dynamic power's clock dependence at y = f / f_boost (increasing in y)."""
-        y = np.maximum(np.asarray(y, float), 1e-9)
+        y = np.maximum(np.asarray(y, np.float64), 1e-9)
         lin = 1.0 - self.volt_slope * (1.0 - y)
         v = np.maximum(self.volt_min + np.logaddexp(0.0, VOLT_KNEE_K * (lin - self.volt_min)) / VOLT_KNEE_K, 1e-9)
         return y * v ** (self.gamma - 1.0)
 
-    def static_fraction(self, share: np.ndarray | float | None = None) -> np.ndarray:
+    def static_fraction(self, share: npt.NDArray[np.float64] | float | None = None) -> npt.NDArray[np.float64]:
         """The part of min(TDP, P_ref) that does not follow the core clock: static_frac + static_mem (1 - s),
         at most STATIC_MAX; `share` None: a compute-bound op (s = 1), static_frac alone."""
-        s = 1.0 if share is None else np.clip(np.asarray(share, float), 0.0, 1.0)
+        s = 1.0 if share is None else np.clip(np.asarray(share, np.float64), 0.0, 1.0)
         return np.minimum(self.static_frac + self.static_mem * (1.0 - s), STATIC_MAX)
 
     def power(
         self,
-        f: np.ndarray | float,
-        f_ref: np.ndarray | float,
-        p_ref: np.ndarray | float,
-        tdp: np.ndarray | float,
-        f_boost: np.ndarray | float | None = None,
-        share: np.ndarray | float | None = None,
-    ) -> np.ndarray:
+        f: npt.NDArray[np.float64] | float,
+        f_ref: npt.NDArray[np.float64] | float,
+        p_ref: npt.NDArray[np.float64] | float,
+        tdp: npt.NDArray[np.float64] | float,
+        f_boost: npt.NDArray[np.float64] | float | None = None,
+        share: npt.NDArray[np.float64] | float | None = None,
+    ) -> npt.NDArray[np.float64]:
         """P(f) = P_static + (P_ref - P_static) g(f / f_boost) / g(f_ref / f_boost), capped at max(TDP, P_ref);
         `f_boost` None: the reference clock is the boost clock; `share`: the compute-bound share (static part)."""
-        p_ref, tdp = np.asarray(p_ref, float), np.asarray(tdp, float)
+        p_ref, tdp = np.asarray(p_ref, np.float64), np.asarray(tdp, np.float64)
         static = self.static_fraction(share) * np.minimum(tdp, p_ref)
-        fb = np.asarray(f_ref if f_boost is None else f_boost, float)
-        shape = self.dvfs(np.asarray(f, float) / fb) / self.dvfs(np.asarray(f_ref, float) / fb)
+        fb = np.asarray(f_ref if f_boost is None else f_boost, np.float64)
+        shape = self.dvfs(np.asarray(f, np.float64) / fb) / self.dvfs(np.asarray(f_ref, np.float64) / fb)
         return np.minimum(static + (p_ref - static) * shape, np.maximum(tdp, p_ref))
 
     def reached_clock(
         self,
-        f_ref: np.ndarray | float,
-        f_base: np.ndarray | float,
-        p_ref: np.ndarray | float,
-        tdp: np.ndarray | float,
-        share: np.ndarray | float | None = None,
-        f_boost: np.ndarray | float | None = None,
-    ) -> np.ndarray:
+        f_ref: npt.NDArray[np.float64] | float,
+        f_base: npt.NDArray[np.float64] | float,
+        p_ref: npt.NDArray[np.float64] | float,
+        tdp: npt.NDArray[np.float64] | float,
+        share: npt.NDArray[np.float64] | float | None = None,
+        f_boost: npt.NDArray[np.float64] | float | None = None,
+    ) -> npt.NDArray[np.float64]:
         """The clock the reference really ran at: f_ref, or, where its power sat at the TDP (CAP_BAND), a
         throttled clock never below f_base + cap_k (f_ref - f_base) nor above f_ref. `share` None: that
         lower bound itself (the hard cap). With the compute-bound share, the soft cap (`soft_cap_clock`): the
         clock where the model's own power curve of this op reaches the reference power."""
-        f_ref, f_base = np.asarray(f_ref, float), np.asarray(f_base, float)
-        r = np.asarray(p_ref, float) / np.asarray(tdp, float)
+        f_ref, f_base = np.asarray(f_ref, np.float64), np.asarray(f_base, np.float64)
+        r = np.asarray(p_ref, np.float64) / np.asarray(tdp, np.float64)
         capped = (r >= CAP_BAND[0]) & (r <= CAP_BAND[1])
         throttled = np.minimum(f_ref, np.minimum(f_base, f_ref) + self.cap_k * np.maximum(f_ref - f_base, 0.0))
         if share is not None:
@@ -258,13 +273,13 @@ class ClockModel:
 
     def soft_cap_clock(
         self,
-        f_ref: np.ndarray | float,
-        f_base: np.ndarray | float,
-        p_ref: np.ndarray | float,
-        tdp: np.ndarray | float,
-        share: np.ndarray | float,
-        f_boost: np.ndarray | float | None = None,
-    ) -> np.ndarray:
+        f_ref: npt.NDArray[np.float64] | float,
+        f_base: npt.NDArray[np.float64] | float,
+        p_ref: npt.NDArray[np.float64] | float,
+        tdp: npt.NDArray[np.float64] | float,
+        share: npt.NDArray[np.float64] | float,
+        f_boost: npt.NDArray[np.float64] | float | None = None,
+    ) -> npt.NDArray[np.float64]:
         """Where a power-capped op really ran, from the model alone (no fitted parameter). The base clock is
         the clock a board sustains at its TDP under a full load (devices.py): there a fully compute-bound op
         draws TDP = S + D. An op of compute-bound share s keeps its SMs busy only that share of the time, so
@@ -275,9 +290,9 @@ class ClockModel:
         clock, a memory-bound op that never reaches the limit gives f_ref). The A40's Perseus stages (P_ref
         0.98 TDP) reach ~0.85 f_ref, where their measured power stops rising, not the base clock (0.75)."""
         p_ref, tdp, s, f_ref, f_base = np.broadcast_arrays(
-            *(np.asarray(v, float) for v in (p_ref, tdp, share, f_ref, f_base))
+            *(np.asarray(v, np.float64) for v in (p_ref, tdp, share, f_ref, f_base))
         )
-        fb = np.broadcast_to(np.asarray(f_ref if f_boost is None else f_boost, float), p_ref.shape)
+        fb = np.broadcast_to(np.asarray(f_ref if f_boost is None else f_boost, np.float64), p_ref.shape)
         s = np.clip(s, 1e-9, 1.0)
         static = self.static_fraction(s) * np.minimum(tdp, p_ref)
         lo, hi = np.minimum(f_base, f_ref) / fb, f_ref / fb
@@ -291,20 +306,20 @@ class ClockModel:
 
     def predict(
         self,
-        f: np.ndarray | float,
+        f: npt.NDArray[np.float64] | float,
         f_ref: float,
-        t_ref: np.ndarray | float,
-        p_ref: np.ndarray | float,
+        t_ref: npt.NDArray[np.float64] | float,
+        p_ref: npt.NDArray[np.float64] | float,
         tdp: float,
-        share: np.ndarray | float | None = None,
-        f_base: np.ndarray | float | None = None,
-        f_boost: np.ndarray | float | None = None,
-        balance: np.ndarray | float | None = None,
-        mem_ratio: np.ndarray | float | None = None,
+        share: npt.NDArray[np.float64] | float | None = None,
+        f_base: npt.NDArray[np.float64] | float | None = None,
+        f_boost: npt.NDArray[np.float64] | float | None = None,
+        balance: npt.NDArray[np.float64] | float | None = None,
+        mem_ratio: npt.NDArray[np.float64] | float | None = None,
         soft_cap: bool = True,
-        bw_per_sm: np.ndarray | float | None = None,
-        share_weight: np.ndarray | float | None = None,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        bw_per_sm: npt.NDArray[np.float64] | float | None = None,
+        share_weight: npt.NDArray[np.float64] | float | None = None,
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
         """(time, power, energy) at clock(s) f from the reference point; `share` None (or NaN entries): from
         P_ref / TDP, moved from the boost clock to f_ref (`reference_clock_share`; the requested reference clock,
         also for a capped reference, whose reached clock depends on the share); `f_base` None: no throttled
@@ -318,21 +333,21 @@ class ClockModel:
         if f_boost is not None:  # the fallback is a share at the boost clock: moved to the reference clock
             s = reference_clock_share(s, f_ref, f_boost)
         if share is not None:
-            given = np.asarray(share, float)
+            given = np.asarray(share, np.float64)
             if share_weight is not None:  # the given share speaks for that part of t_ref, the fallback for the rest
-                w = np.clip(np.nan_to_num(np.asarray(share_weight, float), nan=1.0), 0.0, 1.0)
+                w = np.clip(np.nan_to_num(np.asarray(share_weight, np.float64), nan=1.0), 0.0, 1.0)
                 given = w * np.clip(given, 0.0, 1.0) + (1.0 - w) * s
             s = np.where(np.isfinite(given), given, s)
-        fb = np.asarray(f_ref if f_boost is None else f_boost, float)
+        fb = np.asarray(f_ref if f_boost is None else f_boost, np.float64)
         sc = s if soft_cap else None
-        fc = np.asarray(f_ref if f_base is None else self.reached_clock(f_ref, f_base, p_ref, tdp, sc, fb), float)
-        top = np.where(fc < np.asarray(f_ref, float), fc, self.power_capped_clock(fc, p_ref, tdp, fb, s))
-        f_eff = np.minimum(np.asarray(f, float), top)
-        growth: np.ndarray | float = 1.0  # the memory-bound part's growth below the memory-path knee
+        fc = np.asarray(f_ref if f_base is None else self.reached_clock(f_ref, f_base, p_ref, tdp, sc, fb), np.float64)
+        top = np.where(fc < np.asarray(f_ref, np.float64), fc, self.power_capped_clock(fc, p_ref, tdp, fb, s))
+        f_eff = np.minimum(np.asarray(f, np.float64), top)
+        growth: npt.NDArray[np.float64] | float = 1.0  # the memory-bound part's growth below the memory-path knee
         if bw_per_sm is not None and self.knee_q > 0:
             fk = memory_knee_mhz(bw_per_sm, self.knee_q)
             growth = np.maximum(1.0, fk / f_eff) / np.maximum(1.0, fk / fc)
-        t = np.asarray(t_ref, float) * time_ratio(f_eff, fc, s, growth)
+        t = np.asarray(t_ref, np.float64) * time_ratio(f_eff, fc, s, growth)
         p = self.power(f_eff, fc, p_ref, tdp, fb, s)
         if self.time_blend[0] != 1.0 or self.power_blend[0] != 1.0:
             t, p = self.blend(t, p, f, f_ref, t_ref, p_ref)
@@ -340,35 +355,35 @@ class ClockModel:
 
     def blend(
         self,
-        t_phys: np.ndarray,
-        p_phys: np.ndarray,
-        f: np.ndarray | float,
-        f_ref: np.ndarray | float,
-        t_ref: np.ndarray | float,
-        p_ref: np.ndarray | float,
-    ) -> tuple[np.ndarray, np.ndarray]:
+        t_phys: npt.NDArray[np.float64],
+        p_phys: npt.NDArray[np.float64],
+        f: npt.NDArray[np.float64] | float,
+        f_ref: npt.NDArray[np.float64] | float,
+        t_ref: npt.NDArray[np.float64] | float,
+        p_ref: npt.NDArray[np.float64] | float,
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
         """The stacked (time, power): `time_blend` / `power_blend` weights on the physical values and on the
         guesses' (`guess_values`), which use the requested clock and the reference as given."""
         tg, pg = guess_values(f, f_ref, t_ref, p_ref)
         wt, wp = self.time_blend, self.power_blend
-        t = wt[0] * np.asarray(t_phys, float) + sum(w * g for w, g in zip(wt[1:], tg))
-        p = wp[0] * np.asarray(p_phys, float) + sum(w * g for w, g in zip(wp[1:], pg))
+        t = wt[0] * np.asarray(t_phys, np.float64) + sum(w * g for w, g in zip(wt[1:], tg))
+        p = wp[0] * np.asarray(p_phys, np.float64) + sum(w * g for w, g in zip(wp[1:], pg))
         return t, p
 
     def power_capped_clock(
         self,
-        f_ref: np.ndarray | float,
-        p_ref: np.ndarray | float,
-        tdp: np.ndarray | float,
-        f_boost: np.ndarray | float | None = None,
-        share: np.ndarray | float | None = None,
-    ) -> np.ndarray:
+        f_ref: npt.NDArray[np.float64] | float,
+        p_ref: npt.NDArray[np.float64] | float,
+        tdp: npt.NDArray[np.float64] | float,
+        f_boost: npt.NDArray[np.float64] | float | None = None,
+        share: npt.NDArray[np.float64] | float | None = None,
+    ) -> npt.NDArray[np.float64]:
         """The clock at which the power law reaches the cap max(TDP, P_ref): a board asked for more runs
         there (it throttles), so above it neither time nor power changes. Never below f_ref. The DVFS
         curve is increasing, so the crossing is found by bisection on y = f / f_boost (to 1e-9 relative)."""
-        p_ref, tdp = np.broadcast_arrays(np.asarray(p_ref, float), np.asarray(tdp, float))
-        f_ref = np.broadcast_to(np.asarray(f_ref, float), p_ref.shape)
-        fb = np.broadcast_to(np.asarray(f_ref if f_boost is None else f_boost, float), p_ref.shape)
+        p_ref, tdp = np.broadcast_arrays(np.asarray(p_ref, np.float64), np.asarray(tdp, np.float64))
+        f_ref = np.broadcast_to(np.asarray(f_ref, np.float64), p_ref.shape)
+        fb = np.broadcast_to(np.asarray(f_ref if f_boost is None else f_boost, np.float64), p_ref.shape)
         static = self.static_fraction(share) * np.minimum(tdp, p_ref)
         dyn = np.maximum(p_ref - static, 1e-12)
         need = np.maximum((np.maximum(tdp, p_ref) - static) / dyn, 1.0) * self.dvfs(f_ref / fb)  # g at the cap
@@ -384,10 +399,17 @@ class ClockModel:
             lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
         return np.maximum(hi * fb, f_ref)
 
-    def at_clock(self, device: Device, f: float, t_ref: np.ndarray, p_ref: np.ndarray, share: np.ndarray) -> tuple:
+    def at_clock(
+        self,
+        device: Device,
+        f: float,
+        t_ref: npt.NDArray[np.float64],
+        p_ref: npt.NDArray[np.float64],
+        share: npt.NDArray[np.float64],
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
         """Per-op (time, power) at core clock f on `device`, from costs at its boost clock."""
         check_clock(device, f)
-        share = np.asarray(share, float) * self.share_scale_bytes  # a roofline share: a bytes-and-FLOPs estimate
+        share = np.asarray(share, np.float64) * self.share_scale_bytes  # a roofline share: a bytes-and-FLOPs estimate
         t, p, _ = self.predict(
             f, device.boost_clock_mhz, t_ref, p_ref, device.tdp_w, share, device.base_clock_mhz,
             balance=device.ridge_point, bw_per_sm=knee_bandwidth_per_sm(device),
@@ -540,7 +562,7 @@ UNREACHED_JUMP = 1.25  # median (f t) / (f' t') over a device's curves above whi
 UNREACHED_REASON = "clock setting not reached (time grew faster than 1/f against the next higher clock)"
 
 
-def unreached_settings(pts: pd.DataFrame) -> np.ndarray:
+def unreached_settings(pts: pd.DataFrame) -> npt.NDArray[np.bool_]:
     """Points of clock settings the GPU did not run at (a rule on the physics, stated before any score and applied
     to every GPU): with only the core clock changing, time is compute-bound part / f + memory-bound rest, so f t
     never rises when the clock falls. Per curve, each point's f t against the curve's next higher clock; a
@@ -553,10 +575,11 @@ def unreached_settings(pts: pd.DataFrame) -> np.ndarray:
     ft = order["f"] * order["t"]
     jump = ft / ft.groupby(order["curve"]).shift(-1)
     med = jump.groupby([order["source"], order["device"], order["f"]]).transform("median")
-    return (med > UNREACHED_JUMP).reindex(pts.index).fillna(False).to_numpy(bool)
+    unreached: npt.NDArray[np.bool_] = (med > UNREACHED_JUMP).reindex(pts.index).fillna(False).to_numpy(bool)
+    return unreached  # typed here: pandas has no type information
 
 
-def observed_share(pts: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def observed_share(pts: pd.DataFrame) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.object_]]:
     """Each curve's compute-bound share from its reference point alone, where the data allow it (NaN
     elsewhere: the model's P_ref / TDP share applies): 1 - DCGM DRAM activity (NV-DVFS kernels, kind
     SHARE_DRAM), or `memory_share` of the transformer layer's bytes (Perseus stages, shapes assumed in
@@ -581,25 +604,25 @@ KERNEL_SOURCE = "gpu-frequency-dvfs"  # the sweep whose kernels' FLOPs and bytes
 
 
 def explained_fraction(
-    flops: np.ndarray | float,
-    nbytes: np.ndarray | float,
-    peak: np.ndarray | float,
-    bandwidth: np.ndarray | float,
-    t: np.ndarray | float,
-) -> np.ndarray:
+    flops: npt.NDArray[np.float64] | float,
+    nbytes: npt.NDArray[np.float64] | float,
+    peak: npt.NDArray[np.float64] | float,
+    bandwidth: npt.NDArray[np.float64] | float,
+    t: npt.NDArray[np.float64] | float,
+) -> npt.NDArray[np.float64]:
     """The part of a measured time t the roofline accounts for: min(1, (FLOPs / peak + bytes / bandwidth) / t).
     A kernel far from both roofs (a few thousand threads waiting on DRAM latency, uncoalesced or cache-bound
     access: PolyBench's matrix-vector kernels reach 55-100 of 912 GB/s) spends the rest of its time on something
     its FLOPs and bytes do not describe; that rest takes the share a prediction without them would use
     (`ClockModel.predict` with `share_weight`)."""
-    tr = np.maximum(np.asarray(flops, float), 0.0) / np.asarray(peak, float)
-    tr = tr + np.maximum(np.asarray(nbytes, float), 0.0) / np.asarray(bandwidth, float)
-    return np.clip(tr / np.maximum(np.asarray(t, float), 1e-30), 0.0, 1.0)
+    tr = np.maximum(np.asarray(flops, np.float64), 0.0) / np.asarray(peak, np.float64)
+    tr = tr + np.maximum(np.asarray(nbytes, np.float64), 0.0) / np.asarray(bandwidth, np.float64)
+    return np.clip(tr / np.maximum(np.asarray(t, np.float64), 1e-30), 0.0, 1.0)
 
 
 def kernel_shares(
     pts: pd.DataFrame, table: dict[str, tuple[float, float]] | None = None
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Per point of `pts` (`sweep_curves`): the roofline share of its curve's kernel where data/clock_kernels.csv
     (or `table`) gives the kernel's FLOPs and bytes (NaN elsewhere), and the part of the reference time that share
     speaks for (`explained_fraction`; NaN elsewhere). Both at the curve's reference point, by the path network ops
@@ -628,11 +651,12 @@ SHARE_SCALE_RANGE = (0.2, 3.0)  # bounds of the fitted share scales (ClockModel.
 
 
 # -- fitting ----------------------------------------------------------------------------------
-def point_weights(pts: pd.DataFrame) -> np.ndarray:
+def point_weights(pts: pd.DataFrame) -> npt.NDArray[np.float64]:
     """Each device weighs the same; within it each curve the same; within a curve each point."""
     per_curve = pts.groupby("curve")["f"].transform("size")
     curves_per_dev = pts.groupby("device")["curve"].transform("nunique")
-    return (1.0 / (per_curve * curves_per_dev)).to_numpy(float)
+    weights: npt.NDArray[np.float64] = (1.0 / (per_curve * curves_per_dev)).to_numpy(float)
+    return weights  # typed here: pandas has no type information
 
 
 STATIC_MAX = 0.95  # the static fraction never reaches the whole reference power (something follows the clock)
@@ -658,7 +682,8 @@ def fit(pts: pd.DataFrame) -> ClockModel:
     if train.empty:
         raise OpcostError("no off-reference points to fit the clock model on")
     w = np.sqrt(point_weights(train))
-    t, p = train["t"].to_numpy(float), train["p"].to_numpy(float)
+    t: npt.NDArray[np.float64] = train["t"].to_numpy(float)  # typed here: pandas has no type information
+    p: npt.NDArray[np.float64] = train["p"].to_numpy(float)
     probe = ClockModel()
     # The fallback share sigmoid(a + b P_ref / TDP) serves every curve without an observed share (the RTX
     # 3080 Ti's, an op without FLOPs and bytes). Fitted only on curves that have none, it would stay at its
@@ -695,10 +720,16 @@ def fit(pts: pd.DataFrame) -> ClockModel:
            "share_scale_bytes": (s_lo, s_hi, 1.0), "share_scale_dram": (s_lo, s_hi, 1.0),
            "knee_q": (*KNEE_Q_RANGE, KNEE_Q_START)}  # fmt: skip
 
-    def solve(names: tuple[str, ...], rows: pd.DataFrame, w_rows: np.ndarray, t_rows: np.ndarray, starts: tuple):
+    def solve(
+        names: tuple[str, ...],
+        rows: pd.DataFrame,
+        w_rows: npt.NDArray[np.float64],
+        t_rows: npt.NDArray[np.float64],
+        starts: tuple[list[float], ...],
+    ) -> None:
         """Least squares of the relative time errors of `rows` over the parameters `names` (set on `probe`)."""
 
-        def res(q: np.ndarray) -> np.ndarray:
+        def res(q: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
             for k, v in zip(names, q):
                 setattr(probe, k, float(v))
             return w_rows * (_predict(probe, rows, soft_cap=False)[0] / t_rows - 1.0)
@@ -717,7 +748,7 @@ def fit(pts: pd.DataFrame) -> ClockModel:
 
     probe.gamma = DVFS_GAMMA
 
-    def power_res(q: np.ndarray) -> np.ndarray:
+    def power_res(q: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         probe.static_frac, probe.volt_slope, probe.volt_min, probe.static_mem = (float(v) for v in q)
         return w * (_predict(probe, train)[1] / p - 1.0)
 
@@ -744,7 +775,9 @@ def fit(pts: pd.DataFrame) -> ClockModel:
     )
 
 
-def _predict(model: ClockModel, pts: pd.DataFrame, soft_cap: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _predict(
+    model: ClockModel, pts: pd.DataFrame, soft_cap: bool = True
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     share = pts["share"].to_numpy(float) if "share" in pts else None
     if share is not None and "share_kind" in pts:
         kind = pts["share_kind"].to_numpy(object)

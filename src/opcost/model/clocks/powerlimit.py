@@ -124,7 +124,7 @@ def fit_energy(
 
     def tie_break(x: np.ndarray) -> float:
         a, k = np.abs(x)
-        return (a - PRIOR[0]) ** 2 + (k / cap_w - PRIOR[1]) ** 2 + 1e6 * max(0.0, loss(x) - bound)
+        return float((a - PRIOR[0]) ** 2 + (k / cap_w - PRIOR[1]) ** 2 + 1e6 * max(0.0, loss(x) - bound))
 
     picks = [np.abs(minimize(tie_break, x0, method="Nelder-Mead", options=opts).x) for x0 in (best, starts[0])]
     pick = min(picks + [best], key=tie_break)

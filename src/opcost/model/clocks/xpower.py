@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from opcost.devices import Device, table_device, unknown_device
@@ -65,39 +66,56 @@ class PowerModel:
     levels: dict[str, dict[str, float]] = field(default_factory=dict)
 
     # -- the form ----------------------------------------------------------------------------
-    def level(self, u: np.ndarray | float) -> np.ndarray:
+    def level(self, u: npt.NDArray[np.float64] | float) -> npt.NDArray[np.float64]:
         """The dynamic part's share of the TDP headroom at the boost clock: clip(a + b u^c, 0, 1)."""
-        return np.clip(self.a + self.b * np.clip(np.asarray(u, float), 0.0, 1.0) ** self.c, 0.0, 1.0)
+        return np.clip(self.a + self.b * np.clip(np.asarray(u, np.float64), 0.0, 1.0) ** self.c, 0.0, 1.0)
 
     def power_from_level(
-        self, d: np.ndarray | float, x: np.ndarray | float, tdp: np.ndarray | float, cap: np.ndarray | float
-    ) -> np.ndarray:
+        self,
+        d: npt.NDArray[np.float64] | float,
+        x: npt.NDArray[np.float64] | float,
+        tdp: npt.NDArray[np.float64] | float,
+        cap: npt.NDArray[np.float64] | float,
+    ) -> npt.NDArray[np.float64]:
         """TDP (idle + (1 - idle) d x^gamma), at most `cap` (NaN cap: the TDP)."""
-        tdp = np.asarray(tdp, float)
-        cap = np.where(np.isnan(np.asarray(cap, float)), tdp, cap)
-        p = tdp * (self.idle + (1 - self.idle) * np.asarray(d, float) * np.asarray(x, float) ** self.gamma)
+        tdp = np.asarray(tdp, np.float64)
+        cap = np.where(np.isnan(np.asarray(cap, np.float64)), tdp, cap)
+        p = tdp * (self.idle + (1 - self.idle) * np.asarray(d, np.float64) * np.asarray(x, np.float64) ** self.gamma)
         return np.minimum(p, cap)
 
-    def level_from_power(self, p: np.ndarray | float, x: np.ndarray | float, tdp: np.ndarray | float) -> np.ndarray:
+    def level_from_power(
+        self,
+        p: npt.NDArray[np.float64] | float,
+        x: npt.NDArray[np.float64] | float,
+        tdp: npt.NDArray[np.float64] | float,
+    ) -> npt.NDArray[np.float64]:
         """The level d a measured power implies at clock ratio x (the inverse of the uncapped form)."""
-        p, tdp = np.asarray(p, float), np.asarray(tdp, float)
-        return np.maximum(p / tdp - self.idle, 0.0) / ((1 - self.idle) * np.asarray(x, float) ** self.gamma)
+        p, tdp = np.asarray(p, np.float64), np.asarray(tdp, np.float64)
+        return np.maximum(p / tdp - self.idle, 0.0) / ((1 - self.idle) * np.asarray(x, np.float64) ** self.gamma)
 
     def power(
-        self, u: np.ndarray | float, x: np.ndarray | float, tdp: np.ndarray | float, cap: np.ndarray | float
-    ) -> np.ndarray:
+        self,
+        u: npt.NDArray[np.float64] | float,
+        x: npt.NDArray[np.float64] | float,
+        tdp: npt.NDArray[np.float64] | float,
+        cap: npt.NDArray[np.float64] | float,
+    ) -> npt.NDArray[np.float64]:
         return self.power_from_level(self.level(u), x, tdp, cap)
 
     def predict(
-        self, device_key: str, busy_share: np.ndarray, clock_mhz: float | None = None, mode: str = "inference"
-    ) -> tuple[np.ndarray, float]:
+        self,
+        device_key: str,
+        busy_share: npt.NDArray[np.float64],
+        clock_mhz: float | None = None,
+        mode: str = "inference",
+    ) -> tuple[npt.NDArray[np.float64], float]:
         """(average power in W per entry of `busy_share`, relative 90 % half-width) on `device_key`."""
         dev = table_device(device_key)
         if dev is None:
             raise unknown_device(device_key)
         if mode not in MODES:
             raise OpcostError(f"mode {mode!r} is not one of {', '.join(MODES)}")
-        u = np.asarray(busy_share, float)
+        u = np.asarray(busy_share, np.float64)
         if not np.all(np.isfinite(u)) or np.any(u < 0):
             raise OpcostError("busy_share must hold finite numbers >= 0 (roofline time over time)")
         if clock_mhz is None:
@@ -321,14 +339,15 @@ def all_rows(
 
 
 # -- fitting -------------------------------------------------------------------------------------
-def weights(rows: pd.DataFrame) -> np.ndarray:
+def weights(rows: pd.DataFrame) -> npt.NDArray[np.float64]:
     """Each (kind, device) weighs the same; within it each source the same; within a source each row."""
     per_src = rows.groupby(["kind", "device", "source"])["p"].transform("size")
     src_per = rows.groupby(["kind", "device"])["source"].transform("nunique")
-    return (1.0 / (per_src * src_per)).to_numpy(float)
+    w: npt.NDArray[np.float64] = (1.0 / (per_src * src_per)).to_numpy(float)
+    return w  # typed here: pandas has no type information
 
 
-def predict_rows(model: PowerModel, rows: pd.DataFrame) -> np.ndarray:
+def predict_rows(model: PowerModel, rows: pd.DataFrame) -> npt.NDArray[np.float64]:
     """Predicted power of every row: absolute rows from (u, x); sweep rows from their curve's reference."""
     p_abs = model.power(rows["u"].fillna(0).to_numpy(float), rows["x"], rows["tdp"], rows["cap"])
     d_ref = model.level_from_power(rows["p_ref"].to_numpy(float), rows["x_ref"], rows["tdp"])
@@ -344,10 +363,10 @@ def fit(rows: pd.DataFrame) -> PowerModel:
     if train.empty:
         raise OpcostError("no power rows to fit the power model on")
     w = np.sqrt(weights(train))
-    p = train["p"].to_numpy(float)
+    p: npt.NDArray[np.float64] = train["p"].to_numpy(float)  # typed here: pandas has no type information
     probe = PowerModel()
 
-    def res(q: np.ndarray) -> np.ndarray:
+    def res(q: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         probe.idle, probe.a, probe.b, probe.c, probe.gamma = (float(v) for v in q)
         return w * (predict_rows(probe, train) / p - 1.0)
 

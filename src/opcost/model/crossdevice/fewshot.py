@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 SHRINK_OPS = 30.0  # pseudo-ops of "no extra correction" behind each factor
@@ -44,12 +45,12 @@ def kind_factors(xkinds: Any, measured_s: Any, predicted_s: Any, shrink: float =
     return out
 
 
-def apply_factors(xkinds: Any, t_s: Any, factors: dict[str, float]) -> np.ndarray:
+def apply_factors(xkinds: Any, t_s: Any, factors: dict[str, float]) -> npt.NDArray[np.float64]:
     """`t_s` with each row's kind factor (the pooled one where its kind has none; unchanged without factors)."""
-    t = np.asarray(t_s, float)
+    t = np.asarray(t_s, np.float64)
     if not factors:
         return t.copy()
-    f = np.array([factors.get(str(k), factors[POOLED]) for k in np.asarray(xkinds, dtype=object)], float)
+    f = np.array([factors.get(str(k), factors[POOLED]) for k in np.asarray(xkinds, dtype=object)], np.float64)
     return t * f
 
 
@@ -62,10 +63,11 @@ def op_keys(rows: pd.DataFrame) -> pd.Series:
     return key
 
 
-def own_times(keys: pd.Series, measured_keys: pd.Series, measured_s: Any) -> np.ndarray:
+def own_times(keys: pd.Series, measured_keys: pd.Series, measured_s: Any) -> npt.NDArray[np.float64]:
     """Per row of `keys`, the measured time of the same op (median over its measurements), NaN where none."""
     table = pd.Series(np.asarray(measured_s, float), index=measured_keys.to_numpy()).groupby(level=0).median()
-    return keys.map(table).to_numpy(float)
+    own: npt.NDArray[np.float64] = keys.map(table).to_numpy(float)
+    return own  # typed here: pandas has no type information
 
 
 def corrected(rows: pd.DataFrame, t_s: np.ndarray, measured: pd.DataFrame) -> np.ndarray:

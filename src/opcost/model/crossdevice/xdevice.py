@@ -36,9 +36,10 @@ import io
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from opcost import devices
@@ -235,7 +236,7 @@ def thesis_ops(table: pd.DataFrame, device_config: str) -> pd.DataFrame:
 
 
 # -- features ------------------------------------------------------------------------------------
-def design(rows: pd.DataFrame, floor_s: float) -> tuple[np.ndarray, np.ndarray]:
+def design(rows: pd.DataFrame, floor_s: float) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """(X, log(roofline + floor)) of cross-device rows; X's columns are COLUMNS."""
     n = len(rows)
     X = np.zeros((n, len(COLUMNS)))
@@ -309,12 +310,13 @@ def fit_trees(X: np.ndarray, y: np.ndarray, p: XdeviceParams, w: np.ndarray | No
     return compile_ensemble(model, X[: min(len(X), 2000)])
 
 
-def weights(rows: pd.DataFrame) -> np.ndarray:
+def weights(rows: pd.DataFrame) -> npt.NDArray[np.float64]:
     """Every (GPU, kind) pair weighs the same in the fit: NeuSight's 17 000 bmm shapes per GPU do not
     drown the thesis' few hundred convolutions, nor one GPU the others."""
     key = rows["device_config"].map(gpu_of).astype(str) + "|" + rows["xkind"].astype(str)
     counts = key.map(key.value_counts())
-    return (1000.0 / counts.to_numpy(float)).astype(float)
+    w: npt.NDArray[np.float64] = (1000.0 / counts.to_numpy(float)).astype(float)
+    return w  # typed here: pandas has no type information
 
 
 FitFn = Callable[[pd.DataFrame, XdeviceParams], "OpModel"]
@@ -334,7 +336,7 @@ class OpModel:
     # (ROW_SOURCES); an answer on such a GPU is an in-sample fit (costing.FITTED). Empty: a model saved before.
     trained_rows: dict[str, dict[str, int]] = field(default_factory=dict)
 
-    def predict(self, rows: pd.DataFrame) -> np.ndarray:
+    def predict(self, rows: pd.DataFrame) -> npt.NDArray[np.float64]:
         if len(rows) == 0:
             return np.zeros(0)
         X, off = design(rows, self.floor_s)
@@ -454,7 +456,9 @@ class XdeviceModel:
     """What `models/xdevice/` holds: the op model, the composition that transfers, the interval law."""
 
     op: OpModel
-    composition: dict[str, Any] = field(default_factory=dict)  # model/crossdevice/xdevice_net.py: floor, bw ratios, ...
+    composition: Mapping[str, Any] = field(
+        default_factory=dict
+    )  # model/crossdevice/xdevice_net.py: floor, bw ratios, ...
     interval: dict[str, Any] = field(default_factory=dict)  # q90 of |log error| = a + b * distance
     scores: dict[str, Any] = field(default_factory=dict)
     content_hash: str = ""

@@ -33,9 +33,10 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, TypedDict
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from opcost import devices
@@ -244,10 +245,16 @@ def thesis_host(device_config: str) -> str:
     return f"thesis-{gpu_of(device_config)}"
 
 
-def op_time(t_fw: np.ndarray, xkinds: np.ndarray, mode: str, comp: dict[str, Any], host_s: np.ndarray) -> np.ndarray:
+def op_time(
+    t_fw: npt.NDArray[np.float64],
+    xkinds: npt.NDArray[np.object_],
+    mode: str,
+    comp: Mapping[str, Any],
+    host_s: npt.NDArray[np.float64],
+) -> npt.NDArray[np.float64]:
     """Per-call time of each op shown in an answer: forward (and backward) each at least its host cost
     (`host_s` per op). The network's time is the queue's (model/crossdevice/hostqueue.py), not the sum of these."""
-    h = np.asarray(host_s, float)
+    h = np.asarray(host_s, np.float64)
     t = np.maximum(t_fw, h)
     if mode == "training":
         r = np.array([bw_ratio(comp.get("bw_ratio", {}), x) for x in xkinds])
@@ -270,19 +277,31 @@ BW_HOST_GRID = (0.1, 0.25, 0.5, 1.0)  # a backward call's host cost over its for
 IN_NETWORK_GRID = tuple(float(x) for x in np.geomspace(0.05, 1.0, 9))
 
 
-def profiles(comp: dict[str, Any]) -> dict[str, HostProfile]:
+def profiles(comp: Mapping[str, Any]) -> dict[str, HostProfile]:
     """The host profiles a composition carries (model/crossdevice/hosts.py), by name."""
     return {n: HostProfile.from_json(d, f"host profile {n}") for n, d in comp.get("hosts", {}).items()}
 
 
-def _prepared(nets: pd.DataFrame, nodes: pd.DataFrame, t_fw: np.ndarray, ratios: dict[str, float],
-              hosts: dict[str, HostProfile]) -> list:  # fmt: skip
+# A network as `_prepared` gives it: (measured [s], forward times, backward ratios or None, calls, optimizer
+# seconds, host costs per node or None)
+Prepared = tuple[
+    float,
+    npt.NDArray[np.float64],
+    npt.NDArray[np.float64] | None,
+    npt.NDArray[np.float64],
+    float,
+    npt.NDArray[np.float64] | None,
+]
+
+
+def _prepared(nets: pd.DataFrame, nodes: pd.DataFrame, t_fw: npt.NDArray[np.float64], ratios: dict[str, float],
+              hosts: dict[str, HostProfile]) -> list[Prepared]:  # fmt: skip
     """Per network: (measured, forward times, backward ratios or None, calls, optimizer seconds, host costs
     per node or None where its host has no profile: the fitted per-call constant stands in)."""
     cfg = nodes["config"].to_numpy()
     xk = nodes["xkind"].to_numpy()
     calls = nodes["calls"].to_numpy(float)
-    out = []
+    out: list[Prepared] = []
     for r in nets.itertuples():
         idx = np.flatnonzero(cfg == r.config)
         ratio = np.array([bw_ratio(ratios, x) for x in xk[idx]]) if r.mode == "training" else None
@@ -292,7 +311,9 @@ def _prepared(nets: pd.DataFrame, nodes: pd.DataFrame, t_fw: np.ndarray, ratios:
     return out
 
 
-def _compose(prep: list, h: float, bw_host: float, scale: float, in_network: float = 1.0) -> np.ndarray:
+def _compose(
+    prep: list[Prepared], h: float, bw_host: float, scale: float, in_network: float = 1.0
+) -> npt.NDArray[np.float64]:
     res = []
     for _, t, ratio, calls, opt, host in prep:
         hs = np.full(len(t), h) if host is None else in_network * host
@@ -300,8 +321,19 @@ def _compose(prep: list, h: float, bw_host: float, scale: float, in_network: flo
     return np.array(res)
 
 
-def fit_composition(nets: pd.DataFrame, nodes: pd.DataFrame, t_fw: np.ndarray, ratios: dict[str, float],
-                    hosts: dict[str, HostProfile] | None = None) -> dict:  # fmt: skip
+class FittedComposition(TypedDict):
+    """The network composition `fit_composition` fits; models/xdevice/ keeps it as the model's `composition`."""
+
+    host_floor_s: float  # the per-call host constant of hosts without a profile
+    bw_host_factor: float  # a backward call's host cost over its forward call's
+    scale: float
+    in_network: float  # a profile's host costs in a running network over the profile's
+    bw_ratio: dict[str, float]  # backward / forward time per kind (`bw_ratios`)
+    hosts: dict[str, dict[str, Any]]  # host profiles by name (HostProfile.to_json)
+
+
+def fit_composition(nets: pd.DataFrame, nodes: pd.DataFrame, t_fw: npt.NDArray[np.float64], ratios: dict[str, float],
+                    hosts: dict[str, HostProfile] | None = None) -> FittedComposition:  # fmt: skip
     """The per-call host constant of hosts without a profile (HOST_FLOOR_GRID), the in-network share of a
     profile's host costs (IN_NETWORK_GRID), the backward calls' host share (BW_HOST_GRID) and scale (median of
     log measured/composed) minimising the mean |log error| over `nets` (training GPUs only), each network
@@ -309,7 +341,7 @@ def fit_composition(nets: pd.DataFrame, nodes: pd.DataFrame, t_fw: np.ndarray, r
     (model/crossdevice/hostqueue.py, model/crossdevice/hosts.py). A network's queue depends on one host multiplier (h or
     the in-network share) and the backward share, so each is run once per pair, not once per grid point."""
     hosts = dict(hosts or {})
-    prep = _prepared(nets, nodes, np.asarray(t_fw, float), ratios, hosts)
+    prep = _prepared(nets, nodes, np.asarray(t_fw, np.float64), ratios, hosts)
     measured = np.array([p[0] for p in prep])
     profiled = np.array([p[5] is not None for p in prep], bool)
     h_grid = HOST_FLOOR_GRID if (~profiled).any() else HOST_FLOOR_GRID[:1]
@@ -337,8 +369,10 @@ def fit_composition(nets: pd.DataFrame, nodes: pd.DataFrame, t_fw: np.ndarray, r
             "bw_ratio": ratios, "hosts": {n: p.to_json() for n, p in sorted(hosts.items())}}  # fmt: skip
 
 
-def predict_nets(nets: pd.DataFrame, nodes: pd.DataFrame, t_fw: np.ndarray, comp: dict[str, Any]) -> np.ndarray:
-    prep = _prepared(nets, nodes, np.asarray(t_fw, float), comp.get("bw_ratio", {}), profiles(comp))
+def predict_nets(
+    nets: pd.DataFrame, nodes: pd.DataFrame, t_fw: npt.NDArray[np.float64], comp: Mapping[str, Any]
+) -> npt.NDArray[np.float64]:
+    prep = _prepared(nets, nodes, np.asarray(t_fw, np.float64), comp.get("bw_ratio", {}), profiles(comp))
     return _compose(prep, float(comp["host_floor_s"]), float(comp.get("bw_host_factor", 1.0)), float(comp["scale"]),
                     float(comp.get("in_network", 1.0)))  # fmt: skip
 
@@ -368,7 +402,7 @@ def logo_networks(nets: pd.DataFrame, nodes: pd.DataFrame, fold_models: dict[str
 
 
 def fold_composition(nets: pd.DataFrame, nodes: pd.DataFrame, gpu: str, model: OpModel,
-                     hosts: dict[str, HostProfile] | None = None) -> dict:  # fmt: skip
+                     hosts: dict[str, HostProfile] | None = None) -> FittedComposition:  # fmt: skip
     """The composition fitted on every GPU's networks but `gpu`'s, with op times of `model` (its fold's)."""
     train = nets[nets["gpu"] != gpu]
     tr_nodes = nodes[nodes["config"].isin(train["config"])].reset_index(drop=True)

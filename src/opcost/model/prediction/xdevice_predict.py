@@ -23,7 +23,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
@@ -150,7 +150,7 @@ def transfer_config(device: str, mode: str, own_targets: list[str]) -> tuple[str
     return cfg, SOURCE
 
 
-def host_profile(folder: Path, comp: dict[str, Any], name: str | None) -> HostProfile:
+def host_profile(folder: Path, comp: Mapping[str, Any], name: str | None) -> HostProfile:
     """The host a transferred answer assumes (model/crossdevice/hosts.py): `name` among the profiles the cross-device
     model learnt, else a profile `opcost calibrate-host` saved under hosts/; None: the reference host. A model
     trained before host profiles existed answers with its fitted per-call constant."""
