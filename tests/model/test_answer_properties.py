@@ -767,26 +767,27 @@ def test_cost_groups_moves_only_clocks_off_the_boost_and_shares_their_reference_
 
 @FAST
 @given(st.lists(st.tuples(st.floats(0.0, 1e10), st.floats(0.0, 1e8), st.floats(0.0, 1e8),
-                          st.sampled_from(("full", "flops", "read"))),
+                          st.sampled_from(("full", "flops", "read")), st.sampled_from(("Linear", "Conv2d"))),
                 min_size=1, max_size=5),
-       st.sampled_from(("A30", "H100", "T4")), st.floats(0.3, 0.99))  # fmt: skip
+       st.sampled_from(("A30", "A30_no_tf32", "H100", "T4")), st.floats(0.3, 0.99))  # fmt: skip
 def test_the_clock_transfer_moves_each_op_by_its_roofline_share(ops_, config, x) -> None:
     """clocktransfer.roofline_shares / ClockTransfer.costs: each op's compute-bound share t_c / (t_c + t_m)
-    from its FLOPs over its kind's peak and its bytes read + written over the bandwidth (a metric missing
-    counts 0); the costs at f are the clock model's (a component) on those shares, sources and proxies kept."""
+    from its FLOPs over its kind's peak (a convolution's TF32 one where the config allows it) and its bytes
+    read + written over the bandwidth (a metric missing counts 0); the costs at f are the clock model's (a
+    component) on those shares, sources and proxies kept."""
     from opcost.model.basis.physics import device_peaks, op_peak
     from opcost.model.prediction.clocktransfer import roofline_shares
 
     recs = []
-    for i, (fl, rd, wr, which) in enumerate(ops_):
+    for i, (fl, rd, wr, which, kind) in enumerate(ops_):
         m = {"full": {"flops": fl, "bytes_read": rd, "bytes_written": wr}, "flops": {"flops": fl},
              "read": {"bytes_read": rd}}[which]  # fmt: skip
-        recs.append(OpRecord(f"op{i}", "Linear", {}, (1,), 1, {**m, "params": 0}))
-    peak, bw = op_peak("Linear", config), device_peaks(config)[2]
+        recs.append(OpRecord(f"op{i}", kind, {}, (1,), 1, {**m, "params": 0}))
+    bw = device_peaks(config)[2]
     want = []
-    for fl, rd, wr, which in ops_:
+    for fl, rd, wr, which, kind in ops_:
         fl, rd, wr = fl * (which != "read"), rd * (which != "flops"), wr * (which == "full")
-        tc, tm = fl / peak, (rd + wr) / bw
+        tc, tm = fl / op_peak(kind, config), (rd + wr) / bw
         want.append(tc / (tc + tm) if tc + tm > 0 else 0.0)
     share = roofline_shares(recs, find_device(config))
     assert share == pytest.approx(want, rel=1e-12, abs=1e-15)
