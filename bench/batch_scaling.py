@@ -78,6 +78,7 @@ def main() -> int:
 
     train_df = ops[ops["batch"] == TRAIN_BATCH].reset_index(drop=True)
     data = prepare(train_df, mode, device)
+    found = find_device(device)  # the target's device, resolved once
     rows = np.arange(data.n)
     ranges, label = op_ranges(data.records), f"{target} (batch {TRAIN_BATCH} only)"
     out: dict = {
@@ -109,7 +110,7 @@ def main() -> int:
             for _, net in nets[nets["set_id"].map(batch_of_set) == b].iterrows():
                 recs, calls = net_records[net["set_id"]]
                 c = coster.cost(recs)
-                terms = compose.network_terms(c, calls, recs, coster.floor_s, device, mode)
+                terms = compose.network_terms(c, calls, recs, coster.floor_s, found, mode)
                 predicted = compose.Composition(mode).time(terms)  # uncalibrated: one training network
                 shape = tuple(int(x) for x in net["input_shape"])
                 entry["network"] = {

@@ -111,7 +111,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "clock-share-ignores-matmul-peak",
         "model/prediction/clocktransfer.py",
-        (("                op_peak(r.kind, device_config),\n", "                device_peaks(device_config)[1],\n"),),
+        (("                peak_of(r.kind, dev, tf32),\n", "                dev.fp32_flops,\n"),),
         "the compute share moved by the clock uses the FP32 peak for matmul-like ops too",
         ("tests/model/test_roofline_shares.py",),
     ),

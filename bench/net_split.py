@@ -76,7 +76,7 @@ class Ops:
         self.compute_s, self.memory_s = cm[:, 0], cm[:, 1]
         found = find_device(data.device_config)
         self.l2_share = compose.l2_share(records, found[0].l2_bytes if found else 0.0)
-        base = compose.network_terms(costs, calls, records, floor_s, data.device_config, data.mode)
+        base = compose.network_terms(costs, calls, records, floor_s, found, data.mode)
         self.base = base
         self.kind_floor = np.full(len(records), floor_s)  # set per fold (`kind_floors`); default: no kind floor
 

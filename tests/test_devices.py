@@ -223,9 +223,9 @@ def test_a_gpu_campaign_on_an_a30_lands_as_the_table_key(tmp_root, tf32):
     want = "A30" if tf32 else "A30_no_tf32"
     assert len(ops) == 2 and set(ops["device_config"]) == {want}
     assert find_device(want) == (DEVICES["A30"], tf32)
-    check_device_clock(want, 900.0)  # `--clock` is accepted for it, within the A30's range ...
+    check_device_clock(find_device(want), 900.0)  # `--clock` is accepted for it, within the A30's range ...
     with pytest.raises(OpcostError, match="outside the A30's supported range 210-1440 MHz"):
-        check_device_clock(want, 1500.0)  # ... and refused outside it
+        check_device_clock(find_device(want), 1500.0)  # ... and refused outside it
 
 
 def test_opcost_devices_lists_specs_holdings_and_how_each_gpu_is_predicted(tmp_root):

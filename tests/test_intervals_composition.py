@@ -194,6 +194,7 @@ def test_the_constant_power_is_static_and_the_energy_optimum_stays_up(tmp_path) 
     A30 for every thesis network)."""
     from types import SimpleNamespace
 
+    from opcost.devices import find_device
     from opcost.model.clocks.clock import ClockModel
     from opcost.model.composition.network import Network
     from opcost.model.prediction.answer import assemble
@@ -204,8 +205,8 @@ def test_the_constant_power_is_static_and_the_energy_optimum_stays_up(tmp_path) 
                        {"energy_sum": 0.5, "time": 80.0}, calibrated=True)  # fmt: skip
     _, _, (records, calls, floor, k) = _clocked_network_energy(1440.0)
     bundle = SimpleNamespace(composition=comp, mode="training", floor_s=floor, device_config="A30", unvouched="",
-                             models={"time": None, "power": None}, clocks_mhz=(), target="A30-training",
-                             ranges={})  # fmt: skip
+                             device=find_device("A30"), models={"time": None, "power": None}, clocks_mhz=(),
+                             target="A30-training", ranges={})  # fmt: skip
     transfer = ClockTransfer(Paths(tmp_path).root, _model=ClockModel(static_frac=SIGMA, gamma=GAMMA))  # preloaded
     net = Network({r.op_id: r for r in records}, {r.op_id: int(c) for r, c in zip(records, calls)})
     spec = SimpleNamespace(model="mlp", label="mlp")

@@ -20,6 +20,7 @@ import pytest
 from torch import nn
 
 from builders import catalog_row, layer_scores, module_spec
+from opcost.devices import find_device
 from opcost.model.basis.features import OpRecord
 from opcost.model.basis.physics import roofline_s
 from opcost.model.composition import compose, costing
@@ -61,7 +62,7 @@ def synthetic_networks(mode: str, n: int, seed: int = RNG_SEED) -> tuple[list[di
     rng = np.random.default_rng(seed)
     nets = [synthetic_network(rng, int(rng.integers(5, 40)), float(10 ** rng.uniform(0, 3))) for _ in range(n)]
     floor = 8e-6
-    terms = [compose.network_terms(c, calls, recs, floor, "A30", mode) for c, calls, recs in nets]
+    terms = [compose.network_terms(c, calls, recs, floor, find_device("A30"), mode) for c, calls, recs in nets]
     return terms, nets
 
 
@@ -81,7 +82,7 @@ def test_network_terms_are_the_known_sums():
         r.metrics["bytes_read"] = 2 * L2_A30 if r.kind == "BatchNorm2d" else 1000
     costs = Costs(t, p, ["measured"] * 3, [None] * 3)
     floor = 5e-6
-    tr = compose.network_terms(costs, calls, recs, floor, "A30", "training")
+    tr = compose.network_terms(costs, calls, recs, floor, find_device("A30"), "training")
     assert tr["sum"] == pytest.approx(2 * 5e-6 + 0 + 1 * 1.95e-4, rel=1e-12)
     assert tr["memory_sum"] == pytest.approx(0 + 1 * 1.95e-4, rel=1e-12)  # ReLU and BatchNorm2d, not the Linear
     assert tr["l2_sum"] == pytest.approx(0.5 * 1.95e-4, rel=1e-12)  # the BatchNorm2d's half in L2; ReLU: no excess
@@ -89,7 +90,7 @@ def test_network_terms_are_the_known_sums():
     assert tr["params_bw"] == pytest.approx((2 * 1000 + 250_000) * 4 / BANDWIDTH_A30, rel=1e-12)
     assert tr["energy_sum"] == pytest.approx(2 * 5e-6 * 100 + 1.95e-4 * 200, rel=1e-12)
     assert tr["raw_sum_s"] == pytest.approx(2e-5 + 9e-6 + 2e-4, rel=1e-12) and tr["const"] == 1.0
-    assert compose.network_terms(costs, calls, recs, floor, "A30", "inference")["params_bw"] == 0.0
+    assert compose.network_terms(costs, calls, recs, floor, find_device("A30"), "inference")["params_bw"] == 0.0
 
 
 @pytest.mark.parametrize("mode", ["training", "inference"])

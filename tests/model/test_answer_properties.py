@@ -123,7 +123,7 @@ def test_composed_time_is_the_coefficients_on_the_reference_sums(net, coef, conf
     """network_terms + Composition.time: a network's time is a S + m S_m + l S_l2 + b N floor + o P + c, times
     exp(its family's term), every sum taken op by op in the reference."""
     calls = np.array([c for *_, c in net], float)
-    terms = network_terms(_costs(net), calls, [r for r, *_ in net], floor, config, mode)
+    terms = network_terms(_costs(net), calls, [r for r, *_ in net], floor, find_device(config), mode)
     ref = reference_terms(net, floor, config, mode)
     for k in (*TIME_KEYS, "energy_sum", "raw_sum_s", "raw_sum_j"):
         assert terms[k] == pytest.approx(ref[k], rel=1e-9, abs=1e-30), k
@@ -141,8 +141,8 @@ def test_scaling_the_calls_by_k_scales_every_summed_cost_by_k(net, k, config, mo
     """A batch of k identical steps (calls x k): every sum of op costs x k, the constant term stays 1."""
     recs = [r for r, *_ in net]
     calls = np.array([c for *_, c in net], float)
-    one = network_terms(_costs(net), calls, recs, 1e-5, config, mode)
-    many = network_terms(_costs(net), k * calls, recs, 1e-5, config, mode)
+    one = network_terms(_costs(net), calls, recs, 1e-5, find_device(config), mode)
+    many = network_terms(_costs(net), k * calls, recs, 1e-5, find_device(config), mode)
     for key in ("sum", "memory_sum", "l2_sum", "calls_floor", "params_bw", "energy_sum", "raw_sum_s", "raw_sum_j"):
         assert many[key] == pytest.approx(k * one[key], rel=1e-9, abs=1e-30), key
     assert many["const"] == one["const"] == 1.0
@@ -189,7 +189,8 @@ def _spy_bundle(comp: Composition, floor: float, config: str, with_power: bool, 
     """What assemble reads of a bundle; its costs come from the test (`costed`), so no op model is asked."""
     models = {"time": None, "power": None} if with_power else {"time": None}
     return SimpleNamespace(composition=comp, mode=comp.mode, floor_s=floor, device_config=config, unvouched="",
-                           models=models, clocks_mhz=clocks_mhz, target=f"{config}-{comp.mode}", ranges={})  # fmt: skip
+                           device=find_device(config), models=models, clocks_mhz=clocks_mhz,
+                           target=f"{config}-{comp.mode}", ranges={})  # fmt: skip
 
 
 @FAST
@@ -384,7 +385,7 @@ def test_ops_without_power_add_time_but_no_energy_and_a_zero_time_network_no_ene
     sums; a transferred layer asked about a network of zero-time ops answers zero energy, not NaN."""
     recs = [_record(0, True), _record(1, False)]
     costs = Costs(np.array([2e-5, 3e-5]), np.array([100.0, np.nan]), ["predicted"] * 2, [None] * 2)
-    terms = network_terms(costs, np.array([2.0, 1.0]), recs, 1e-6, "A30", "inference")
+    terms = network_terms(costs, np.array([2.0, 1.0]), recs, 1e-6, find_device("A30"), "inference")
     assert terms["raw_sum_s"] == pytest.approx(2 * 2e-5 + 3e-5, rel=1e-12)
     assert terms["energy_sum"] == pytest.approx(2 * (2e-5 - 1e-6) * 100.0, rel=1e-12)
     assert terms["raw_sum_j"] == pytest.approx(2 * 2e-5 * 100.0, rel=1e-12)
@@ -421,7 +422,7 @@ def test_a_transferred_layer_is_its_sources_mean_in_this_devices_units(sources, 
     none = transfer([("U", Composition("inference"), floor, power)], "inference", floor, power)
     assert (none.mode, none.source, none.calibrated) == ("inference", "uncalibrated", False)
     calls = np.array([c for *_, c in net], float)
-    terms = network_terms(_costs(net), calls, [r for r, *_ in net], floor, "A30", "inference")
+    terms = network_terms(_costs(net), calls, [r for r, *_ in net], floor, find_device("A30"), "inference")
     ref = reference_terms(net, floor, "A30", "inference")
     coef = {k: sum(s[0][k] for s in sources) / len(sources) for k in TIME_KEYS}
     coef["const"] = sum(cf["const"] / f for cf, f, *_ in sources) / len(sources) * floor
@@ -710,8 +711,8 @@ def test_the_reference_clock_is_the_boost_clock_and_none_for_a_device_the_table_
     """A CPU campaign's host has no boost clock: its answers stand for no clock (None), not a crash."""
     from opcost.model.composition.costing import reference_clock_mhz
 
-    assert reference_clock_mhz("A30_no_tf32") == DEVICES["A30"].boost_clock_mhz
-    assert reference_clock_mhz("cpu") is None
+    assert reference_clock_mhz(find_device("A30_no_tf32")) == DEVICES["A30"].boost_clock_mhz
+    assert reference_clock_mhz(find_device("cpu")) is None
 
 
 def test_cost_groups_moves_only_clocks_off_the_boost_and_shares_their_reference_costs(a30_bundle) -> None:
@@ -766,35 +767,36 @@ def test_cost_groups_moves_only_clocks_off_the_boost_and_shares_their_reference_
 
 @FAST
 @given(st.lists(st.tuples(st.floats(0.0, 1e10), st.floats(0.0, 1e8), st.floats(0.0, 1e8),
-                          st.sampled_from(("full", "flops", "read"))),
+                          st.sampled_from(("full", "flops", "read")), st.sampled_from(("Linear", "Conv2d"))),
                 min_size=1, max_size=5),
-       st.sampled_from(("A30", "H100", "T4")), st.floats(0.3, 0.99))  # fmt: skip
+       st.sampled_from(("A30", "A30_no_tf32", "H100", "T4")), st.floats(0.3, 0.99))  # fmt: skip
 def test_the_clock_transfer_moves_each_op_by_its_roofline_share(ops_, config, x) -> None:
     """clocktransfer.roofline_shares / ClockTransfer.costs: each op's compute-bound share t_c / (t_c + t_m)
-    from its FLOPs over its kind's peak and its bytes read + written over the bandwidth (a metric missing
-    counts 0); the costs at f are the clock model's (a component) on those shares, sources and proxies kept."""
+    from its FLOPs over its kind's peak (a convolution's TF32 one where the config allows it) and its bytes
+    read + written over the bandwidth (a metric missing counts 0); the costs at f are the clock model's (a
+    component) on those shares, sources and proxies kept."""
     from opcost.model.basis.physics import device_peaks, op_peak
     from opcost.model.prediction.clocktransfer import roofline_shares
 
     recs = []
-    for i, (fl, rd, wr, which) in enumerate(ops_):
+    for i, (fl, rd, wr, which, kind) in enumerate(ops_):
         m = {"full": {"flops": fl, "bytes_read": rd, "bytes_written": wr}, "flops": {"flops": fl},
              "read": {"bytes_read": rd}}[which]  # fmt: skip
-        recs.append(OpRecord(f"op{i}", "Linear", {}, (1,), 1, {**m, "params": 0}))
-    peak, bw = op_peak("Linear", config), device_peaks(config)[2]
+        recs.append(OpRecord(f"op{i}", kind, {}, (1,), 1, {**m, "params": 0}))
+    bw = device_peaks(config)[2]
     want = []
-    for fl, rd, wr, which in ops_:
+    for fl, rd, wr, which, kind in ops_:
         fl, rd, wr = fl * (which != "read"), rd * (which != "flops"), wr * (which == "full")
-        tc, tm = fl / peak, (rd + wr) / bw
+        tc, tm = fl / op_peak(kind, config), (rd + wr) / bw
         want.append(tc / (tc + tm) if tc + tm > 0 else 0.0)
-    share = roofline_shares(recs, config)
+    share = roofline_shares(recs, find_device(config))
     assert share == pytest.approx(want, rel=1e-12, abs=1e-15)
     dev = find_device(config)[0]
     f = max(dev.clock_range_mhz[0], x * dev.boost_clock_mhz)
     model = ClockModel(static_frac=0.3, gamma=2.2)
     ref = Costs(np.linspace(1e-4, 1e-3, len(recs)), np.linspace(50, 200, len(recs)), ["predicted"] * len(recs),
                 ["ReLU"] * len(recs))  # fmt: skip
-    got = ClockTransfer(Path("."), _model=model).costs(config, recs, ref, f)
+    got = ClockTransfer(Path("."), _model=model).costs(find_device(config), recs, ref, f)
     t, p = model.at_clock(dev, f, ref.t_s, ref.p_w, np.array(want))
     assert got.t_s == pytest.approx(t, rel=1e-12) and got.p_w == pytest.approx(p, rel=1e-12)
     assert got.source == ref.source and got.proxy == ref.proxy

@@ -68,7 +68,7 @@ def test_every_model_asks_the_one_function(monkeypatch: pytest.MonkeyPatch) -> N
     for kind in ("Linear", "Conv2d", "ReLU"):
         assert physics.roofline_s(kind, metrics, "A30") == pytest.approx(2.0)
         rec = features.OpRecord("op", kind, {}, (8, 32), 256, metrics)
-        assert clocktransfer.roofline_shares([rec], "A30")[0] == pytest.approx(1.0, abs=1e-9)
+        assert clocktransfer.roofline_shares([rec], device_config("A30"))[0] == pytest.approx(1.0, abs=1e-9)
         enc = features.Encoding("improved", (kind,), "A30")
         row = dict(zip(enc.columns, enc.row(rec, None)))
         assert row["log_compute_s"] == pytest.approx(math.log1p(2.0 * 1e9))

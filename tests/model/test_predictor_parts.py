@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from opcost.devices import find_device
 from opcost.model.prediction.clocktransfer import clock_grid, widen
 from opcost.model.prediction.predict import Predictor
 from opcost.model.prediction.xdevice_predict import own_config
@@ -19,8 +20,8 @@ def test_the_clock_grid_is_the_callers_and_reads_no_params(tmp_path):
     (tmp_path / "params.yaml").write_text("clock:\n  grid_points: fifteen\n")  # a typo the library must not read
     pr = Predictor(paths=Paths(tmp_path), clock_grid_points=4)
     assert pr.clock_grid("A30") == [210.0, 620.0, 1030.0, 1440.0]
-    assert clock_grid("A30", 3) == [210.0, 825.0, 1440.0]
-    assert clock_grid("not-a-gpu", 4) == []
+    assert clock_grid(find_device("A30"), 3) == [210.0, 825.0, 1440.0]
+    assert clock_grid(find_device("not-a-gpu"), 4) == []
 
 
 def test_the_edge_reads_the_grid_from_params(tmp_path):

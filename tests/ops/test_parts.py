@@ -157,6 +157,7 @@ def test_a_conv1d_is_costed_as_the_linear_layer_it_is(gpt2_ops):
 
 def test_an_op_nothing_covers_is_charged_above_the_floor_and_counts_in_the_total():
     """Charged ops sit in the composition's sum like every op: never left out of a total."""
+    from opcost.devices import find_device
     from opcost.model.basis.physics import roofline_s
     from opcost.model.composition.compose import Composition, network_terms
     from opcost.model.training.netval import charge_ratio
@@ -171,7 +172,7 @@ def test_an_op_nothing_covers_is_charged_above_the_floor_and_counts_in_the_total
     costs = coster.cost([rec])
     assert costs.source == ["charged"]
     assert costs.t_s[0] == pytest.approx(floor + 3.0 * roofline_s("Mystery", rec.metrics, "A30"), rel=1e-12)
-    terms = network_terms(costs, np.array([4.0]), [rec], floor, "A30", "inference")
+    terms = network_terms(costs, np.array([4.0]), [rec], floor, find_device("A30"), "inference")
     assert terms["sum"] == pytest.approx(4 * (costs.t_s[0] - floor), rel=1e-12)
     comp = Composition("inference", time_coef={"sum": 0.5, "calls_floor": 1.0, "params_bw": 0.0, "const": 0.0})
     assert comp.time(terms) == pytest.approx(0.5 * terms["sum"] + 4 * floor, rel=1e-12)

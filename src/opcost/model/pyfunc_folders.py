@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from opcost.devices import resolve_device_config
+from opcost.devices import find_device, resolve_device_config
 from opcost.model.pyfunc import FOLDER_MODELS, _row
 
 
@@ -48,7 +48,7 @@ class ClockPyfunc:
         for (dev, clock), g in model_input.groupby(["device", "clock_mhz"], sort=False):
             idx = g.index.to_numpy()
             t[idx], p[idx] = self.model.at_clock(
-                transfer_device(str(dev)), float(clock), g["t_ref_s"].to_numpy(float),
+                transfer_device(find_device(str(dev)), str(dev)).device, float(clock), g["t_ref_s"].to_numpy(float),
                 g["p_ref_w"].to_numpy(float), g["compute_share"].to_numpy(float),
             )  # fmt: skip
         return pd.DataFrame({"t_s": t, "p_w": p})

@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from opcost.devices import DEVICES, NOMINAL_MEMORY_CLOCK_MHZ, Device, find_device, table_device
+from opcost.devices import DEVICES, NOMINAL_MEMORY_CLOCK_MHZ, Device, DeviceConfig, table_device
 from opcost.errors import OpcostError
 from opcost.io import read_json_model, write_json
 from opcost.params.clock import ClockParams
@@ -484,11 +484,11 @@ def check_clock(device: Device, f: float) -> None:
         raise OpcostError(f"--clock {f:g} MHz is outside the {device.name}'s supported range {lo:g}-{hi:g} MHz")
 
 
-def check_device_clock(device_config: str, f: float) -> None:
-    """`check_clock` for a device config; a device the table does not know passes (nothing to check)."""
-    found = find_device(device_config)
-    if found is not None:
-        check_clock(found[0], f)
+def check_device_clock(device: DeviceConfig | None, f: float) -> None:
+    """`check_clock` for a resolved device config; None, a device the table does not know, passes (nothing to
+    check)."""
+    if device is not None:
+        check_clock(device.device, f)
 
 
 # -- curves from the sweeps table -------------------------------------------------------------

@@ -29,6 +29,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from opcost.data.floors import KindFloors
+from opcost.devices import DeviceConfig, find_device
 from opcost.errors import OpcostError
 from opcost.io import MODEL_DIGITS, read_npz, write_json, write_npz
 from opcost.model.basis.features import FEATURE_SETS, Encoding, OpRecord, back_transform
@@ -115,6 +116,22 @@ class Bundle:
     content_md5: str = ""  # md5 of the folder's files, computed at load (model/records/integrity.py); "" if not loaded
     # why nothing vouches for the content, when it was loaded anyway (trust_unrecorded); "" when something does
     unvouched: str = ""
+    # `device_config` resolved in the device table (`device`), and the name it was resolved from
+    _device: DeviceConfig | None = field(default=None, init=False, repr=False, compare=False)
+    _device_of: str | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        """Resolve the device once, when the bundle is built or loaded."""
+        self._device, self._device_of = find_device(self.device_config), self.device_config
+
+    @property
+    def device(self) -> DeviceConfig | None:
+        """The bundle's GPU and numerics from the device table, None where the table lacks it (a CPU host):
+        resolved once and passed down the answer path, which never resolves `device_config` again. A
+        reassigned `device_config` is resolved anew."""
+        if self._device_of != self.device_config:
+            self._device, self._device_of = find_device(self.device_config), self.device_config
+        return self._device
 
     def coster(self) -> OpCoster:
         return OpCoster(

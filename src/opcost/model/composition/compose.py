@@ -23,7 +23,7 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 
-from opcost.devices import find_device
+from opcost.devices import DeviceConfig, find_device
 from opcost.model.basis.features import OpRecord
 from opcost.model.basis.nnls import nnls_relative
 from opcost.model.basis.physics import NOMINAL_BANDWIDTH
@@ -122,20 +122,21 @@ def quantity(which: str) -> Quantity:
     raise ValueError(f"quantity {which!r} is not one of {', '.join(QUANTITIES)}")
 
 
-def network_terms(costs: Costs, calls: np.ndarray, records: Sequence[OpRecord], floor_s: float, device_config: str,
-                  mode: str) -> dict[str, float]:  # fmt: skip
-    """The composition terms of one network from its ops' costs and call counts."""
+def network_terms(costs: Costs, calls: np.ndarray, records: Sequence[OpRecord], floor_s: float,
+                  device: DeviceConfig | None, mode: str) -> dict[str, float]:  # fmt: skip
+    """The composition terms of one network from its ops' costs and call counts on `device`, resolved by the
+    caller (None: a device the table lacks, a CPU host: nominal bandwidth, no L2)."""
     calls = np.asarray(calls, float)
     excess = np.clip(costs.t_s - floor_s, 0.0, None)
     p = np.nan_to_num(costs.p_w, nan=0.0)
-    found = find_device(device_config)
-    bw = found[0].bandwidth if found else NOMINAL_BANDWIDTH
+    bw = device.device.bandwidth if device is not None else NOMINAL_BANDWIDTH
+    l2_bytes = device.device.l2_bytes if device is not None else 0.0
     param_bytes = sum(c * r.metrics["params"] * 4 for c, r in zip(calls, records))
     memory = np.array([not kind_facts(r.kind).matmul for r in records], bool)
     return {
         "sum": float((calls * excess).sum()),
         "memory_sum": float((calls * excess)[memory].sum()),
-        "l2_sum": float((calls * excess * l2_share(records, found[0].l2_bytes if found else 0.0))[memory].sum()),
+        "l2_sum": float((calls * excess * l2_share(records, l2_bytes))[memory].sum()),
         "calls_floor": float(calls.sum() * floor_s),
         "params_bw": float(param_bytes / bw) if mode == "training" else 0.0,
         "const": 1.0,

@@ -30,15 +30,17 @@ cross-device answers of model/prediction/xdevice_predict.py, `clock_source`, rec
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from opcost.devices import find_device
 from opcost.model.basis.features import OpRecord, part_record, with_kind
 from opcost.model.basis.physics import is_noop, proxy_kind, roofline_s
 from opcost.model.composition.compose import Costs
 from opcost.ops.recurrent import recurrent_steps
+
+if TYPE_CHECKING:
+    from opcost.devices import DeviceConfig
 
 MEASURED, PREDICTED, TRANSFERRED, FITTED = "measured", "predicted", "transferred", "fitted"  # module docstring
 SOURCES = (MEASURED, "estimated", "floor", PREDICTED, "decomposed", "proxy", "charged")  # an own bundle's op costs
@@ -129,11 +131,10 @@ class OpCoster:
 OpCost = tuple[float, float, str, "str | None"]
 
 
-def reference_clock_mhz(config: str) -> float | None:
+def reference_clock_mhz(device: DeviceConfig | None) -> float | None:
     """The clock a device config's default-clock answers stand for: its boost clock (None where the table lacks
     the device). An own bundle trained without a clock sweep answers there from its own measurements, as at the
     default clock: nothing of the cross-clock model enters (`cost_groups` in model/prediction/predict.py,
     model/prediction/answer.py). Here, not in devices.py: ingest and evaluate, which import the device table, do
     not rerun for it."""
-    found = find_device(config)
-    return None if found is None else float(found[0].boost_clock_mhz)
+    return None if device is None else float(device.device.boost_clock_mhz)

@@ -246,13 +246,13 @@ def assemble(
     sources = [costed[i][2] for i in ids]
     costs = Costs(t, p, sources, [costed[i][3] for i in ids])
     comp = bundle.composition or Composition(bundle.mode)
-    terms = network_terms(costs, calls, records, bundle.floor_s, bundle.device_config, bundle.mode)
+    terms = network_terms(costs, calls, records, bundle.floor_s, bundle.device, bundle.mode)
     flags = extrapolation_warnings(bundle.ranges, bundle.target, net.shape, records)
     family = question_family(spec)  # a per-family composition term where siblings were measured
     time_s = comp.time(terms, family)
     has_power = "power" in bundle.models and np.isfinite(p).all()
     # the boost clock is the default clock the bundle's measurements stand for (costing.reference_clock_mhz)
-    ref = reference_clock_mhz(bundle.device_config)
+    ref = reference_clock_mhz(bundle.device)
     at_default = clock is not None and not bundle.clocks_mhz and float(clock) == ref
     clock_source = None if clock is None else (MEASURED if bundle.clocks_mhz or at_default else TRANSFERRED)
     if clock_source == TRANSFERRED and clocks is None:
@@ -288,10 +288,10 @@ def assemble(
             "taken as: the answer of its own models, as at the default clock (no cross-clock model)"
         )
     if clock is not None and clocks is not None and clock_source == TRANSFERRED:
-        from opcost.model.prediction.clocktransfer import transfer_note, widen
+        from opcost.model.prediction.clocktransfer import transfer_device, transfer_note, widen
 
         # the clock model's leave-one-GPU-out error widens the intervals (not claimed narrower than that)
-        et, ee = clocks.errors(bundle.device_config, clock)
+        et, ee = clocks.errors(transfer_device(bundle.device, bundle.device_config), clock)
         time_iv = widen(time_iv, et)
         if energy_iv is not None:
             energy_iv = widen(energy_iv, ee)

@@ -22,24 +22,24 @@ from opcost.model.basis.features import OpRecord
 from opcost.model.composition.compose import Costs
 
 if TYPE_CHECKING:
-    from opcost.devices import Device
+    from opcost.devices import DeviceConfig
     from opcost.model.clocks.clock import ClockModel
 
 
-def roofline_shares(records: Sequence[OpRecord], device_config: str) -> np.ndarray:
+def roofline_shares(records: Sequence[OpRecord], device: DeviceConfig) -> np.ndarray:
     """Each op's compute-bound share of its roofline time on the device config (model/clocks/clock.py's
-    `roofline_share`, with the peak physics.op_peak gives its kind): what the clock model scales by 1/f."""
-    from opcost.model.basis.physics import device_peaks, op_peak
+    `roofline_share`, with the peak physics.peak_of gives its kind): what the clock model scales by 1/f."""
+    from opcost.model.basis.physics import peak_of
     from opcost.model.clocks.clock import roofline_share
 
-    bw = device_peaks(device_config)[2]
+    dev, tf32 = device
     return np.array(
         [
             roofline_share(
                 r.metrics.get("flops", 0.0),
                 float(r.metrics.get("bytes_read", 0.0)) + float(r.metrics.get("bytes_written", 0.0)),
-                op_peak(r.kind, device_config),
-                bw,
+                peak_of(r.kind, dev, tf32),
+                dev.bandwidth,
             )
             for r in records
         ],
@@ -47,29 +47,24 @@ def roofline_shares(records: Sequence[OpRecord], device_config: str) -> np.ndarr
     )
 
 
-def transfer_device(device_config: str) -> Device:
-    """The table's device of a config the clock model is to move; one line where the table lacks it."""
-    from opcost.devices import find_device
-
-    found = find_device(device_config)
-    if found is None:
+def transfer_device(device: DeviceConfig | None, name: str) -> DeviceConfig:
+    """`device`, the resolved config the clock model is to move, checked: one line naming it (`name`, the
+    config as asked) where the table lacks it (None)."""
+    if device is None:
         raise OpcostError(
-            f"{device_config} is not in the device table (opcost/devices.py): no clock range or TDP "
+            f"{name} is not in the device table (opcost/devices.py): no clock range or TDP "
             "to transfer the clock model with; leave out --clock"
         )
-    return found[0]
+    return device
 
 
-def clock_grid(device_config: str, points: int) -> list[float]:
+def clock_grid(device: DeviceConfig | None, points: int) -> list[float]:
     """The clocks `recommend` sweeps for a device config without a measured sweep: `points` evenly over
-    the device's supported range, its boost clock included; [] for a device the table lacks."""
-    from opcost.devices import find_device
-
-    found = find_device(device_config)
-    if found is None:
+    the device's supported range, its boost clock included; [] for a device the table lacks (None)."""
+    if device is None:
         return []
-    lo, hi = found[0].clock_range_mhz
-    grid = {float(round(x)) for x in np.linspace(lo, hi, points)} | {float(found[0].boost_clock_mhz)}
+    lo, hi = device.device.clock_range_mhz
+    grid = {float(round(x)) for x in np.linspace(lo, hi, points)} | {float(device.device.boost_clock_mhz)}
     return sorted(grid)
 
 
@@ -119,14 +114,16 @@ class ClockTransfer:
             self._model = ClockModel.load(self.folder)
         return self._model
 
-    def costs(self, device_config: str, records: list[OpRecord], ref: Costs, clock: float) -> Costs:
-        """Per-op costs at `clock` from those at the device's boost clock (the reference the default-clock
-        models stand for): each op's compute-bound share from its roofline split (model/clocks/clock.py)."""
-        device = transfer_device(device_config)
-        share = roofline_shares(records, device_config)
-        t, p = self.model().at_clock(device, clock, np.asarray(ref.t_s, float), np.asarray(ref.p_w, float), share)
+    def costs(self, device: DeviceConfig, records: list[OpRecord], ref: Costs, clock: float) -> Costs:
+        """Per-op costs at `clock` on `device` (`transfer_device`) from those at its boost clock (the reference
+        the default-clock models stand for): each op's compute-bound share from its roofline split
+        (model/clocks/clock.py)."""
+        share = roofline_shares(records, device)
+        t, p = self.model().at_clock(
+            device.device, clock, np.asarray(ref.t_s, float), np.asarray(ref.p_w, float), share
+        )
         return Costs(t, p, list(ref.source), list(ref.proxy))
 
-    def errors(self, device_config: str, clock: float) -> tuple[float, float]:
-        """The clock model's leave-one-GPU-out (time, energy) error at this distance from the boost clock."""
-        return self.model().error_at(float(clock) / transfer_device(device_config).boost_clock_mhz)
+    def errors(self, device: DeviceConfig, clock: float) -> tuple[float, float]:
+        """The clock model's leave-one-GPU-out (time, energy) error at this distance from `device`'s boost clock."""
+        return self.model().error_at(float(clock) / device.device.boost_clock_mhz)

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from opcost.devices import DeviceConfig, find_device
 from opcost.errors import OpcostError
 from opcost.model.basis.features import OpRecord
 from opcost.model.composition.bundle import Bundle
@@ -44,7 +45,7 @@ from opcost.model.composition.costing import OpCost, reference_clock_mhz
 from opcost.model.composition.netcache import NetworkCache, network_cache
 from opcost.model.composition.network import Network, as_netspec
 from opcost.model.prediction.answer import NetworkPrediction, Request, assemble
-from opcost.model.prediction.clocktransfer import ClockTransfer, clock_grid
+from opcost.model.prediction.clocktransfer import ClockTransfer, clock_grid, transfer_device
 from opcost.model.records.integrity import locked_models
 from opcost.model.store.bundlestore import BundleStore
 from opcost.modes import MODES
@@ -102,7 +103,7 @@ class Predictor:
 
     def clock_grid(self, device_config: str) -> list[float]:
         """The clocks `recommend` sweeps for a device config without a measured sweep."""
-        return clock_grid(device_config, self.clock_grid_points)
+        return clock_grid(find_device(device_config), self.clock_grid_points)
 
     # -- networks -------------------------------------------------------------------------
     def network(
@@ -147,11 +148,10 @@ class Predictor:
             bundle = self.bundle(device, mode)
             if clock is not None:
                 from opcost.model.clocks.clock import check_device_clock
-                from opcost.model.prediction.clocktransfer import transfer_device
 
-                check_device_clock(bundle.device_config, float(clock))
-                if not bundle.clocks_mhz:
-                    transfer_device(bundle.device_config)  # a device the table lacks, or no clock model: refused here
+                check_device_clock(bundle.device, float(clock))
+                if not bundle.clocks_mhz:  # a device the table lacks, or no clock model: refused here
+                    transfer_device(bundle.device, bundle.device_config)
                     self.clocks.model()
             prepared.append((spec, bundle, clock, self.network(spec, mode=bundle.mode), k))
         groups: dict[Group, dict[str, OpRecord]] = {}
@@ -209,7 +209,7 @@ class Predictor:
         if clock is not None:  # range first (one line naming it), then the clock model
             from opcost.model.clocks.clock import check_device_clock
 
-            check_device_clock(device_config, float(clock))
+            check_device_clock(find_device(device_config), float(clock))
             cm = self.clocks.model()
         net = self.network(spec, mode=mode)
         return xdevice_predict.network_prediction(
@@ -217,7 +217,7 @@ class Predictor:
         )
 
     def _at_clock(self, bundle: Bundle, records: list[OpRecord], ref: Costs, clock: float) -> Costs:
-        return self.clocks.costs(bundle.device_config, records, ref, clock)
+        return self.clocks.costs(transfer_device(bundle.device, bundle.device_config), records, ref, clock)
 
     # -- recommendations ------------------------------------------------------------------
     def sweep_clocks(self, device: str, mode: str) -> tuple[float | None, ...]:
@@ -227,12 +227,16 @@ class Predictor:
         b = self.bundle(device, mode)
         if b.clocks_mhz:
             return tuple(b.clocks_mhz)
-        return self.transferred_clocks(b.device_config)
+        return self._grid_clocks(b.device)
 
     def transferred_clocks(self, device_config: str) -> tuple[float | None, ...]:
         """The clocks `recommend` asks the cross-device model about: the same grid as for an own bundle
         without a measured sweep when the clock model is there, else only the default clock."""
-        grid = self.clock_grid(device_config)
+        return self._grid_clocks(find_device(device_config))
+
+    def _grid_clocks(self, device: DeviceConfig | None) -> tuple[float | None, ...]:
+        """The grid over a resolved device's range when the clock model is there, else the default clock."""
+        grid = clock_grid(device, self.clock_grid_points)
         return tuple(grid) if grid and self.clocks.available() else (None,)
 
     def recommend(
@@ -265,7 +269,7 @@ def cost_groups(
     for (target, clock), recs in groups.items():
         ids = sorted(recs)
         b = bundles[target]
-        if clock is not None and not b.clocks_mhz and float(clock) == reference_clock_mhz(b.device_config):
+        if clock is not None and not b.clocks_mhz and float(clock) == reference_clock_mhz(b.device):
             costs = b.coster().cost([recs[i] for i in ids], None)  # the boost clock: the default clock's own costs
         elif clock is not None and not b.clocks_mhz:
             key = (target, tuple(ids))

@@ -419,7 +419,7 @@ def at_clock(
         raise OpcostError(f"--clock on {device_config}: not in the device table, no clock range to check")
     dev = found[0]
     check_clock(dev, clock)
-    share = np.append(roofline_shares(r.records, device_config), 0.0)  # the optimizer step: memory-bound
+    share = np.append(roofline_shares(r.records, found), 0.0)  # the optimizer step: memory-bound
     t_ref = np.append(np.asarray(r.t_s, float), r.optimizer_s)
     weights = np.append(np.asarray(r.calls, float) * np.asarray(r.factor, float), 1.0)
     if en is not None:

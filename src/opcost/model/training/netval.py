@@ -28,6 +28,7 @@ from typing import Any, Iterator
 import numpy as np
 import pandas as pd
 
+from opcost.devices import find_device
 from opcost.model.basis.features import Encoding, OpRecord, back_transform, record_of
 from opcost.model.composition import compose, intervals
 from opcost.model.composition.costing import OpCoster
@@ -119,9 +120,10 @@ def all_terms(
     coster: OpCoster, nets: dict[str, tuple[list[OpRecord], np.ndarray]], data: TargetData
 ) -> dict[str, dict]:
     out = {}
+    device = find_device(data.device_config)  # resolved once for every network
     for set_id, (recs, calls) in nets.items():
         costs = coster.cost(recs)
-        terms = compose.network_terms(costs, calls, recs, coster.floor_s, data.device_config, data.mode)
+        terms = compose.network_terms(costs, calls, recs, coster.floor_s, device, data.mode)
         # sorted: a set's order follows the string hash seed, and the shares become columns of DVC outputs
         shares = {s: float(calls[costs.mask(s)].sum() / calls.sum()) for s in sorted(set(costs.source))}
         out[set_id] = {**terms, "call_shares": shares}

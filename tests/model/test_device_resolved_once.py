@@ -1,0 +1,118 @@
+"""A bundle's device is resolved once, when the bundle is loaded (`Bundle.device`), and passed down the answer
+path: no function on it (the composition terms, the reference clock, the clock checks, the clock transfer,
+the assembly) looks the device config's name up in the device table again.
+
+A spy replaces `find_device` and `device_config` in every opcost module that holds them and records the
+code on the stack of each call. The op models' costing (`OpCoster.cost`: the encodings, the roofline) resolves
+its own encoding's name and is left out; everything else a question runs through is counted."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import CodeType
+from typing import Any
+
+import pytest
+
+from builders import record_in_lock, tiny_bundle
+from opcost import devices
+from opcost.errors import OpcostError
+from opcost.model.composition.bundle import Bundle
+from opcost.model.composition.costing import OpCoster
+from opcost.model.prediction.answer import Request
+from opcost.paths import Paths
+
+Resolution = tuple[str, list[CodeType]]  # the name asked, the code on the stack (innermost first)
+SHAPE = "2,3,32,32"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """Two own bundles without a clock sweep: an A30 one and one for a host the table lacks; a clock model."""
+    from opcost.model.clocks.clock import ClockModel
+
+    tiny_bundle(tmp_path, "A30-inference")
+    tiny_bundle(tmp_path, "myhost-inference")
+    record_in_lock(tmp_path)
+    ClockModel(static_frac=0.3, gamma=2.0, logo_error={"time": 0.05, "energy": 0.07}).save(
+        Paths(tmp_path).clock_model_dir
+    )
+    return tmp_path
+
+
+def spy(monkeypatch: pytest.MonkeyPatch) -> list[Resolution]:
+    """Every call of devices.find_device / devices.device_config from here on, wherever it was imported."""
+    seen: list[Resolution] = []
+    for name in ("find_device", "device_config"):
+        real = getattr(devices, name)
+
+        def counted(config: str, _real: Any = real) -> Any:
+            frame, stack = sys._getframe(1), []
+            while frame is not None:
+                stack.append(frame.f_code)
+                frame = frame.f_back
+            seen.append((config, stack))
+            return _real(config)
+
+        for module in list(sys.modules.values()):
+            if getattr(module, "__name__", "").startswith("opcost") and getattr(module, name, None) is real:
+                monkeypatch.setattr(module, name, counted)
+    return seen
+
+
+BUNDLE = {Bundle.__post_init__.__code__, Bundle.device.fget.__code__}  # type: ignore[attr-defined]
+
+
+def by_bundle(seen: list[Resolution]) -> list[str]:
+    return [config for config, stack in seen if BUNDLE & set(stack)]
+
+
+def elsewhere(seen: list[Resolution]) -> list[str]:
+    """Resolutions neither a bundle's own nor the op models' costing: where each came from."""
+    leave_out = BUNDLE | {OpCoster.cost.__code__}
+    return [
+        f"{config!r} from {stack[0].co_qualname} ({Path(stack[0].co_filename).name})"
+        for config, stack in seen
+        if not leave_out & set(stack)
+    ]
+
+
+def test_the_answer_path_resolves_each_bundles_device_once(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from opcost.model.prediction.predict import Predictor
+
+    questions = [
+        Request("resnet18", SHAPE, "A30", "inference", 1200.0),  # a transferred clock: the clock path runs
+        Request("resnet18", SHAPE, "A30", "inference", 1440.0),  # the boost clock: the reference clock is asked
+        Request("resnet18", SHAPE, "A30", "inference"),
+        Request("resnet18", SHAPE, "myhost", "inference"),  # a host the table lacks: its device is None
+    ]
+    warm = Predictor(paths=Paths(project), disk_cache=False)
+    first = warm.predict_many(questions)  # every module imported, the network extracted
+    pr = Predictor(paths=Paths(project), disk_cache=False)
+    pr.networks = warm.networks
+    seen = spy(monkeypatch)
+    got = pr.predict_many(questions)
+    during = list(seen)
+    pr.predict_many(questions)  # the bundles are loaded: nothing is resolved again
+    again = seen[len(during) :]
+    assert sorted(by_bundle(during)) == ["A30", "myhost"]  # once per bundle, at its load
+    assert elsewhere(during) == [] and by_bundle(again) == [] and elsewhere(again) == []
+    assert pr.bundle("A30", "inference").device == devices.device_config("A30")
+    assert pr.bundle("myhost", "inference").device is None
+    assert [a.to_json() for a in got] == [a.to_json() for a in first]  # the same answers as without the spy
+    assert got[0].clock_source == "transferred" and got[1].clock_source == "measured"
+    # a clock on the host the table lacks: refused in one line naming it, from its bundle's device (None)
+    with pytest.raises(OpcostError, match=r"^myhost is not in the device table \(opcost/devices.py\): no clock range "
+                       "or TDP to transfer the clock model with; leave out --clock$"):  # fmt: skip
+        pr.predict("resnet18", SHAPE, "myhost", clock_mhz=1200.0)
+
+
+def test_a_bundle_resolves_a_reassigned_device_config_anew() -> None:
+    """The resolved device follows `device_config` where a caller reassigns it (a mutable dataclass)."""
+    from builders import small_bundle
+
+    b = small_bundle()
+    assert b.device_config == "X" and b.device is None
+    b.device_config = "A30_no_tf32"
+    assert b.device == devices.DeviceConfig(devices.DEVICES["A30"], False)
