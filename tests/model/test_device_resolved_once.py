@@ -116,3 +116,16 @@ def test_a_bundle_resolves_a_reassigned_device_config_anew() -> None:
     assert b.device_config == "X" and b.device is None
     b.device_config = "A30_no_tf32"
     assert b.device == devices.DeviceConfig(devices.DEVICES["A30"], False)
+
+
+def test_a_question_that_is_not_a_request_is_refused_in_one_line_before_any_work(project: Path) -> None:
+    from opcost.model.prediction.predict import Predictor
+
+    pr = Predictor(paths=Paths(project), disk_cache=False)
+    good = Request("resnet18", (1, 3, 32, 32), "A30", "inference")
+    with pytest.raises(OpcostError) as err:
+        pr.predict_many([good, ("resnet18", (1, 3, 32, 32), "A30", "inference", None)])  # type: ignore[list-item]
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith("question 1 of predict_many is a tuple, not an ")
+    assert "Request(model, input_shape, device, mode, clock_mhz=None)" in msg
+    assert not pr.bundles.loaded  # refused before any bundle was loaded

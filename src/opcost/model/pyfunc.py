@@ -97,7 +97,9 @@ def signature() -> Any:
 OP_COLUMNS = tuple(c for c in INPUT_COLUMNS if c[0] != "clock_mhz")
 FOLDER_LOADER_MODULE = "opcost.model.pyfunc_folders"
 # model file -> (input columns (name, type, required, meaning), output columns, an example row)
-FOLDER_MODELS: dict[str, tuple[tuple, tuple, dict[str, Any]]] = {
+InputColumn = tuple[str, str, bool, str]  # name, MLflow type, required, meaning
+OutputColumn = tuple[str, str]  # name, MLflow type
+FOLDER_MODELS: dict[str, tuple[tuple[InputColumn, ...], tuple[OutputColumn, ...], dict[str, Any]]] = {
     "clock_model.json": (
         (
             ("device", "string", True, "a device table key, e.g. A30"),

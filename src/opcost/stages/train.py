@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from opcost.devices import find_device
 from opcost.errors import OpcostError
 from opcost.io import atomic_path, write_report
 from opcost.model.composition.bundle import Bundle
@@ -146,7 +147,9 @@ def transferred_composition(
         got = source_composition(paths, params, src, chosen)
         if got is not None:
             sources.append(got)
-    return netval.compose.transfer_calibrated(sources, mode, floor_s, power_w, netval.compose.power_limit_w(device))
+    return netval.compose.transfer_calibrated(
+        sources, mode, floor_s, power_w, netval.compose.power_limit_w(find_device(device))
+    )
 
 
 def run(paths: Paths, params: Params, target: str, log_to_mlflow: bool = True) -> dict[str, Any]:

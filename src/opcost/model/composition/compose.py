@@ -23,7 +23,7 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 
-from opcost.devices import DeviceConfig, find_device
+from opcost.devices import DeviceConfig
 from opcost.model.basis.features import OpRecord
 from opcost.model.basis.nnls import nnls_relative
 from opcost.model.basis.physics import NOMINAL_BANDWIDTH
@@ -412,10 +412,9 @@ def _score_sets(d: dict[str, Any]) -> dict[tuple[Question, Quantity], ScoreSet]:
     return out
 
 
-def power_limit_w(device_config: str) -> float:
-    """The nominal power limit (TDP) of a device config's device; 0 where the device table lacks it."""
-    found = find_device(device_config)
-    return float(found[0].tdp_w) if found is not None else 0.0
+def power_limit_w(device: DeviceConfig | None) -> float:
+    """The nominal power limit (TDP) of a resolved device; 0 where the device table lacks it (None)."""
+    return float(device.device.tdp_w) if device is not None else 0.0
 
 
 def fit(

@@ -136,6 +136,12 @@ class Predictor:
         """Several (model, input_shape, device, mode, clock) questions; each device's model runs once."""
         prepared: list[tuple[NetSpec, Bundle, float | None, Network, int]] = []
         transferred: dict[int, NetworkPrediction] = {}  # GPUs without own bundles (model/prediction/xdevice_predict.py)
+        bad = next((k for k, q in enumerate(requests) if not isinstance(q, Request)), None)
+        if bad is not None:  # before any work: a plain tuple would fail deep inside with an AttributeError
+            raise OpcostError(
+                f"question {bad} of predict_many is a {type(requests[bad]).__name__}, not an "
+                "opcost.model.prediction.answer.Request(model, input_shape, device, mode, clock_mhz=None)"
+            )
         own = self.targets()  # listed once, not once per question (a glob of models/)
         for k, q in enumerate(requests):
             spec, mode, clock = as_netspec(q.model, q.input_shape, dtype), q.mode, q.clock_mhz

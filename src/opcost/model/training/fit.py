@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 from sklearn.ensemble import RandomForestRegressor
 from sklearn.model_selection import GroupKFold
@@ -102,8 +103,9 @@ class TargetData:
     def n(self) -> int:
         return len(self.df)
 
-    def y(self, quantity: str) -> np.ndarray:
-        return self.df[TARGET_COLUMN[quantity]].to_numpy(float)
+    def y(self, quantity: str) -> npt.NDArray[np.float64]:
+        y: npt.NDArray[np.float64] = self.df[TARGET_COLUMN[quantity]].to_numpy(np.float64)  # pandas: untyped
+        return y
 
 
 def prepare(df: pd.DataFrame, mode: str, device_config: str) -> TargetData:
@@ -228,7 +230,7 @@ def noop_values(data: TargetData, rows: np.ndarray) -> tuple[float, float, float
     return floor, noop_t, float(np.nanmedian(src)) if np.isfinite(src).any() else float("nan")
 
 
-def _ok(data: TargetData, quantity: str) -> np.ndarray:
+def _ok(data: TargetData, quantity: str) -> npt.NDArray[np.bool_]:
     return np.isfinite(data.y(quantity))
 
 
@@ -237,7 +239,7 @@ def offsets(
     rows: np.ndarray,
     floor: "float | np.ndarray",
     dw_efficiency: float = 0.0,
-    unit_eff: dict | None = None,
+    unit_eff: dict[str, float] | None = None,
     physical: bool = False,
 ) -> np.ndarray:
     """log(baseline + floor), `floor` one value or one per row (`row_floors`). The baseline is the roofline,
@@ -249,7 +251,8 @@ def offsets(
     without the GEMM arrays is refused, as its baseline cannot be formed (there was a max()-roofline
     stand-in here once: a silently different model)."""
     if not physical:
-        return np.log(data.roofline[rows] + floor)
+        out: np.ndarray = np.log(data.roofline[rows] + floor)
+        return out
     arrays = (data.compute_s, data.dw_compute, data.fallback, data.unit, data.depthwise, data.memory_s)
     if any(a is None for a in arrays):
         raise ValueError(f"a physical time model of {data.device_config}-{data.mode} needs the GEMM arrays")
@@ -257,7 +260,8 @@ def offsets(
     assert data.unit is not None and data.depthwise is not None and data.memory_s is not None
     c = gemm.compute_part_s(data.compute_s[rows], data.dw_compute[rows], data.fallback[rows], data.unit[rows],
                             unit_eff or {}, data.depthwise[rows], dw_efficiency)  # fmt: skip
-    return np.log(gemm.overlap_s(c, data.memory_s[rows]) + floor)
+    physical_out: np.ndarray = np.log(gemm.overlap_s(c, data.memory_s[rows]) + floor)
+    return physical_out
 
 
 def dw_efficiency_of(data: TargetData, fs: str, quantity: str, fit_rows: np.ndarray, floor: float) -> float:

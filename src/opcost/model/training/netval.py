@@ -118,7 +118,7 @@ def network_records(nops: pd.DataFrame) -> dict[str, tuple[list[OpRecord], np.nd
 
 def all_terms(
     coster: OpCoster, nets: dict[str, tuple[list[OpRecord], np.ndarray]], data: TargetData
-) -> dict[str, dict]:
+) -> dict[str, dict[str, Any]]:
     out = {}
     device = find_device(data.device_config)  # resolved once for every network
     for set_id, (recs, calls) in nets.items():
@@ -131,13 +131,13 @@ def all_terms(
 
 
 def fit_composition(
-    mode: str, terms: dict[str, dict], networks: pd.DataFrame, device_config: str
+    mode: str, terms: dict[str, dict[str, Any]], networks: pd.DataFrame, device_config: str
 ) -> compose.Composition:
     """The composition layer and its per-family terms fitted on `networks` (needs a `family` column
     for the terms; without one, none), its energy capped at `device_config`'s power limit."""
     t = [terms[s] for s in networks["set_id"]]
     e = networks["e_j"].to_numpy(float) if networks["e_j"].notna().all() else None
-    comp = compose.fit(mode, t, networks["t_s"].to_numpy(float), e, compose.power_limit_w(device_config))
+    comp = compose.fit(mode, t, networks["t_s"].to_numpy(float), e, compose.power_limit_w(find_device(device_config)))
     if comp.calibrated and "family" in networks:
         comp.family_terms = compose.fit_family_terms(comp, t, networks["family"], networks["t_s"].to_numpy(float), e)
     return comp
@@ -373,7 +373,7 @@ def attach_scores(comp: compose.Composition, net_pred: pd.DataFrame) -> None:
 
 
 def composition_scores(
-    mode: str, terms: dict[str, dict], networks: pd.DataFrame, device_config: str, energy: bool
+    mode: str, terms: dict[str, dict[str, Any]], networks: pd.DataFrame, device_config: str, energy: bool
 ) -> dict[tuple[compose.Question, compose.Quantity], compose.ScoreSet]:
     """The pooled scores of the composition layer fitted on `networks` (`fit_composition`, without family
     terms), each model's networks (every input size) held out of the composition fit only: the op costs in

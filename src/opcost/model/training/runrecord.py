@@ -48,7 +48,7 @@ def child_metrics(r: dict[str, Any]) -> dict[str, float]:
     }
 
 
-def parent_headline(results: dict, detail: dict) -> dict[str, float]:
+def parent_headline(results: dict[str, Any], detail: dict[str, Any]) -> dict[str, float]:
     """What a parent run shows first: each chosen model's cross-validated R2 on the grouped split (mean and
     standard deviation over folds; a fold without a score left out)."""
     out = {}
@@ -61,7 +61,7 @@ def parent_headline(results: dict, detail: dict) -> dict[str, float]:
     return out
 
 
-def parent_description(target: str, detail: dict, headline: dict[str, float]) -> str:
+def parent_description(target: str, detail: dict[str, Any], headline: dict[str, float]) -> str:
     """One paragraph on the parent run's page: what was trained, what was chosen, how well it does."""
     parts = []
     for q, name in detail["chosen"].items():
@@ -88,7 +88,7 @@ def parent_description(target: str, detail: dict, headline: dict[str, float]) ->
     )
 
 
-def nested_runs(target: str, tp: TrainParams, results: dict) -> tuple[Run, ...]:
+def nested_runs(target: str, tp: TrainParams, results: dict[str, Any]) -> tuple[Run, ...]:
     """One nested run per algorithm x quantity x feature set x split of `results` (fit.score_all)."""
     children = []
     for quantity, by_alg in results.items():
@@ -116,7 +116,7 @@ def nested_runs(target: str, tp: TrainParams, results: dict) -> tuple[Run, ...]:
     return tuple(children)
 
 
-def network_metrics(detail: dict) -> dict[str, Any]:
+def network_metrics(detail: dict[str, Any]) -> dict[str, Any]:
     """The out-of-sample network errors and interval scores under every split, then what each score set's
     intervals rest on (netval.interval_table; its rule, a name, left out)."""
     out = {}
@@ -142,7 +142,9 @@ def composition_metrics(comp: Composition) -> dict[str, float]:
     return out
 
 
-def build(target: str, tp: TrainParams, results: dict, bundle: Bundle, detail: dict, nets: pd.DataFrame) -> RunRecord:
+def build(
+    target: str, tp: TrainParams, results: dict[str, Any], bundle: Bundle, detail: dict[str, Any], nets: pd.DataFrame
+) -> RunRecord:
     """The record of train@`target`: `results` (fit.score_all), the trained `bundle`, the stage's `detail`
     (its report) and `nets`, the out-of-sample network predictions (netval.evaluate's rows, every split)."""
     comp = bundle.composition
