@@ -144,10 +144,10 @@ def test_measured_ops_take_their_time_and_the_rest_stay_transferred(root, mode):
     alternation = sum(t[op] * calls[op] for op in others) + SCALE * (123e-6 * calls[ids[0]] + 45e-6 * calls[ids[1]])
     assert p.sum_s == pytest.approx(alternation, rel=1e-12)
     issues = sum(c for op, c in calls.items() if t[op] > 0) * (2 if mode == "training" else 1)
-    assert p.host["host_s"] == pytest.approx(SCALE * HOST_FLOOR * issues, rel=1e-9)
-    assert p.host["name"] == "fitted-constant" and p.host["reference"]
-    assert max(p.host["host_s"], p.host["gpu_s"]) <= p.host["queue_s"] <= alternation * (1 + 1e-12)
-    assert p.time_s - p.host["queue_s"] == pytest.approx(before.time_s - before.host["queue_s"])  # the optimizer step
+    assert p.host.host_s == pytest.approx(SCALE * HOST_FLOOR * issues, rel=1e-9)
+    assert p.host.name == "fitted-constant" and p.host.reference
+    assert max(p.host.host_s, p.host.gpu_s) <= p.host.queue_s <= alternation * (1 + 1e-12)
+    assert p.time_s - p.host.queue_s == pytest.approx(before.time_s - before.host.queue_s)  # the optimizer step
     # energy stays transferred: the power model's power (the TDP here) x the new time
     assert p.energy_j == pytest.approx(p.time_s * DEVICES["H200"].tdp_w, rel=1e-9)
     j = p.to_json()
@@ -222,8 +222,8 @@ def test_a_measured_ops_gpu_time_is_its_kernel_in_the_queue(root):
     assert op_gpu_times(root.measured_ops_dir, "H200", "inference") == {op: pytest.approx(110e-6)}
     gpu = Predictor(paths=root, disk_cache=False).predict(*NET, "H200", "inference")
     calls = dict(zip(gpu.op_ids, gpu.calls))[op]
-    assert gpu.host["gpu_s"] - wall.host["gpu_s"] == pytest.approx(SCALE * calls * (110e-6 - 300e-6), rel=1e-9)
-    assert dict(zip(gpu.op_ids, gpu.t_s))[op] == 300e-6 and gpu.host["host_s"] == pytest.approx(wall.host["host_s"])
+    assert gpu.host.gpu_s - wall.host.gpu_s == pytest.approx(SCALE * calls * (110e-6 - 300e-6), rel=1e-9)
+    assert dict(zip(gpu.op_ids, gpu.t_s))[op] == 300e-6 and gpu.host.host_s == pytest.approx(wall.host.host_s)
 
 
 def test_a_measured_ops_kind_factor_corrects_the_transferred_ops_of_its_kind(root):

@@ -10,7 +10,7 @@ at a transferred clock, model/prediction/clocktransfer.py) and the notes and war
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
 import numpy as np
@@ -62,8 +62,11 @@ class MeasuredNote(TypedDict):
     energy: str
 
 
-class HostJson(TypedDict):
-    """A transferred answer's host in its JSON (`HostSplit.to_json`)."""
+@dataclass(frozen=True)
+class HostSplit:
+    """The host that drove a transferred step and how its time split: the host profile's name and source, the share
+    of the step the GPU waits on the host, each side's busy time and the queue's time, all x the network scale;
+    `reference`: the default host, not one asked for. The answer's JSON `host` is its fields, in this order."""
 
     name: str
     source: str
@@ -71,7 +74,7 @@ class HostJson(TypedDict):
     host_s: float
     gpu_s: float
     queue_s: float
-    reference: bool
+    reference: bool = False
 
 
 class Request(NamedTuple):
@@ -113,7 +116,7 @@ class NetworkPrediction:
     composition: str = ""
     # A transferred answer's host (model/crossdevice/hosts.py): name, source, host_bound_share (of the step the GPU
     # waits on the host), host_s and gpu_s (each side's busy time), reference (the default host, not one asked for)
-    host: HostJson | None = None
+    host: HostSplit | None = None
     note: str = ""  # how the answer was derived: every term, rule and source (`--explain`, JSON `note`)
     warnings: list[str] = field(default_factory=list)  # what the user should act on (extrapolation, trust)
     # the answer's basis in one plain sentence (what `predict` prints by default; `note` has the derivation)
@@ -210,7 +213,7 @@ class NetworkPrediction:
             "warnings": self.warnings,
             **({} if self.measured is None else {"measured": self.measured}),
             **({} if self.fitted is None else {"fitted": self.fitted}),
-            **({} if self.host is None else {"host": self.host}),
+            **({} if self.host is None else {"host": asdict(self.host)}),
         }
 
 

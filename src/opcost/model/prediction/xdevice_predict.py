@@ -33,13 +33,14 @@ from opcost.errors import OpcostError
 from opcost.model.composition.compose import Costs
 from opcost.model.composition.costing import FITTED, MEASURED, TRANSFERRED
 from opcost.model.crossdevice.hostqueue import step_queue
+from opcost.model.prediction.answer import HostSplit
 from opcost.paths import Paths
 
 if TYPE_CHECKING:  # pandas and the cross-device model load only for a transferred answer (a fast cold start)
     from opcost.model.basis.features import OpRecord
     from opcost.model.crossdevice import xdevice
     from opcost.model.crossdevice.hosts import HostProfile
-    from opcost.model.prediction.answer import FittedInfo, HostJson, MeasuredNote, NetworkPrediction
+    from opcost.model.prediction.answer import FittedInfo, MeasuredNote, NetworkPrediction
 
 _MODELS: dict[Path, xdevice.XdeviceModel] = {}
 SOURCE = TRANSFERRED  # an answer of the cross-device model (costing.py: the labels' home)
@@ -48,31 +49,6 @@ NUMERICS = {
     True: "fp32 with PyTorch's defaults (cuDNN convolutions may use TF32 where the GPU has it; matmuls do not)",
     False: "fp32 with TF32 off (_no_tf32)",
 }
-
-
-@dataclass(frozen=True)
-class HostSplit:
-    """The host that drove a transferred step and how its time split: the host profile's name and source, the share
-    of the step the GPU waits on the host, each side's busy time and the queue's time, all x the network scale."""
-
-    name: str
-    source: str
-    host_bound_share: float
-    host_s: float
-    gpu_s: float
-    queue_s: float
-
-    def to_json(self, reference: bool) -> HostJson:
-        """The answer's JSON `host`; `reference`: the default host, not one asked for."""
-        return {
-            "name": self.name,
-            "source": self.source,
-            "host_bound_share": self.host_bound_share,
-            "host_s": self.host_s,
-            "gpu_s": self.gpu_s,
-            "queue_s": self.queue_s,
-            "reference": reference,
-        }
 
 
 @dataclass(frozen=True)
@@ -565,7 +541,7 @@ def network_prediction(
         clock_source=None if clock is None else SOURCE,
         measured=own,
         fitted=r.fitted,
-        host=hs.to_json(reference=host is None),
+        host=dataclasses.replace(hs, reference=host is None),
     )
 
 
