@@ -25,6 +25,17 @@ POWER_SCORES = ("power_mape", "energy_mape", "energy_time_weighted")  # per held
 CARD_SIZES = ("over_300w", "up_to_300w")
 
 
+def model_tags(chash: str, split: str, data_version: str) -> dict[str, str]:
+    """The tags both models' runs carry: the stage that logged them (train-clock), the saved model's content hash,
+    the split it was scored on and the data it learnt from."""
+    return {
+        tracking.STAGE_TAG: tracking.CLOCK_RUN,
+        tracking.BUNDLE_HASH_TAG: chash,
+        tracking.SPLIT_TAG: split,
+        tracking.DATA_VERSION_TAG: data_version,
+    }
+
+
 def clock_record(
     model: ClockModel, split: str, logo: pd.DataFrame, chash: str, pred: pd.DataFrame, data_version: str
 ) -> RunRecord:
@@ -53,12 +64,7 @@ def clock_record(
     params: dict[str, Any] = {k: v for k, v in model.to_json().items() if k in CLOCK_PARAMS}
     return RunRecord(
         name=tracking.CLOCK_RUN,
-        tags={
-            tracking.STAGE_TAG: tracking.CLOCK_RUN,
-            tracking.BUNDLE_HASH_TAG: chash,
-            tracking.SPLIT_TAG: split,
-            tracking.DATA_VERSION_TAG: data_version,
-        },
+        tags=model_tags(chash, split, data_version),
         params={**params, "n_curves": model.n_curves, "n_points": model.n_points},
         metrics={tracking.logo_mape_metric(k): 100 * v for k, v in model.logo_error.items()},
         steps={},
@@ -90,12 +96,7 @@ def xpower_record(
     }
     return RunRecord(
         name=tracking.XPOWER_RUN,
-        tags={
-            tracking.STAGE_TAG: tracking.CLOCK_RUN,
-            tracking.BUNDLE_HASH_TAG: chash,
-            tracking.SPLIT_TAG: split,
-            tracking.DATA_VERSION_TAG: data_version,
-        },
+        tags=model_tags(chash, split, data_version),
         params={**metrics["params"], "n_rows": model.n_rows},
         metrics={
             tracking.logo_mape_metric("power"): metrics["pooled"]["power_mape"],

@@ -578,7 +578,7 @@ def versions_with_hash(client: Any, name: str, bundle_hash: str) -> list[Any]:
     except Exception as exc:  # no such registered model yet
         not_found_only(exc)
         return []
-    return sorted((v for v in versions if v.tags.get("bundle_hash") == bundle_hash), key=lambda v: int(v.version))
+    return sorted((v for v in versions if v.tags.get(BUNDLE_HASH_TAG) == bundle_hash), key=lambda v: int(v.version))
 
 
 def champion_version(client: Any, name: str) -> Any | None:

@@ -56,7 +56,7 @@ def bundle_score(bundle: Bundle) -> float:
 
 def version_tags(bundle: Bundle, split: str, source: dict[str, str]) -> dict[str, str]:
     tags = {
-        "bundle_hash": bundle.bundle_hash,
+        tracking.BUNDLE_HASH_TAG: bundle.bundle_hash,
         "data_version": bundle.data_version,
         SCORE_TAG: repr(bundle_score(bundle)),
         SPLIT_TAG: split,
@@ -134,7 +134,7 @@ def repair(client: Any, name: str) -> list[str]:
         return []
     removed = []
     for v in versions:
-        if not v.tags.get("bundle_hash"):
+        if not v.tags.get(tracking.BUNDLE_HASH_TAG):
             client.delete_model_version(name, v.version)
             removed.append(str(v.version))
     return removed
@@ -260,7 +260,7 @@ def register_folder(
             )
         return info.model_uri, info.model_id
 
-    all_tags = {**tags, "bundle_hash": content_hash, SCORE_TAG: repr(score), SPLIT_TAG: split}
+    all_tags = {**tags, tracking.BUNDLE_HASH_TAG: content_hash, SCORE_TAG: repr(score), SPLIT_TAG: split}
     all_tags[BUNDLE_MD5_TAG] = dir_md5(folder)
     all_tags[DATA_VERSION_TAG] = data_version or "unknown"
     all_tags.update(_version_source(root, mlflow))
