@@ -33,6 +33,7 @@ import pandas as pd
 from opcost.io import atomic_path, write_report
 from opcost.model.clocks import clockval, xpower
 from opcost.model.clocks.clock import BALANCE_REF, ClockModel, fit, sweep_curves
+from opcost.model.clocks.runrecord import HEADLINE, clock_record, xpower_record
 from opcost.model.records import runlog, tracking
 from opcost.model.store import registry
 from opcost.params.load import Params
@@ -40,8 +41,6 @@ from opcost.paths import Paths
 from opcost.schemas import SWEEPS
 from opcost.stages._run import execute_logged
 from opcost.tables import read_table
-
-HEADLINE = ("time_mape", "energy_mape", "extra_energy_mean", "extra_edp_mean")
 
 
 def split_id(pts: pd.DataFrame, min_points: int) -> str:
@@ -96,33 +95,6 @@ def figures(pred: pd.DataFrame, folder: Any) -> list[str]:
     return written
 
 
-def run_record(model: ClockModel, split: str, logo: pd.DataFrame, chash: str, pred: pd.DataFrame) -> dict:
-    tags = {"dvc_stage": tracking.CLOCK_RUN, "bundle_hash": chash, "split": split}
-    children = []
-    for learner, g in logo.groupby("learner"):
-        metrics = {f"{r.device}_{q}": float(getattr(r, q)) for r in g.itertuples() for q in HEADLINE}
-        children.append(runlog.child(f"{learner}-logo", {"learner": str(learner)}, {}, metrics, {}, []))
-    figure = {
-        "file": "logo_time.png",
-        "title": "clock model: time at every clock, leave-one-GPU-out [s]",
-        "unit": "s",
-        "measured": [float(x) for x in pred.loc[~pred["is_ref"], "t"]],
-        "predicted": [float(x) for x in pred.loc[~pred["is_ref"], "t_hat"]],
-    }
-    names = ("share_a", "share_b", "share_balance", "static_frac", "static_mem", "gamma", "cap_k", "volt_slope",
-             "volt_min", "share_scale_bytes", "share_scale_dram", "knee_q")  # fmt: skip
-    params = {k: v for k, v in model.to_json().items() if k in names}
-    return {
-        "name": tracking.CLOCK_RUN,
-        "tags": tags,
-        "params": {**params, "n_curves": model.n_curves, "n_points": model.n_points},
-        "metrics": {f"logo_{k}_mape": 100 * v for k, v in model.logo_error.items()},
-        "steps": {},
-        "figures": [figure],
-        "children": children,
-    }
-
-
 def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, Any]:
     cp = params.clock
     sweeps = read_table(paths.evaluated_sweeps, SWEEPS, "evaluate")
@@ -147,9 +119,8 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
     model.logo_error_bins = clockval.error_by_ratio(pred)
     split = split_id(pts, cp.min_points)
     chash = content_hash(model)
-    record = run_record(model, split, logo, chash, pred)
     data_version = registry.stage_data_version(paths.root, tracking.CLOCK_RUN)  # what sync-registry tags it with
-    record["tags"][registry.DATA_VERSION_TAG] = data_version
+    record = clock_record(model, split, logo, chash, pred, data_version).as_dict()
     model.save(paths.clock_model_dir)
     runlog.save(record, paths.clock_model_dir)
 
@@ -222,13 +193,13 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
         mlflow = tracking.setup(paths.root)
         with runlog.replayed(mlflow, record, tracking.source_tags(paths.root)):
             score = -100 * (model.logo_error["time"] + model.logo_error["energy"])
-            mlflow.log_metric("clock_score", score)
+            mlflow.log_metric(tracking.CLOCK_SCORE_METRIC, score)
             registered = registry.register_folder(
                 paths.root, mlflow, tracking.CLOCK_MODEL, paths.clock_model_dir, chash, score, split, {}, data_version
             )
         with runlog.replayed(mlflow, power["record"], tracking.source_tags(paths.root)):
             pscore = -power["metrics"]["pooled"]["power_mape"] - power["metrics"]["pooled"]["energy_mape"]
-            mlflow.log_metric("xpower_score", pscore)
+            mlflow.log_metric(tracking.XPOWER_SCORE_METRIC, pscore)
             power["registered_version"] = registry.register_folder(
                 paths.root, mlflow, tracking.XPOWER_MODEL, paths.xpower_model_dir, power["hash"], pscore,
                 power["split"], {}, data_version,
@@ -291,22 +262,7 @@ def run_xpower(paths: Paths, sweeps: pd.DataFrame, data_version: str = "") -> di
     }
     paths.xpower_report_dir.mkdir(parents=True, exist_ok=True)
     model.save(paths.xpower_model_dir)
-    children = [
-        runlog.child(f"logo-{d}", {"held_out": d}, {}, {f"{k}_{q}": v[q] for k, v in kinds.items()
-                     for q in ("power_mape", "energy_mape", "energy_time_weighted")}, {}, [])
-        for d, kinds in per_gpu.items()
-    ]  # fmt: skip
-    record = {
-        "name": tracking.XPOWER_RUN,
-        "tags": {"dvc_stage": tracking.CLOCK_RUN, "bundle_hash": chash, "split": split,
-                 registry.DATA_VERSION_TAG: data_version},
-        "params": {**metrics["params"], "n_rows": model.n_rows},
-        "metrics": {"logo_power_mape": metrics["pooled"]["power_mape"],
-                    "logo_energy_mape": metrics["pooled"]["energy_mape"], "rel_err90": model.rel_err90}
-        | {f"logo_{size}_{kind}_power_mape": v["power_mape"] for size in ("over_300w", "up_to_300w")
-           for kind, v in metrics[size].items() if kind != "gpus"},
-        "steps": {}, "figures": [], "children": children,
-    }  # fmt: skip
+    record = xpower_record(model, metrics, chash, split, data_version).as_dict()
     runlog.save(record, paths.xpower_model_dir)
     write_report(metrics, paths.xpower_report_dir / "metrics.json")
     _csv(table, paths.xpower_report_dir / "logo.csv")

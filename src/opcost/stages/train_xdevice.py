@@ -29,7 +29,8 @@ import pandas as pd
 from opcost.devices import device_config
 from opcost.errors import OpcostError
 from opcost.io import atomic_path, write_report
-from opcost.model.crossdevice import fewshot, hosts, measured, xdevice, xdevice_net, xinterval
+from opcost.model.crossdevice import fewshot, hosts, measured, runrecord, xdevice, xdevice_net, xinterval
+from opcost.model.crossdevice.xdevice_net import net_scores
 from opcost.model.records import runlog, tracking
 from opcost.model.store import registry
 from opcost.params.load import Params
@@ -135,17 +136,6 @@ def host_profiles(paths: Paths, params: Params, rows: pd.DataFrame) -> dict[str,
     return out
 
 
-def net_scores(df: pd.DataFrame) -> dict[str, float]:
-    ape = (df["predicted_s"] / df["measured_s"] - 1).abs()
-    return {
-        "n": int(len(df)),
-        "mape": float(100 * ape.mean()),
-        "mdape": float(100 * ape.median()),
-        "twe": float(100 * (df["predicted_s"] - df["measured_s"]).abs().sum() / df["measured_s"].sum()),
-        "max_ape": float(100 * ape.max()),
-    }
-
-
 def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, Any]:
     xp = params.xdevice
     rows = op_rows(paths, params)
@@ -221,9 +211,8 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
     model.content_hash = registry.xdevice_hash(folder)  # what sync-registry recomputes on a fresh clone
     model.save(folder)
     split = f"logo-{'+'.join(sorted(folds))}"
-    record = run_record(model, metrics, ops_table, net_pred, split)
     data_version = registry.stage_data_version(paths.root, XDEVICE_RUN)  # what sync-registry tags it with
-    record["tags"][registry.DATA_VERSION_TAG] = data_version
+    record = runrecord.build(model, metrics, ops_table, net_pred, split, data_version).as_dict()
     runlog.save(record, folder)
     paths.xdevice_report_dir.mkdir(parents=True, exist_ok=True)
     write_report(metrics, paths.xdevice_metrics)
@@ -235,58 +224,11 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
         mlflow = tracking.setup(paths.root)
         with runlog.replayed(mlflow, record, tracking.source_tags(paths.root)):
             score = -float(metrics["networks"]["all"]["mape"])
-            mlflow.log_metric("xdevice_score", score)
+            mlflow.log_metric(tracking.XDEVICE_SCORE_METRIC, score)
             registered = registry.register_folder(
                 paths.root, mlflow, XDEVICE_MODEL, folder, model.content_hash, score, split, {}, data_version
             )
     return {"metrics": metrics, "registered_version": registered}
-
-
-def run_record(model: xdevice.XdeviceModel, metrics: dict, ops: pd.DataFrame, nets: pd.DataFrame, split: str) -> dict:
-    """What the run logs to MLflow (replayable from run.json on a fresh clone): LOGO scores per GPU."""
-    children = []
-    for g, d in ops[ops["gpu"] != "all"].groupby("gpu"):
-        m = {f"{r.group}_{k}": float(getattr(r, k)) for r in d.itertuples() for k in ("mape", "mdape", "twe")}
-        nd = nets[nets["gpu"] == g]
-        if len(nd):
-            m |= {f"network_{k}": v for k, v in net_scores(nd).items() if k != "n"}
-        figure = {
-            "file": f"logo_networks_{g}.png",
-            "title": f"{g}: networks predicted by models that never saw {g} [s]",
-            "unit": "s",
-            "measured": [float(x) for x in nd["measured_s"]],
-            "predicted": [float(x) for x in nd["predicted_s"]],
-        }
-        children.append(runlog.child(f"logo-{g}", {"held_out": str(g)}, {}, m, {}, [figure] if len(nd) else []))
-    flat = {f"op_{g}_mape": v["mape"] for g, v in metrics["ops"].items()}
-    flat |= {f"net_{s}_mape": v["mape"] for s, v in metrics["networks"].items()}
-    fs = metrics["fewshot"]
-    flat |= {f"fewshot_{v}_ratio": fs[v]["ratio"] for v in fewshot.VARIANTS if v in fs}
-    flat |= {f"fewshot_{g}_{v}_mape": p[v]["mape"] for g, p in fs["per_gpu"].items() for v in fewshot.VARIANTS}
-    flat |= {f"fewshot_{g}_without_mape": p["mape_without"] for g, p in fs["per_gpu"].items()}
-    iv = metrics["interval"]
-    flat |= {f"interval_{g}_coverage_90": v["coverage_90"] for g, v in iv["per_gpu"].items()}
-    flat |= {f"interval_{g}_median_width_pct": v["median_width_pct"] for g, v in iv["per_gpu"].items()}
-    flat |= {"interval_coverage_90": iv["coverage_90"], "interval_median_width_pct": iv["median_width_pct"],
-             "interval_median_halfwidth_pct": iv["median_halfwidth_pct"],
-             "interval_coverage_90_in_sample": iv["coverage_90_in_sample"]}  # fmt: skip
-    return {
-        "name": XDEVICE_RUN,
-        "tags": {"dvc_stage": XDEVICE_RUN, "bundle_hash": model.content_hash, "split": split},
-        "params": {
-            "trained_on": ",".join(model.op.trained_on),
-            "floor_s": model.op.floor_s,
-            "host_plateau_factor": metrics["host_plateau_factor"],
-            "host_floor_s": model.composition["host_floor_s"],
-            "bw_host_factor": model.composition["bw_host_factor"],
-            "hosts": ",".join(sorted(model.composition["hosts"])),
-            "scale": model.composition["scale"],
-        },
-        "metrics": flat,
-        "steps": {},
-        "figures": [],
-        "children": children,
-    }
 
 
 def summary(r: dict[str, Any]) -> str:

@@ -358,7 +358,7 @@ def log_mlflow(paths: Paths, metrics: dict[str, Any], figures: list[Path], tags:
     from opcost.model.store.registry import json_hash
 
     mlflow = tracking.setup(paths.root, experiment=tracking.VALIDATE_EXPERIMENT)
-    all_tags = {"dvc_stage": "validate", **(tags or {})}
+    all_tags = {tracking.STAGE_TAG: tracking.VALIDATE_RUN, **(tags or {})}
     if paths.validate_detail.is_file():
         all_tags[DETAIL_HASH_TAG] = json_hash(paths.validate_detail)
     with tracking.tracked_run(mlflow, tracking.VALIDATE_RUN, tags=all_tags):

@@ -27,6 +27,7 @@ import pandas as pd
 from opcost.devices import DEVICES, NOMINAL_MEMORY_CLOCK_MHZ, Device, DeviceConfig, table_device
 from opcost.errors import OpcostError
 from opcost.io import read_json_model, write_json
+from opcost.model.basis.arrays import Floats
 from opcost.params.clock import ClockParams
 
 CLOCK_MODEL_FILE = "clock_model.json"
@@ -35,15 +36,15 @@ CORE_KNOB = "core_clock_mhz"
 MIN_POINTS = ClockParams.min_points  # a curve needs its reference and at least two other clocks (config)
 
 
-def _sigmoid(x: npt.NDArray[np.float64] | float) -> npt.NDArray[np.float64]:
+def _sigmoid(x: Floats) -> npt.NDArray[np.float64]:
     return 1.0 / (1.0 + np.exp(-np.asarray(x, np.float64)))
 
 
 def time_ratio(
-    f: npt.NDArray[np.float64] | float,
-    f_ref: npt.NDArray[np.float64] | float,
-    s: npt.NDArray[np.float64] | float,
-    memory_growth: npt.NDArray[np.float64] | float = 1.0,
+    f: Floats,
+    f_ref: Floats,
+    s: Floats,
+    memory_growth: Floats = 1.0,
 ) -> npt.NDArray[np.float64]:
     """t(f) / t_ref = 1 + s (f_ref / f - 1) + (1 - s) (g - 1): the compute-bound share s follows 1 / f, the rest
     grows by g (the memory-path knee's growth, `ClockModel.predict`; 1: none, the rest clock-free). Written as 1 plus
@@ -58,10 +59,10 @@ GUESS_POWER_EXPS = (1.0, 0.0)  # the zero-parameter power guesses: P = P_ref (f 
 
 
 def guess_values(
-    f: npt.NDArray[np.float64] | float,
-    f_ref: npt.NDArray[np.float64] | float,
-    t_ref: npt.NDArray[np.float64] | float,
-    p_ref: npt.NDArray[np.float64] | float,
+    f: Floats,
+    f_ref: Floats,
+    t_ref: Floats,
+    p_ref: Floats,
 ) -> tuple[list[npt.NDArray[np.float64]], list[npt.NDArray[np.float64]]]:
     """Every zero-parameter guess's (times, powers) from the reference point alone: one array per
     GUESS_SHARES entry and one per GUESS_POWER_EXPS entry."""
@@ -76,9 +77,7 @@ CAP_BAND = (0.95, 1.03)  # P_ref / TDP that marks a power-capped reference (abov
 CAP_K = 0.0  # a capped reference ran at the base clock (not fitted; see ClockModel.cap_k)
 
 
-def memory_share(
-    bytes_moved: npt.NDArray[np.float64] | float, bandwidth: float, t_ref: npt.NDArray[np.float64] | float
-) -> npt.NDArray[np.float64]:
+def memory_share(bytes_moved: Floats, bandwidth: float, t_ref: Floats) -> npt.NDArray[np.float64]:
     """Compute-bound share from the reference time: 1 - (bytes / bandwidth) / t_ref, the part of the time
     the DRAM is not transferring (compute, latency, launch: all run on the core clock). The same
     quantity as 1 - DCGM DRAM activity, which validates it (reports/clock/vs_guesses.csv)."""
@@ -86,9 +85,7 @@ def memory_share(
     return 1.0 - np.clip(busy, 0.0, 1.0)
 
 
-def memory_clock_share(
-    s0: npt.NDArray[np.float64] | float, mem_ratio: npt.NDArray[np.float64] | float
-) -> npt.NDArray[np.float64]:
+def memory_clock_share(s0: Floats, mem_ratio: Floats) -> npt.NDArray[np.float64]:
     """The compute-bound share at a memory clock `mem_ratio` times the nominal one, from the share s0 at the
     nominal memory clock: the memory-bound time scales with 1 / bandwidth, i.e. 1 / mem_ratio, the core-clock
     time does not, so s = s0 / (s0 + (1 - s0) / mem_ratio). No parameter: bandwidth is proportional to the
@@ -100,9 +97,9 @@ def memory_clock_share(
 
 
 def reference_clock_share(
-    s0: npt.NDArray[np.float64] | float,
-    f_ref: npt.NDArray[np.float64] | float,
-    f_boost: npt.NDArray[np.float64] | float,
+    s0: Floats,
+    f_ref: Floats,
+    f_boost: Floats,
 ) -> npt.NDArray[np.float64]:
     """The compute-bound share at a reference clock f_ref from the share s0 at the boost clock: the compute-bound
     time scales with 1 / f, the rest does not, so s = s0 / (s0 + (1 - s0) f_ref / f_boost) (`memory_clock_share`
@@ -124,7 +121,7 @@ def knee_bandwidth_per_sm(device: Device, mem_ratio: float = float("nan")) -> fl
     return device.bandwidth * r / device.sms
 
 
-def memory_knee_mhz(bw_per_sm: npt.NDArray[np.float64] | float, knee_q: float) -> npt.NDArray[np.float64]:
+def memory_knee_mhz(bw_per_sm: Floats, knee_q: float) -> npt.NDArray[np.float64]:
     """The clock (MHz) below which the SMs cannot issue the DRAM's bandwidth: bandwidth per SM / (q B per cycle);
     0 (no knee) where bw_per_sm is NaN or knee_q is 0."""
     bw = np.nan_to_num(np.asarray(bw_per_sm, np.float64), nan=0.0)
@@ -204,10 +201,10 @@ class ClockModel:
     # -- the form --------------------------------------------------------------------------
     def share_from_power(
         self,
-        p_ref: npt.NDArray[np.float64] | float,
-        tdp: npt.NDArray[np.float64] | float,
-        balance: npt.NDArray[np.float64] | float | None = None,
-        mem_ratio: npt.NDArray[np.float64] | float | None = None,
+        p_ref: Floats,
+        tdp: Floats,
+        balance: Floats | None = None,
+        mem_ratio: Floats | None = None,
     ) -> npt.NDArray[np.float64]:
         """Compute-bound share when FLOPs/bytes are unknown: sigmoid(a + b P_ref / TDP + c log(balance /
         BALANCE_REF)) at the nominal memory clock (`balance` None: the balance term is left out), moved to
@@ -219,14 +216,14 @@ class ClockModel:
         s0 = _sigmoid(z)
         return s0 if mem_ratio is None else memory_clock_share(s0, mem_ratio)
 
-    def dvfs(self, y: npt.NDArray[np.float64] | float) -> npt.NDArray[np.float64]:
+    def dvfs(self, y: Floats) -> npt.NDArray[np.float64]:
         """g(y) = y V(y)^(gamma - 1), the dynamic power's clock dependence at y = f / f_boost (increasing in y)."""
         y = np.maximum(np.asarray(y, np.float64), 1e-9)
         lin = 1.0 - self.volt_slope * (1.0 - y)
         v = np.maximum(self.volt_min + np.logaddexp(0.0, VOLT_KNEE_K * (lin - self.volt_min)) / VOLT_KNEE_K, 1e-9)
         return y * v ** (self.gamma - 1.0)
 
-    def static_fraction(self, share: npt.NDArray[np.float64] | float | None = None) -> npt.NDArray[np.float64]:
+    def static_fraction(self, share: Floats | None = None) -> npt.NDArray[np.float64]:
         """The part of min(TDP, P_ref) that does not follow the core clock: static_frac + static_mem (1 - s),
         at most STATIC_MAX; `share` None: a compute-bound op (s = 1), static_frac alone."""
         s = 1.0 if share is None else np.clip(np.asarray(share, np.float64), 0.0, 1.0)
@@ -234,12 +231,12 @@ class ClockModel:
 
     def power(
         self,
-        f: npt.NDArray[np.float64] | float,
-        f_ref: npt.NDArray[np.float64] | float,
-        p_ref: npt.NDArray[np.float64] | float,
-        tdp: npt.NDArray[np.float64] | float,
-        f_boost: npt.NDArray[np.float64] | float | None = None,
-        share: npt.NDArray[np.float64] | float | None = None,
+        f: Floats,
+        f_ref: Floats,
+        p_ref: Floats,
+        tdp: Floats,
+        f_boost: Floats | None = None,
+        share: Floats | None = None,
     ) -> npt.NDArray[np.float64]:
         """P(f) = P_static + (P_ref - P_static) g(f / f_boost) / g(f_ref / f_boost), capped at max(TDP, P_ref);
         `f_boost` None: the reference clock is the boost clock; `share`: the compute-bound share (static part)."""
@@ -251,12 +248,12 @@ class ClockModel:
 
     def reached_clock(
         self,
-        f_ref: npt.NDArray[np.float64] | float,
-        f_base: npt.NDArray[np.float64] | float,
-        p_ref: npt.NDArray[np.float64] | float,
-        tdp: npt.NDArray[np.float64] | float,
-        share: npt.NDArray[np.float64] | float | None = None,
-        f_boost: npt.NDArray[np.float64] | float | None = None,
+        f_ref: Floats,
+        f_base: Floats,
+        p_ref: Floats,
+        tdp: Floats,
+        share: Floats | None = None,
+        f_boost: Floats | None = None,
     ) -> npt.NDArray[np.float64]:
         """The clock the reference really ran at: f_ref, or, where its power sat at the TDP (CAP_BAND), a
         throttled clock never below f_base + cap_k (f_ref - f_base) nor above f_ref. `share` None: that
@@ -273,12 +270,12 @@ class ClockModel:
 
     def soft_cap_clock(
         self,
-        f_ref: npt.NDArray[np.float64] | float,
-        f_base: npt.NDArray[np.float64] | float,
-        p_ref: npt.NDArray[np.float64] | float,
-        tdp: npt.NDArray[np.float64] | float,
-        share: npt.NDArray[np.float64] | float,
-        f_boost: npt.NDArray[np.float64] | float | None = None,
+        f_ref: Floats,
+        f_base: Floats,
+        p_ref: Floats,
+        tdp: Floats,
+        share: Floats,
+        f_boost: Floats | None = None,
     ) -> npt.NDArray[np.float64]:
         """Where a power-capped op really ran, from the model alone (no fitted parameter). The base clock is
         the clock a board sustains at its TDP under a full load (devices.py): there a fully compute-bound op
@@ -306,19 +303,19 @@ class ClockModel:
 
     def predict(
         self,
-        f: npt.NDArray[np.float64] | float,
+        f: Floats,
         f_ref: float,
-        t_ref: npt.NDArray[np.float64] | float,
-        p_ref: npt.NDArray[np.float64] | float,
+        t_ref: Floats,
+        p_ref: Floats,
         tdp: float,
-        share: npt.NDArray[np.float64] | float | None = None,
-        f_base: npt.NDArray[np.float64] | float | None = None,
-        f_boost: npt.NDArray[np.float64] | float | None = None,
-        balance: npt.NDArray[np.float64] | float | None = None,
-        mem_ratio: npt.NDArray[np.float64] | float | None = None,
+        share: Floats | None = None,
+        f_base: Floats | None = None,
+        f_boost: Floats | None = None,
+        balance: Floats | None = None,
+        mem_ratio: Floats | None = None,
         soft_cap: bool = True,
-        bw_per_sm: npt.NDArray[np.float64] | float | None = None,
-        share_weight: npt.NDArray[np.float64] | float | None = None,
+        bw_per_sm: Floats | None = None,
+        share_weight: Floats | None = None,
     ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
         """(time, power, energy) at clock(s) f from the reference point; `share` None (or NaN entries): from
         P_ref / TDP, moved from the boost clock to f_ref (`reference_clock_share`; the requested reference clock,
@@ -343,7 +340,7 @@ class ClockModel:
         fc = np.asarray(f_ref if f_base is None else self.reached_clock(f_ref, f_base, p_ref, tdp, sc, fb), np.float64)
         top = np.where(fc < np.asarray(f_ref, np.float64), fc, self.power_capped_clock(fc, p_ref, tdp, fb, s))
         f_eff = np.minimum(np.asarray(f, np.float64), top)
-        growth: npt.NDArray[np.float64] | float = 1.0  # the memory-bound part's growth below the memory-path knee
+        growth: Floats = 1.0  # the memory-bound part's growth below the memory-path knee
         if bw_per_sm is not None and self.knee_q > 0:
             fk = memory_knee_mhz(bw_per_sm, self.knee_q)
             growth = np.maximum(1.0, fk / f_eff) / np.maximum(1.0, fk / fc)
@@ -357,10 +354,10 @@ class ClockModel:
         self,
         t_phys: npt.NDArray[np.float64],
         p_phys: npt.NDArray[np.float64],
-        f: npt.NDArray[np.float64] | float,
-        f_ref: npt.NDArray[np.float64] | float,
-        t_ref: npt.NDArray[np.float64] | float,
-        p_ref: npt.NDArray[np.float64] | float,
+        f: Floats,
+        f_ref: Floats,
+        t_ref: Floats,
+        p_ref: Floats,
     ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
         """The stacked (time, power): `time_blend` / `power_blend` weights on the physical values and on the
         guesses' (`guess_values`), which use the requested clock and the reference as given."""
@@ -372,11 +369,11 @@ class ClockModel:
 
     def power_capped_clock(
         self,
-        f_ref: npt.NDArray[np.float64] | float,
-        p_ref: npt.NDArray[np.float64] | float,
-        tdp: npt.NDArray[np.float64] | float,
-        f_boost: npt.NDArray[np.float64] | float | None = None,
-        share: npt.NDArray[np.float64] | float | None = None,
+        f_ref: Floats,
+        p_ref: Floats,
+        tdp: Floats,
+        f_boost: Floats | None = None,
+        share: Floats | None = None,
     ) -> npt.NDArray[np.float64]:
         """The clock at which the power law reaches the cap max(TDP, P_ref): a board asked for more runs
         there (it throttles), so above it neither time nor power changes. Never below f_ref. The DVFS
@@ -604,11 +601,11 @@ KERNEL_SOURCE = "gpu-frequency-dvfs"  # the sweep whose kernels' FLOPs and bytes
 
 
 def explained_fraction(
-    flops: npt.NDArray[np.float64] | float,
-    nbytes: npt.NDArray[np.float64] | float,
-    peak: npt.NDArray[np.float64] | float,
-    bandwidth: npt.NDArray[np.float64] | float,
-    t: npt.NDArray[np.float64] | float,
+    flops: Floats,
+    nbytes: Floats,
+    peak: Floats,
+    bandwidth: Floats,
+    t: Floats,
 ) -> npt.NDArray[np.float64]:
     """The part of a measured time t the roofline accounts for: min(1, (FLOPs / peak + bytes / bandwidth) / t).
     A kernel far from both roofs (a few thousand threads waiting on DRAM latency, uncoalesced or cache-bound

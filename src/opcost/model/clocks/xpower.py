@@ -34,6 +34,7 @@ import pandas as pd
 from opcost.devices import Device, table_device, unknown_device
 from opcost.errors import OpcostError
 from opcost.io import read_json_model, write_json
+from opcost.model.basis.arrays import Floats
 
 XPOWER_MODEL_FILE = "xpower_model.json"
 FORMAT = 1
@@ -66,16 +67,16 @@ class PowerModel:
     levels: dict[str, dict[str, float]] = field(default_factory=dict)
 
     # -- the form ----------------------------------------------------------------------------
-    def level(self, u: npt.NDArray[np.float64] | float) -> npt.NDArray[np.float64]:
+    def level(self, u: Floats) -> npt.NDArray[np.float64]:
         """The dynamic part's share of the TDP headroom at the boost clock: clip(a + b u^c, 0, 1)."""
         return np.clip(self.a + self.b * np.clip(np.asarray(u, np.float64), 0.0, 1.0) ** self.c, 0.0, 1.0)
 
     def power_from_level(
         self,
-        d: npt.NDArray[np.float64] | float,
-        x: npt.NDArray[np.float64] | float,
-        tdp: npt.NDArray[np.float64] | float,
-        cap: npt.NDArray[np.float64] | float,
+        d: Floats,
+        x: Floats,
+        tdp: Floats,
+        cap: Floats,
     ) -> npt.NDArray[np.float64]:
         """TDP (idle + (1 - idle) d x^gamma), at most `cap` (NaN cap: the TDP)."""
         tdp = np.asarray(tdp, np.float64)
@@ -85,9 +86,9 @@ class PowerModel:
 
     def level_from_power(
         self,
-        p: npt.NDArray[np.float64] | float,
-        x: npt.NDArray[np.float64] | float,
-        tdp: npt.NDArray[np.float64] | float,
+        p: Floats,
+        x: Floats,
+        tdp: Floats,
     ) -> npt.NDArray[np.float64]:
         """The level d a measured power implies at clock ratio x (the inverse of the uncapped form)."""
         p, tdp = np.asarray(p, np.float64), np.asarray(tdp, np.float64)
@@ -95,10 +96,10 @@ class PowerModel:
 
     def power(
         self,
-        u: npt.NDArray[np.float64] | float,
-        x: npt.NDArray[np.float64] | float,
-        tdp: npt.NDArray[np.float64] | float,
-        cap: npt.NDArray[np.float64] | float,
+        u: Floats,
+        x: Floats,
+        tdp: Floats,
+        cap: Floats,
     ) -> npt.NDArray[np.float64]:
         return self.power_from_level(self.level(u), x, tdp, cap)
 

@@ -413,3 +413,16 @@ def fold_composition(nets: pd.DataFrame, nodes: pd.DataFrame, gpu: str, model: O
 def device_rows(nodes: pd.DataFrame) -> pd.DataFrame:
     """Nodes as op rows in device time (CUDA-event units): the host floor is the composition's."""
     return nodes.assign(wall_clock=0.0)
+
+
+def net_scores(df: pd.DataFrame) -> dict[str, float]:
+    """Network errors of rows `df` (measured_s, predicted_s): count, MAPE, median APE, time-weighted error
+    and the largest APE, in per cent."""
+    ape = (df["predicted_s"] / df["measured_s"] - 1).abs()
+    return {
+        "n": int(len(df)),
+        "mape": float(100 * ape.mean()),
+        "mdape": float(100 * ape.median()),
+        "twe": float(100 * (df["predicted_s"] - df["measured_s"]).abs().sum() / df["measured_s"].sum()),
+        "max_ape": float(100 * ape.max()),
+    }

@@ -116,6 +116,70 @@ def composition_metric(quantity: str, term: str) -> str:
 COMP_POWER_CAP_METRIC = "comp_power_cap_w"  # the composition's energy cap in W (0: none)
 FLOOR_METRIC = "floor_s"  # the bundle's launch floor in s
 STAGE_TAG = "dvc_stage"  # the DVC stage a run logs
+BUNDLE_HASH_TAG = "bundle_hash"  # the content hash of the model a run trained (its registered version's too)
+SPLIT_TAG = "split"  # what a run's scores were computed on: runs and versions compare within one split
+DATA_VERSION_TAG = "data_version"  # md5 of the data a run learnt from (model/store/registry.stage_data_version)
+
+# Names of the leave-one-GPU-out runs (stages train-clock, train-xdevice): a parent run per model, a nested
+# run per held-out GPU (per learner for the clock model), scores in per cent.
+CLOCK_SCORE_METRIC = "clock_score"  # the score the clock model's versions are ranked by (registry)
+XPOWER_SCORE_METRIC = "xpower_score"
+XDEVICE_SCORE_METRIC = "xdevice_score"
+HELD_OUT_TAG = "held_out"  # the GPU a nested run predicts with models that never saw it
+LEARNER_TAG = "learner"  # the clock model's compared learner (physical, trees, stacked)
+REL_ERR90_METRIC = "rel_err90"  # the power model's 90th-percentile relative error (its intervals)
+
+
+def logo_run_name(held_out: str) -> str:
+    """The nested run of held-out GPU `held_out`."""
+    return f"logo-{held_out}"
+
+
+def learner_run_name(learner: str) -> str:
+    """The clock run's nested run of one compared learner, over every held-out GPU."""
+    return f"{learner}-logo"
+
+
+def logo_mape_metric(quantity: str) -> str:
+    """A parent run's pooled leave-one-GPU-out MAPE of `quantity` (time, energy, power)."""
+    return f"logo_{quantity}_mape"
+
+
+def card_size_metric(size: str, kind: str) -> str:
+    """The power run's leave-one-GPU-out power MAPE of rows `kind` on cards of `size` (over_300w, up_to_300w)."""
+    return f"logo_{size}_{kind}_power_mape"
+
+
+def score_metric(scope: str, score: str) -> str:
+    """A nested run's `score` (a column of the stage's score table: time_mape, power_mape, mape ...) of one
+    GPU, row kind or op group `scope`."""
+    return f"{scope}_{score}"
+
+
+def xdevice_op_metric(group: str) -> str:
+    """The cross-device run's leave-one-GPU-out op MAPE of op group `group` (all GPUs pooled)."""
+    return f"op_{group}_mape"
+
+
+def xdevice_net_metric(net_set: str) -> str:
+    """The cross-device run's leave-one-GPU-out network MAPE over network set `net_set` (or all)."""
+    return f"net_{net_set}_mape"
+
+
+def fewshot_ratio_metric(variant: str) -> str:
+    """The cross-device run's few-shot error ratio (with one measured network / without) of `variant`."""
+    return f"fewshot_{variant}_ratio"
+
+
+def fewshot_mape_metric(gpu: str, variant: str) -> str:
+    """The cross-device run's few-shot network MAPE on `gpu` under `variant` (`without`: no measured network)."""
+    return f"fewshot_{gpu}_{variant}_mape"
+
+
+def xdevice_interval_metric(key: str, gpu: str = "") -> str:
+    """The cross-device run's interval figure `key` (coverage_90, median_width_pct ...), of held-out GPU
+    `gpu` or over all."""
+    return f"interval_{gpu}_{key}" if gpu else f"interval_{key}"
 
 
 def model_description(name: str) -> str:
@@ -514,7 +578,7 @@ def versions_with_hash(client: Any, name: str, bundle_hash: str) -> list[Any]:
     except Exception as exc:  # no such registered model yet
         not_found_only(exc)
         return []
-    return sorted((v for v in versions if v.tags.get("bundle_hash") == bundle_hash), key=lambda v: int(v.version))
+    return sorted((v for v in versions if v.tags.get(BUNDLE_HASH_TAG) == bundle_hash), key=lambda v: int(v.version))
 
 
 def champion_version(client: Any, name: str) -> Any | None:

@@ -41,7 +41,7 @@ from opcost.params.load import Params
 from opcost.paths import Paths
 
 SCORE_TAG = "score"
-SPLIT_TAG = "split"
+SPLIT_TAG = tracking.SPLIT_TAG  # a version's tag and its run's are the same name
 RECORD_TAG = "opcost.run_record"  # md5 of the run.json a replayed run was logged from
 
 
@@ -56,7 +56,7 @@ def bundle_score(bundle: Bundle) -> float:
 
 def version_tags(bundle: Bundle, split: str, source: dict[str, str]) -> dict[str, str]:
     tags = {
-        "bundle_hash": bundle.bundle_hash,
+        tracking.BUNDLE_HASH_TAG: bundle.bundle_hash,
         "data_version": bundle.data_version,
         SCORE_TAG: repr(bundle_score(bundle)),
         SPLIT_TAG: split,
@@ -134,7 +134,7 @@ def repair(client: Any, name: str) -> list[str]:
         return []
     removed = []
     for v in versions:
-        if not v.tags.get("bundle_hash"):
+        if not v.tags.get(tracking.BUNDLE_HASH_TAG):
             client.delete_model_version(name, v.version)
             removed.append(str(v.version))
     return removed
@@ -260,7 +260,7 @@ def register_folder(
             )
         return info.model_uri, info.model_id
 
-    all_tags = {**tags, "bundle_hash": content_hash, SCORE_TAG: repr(score), SPLIT_TAG: split}
+    all_tags = {**tags, tracking.BUNDLE_HASH_TAG: content_hash, SCORE_TAG: repr(score), SPLIT_TAG: split}
     all_tags[BUNDLE_MD5_TAG] = dir_md5(folder)
     all_tags[DATA_VERSION_TAG] = data_version or "unknown"
     all_tags.update(_version_source(root, mlflow))
@@ -293,7 +293,7 @@ def _drop_plain_versions(client: Any, name: str, content_hash: str) -> bool:
     return was
 
 
-DATA_VERSION_TAG = "data_version"
+DATA_VERSION_TAG = tracking.DATA_VERSION_TAG
 
 
 def stage_data_version(root: Path, stage: str, locked: bool = False) -> str:
@@ -421,7 +421,7 @@ def sync_registry(paths: Paths, params: Params) -> dict[str, str | None]:
         veto = f"`dvc status` reports {stage} changed ({changed[stage]})" if stage in changed else ""
         record = runlog.load(folder)
         record_id = integrity.file_md5(folder / runlog.RUN_FILE)
-        split = record["tags"].get("split", "")
+        split = record["tags"].get(SPLIT_TAG, "")
         name = tracking.registered_name(target)
         with tracking.write_lock(paths.root):  # one replay at a time: a second sync finds it done
             found = tracking.find_version(client, name, bundle.bundle_hash)
@@ -475,7 +475,7 @@ def sync_xdevice_model(paths: Paths, mlflow: Any, client: Any) -> str | None:
     folder = paths.xdevice_model_dir
     chash = xdevice_hash(folder)
     record = runlog.load(folder)
-    split = record["tags"].get("split", "")
+    split = record["tags"].get(SPLIT_TAG, "")
     score = -float(record["metrics"].get("net_all_mape", 0.0))
     found = loadable_version(client, tracking.XDEVICE_MODEL, chash)
     if found is not None:
@@ -549,7 +549,7 @@ def sync_clock_model(
     folder = paths.clock_model_dir if folder is None else folder
     chash = json_hash(folder / file)
     record = runlog.load(folder)
-    split = record["tags"].get("split", "")
+    split = record["tags"].get(SPLIT_TAG, "")
     score = -float(record["metrics"].get(f"logo_{first}_mape", 0.0) + record["metrics"].get("logo_energy_mape", 0.0))
     found = loadable_version(client, name, chash)
     if found is not None:

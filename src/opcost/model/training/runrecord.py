@@ -170,11 +170,11 @@ def build(
     headline = parent_headline(results, detail)
     tags = {
         tracking.STAGE_TAG: f"train@{target}",
-        "data_version": bundle.data_version,
-        "bundle_hash": bundle.bundle_hash,
+        tracking.DATA_VERSION_TAG: bundle.data_version,
+        tracking.BUNDLE_HASH_TAG: bundle.bundle_hash,
         "device_config": bundle.device_config,
         "mode": bundle.mode,
-        "split": split_id(tp),
+        tracking.SPLIT_TAG: split_id(tp),
         tracking.NOTE_TAG: parent_description(target, detail, headline),
     }
     metrics = {
