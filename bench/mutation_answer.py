@@ -143,9 +143,26 @@ EXPLAINED: tuple[tuple[str, str, str], ...] = (
         "busy_share",
     ),
     (
+        "assemble",
+        "if comp.note(bundle.target, None):",
+        "equivalent: the condition only; a note without the family holds the same parts but the family's, and "
+        'that part is a sentence either way ("unknown family" where the layer has family terms, none where it has '
+        "none), so both are empty or neither; the note appended is built with the family",
+    ),
+    (
         "Composition.time",
         "terms.get(k, 1.0)",
         "equivalent: every terms dict comes from network_terms, which sets all six TIME_TERMS",
+    ),
+    (
+        "Composition.time",
+        "self.family_term(family, )",
+        'equivalent: family_term\'s `which` defaults to "time", the argument the line passes',
+    ),
+    (
+        "at_clock",
+        'float("NAN")',
+        'equivalent: float() reads "nan" in any case',
     ),
 )
 # function -> the test of tests/model/test_answer_properties.py that kills what the first draw let through there
@@ -184,7 +201,8 @@ KILLED_BY = {
     "PowerModel.predict": "tests/model/test_xpower.py::test_interface_for_the_cross_device_time_model",
     "reference_clock_mhz": T + "test_the_reference_clock_is_the_boost_clock_and_none_for_a_device_the_table_lacks",
 }
-DTYPE = re.compile(r",\s*(dtype=)?(float|bool|object|None)?\s*\)")  # a dtype argument, given, None or dropped
+# a dtype argument, given, None or dropped
+DTYPE = re.compile(r",\s*(dtype=)?(float|np\.float64|bool|object|None)?\s*\)")
 
 
 def explain(fn: str, original: str, mutated: str) -> str:

@@ -465,6 +465,27 @@ def test_a_transferred_layer_skips_sources_without_op_power_and_labels_each_sour
     assert layer.score_set("pooled", "energy").groups == ["A:m1", "B:0"]
     assert transfer(src[2:], "inference", 3e-6, 100.0).energy_coef["time"] == 0.0
     assert transfer(src, "inference", 3e-6, float("nan")).energy_coef["time"] == 0.0
+    assert layer.calibrated is False and layer.to_json()["calibrated"] is False  # an answer's JSON says false
+
+
+def test_a_transferred_layer_without_a_power_ratio_takes_the_ops_own_time_weighted_power() -> None:
+    """A transferred layer saved before it carried `power_ratio` (an older bundle): energy = the time x the ops'
+    time-weighted power, the ratio taken as 1."""
+    from opcost.model.composition.compose import TRANSFERRED
+
+    layer = Composition("inference", {"sum": 1.0}, {"energy_sum": 0.0, "time": 50.0}, source=TRANSFERRED)
+    terms = {"raw_sum_s": 2e-3, "raw_sum_j": 0.3, "energy_sum": 0.3}
+    assert layer.energy(terms, 4e-3) == pytest.approx(0.3 / 2e-3 * 4e-3, rel=1e-12)
+
+
+def test_a_host_outside_the_device_table_has_no_l2_term() -> None:
+    """network_terms on a device the table lacks (None: a CPU host): nominal bandwidth and no L2, so the L2 share
+    of the memory-bound time is exactly 0 (a cache of any size would give some)."""
+    recs = [OpRecord(f"op{i}", "ReLU", {}, (1,), 1, {"params": 0, "bytes_read": 10.0**i}) for i in range(1, 6)]
+    costs = Costs(np.full(5, 1e-4), np.full(5, 50.0), ["predicted"] * 5, [None] * 5)
+    host = network_terms(costs, np.ones(5), recs, 1e-6, None, "inference")
+    gpu = network_terms(costs, np.ones(5), recs, 1e-6, find_device("A30"), "inference")
+    assert host["l2_sum"] == 0.0 and gpu["l2_sum"] > 0.0
 
 
 # --------------------------------------------------------------------------------------------
@@ -800,3 +821,33 @@ def test_the_clock_transfer_moves_each_op_by_its_roofline_share(ops_, config, x)
     t, p = model.at_clock(dev, f, ref.t_s, ref.p_w, np.array(want))
     assert got.t_s == pytest.approx(t, rel=1e-12) and got.p_w == pytest.approx(p, rel=1e-12)
     assert got.source == ref.source and got.proxy == ref.proxy
+
+
+def test_a_known_familys_answer_reads_its_own_note_warning_and_the_modes_memory() -> None:
+    """assemble for a family with measured siblings, wired to the question's family and mode: the note names the
+    family's term; the covariate warning judges the known-family scores (their covariates narrow: the question
+    lies beyond them, not beyond the new-family ones); the memory is the footprint of the bundle's mode (an
+    inference answer, not the training step's)."""
+    from builders import layer_scores
+    from opcost.ops.footprint import Footprint
+
+    scores = [0.05, -0.04, 0.03, -0.02, 0.01, 0.0, -0.01, 0.02]
+    narrow = [0.01, -0.01, 0.02, -0.02, 0.0, 0.015, -0.015, 0.005]
+    wide = [3.0 * x / 0.02 for x in narrow]  # the same spread of covariates, out to |c| = 3
+    comp = Composition("inference", {"sum": 3.0}, {"energy_sum": 1.0, "time": 0.0}, calibrated=True,
+                       family_terms={"resnet": {"time": 0.1, "energy": 0.0, "n": 2.0}},
+                       scores=layer_scores(scores, scores, "known", cov_t=narrow, cov_e=narrow)
+                       | layer_scores(scores, scores, "new", cov_t=wide, cov_e=wide))  # fmt: skip
+    recs = [OpRecord(f"op{i}", "Linear", {}, (1,), 1, {"params": 0, "bytes_read": 1e6}) for i in range(3)]
+    costed = {r.op_id: (1e-4 * (i + 1), 100.0, "predicted", None) for i, r in enumerate(recs)}
+    fp = {k: Footprint(m, o, 1, 0, 0, 0, 0, 0, 0, b, b, b, "forward") for k, m, o, b in
+          (("inference", "inference", None, 1 << 20), ("sgd", "training", "sgd", 5 << 20))}  # fmt: skip
+    net = Network({r.op_id: r for r in recs}, {r.op_id: 2 for r in recs}, memory=fp)
+    got = assemble(SimpleNamespace(model="resnet50", label="resnet50"), _spy_bundle(comp, 1e-6, "A30", True), None,
+                   net, costed)  # fmt: skip
+    assert "family term for resnet from 2 measured sibling network(s): time x1.105" in got.note
+    c = math.log(got.time_s / got.sum_s)
+    assert 1.0 < c < 3.0  # beyond the known scores' |c| <= 0.02, inside the new ones' 3
+    beyond = [w for w in got.warnings if "composition layer's answer is" in w]
+    assert len(beyond) == 1 and "(|c| <= 0.02)" in beyond[0]
+    assert got.memory is not None and got.memory["peak_bytes"] == 1 << 20 and got.memory["mode"] == "inference"
