@@ -1,4 +1,4 @@
-"""Stage processes and the CLI run numpy's baseline kernels: the same last bits of log and exp on any x86 CPU.
+"""Stage processes and the CLI run numpy's baseline kernels and BLAS on one thread: the same last bits on any CPU.
 
 Each check runs in a fresh interpreter: numpy chooses its kernels once, at its import, so a test process
 that imported numpy already cannot show it.
@@ -18,7 +18,8 @@ PINNED = "from opcost.numerics import pinned; print(pinned())"
 
 
 def _run(code: str, **env: str) -> str:
-    base = {k: v for k, v in os.environ.items() if k != "NPY_DISABLE_CPU_FEATURES"}
+    pins = ("NPY_DISABLE_CPU_FEATURES", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+    base = {k: v for k, v in os.environ.items() if k not in pins}
     p = subprocess.run(
         [sys.executable, "-c", code],
         env={**base, "PYTHONPATH": src_dir(), **env},
@@ -72,3 +73,13 @@ def test_baseline_log_gives_the_same_bits_as_the_c_library() -> None:
         "print(all(float(a) == math.log(b) for a, b in zip(np.log(x), x)))"
     )
     assert _run(code) == "True"
+
+
+def test_a_stage_process_runs_blas_on_one_thread() -> None:
+    """BLAS takes one thread per core unless told: a stage process tells it one, numpy's and scipy's alike."""
+    code = "import opcost.stages, numpy, scipy.linalg; from opcost.numerics import blas_threads; print(blas_threads())"
+    assert _run(code) == "{1}"
+    if (os.cpu_count() or 1) > 1:  # without the pin: as many as the cores (what made the sum order machine-bound)
+        assert (
+            _run("import numpy, scipy.linalg; from opcost.numerics import blas_threads; print(blas_threads())") != "{1}"
+        )

@@ -1,11 +1,14 @@
-"""numpy's SIMD kernels held at its baseline in opcost's own processes: a stage's numbers on any x86 CPU.
+"""numpy's SIMD kernels held at its baseline, and BLAS on one thread, in opcost's own processes: a stage's
+numbers on any x86 CPU.
 
 numpy chooses, when it is imported, the widest kernels the CPU runs (AVX2, AVX-512). Their `log` and `exp`
 differ from the baseline kernels' in the last bit, and a random forest split on a feature one ulp apart
 grows another tree: a retrain on an AVX-512 machine moved a report's figure by 10 % (docs/architecture.md,
 "Reruns on another machine"). numpy reads NPY_DISABLE_CPU_FEATURES once, at its import, so the stage
 modules and the CLI set it first; a process that imported numpy before keeps its kernels (`pinned` tells).
-A library user's process is left alone.
+BLAS splits some reductions over its threads, and takes as many as the machine has cores: one thread (BLAS_THREADS,
+read at BLAS's load too) makes the sum order the same on any machine. The fits' matrices are small, so one thread
+costs nothing measurable. A library user's process is left alone.
 """
 
 from __future__ import annotations
@@ -16,20 +19,34 @@ import sys
 ENV = "NPY_DISABLE_CPU_FEATURES"
 # numpy's dispatch targets above its baselines (x86-64-v2; aarch64's ASIMD): names a platform lacks are ignored
 DISPATCH_TARGETS = ("X86_V3", "X86_V4", "AVX512_ICL", "AVX512_SPR", "ASIMDHP", "ASIMDDP", "ASIMDFHM", "SVE")
+BLAS_THREADS = {"OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}  # numpy's and scipy's OpenBLAS, or an MKL build
 
 
 def pin_numpy_kernels() -> bool:
-    """Have numpy, once imported, run its baseline kernels only (a target the user disabled stays disabled).
-    False where numpy was imported already and runs wider kernels: too late to change them."""
+    """Have numpy, once imported, run its baseline kernels only (a target the user disabled stays disabled), and
+    BLAS one thread. False where numpy was imported already and runs wider kernels: too late to change them."""
     if "numpy" in sys.modules:
         return pinned()
     have = os.environ.get(ENV, "").split()
     os.environ[ENV] = " ".join(dict.fromkeys([*have, *DISPATCH_TARGETS]))
+    os.environ.update(BLAS_THREADS)
     return True
 
 
 def pinned() -> bool:
-    """Whether every numpy function this process calls runs its baseline kernel."""
+    """Whether every numpy function this process calls runs its baseline kernel, and its BLAS one thread."""
     from numpy.lib.introspect import opt_func_info
 
-    return all(sig["current"].startswith("baseline") for by_sig in opt_func_info().values() for sig in by_sig.values())
+    infos = opt_func_info().values()
+    kernels = all(sig["current"].startswith("baseline") for by_sig in infos for sig in by_sig.values())
+    return kernels and blas_threads() == {1}
+
+
+def blas_threads() -> set[int]:
+    """The thread counts of the BLAS libraries this process loaded (threadpoolctl, installed with scikit-learn;
+    without it, what the environment asks of OpenBLAS)."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:  # a measuring machine with numpy and torch only
+        return {int(os.environ.get("OPENBLAS_NUM_THREADS", "0"))}
+    return {int(p["num_threads"]) for p in threadpool_info() if p["user_api"] == "blas"}
