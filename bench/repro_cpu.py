@@ -5,9 +5,9 @@ stage's recorded inputs, under two CPU profiles, and compares every output with 
 - `native`: this machine as it is (same-machine determinism);
 - `no-avx2`: OpenBLAS's Sandybridge kernels, and numpy's dispatch targets above its baseline switched off
   (NPY_DISABLE_CPU_FEATURES, numpy 2.4's names): other SIMD widths sum in another order, what an older or
-  another vendor's CPU does. The stage modules hold numpy at its baseline anyway (opcost/numerics.py), so
-  what this profile still changes is OpenBLAS; `native` on a CPU other than the one that ran `dvc repro`
-  checks the numpy pin.
+  another vendor's CPU does. The stage modules now hold numpy at its baseline and OpenBLAS at one thread and
+  one kernel set (opcost/numerics.py), over this profile's settings: under it a stage must be byte-identical,
+  and `native` on a CPU other than the one that ran `dvc repro` is the check that counts.
 
 An output reproduces when it is byte-identical; otherwise the report lists the numbers that differ and the
 largest relative difference (JSON leaves and CSV cells; other files by bytes only). The stated tolerance

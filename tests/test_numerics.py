@@ -18,7 +18,7 @@ PINNED = "from opcost.numerics import pinned; print(pinned())"
 
 
 def _run(code: str, **env: str) -> str:
-    pins = ("NPY_DISABLE_CPU_FEATURES", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+    pins = ("NPY_DISABLE_CPU_FEATURES", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_CORETYPE")
     base = {k: v for k, v in os.environ.items() if k not in pins}
     p = subprocess.run(
         [sys.executable, "-c", code],
@@ -83,3 +83,15 @@ def test_a_stage_process_runs_blas_on_one_thread() -> None:
         assert (
             _run("import numpy, scipy.linalg; from opcost.numerics import blas_threads; print(blas_threads())") != "{1}"
         )
+
+
+def test_a_stage_process_runs_openblas_on_one_kernel_set_on_any_x86_cpu() -> None:
+    """OpenBLAS picks its kernels and block sizes by CPU unless told: a stage process runs Nehalem's on any x86."""
+    import platform
+
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        pytest.skip("OpenBLAS's x86 kernel sets exist on x86 only")
+    code = (
+        "import opcost.stages, numpy, scipy.linalg; from opcost.numerics import blas_cores; print(sorted(blas_cores()))"
+    )
+    assert _run(code) == "['Nehalem']"

@@ -1,4 +1,4 @@
-"""numpy's SIMD kernels held at its baseline, and BLAS on one thread, in opcost's own processes: a stage's
+"""numpy at its baseline kernels, BLAS on one thread with fixed kernels, in opcost's own processes: a stage's
 numbers on any x86 CPU.
 
 numpy chooses, when it is imported, the widest kernels the CPU runs (AVX2, AVX-512). Their `log` and `exp`
@@ -6,20 +6,24 @@ differ from the baseline kernels' in the last bit, and a random forest split on 
 grows another tree: a retrain on an AVX-512 machine moved a report's figure by 10 % (docs/architecture.md,
 "Reruns on another machine"). numpy reads NPY_DISABLE_CPU_FEATURES once, at its import, so the stage
 modules and the CLI set it first; a process that imported numpy before keeps its kernels (`pinned` tells).
-BLAS splits some reductions over its threads, and takes as many as the machine has cores: one thread (BLAS_THREADS,
-read at BLAS's load too) makes the sum order the same on any machine. The fits' matrices are small, so one thread
-costs nothing measurable. A library user's process is left alone.
+BLAS splits some reductions over its threads, and takes as many as the machine has cores, and OpenBLAS picks its
+kernels by CPU: one thread and one kernel set (BLAS_THREADS, BLAS_CORE, read at BLAS's load too) make the sum order
+the same on any x86 machine. The fits' matrices are small, so neither costs anything measurable. A library user's
+process is left alone.
 """
 
 from __future__ import annotations
 
 import os
+import platform
 import sys
 
 ENV = "NPY_DISABLE_CPU_FEATURES"
 # numpy's dispatch targets above its baselines (x86-64-v2; aarch64's ASIMD): names a platform lacks are ignored
 DISPATCH_TARGETS = ("X86_V3", "X86_V4", "AVX512_ICL", "AVX512_SPR", "ASIMDHP", "ASIMDDP", "ASIMDFHM", "SVE")
 BLAS_THREADS = {"OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}  # numpy's and scipy's OpenBLAS, or an MKL build
+# OpenBLAS's kernels for any x86-64-v2 CPU (numpy's own baseline), with fixed block sizes: the same sums everywhere
+BLAS_CORE = {"OPENBLAS_CORETYPE": "Nehalem"}
 
 
 def pin_numpy_kernels() -> bool:
@@ -30,6 +34,8 @@ def pin_numpy_kernels() -> bool:
     have = os.environ.get(ENV, "").split()
     os.environ[ENV] = " ".join(dict.fromkeys([*have, *DISPATCH_TARGETS]))
     os.environ.update(BLAS_THREADS)
+    if platform.machine().lower() in ("x86_64", "amd64"):
+        os.environ.update(BLAS_CORE)
     return True
 
 
@@ -39,7 +45,7 @@ def pinned() -> bool:
 
     infos = opt_func_info().values()
     kernels = all(sig["current"].startswith("baseline") for by_sig in infos for sig in by_sig.values())
-    return kernels and blas_threads() == {1}
+    return kernels and blas_threads() == {1} and blas_cores() <= {BLAS_CORE["OPENBLAS_CORETYPE"]}
 
 
 def blas_threads() -> set[int]:
@@ -50,3 +56,12 @@ def blas_threads() -> set[int]:
     except ImportError:  # a measuring machine with numpy and torch only
         return {int(os.environ.get("OPENBLAS_NUM_THREADS", "0"))}
     return {int(p["num_threads"]) for p in threadpool_info() if p["user_api"] == "blas"}
+
+
+def blas_cores() -> set[str]:
+    """The kernel sets ("architecture") of the OpenBLAS libraries this process loaded (none known: empty)."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return set()
+    return {str(p["architecture"]) for p in threadpool_info() if p.get("internal_api") == "openblas"}
