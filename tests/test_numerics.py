@@ -87,9 +87,9 @@ def test_a_stage_process_runs_blas_on_one_thread() -> None:
 
 def test_a_stage_process_runs_openblas_on_one_kernel_set_on_any_x86_cpu() -> None:
     """OpenBLAS picks its kernels and block sizes by CPU unless told: a stage process runs Nehalem's on any x86."""
-    import platform
+    from opcost.numerics import on_x86
 
-    if platform.machine().lower() not in ("x86_64", "amd64"):
+    if not on_x86():
         pytest.skip("OpenBLAS's x86 kernel sets exist on x86 only")
     code = (
         "import opcost.stages, numpy, scipy.linalg; from opcost.numerics import blas_cores; print(sorted(blas_cores()))"

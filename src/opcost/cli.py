@@ -209,7 +209,7 @@ def coverage(
     from opcost.ops.catalog import COVERAGE_TOLERANCE, extract_nets
     from opcost.ops.models import classification_models
 
-    def go() -> list[dict]:
+    def go() -> list[dict[str, Any]]:
         check_mode(mode)
         names = list(classification_models()) if all_models else list(models or [])
         if not names:
@@ -881,7 +881,7 @@ def profile(
             raise OpcostError("--remeasure measures a whole campaign afresh; it does not go with --shard or --merge")
         return _parse_shard(shard) if shard is not None else None
 
-    def adhoc() -> dict:
+    def adhoc() -> dict[str, Any]:
         if not models:
             raise OpcostError("give --campaign NAME, or --models MODEL:B,C,H,W (with --out DIR) for an ad-hoc campaign")
         sets = [_parse_model_arg(m) for m in models]
@@ -910,7 +910,7 @@ def profile(
         with pinned_threads(c.threads):  # a campaign's `threads`, as the profile stage applies it
             return prof.run_adhoc(c, sets, out_dir or Path("."), dry_run, not no_progress, remeasure)
 
-    def staged(paths: Paths, params: Any) -> dict:
+    def staged(paths: Paths, params: Any) -> dict[str, Any]:
         assert campaign is not None
         which = check_flags()
         if which is not None:
@@ -937,7 +937,7 @@ def profile(
     _profile_outcome(result)
 
 
-def _profile_outcome(result: dict, *extra: str) -> None:
+def _profile_outcome(result: dict[str, Any], *extra: str) -> None:
     """A finished profile or visit: its summary line (and `extra` lines), then exit 1 where it failed."""
     from opcost.stages import profile as stage
 
@@ -969,7 +969,7 @@ def visit(
     from opcost.measure import visit as v
     from opcost.measure.interrupts import RESUME_HINT, Interrupted
 
-    def go(paths: Paths, params: Any) -> dict:
+    def go(paths: Paths, params: Any) -> dict[str, Any]:
         if campaign not in params.profile.campaigns:
             valid = ", ".join(sorted(params.profile.campaigns)) or "none defined"
             raise OpcostError(f"unknown campaign {campaign!r}; campaigns in params.yaml: {valid}")
@@ -978,7 +978,8 @@ def visit(
         c = params.profile.campaigns[campaign]
         extracted = (paths.operations, paths.occurrences)
         if dry_run:
-            return v.visit_plan(c, list(params.extract.sets), extracted).summary()
+            plan: dict[str, Any] = v.visit_plan(c, list(params.extract.sets), extracted).summary()
+            return plan
         from opcost.outputs import check_output_file
 
         check_output_file(archive, "--out")  # before the campaign: /proc/x.tar.gz is one line, not a lost visit
@@ -1014,7 +1015,7 @@ def land(
     from opcost.measure.land import read_source
     from opcost.stages import profile as stage
 
-    def go(paths: Paths, params: Any) -> dict:
+    def go(paths: Paths, params: Any) -> dict[str, Any]:
         name = campaign
         if name is None:
             files, _ = read_source(source)

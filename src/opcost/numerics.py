@@ -34,18 +34,25 @@ def pin_numpy_kernels() -> bool:
     have = os.environ.get(ENV, "").split()
     os.environ[ENV] = " ".join(dict.fromkeys([*have, *DISPATCH_TARGETS]))
     os.environ.update(BLAS_THREADS)
-    if platform.machine().lower() in ("x86_64", "amd64"):
+    if on_x86():
         os.environ.update(BLAS_CORE)
     return True
 
 
+def on_x86() -> bool:
+    """Whether OpenBLAS's x86 kernel sets (BLAS_CORE) exist here."""
+    return platform.machine().lower() in ("x86_64", "amd64")
+
+
 def pinned() -> bool:
-    """Whether every numpy function this process calls runs its baseline kernel, and its BLAS one thread."""
+    """Whether every numpy function this process calls runs its baseline kernel, and its BLAS one thread (with
+    Nehalem's kernels on x86)."""
     from numpy.lib.introspect import opt_func_info
 
     infos = opt_func_info().values()
     kernels = all(sig["current"].startswith("baseline") for by_sig in infos for sig in by_sig.values())
-    return kernels and blas_threads() == {1} and blas_cores() <= {BLAS_CORE["OPENBLAS_CORETYPE"]}
+    cores = blas_cores() <= {BLAS_CORE["OPENBLAS_CORETYPE"]} if on_x86() else True  # elsewhere: not pinned
+    return kernels and blas_threads() == {1} and cores
 
 
 def blas_threads() -> set[int]:

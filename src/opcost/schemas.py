@@ -193,11 +193,11 @@ def _kind_ok(kind: str, s: pd.Series) -> bool:
             return all(isinstance(v, str) for v in s.dropna())
         return False
     if kind == "int":
-        return ptypes.is_integer_dtype(dtype) and not ptypes.is_bool_dtype(dtype)
+        return bool(ptypes.is_integer_dtype(dtype) and not ptypes.is_bool_dtype(dtype))
     if kind == "float":
-        return ptypes.is_float_dtype(dtype)
+        return bool(ptypes.is_float_dtype(dtype))
     if kind == "bool":
-        return ptypes.is_bool_dtype(dtype)
+        return bool(ptypes.is_bool_dtype(dtype))
     if kind == "list":
         return ptypes.is_object_dtype(dtype) and all(isinstance(v, (list, tuple, np.ndarray)) for v in s.dropna())
     raise ValueError(f"unknown column kind {kind!r}")

@@ -37,7 +37,7 @@ def check_name(name: Any, where: str, what: str) -> str:
     return name
 
 
-def check_keys(raw: dict, valid: Sequence[str], where: str, notes: dict[str, str] | None = None) -> None:
+def check_keys(raw: dict[Any, Any], valid: Sequence[str], where: str, notes: dict[str, str] | None = None) -> None:
     """Every key of `raw` is one of `valid`; the error names the closest valid key (difflib), and
     why the key is not taken where `notes` says."""
     for key in raw:
@@ -48,7 +48,7 @@ def check_keys(raw: dict, valid: Sequence[str], where: str, notes: dict[str, str
             raise OpcostError(f"{where}: unknown key {key!r} ({hint}valid keys: {some_of(valid)}){note}")
 
 
-def mapping(raw: Any, where: str, what: str = "a mapping") -> dict:
+def mapping(raw: Any, where: str, what: str = "a mapping") -> dict[Any, Any]:
     """A YAML mapping (None, an empty section, counts as empty)."""
     if raw is None:
         return {}
@@ -105,7 +105,7 @@ def as_str(v: Any, where: str, choices: Sequence[str] | None = None) -> str:
     return v
 
 
-def as_list(v: Any, where: str, item: Callable[[Any, str], Any]) -> tuple:
+def as_list(v: Any, where: str, item: Callable[[Any, str], Any]) -> tuple[Any, ...]:
     """A list (a single value counts as a list of one), each item checked by `item`."""
     items = v if isinstance(v, (list, tuple)) else [v]
     return tuple(item(x, f"{where}[{i}]") for i, x in enumerate(items))
@@ -129,7 +129,9 @@ def optional(check: Check) -> Check:
     return lambda v, w: None if v is None else check(v, w)
 
 
-def checked_fields(raw: Any, where: str, checks: dict[str, Check], notes: dict[str, str] | None = None) -> dict:
+def checked_fields(
+    raw: Any, where: str, checks: dict[str, Check], notes: dict[str, str] | None = None
+) -> dict[str, Any]:
     """The one way a settings mapping is parsed: `raw` (None counts as empty) may hold only the keys of
     `checks`, and each value given is converted by its check (where: `<where>.<key>`). Keys not given
     are left out, so the caller's dataclass defaults apply."""

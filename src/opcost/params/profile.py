@@ -304,7 +304,9 @@ class ProfileParams:
         return cls(campaigns=campaigns, slurm=slurm, slurm_campaigns=slurm_campaigns)
 
     @staticmethod
-    def _slurm(raw: Any, campaigns: dict[str, CampaignParams], where: str) -> tuple[SlurmParams, dict]:
+    def _slurm(
+        raw: Any, campaigns: dict[str, CampaignParams], where: str
+    ) -> tuple[SlurmParams, dict[str, SlurmParams]]:
         """`profile.slurm`: defaults, plus `campaigns: {NAME: overrides}` for campaigns of profile.campaigns."""
         if raw is None:
             return SlurmParams(), {}

@@ -110,7 +110,7 @@ def _target(v: Any, where: str) -> str:
         TrainParams.split_target(v)
     except OpcostError as exc:
         raise OpcostError(f"{where}: {exc}") from None
-    return v
+    return str(v)  # a name check_name accepted: already a str
 
 
 TRAIN_FIELDS: dict[str, Check] = {

@@ -61,7 +61,7 @@ class JobState:
         return f"{self.state} ({', '.join(extra)})" if extra else self.state
 
 
-def _run(cmd: Sequence[str]) -> subprocess.CompletedProcess:
+def _run(cmd: Sequence[str]) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(list(cmd), capture_output=True, text=True, timeout=60)
     except FileNotFoundError:

@@ -179,8 +179,9 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--remeasure", action="store_true", help="measure again even if the campaign is complete")
 
     def go(paths: Paths, params: Params, a: Any) -> dict[str, Any]:
-        done["result"] = run(paths, params, a.campaign, show_progress=not a.no_progress, remeasure=a.remeasure)
-        return done["result"]
+        result: dict[str, Any] = run(paths, params, a.campaign, show_progress=not a.no_progress, remeasure=a.remeasure)
+        done["result"] = result
+        return result
 
     try:
         code = execute(argv, __doc__.splitlines()[0], args, go, summary)

@@ -78,8 +78,8 @@ def campaign_gpus(paths: Paths) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFram
     return nets, nodes, pd.DataFrame(rows)
 
 
-def few_shot(paths: Paths, rows: pd.DataFrame, nets: pd.DataFrame, nodes: pd.DataFrame, folds: dict,
-             final: xdevice.OpModel, net_pred: pd.DataFrame, host_set: dict,
+def few_shot(paths: Paths, rows: pd.DataFrame, nets: pd.DataFrame, nodes: pd.DataFrame, folds: dict[str, Any],
+             final: xdevice.OpModel, net_pred: pd.DataFrame, host_set: dict[str, Any],
              factor: float) -> pd.DataFrame:  # fmt: skip
     """The few-shot table (model/crossdevice/fewshot.evaluate) over the training GPUs (their folds) and the campaign
     GPUs (the final model: trained on none of them)."""

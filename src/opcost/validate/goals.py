@@ -54,7 +54,8 @@ def _f(x: float | None, bound: float | None = None) -> str:
 def chosen_op_scores(target: dict[str, Any], quantity: str = "time") -> dict[str, dict[str, float]]:
     """The chosen learner's op scores per split ("grouped", "family"), fractions as the train stage stores them."""
     learner, _, features = target["chosen"][quantity].partition("-")
-    return target["ops"][quantity][learner][features]
+    scores: dict[str, dict[str, float]] = target["ops"][quantity][learner][features]  # the train report's JSON
+    return scores
 
 
 def op_rows(targets: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
