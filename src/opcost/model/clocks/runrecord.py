@@ -25,17 +25,6 @@ POWER_SCORES = ("power_mape", "energy_mape", "energy_time_weighted")  # per held
 CARD_SIZES = ("over_300w", "up_to_300w")
 
 
-def model_tags(chash: str, split: str, data_version: str) -> dict[str, str]:
-    """The tags both models' runs carry: the stage that logged them (train-clock), the saved model's content hash,
-    the split it was scored on and the data it learnt from."""
-    return {
-        tracking.STAGE_TAG: tracking.CLOCK_RUN,
-        tracking.BUNDLE_HASH_TAG: chash,
-        tracking.SPLIT_TAG: split,
-        tracking.DATA_VERSION_TAG: data_version,
-    }
-
-
 def clock_record(
     model: ClockModel, split: str, logo: pd.DataFrame, chash: str, pred: pd.DataFrame, data_version: str
 ) -> RunRecord:
@@ -48,9 +37,7 @@ def clock_record(
             Run(
                 name=tracking.learner_run_name(str(learner)),
                 tags={tracking.LEARNER_TAG: str(learner)},
-                params={},
                 metrics=metrics,
-                steps={},
             )
         )
     off_ref = ~pred["is_ref"]
@@ -64,10 +51,9 @@ def clock_record(
     params: dict[str, Any] = {k: v for k, v in model.to_json().items() if k in CLOCK_PARAMS}
     return RunRecord(
         name=tracking.CLOCK_RUN,
-        tags=model_tags(chash, split, data_version),
+        tags=tracking.model_tags(tracking.CLOCK_RUN, chash, split, data_version),
         params={**params, "n_curves": model.n_curves, "n_points": model.n_points},
         metrics={tracking.logo_mape_metric(k): 100 * v for k, v in model.logo_error.items()},
-        steps={},
         figures=(figure,),
         children=tuple(children),
     )
@@ -82,9 +68,7 @@ def xpower_record(
         Run(
             name=tracking.logo_run_name(d),
             tags={tracking.HELD_OUT_TAG: d},
-            params={},
             metrics={tracking.score_metric(k, q): v[q] for k, v in kinds.items() for q in POWER_SCORES},
-            steps={},
         )
         for d, kinds in metrics["per_gpu"].items()
     )
@@ -96,7 +80,7 @@ def xpower_record(
     }
     return RunRecord(
         name=tracking.XPOWER_RUN,
-        tags=model_tags(chash, split, data_version),
+        tags=tracking.model_tags(tracking.CLOCK_RUN, chash, split, data_version),
         params={**metrics["params"], "n_rows": model.n_rows},
         metrics={
             tracking.logo_mape_metric("power"): metrics["pooled"]["power_mape"],
@@ -104,6 +88,5 @@ def xpower_record(
             tracking.REL_ERR90_METRIC: model.rel_err90,
         }
         | by_size,
-        steps={},
         children=children,
     )

@@ -44,9 +44,7 @@ def held_out_runs(ops: pd.DataFrame, nets: pd.DataFrame) -> tuple[Run, ...]:
             Run(
                 name=tracking.logo_run_name(str(g)),
                 tags={tracking.HELD_OUT_TAG: str(g)},
-                params={},
                 metrics=m,
-                steps={},
                 figures=(figure,) if len(nd) else (),
             )
         )
@@ -77,12 +75,7 @@ def build(
     comp = model.composition
     return RunRecord(
         name=tracking.XDEVICE_RUN,
-        tags={
-            tracking.STAGE_TAG: tracking.XDEVICE_RUN,
-            tracking.BUNDLE_HASH_TAG: model.content_hash,
-            tracking.SPLIT_TAG: split,
-            tracking.DATA_VERSION_TAG: data_version,
-        },
+        tags=tracking.model_tags(tracking.XDEVICE_RUN, model.content_hash, split, data_version),
         params={
             "trained_on": ",".join(model.op.trained_on),
             "floor_s": model.op.floor_s,
@@ -93,6 +86,5 @@ def build(
             "scale": comp["scale"],
         },
         metrics=parent_metrics(metrics),
-        steps={},
         children=held_out_runs(ops, nets),
     )

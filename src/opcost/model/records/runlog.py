@@ -56,9 +56,9 @@ class Run:
 
     name: str
     tags: dict[str, str]
-    params: dict[str, Any]
-    metrics: dict[str, Any]  # a value may be None or NaN: left out when logged (`_finite`)
-    steps: dict[str, list[Any]]
+    params: dict[str, Any] = dataclasses.field(default_factory=dict)
+    metrics: dict[str, Any] = dataclasses.field(default_factory=dict)  # None or NaN: left out when logged (`_finite`)
+    steps: dict[str, list[Any]] = dataclasses.field(default_factory=dict)
     figures: tuple[Figure, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:

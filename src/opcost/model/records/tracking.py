@@ -120,6 +120,13 @@ BUNDLE_HASH_TAG = "bundle_hash"  # the content hash of the model a run trained (
 SPLIT_TAG = "split"  # what a run's scores were computed on: runs and versions compare within one split
 DATA_VERSION_TAG = "data_version"  # md5 of the data a run learnt from (model/store/registry.stage_data_version)
 
+
+def model_tags(stage: str, content_hash: str, split: str, data_version: str) -> dict[str, str]:
+    """The tags a folder model's run carries (clock, xpower, xdevice): the stage that logged it, the saved
+    model's content hash, the split it was scored on and the data it learnt from."""
+    return {STAGE_TAG: stage, BUNDLE_HASH_TAG: content_hash, SPLIT_TAG: split, DATA_VERSION_TAG: data_version}
+
+
 # Names of the leave-one-GPU-out runs (stages train-clock, train-xdevice): a parent run per model, a nested
 # run per held-out GPU (per learner for the clock model), scores in per cent.
 CLOCK_SCORE_METRIC = "clock_score"  # the score the clock model's versions are ranked by (registry)

@@ -57,7 +57,7 @@ def bundle_score(bundle: Bundle) -> float:
 def version_tags(bundle: Bundle, split: str, source: dict[str, str]) -> dict[str, str]:
     tags = {
         tracking.BUNDLE_HASH_TAG: bundle.bundle_hash,
-        "data_version": bundle.data_version,
+        tracking.DATA_VERSION_TAG: bundle.data_version,
         SCORE_TAG: repr(bundle_score(bundle)),
         SPLIT_TAG: split,
         **source,
@@ -476,7 +476,7 @@ def sync_xdevice_model(paths: Paths, mlflow: Any, client: Any) -> str | None:
     chash = xdevice_hash(folder)
     record = runlog.load(folder)
     split = record["tags"].get(SPLIT_TAG, "")
-    score = -float(record["metrics"].get("net_all_mape", 0.0))
+    score = -float(record["metrics"].get(tracking.xdevice_net_metric("all"), 0.0))
     found = loadable_version(client, tracking.XDEVICE_MODEL, chash)
     if found is not None:
         with tracking.write_lock(paths.root):
@@ -550,7 +550,10 @@ def sync_clock_model(
     chash = json_hash(folder / file)
     record = runlog.load(folder)
     split = record["tags"].get(SPLIT_TAG, "")
-    score = -float(record["metrics"].get(f"logo_{first}_mape", 0.0) + record["metrics"].get("logo_energy_mape", 0.0))
+    metrics = record["metrics"]
+    score = -float(
+        metrics.get(tracking.logo_mape_metric(first), 0.0) + metrics.get(tracking.logo_mape_metric("energy"), 0.0)
+    )
     found = loadable_version(client, name, chash)
     if found is not None:
         with tracking.write_lock(paths.root):

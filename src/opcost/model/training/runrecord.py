@@ -189,7 +189,6 @@ def build(
         tags=tags,
         params=params,
         metrics=metrics,
-        steps={},
         figures=tuple(figures),
         children=nested_runs(target, tp, results),
     )
