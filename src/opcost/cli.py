@@ -13,7 +13,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any, Callable, List, NoReturn, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, List, NoReturn, Optional, TypeVar
 
 import typer
 from rich.console import Console
@@ -29,6 +29,16 @@ from opcost.params.load import load_params
 from opcost.params.profile import CampaignParams
 from opcost.paths import Paths, find_root
 from opcost.shapes import parse_input_shape
+
+if TYPE_CHECKING:
+    from opcost.measure.records import (
+        CampaignMeta,
+        LandResult,
+        PlanSummary,
+        ShardPlanSummary,
+        ShardResult,
+        VisitResult,
+    )
 
 
 class _NoCudaRuntimeLine(logging.Filter):
@@ -881,7 +891,7 @@ def profile(
             raise OpcostError("--remeasure measures a whole campaign afresh; it does not go with --shard or --merge")
         return _parse_shard(shard) if shard is not None else None
 
-    def adhoc() -> dict[str, Any]:
+    def adhoc() -> CampaignMeta | PlanSummary:
         if not models:
             raise OpcostError("give --campaign NAME, or --models MODEL:B,C,H,W (with --out DIR) for an ad-hoc campaign")
         sets = [_parse_model_arg(m) for m in models]
@@ -910,7 +920,7 @@ def profile(
         with pinned_threads(c.threads):  # a campaign's `threads`, as the profile stage applies it
             return prof.run_adhoc(c, sets, out_dir or Path("."), dry_run, not no_progress, remeasure)
 
-    def staged(paths: Paths, params: Any) -> dict[str, Any]:
+    def staged(paths: Paths, params: Any) -> CampaignMeta | PlanSummary | ShardResult | ShardPlanSummary:
         assert campaign is not None
         which = check_flags()
         if which is not None:
@@ -934,10 +944,11 @@ def profile(
     if dry_run:
         out.print_json(data=result)
         return
+    assert "rows" in result  # a measuring run's result, not a dry run's plan
     _profile_outcome(result)
 
 
-def _profile_outcome(result: dict[str, Any], *extra: str) -> None:
+def _profile_outcome(result: CampaignMeta | ShardResult | VisitResult, *extra: str) -> None:
     """A finished profile or visit: its summary line (and `extra` lines), then exit 1 where it failed."""
     from opcost.stages import profile as stage
 
@@ -969,7 +980,7 @@ def visit(
     from opcost.measure import visit as v
     from opcost.measure.interrupts import RESUME_HINT, Interrupted
 
-    def go(paths: Paths, params: Any) -> dict[str, Any]:
+    def go(paths: Paths, params: Any) -> VisitResult | PlanSummary:
         if campaign not in params.profile.campaigns:
             valid = ", ".join(sorted(params.profile.campaigns)) or "none defined"
             raise OpcostError(f"unknown campaign {campaign!r}; campaigns in params.yaml: {valid}")
@@ -996,6 +1007,7 @@ def visit(
     if dry_run:
         out.print_json(data=result)
         return
+    assert "rows" in result  # a measuring run's result, not a dry run's plan
     _profile_outcome(
         result,
         f"wrote {result['archive']} ({result['archive_bytes'] / 2**20:.1f} MB) in {result['visit_seconds']:.0f} s",
@@ -1015,7 +1027,7 @@ def land(
     from opcost.measure.land import read_source
     from opcost.stages import profile as stage
 
-    def go(paths: Paths, params: Any) -> dict[str, Any]:
+    def go(paths: Paths, params: Any) -> LandResult:
         name = campaign
         if name is None:
             files, _ = read_source(source)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping, Sequence
 
 import torch
 
@@ -44,6 +44,6 @@ def pinned_threads(n: int | None) -> Iterator[None]:
                 os.environ[k] = v
 
 
-def threads_measured(environments: list[dict[str, Any]]) -> set[int]:
+def threads_measured(environments: Sequence[Mapping[str, Any]]) -> set[int]:
     """The CPU thread counts recorded in measured environments (campaign.json, run records)."""
     return {int(e["cpu_threads"]) for e in environments if e and e.get("cpu_threads") is not None}

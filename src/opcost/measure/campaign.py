@@ -37,7 +37,7 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -63,13 +63,31 @@ from opcost.measure.gputime import host_and_gpu
 from opcost.measure.interrupts import Interrupted, stop_on_signals
 from opcost.measure.interrupts import say as _say
 from opcost.measure.power import EnergySource, integrate_power_j, open_source
+from opcost.measure.records import (
+    CampaignJson,
+    CampaignMeta,
+    EnergyRows,
+    Environment,
+    ErrorCount,
+    PartsRecord,
+    PartStats,
+    PeriodRecord,
+    PlanSummary,
+    PowerSample,
+    RecordExtra,
+    RunRecord,
+    ShardResult,
+)
 from opcost.measure.timing import measure_window, time_block, window_energy
 from opcost.measure.workload import VARIANT_AS_IS, Workload, blocks_for, device_sync, network_workload, op_workload
 from opcost.ops.spec import OpSpec
 from opcost.params.extract import ModelInputSet
 from opcost.params.profile import CampaignParams
 from opcost.progress import progress_bar
-from opcost.schemas import NETWORKS, POWER_SAMPLES, TIMINGS, conform
+from opcost.schemas import NETWORKS, POWER_SAMPLES, TIMINGS, Table, conform
+
+if TYPE_CHECKING:
+    from opcost.measure.nvml import Nvml
 
 # What a trial costs beyond its energy window, from the first visit (visit-h200 on an H200: 572 op trials took
 # 0.86 s each, 0.46 s of it the window): building instances, warm-up and calibration (TRIAL_OVERHEAD_S), the
@@ -117,7 +135,7 @@ class Plan:
     def part_names(self) -> list[str]:
         return [part_name(s, u) for s in self.settings for u in self.units]
 
-    def parts_record(self) -> dict[str, Any]:
+    def parts_record(self) -> PartsRecord:
         """What campaign.json keeps of the plan so a later run can tell it is the same plan."""
         digest = hashlib.sha256("\n".join(self.part_names()).encode()).hexdigest()[:16]
         return {"count": self.parts, "digest": digest}
@@ -134,7 +152,7 @@ class Plan:
         probes = len(self.settings) * (PERIOD_PROBE_S if period is not None else 0.0)
         return self.measurements * per_trial + networks * NETWORK_OVERHEAD_S + probes
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> PlanSummary:
         ops = {m: sum(u.item_type == "op" and u.mode == m for u in self.units) for m in self.campaign.modes}
         nets = {m: sum(u.item_type == "network" and u.mode == m for u in self.units) for m in self.campaign.modes}
         return {
@@ -191,7 +209,7 @@ def parameters_fingerprint(campaign: CampaignParams) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def stable_seed(*parts: Any) -> int:
+def stable_seed(*parts: object) -> int:
     return int(hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:8], 16) % (2**31)
 
 
@@ -218,7 +236,7 @@ def check_device(campaign: CampaignParams) -> None:
         )
 
 
-def open_nvml(campaign: CampaignParams, nvml_lib: Any = None) -> Any:
+def open_nvml(campaign: CampaignParams, nvml_lib: Any = None) -> Nvml | None:
     """NVML for CUDA campaigns (or wherever a fake library is injected); None on a plain CPU run."""
     if nvml_lib is None and not campaign.device.startswith("cuda"):
         return None
@@ -228,13 +246,28 @@ def open_nvml(campaign: CampaignParams, nvml_lib: Any = None) -> Any:
     return Nvml(index, lib=nvml_lib)
 
 
-def environment(campaign: CampaignParams, source: EnergySource | None, nvml: Any) -> dict[str, Any]:
+def environment(campaign: CampaignParams, source: EnergySource | None, nvml: Nvml | None) -> Environment:
     """Everything that decides what the numbers mean: host, device, versions, math flags.
 
     Called while NVML is open (the real library refuses every call after nvmlShutdown); with
     `source` None (consolidating parts measured elsewhere, no record of them) the device is not
     touched."""
-    env: dict[str, Any] = {
+    cpu = _cpu_model()
+    vision: str | None
+    try:
+        import torchvision
+
+        vision = torchvision.__version__
+    except ImportError:  # pragma: no cover
+        vision = None
+    device_name: str | None
+    if not campaign.device.startswith("cuda"):
+        device_name = cpu
+    elif torch.cuda.is_available() and (torch.device(campaign.device).index or 0) < torch.cuda.device_count():
+        device_name = torch.cuda.get_device_name(torch.device(campaign.device))
+    else:
+        device_name = None
+    env: Environment = {
         "host": socket.gethostname(),
         "platform": platform.platform(),
         "python": platform.python_version(),
@@ -247,22 +280,12 @@ def environment(campaign: CampaignParams, source: EnergySource | None, nvml: Any
         "cudnn_benchmark": torch.backends.cudnn.benchmark,
         "cudnn_deterministic": torch.backends.cudnn.deterministic,
         "cpu_threads": torch.get_num_threads(),
-        "cpu": _cpu_model(),
+        "cpu": cpu,
         "energy_source": source.name if source is not None else campaign.energy_source,
         "energy_counter": source.has_counter if source is not None else None,
+        "torchvision": vision,
+        "device_name": device_name,
     }
-    try:
-        import torchvision
-
-        env["torchvision"] = torchvision.__version__
-    except ImportError:  # pragma: no cover
-        env["torchvision"] = None
-    if not campaign.device.startswith("cuda"):
-        env["device_name"] = env["cpu"]
-    elif torch.cuda.is_available() and (torch.device(campaign.device).index or 0) < torch.cuda.device_count():
-        env["device_name"] = torch.cuda.get_device_name(torch.device(campaign.device))
-    else:
-        env["device_name"] = None
     if nvml is not None:
         env["nvml_device_name"] = nvml.name()
         env["nvml_uuid"] = nvml.uuid()
@@ -332,7 +355,7 @@ def _measure_trial(
     sync: Callable[[], None],
     source: EnergySource,
     period: CounterPeriod | None = None,
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+) -> tuple[dict[str, Any], list[PowerSample]]:
     """One trial of a built workload: warm-up, timing, host and GPU time apart, then the energy window with
     power sampled and the counter polled alongside: its planned chunks, then more until the counter's changes
     bound its energy within `energy_bound` (or the window reaches max_window_s). Returns the row's
@@ -395,8 +418,8 @@ def _measure_trial(
     if energy_flag is None and bound is not None and counted is not None and bound > campaign.energy_bound:
         energy_flag = bound_flag(bound, campaign.energy_bound, counted.needed_window_s or float("inf"))
     t_fit, e_fit = window.fit("time"), window.fit("energy")
-    clocks = [s["sm_clock_mhz"] for s in trial_samples if s.get("sm_clock_mhz") is not None]
-    measured = dict(
+    clocks = [c for s in trial_samples if (c := s.get("sm_clock_mhz")) is not None]
+    measured: dict[str, Any] = dict(
         instances=wl.instances,
         number_per_run=timing.number_per_run,
         runs=len(timing.block_means_s),
@@ -522,7 +545,7 @@ def _stale_tmp_target(name: str) -> str | None:
     return name[1:-4].rsplit(".", 1)[0]
 
 
-def error_summary(*tables: pd.DataFrame, top: int = 5) -> list[dict[str, Any]]:
+def error_summary(*tables: pd.DataFrame, top: int = 5) -> list[ErrorCount]:
     """The most frequent errors of failed rows, with their counts (most frequent first)."""
     counts: Counter[str] = Counter()
     for t in tables:
@@ -531,7 +554,7 @@ def error_summary(*tables: pd.DataFrame, top: int = 5) -> list[dict[str, Any]]:
     return [{"error": e, "rows": n} for e, n in counts.most_common(top)]
 
 
-def all_failed_message(result: dict[str, Any]) -> str | None:
+def all_failed_message(result: CampaignMeta | ShardResult) -> str | None:
     """A one-line error when every measured row of a campaign (or a shard) failed, else None."""
     rows = result["rows"]
     total = rows.get("timings", 0) + rows.get("networks", 0)
@@ -543,7 +566,7 @@ def all_failed_message(result: dict[str, Any]) -> str | None:
     return f"every measurement of {what}campaign {result['campaign']} failed ({total} rows){first}"
 
 
-def energy_summary(result: dict[str, Any]) -> str | None:
+def energy_summary(result: CampaignJson) -> str | None:
     """The summary line's energy part: how many rows are flagged and which window would have met the bound."""
     e = result.get("energy_rows")
     if not e or not e.get("rows"):
@@ -557,7 +580,7 @@ def energy_summary(result: dict[str, Any]) -> str | None:
     return text
 
 
-def all_flagged_message(result: dict[str, Any]) -> str | None:
+def all_flagged_message(result: CampaignJson) -> str | None:
     """A one-line error when every energy row of a campaign is flagged (its energy measures nothing), else None."""
     e = result.get("energy_rows")
     if not e or not e.get("rows") or e["flagged"] < e["rows"]:
@@ -611,15 +634,15 @@ class Campaign:
         plan = plan or self.plan
         return [(s, u) for s in plan.settings for u in plan.units if not self._done(part_name(s, u))]
 
-    def completed(self) -> dict[str, Any] | None:
+    def completed(self) -> CampaignMeta | None:
         """campaign.json of `out_dir` if it holds this very plan complete (same fingerprint, or for a campaign
         landed from elsewhere the same measuring parameters; same planned parts; every table with the rows
         campaign.json counts), else None."""
         try:
-            meta = json.loads((self.out_dir / "campaign.json").read_text())
-            landed = meta.get("landed") or {}
-            same = meta.get("fingerprint") == fingerprint(self.c) or (
-                landed.get("parameters_fingerprint") == parameters_fingerprint(self.c)
+            meta: CampaignMeta = json.loads((self.out_dir / "campaign.json").read_text())
+            landed = meta.get("landed")
+            same = meta.get("fingerprint") == fingerprint(self.c) or bool(
+                landed and landed.get("parameters_fingerprint") == parameters_fingerprint(self.c)
             )
             if not same or meta.get("planned_parts") != self.plan.parts_record():
                 return None
@@ -631,7 +654,7 @@ class Campaign:
         return meta
 
     # -- running ----------------------------------------------------------------------------
-    def run(self, show_progress: bool = True, remeasure: bool = False) -> dict[str, Any]:
+    def run(self, show_progress: bool = True, remeasure: bool = False) -> CampaignMeta:
         """Measure what is missing and consolidate; nothing when `out_dir` already holds this plan."""
         with stop_on_signals(), file_lock(self.output_lock, f"campaign output {self.out_dir}", wait=False):
             if not remeasure:
@@ -652,7 +675,7 @@ class Campaign:
 
     def run_shard(
         self, index: int, count: int, show_progress: bool = True, wait_for_device: bool = False
-    ) -> dict[str, Any]:
+    ) -> ShardResult:
         """Measure shard `index` of `count` into parts only (no consolidation, no output written).
         With `wait_for_device`, queue behind another process measuring on the same device (array
         tasks that SLURM put on one node) instead of failing."""
@@ -662,7 +685,7 @@ class Campaign:
         with stop_on_signals(), lock:
             self._tidy(sub, output=False)
             skipped = sub.parts - len(self.pending(sub))
-            extra = {"shard": index, "shards": count, "parts_total": sub.parts}
+            extra: RecordExtra = {"shard": index, "shards": count, "parts_total": sub.parts}
             if self.pending(sub):
                 self._measure(sub, show_progress, name, extra, wait_for_device)
             elif not self.record_path(name).is_file():
@@ -682,7 +705,7 @@ class Campaign:
             **stats,
         }
 
-    def merge(self, count: int | None = None) -> dict[str, Any]:
+    def merge(self, count: int | None = None) -> CampaignMeta:
         """Consolidate the parts of every shard into `out_dir` as a local run would; a one-line
         error naming the shards whose parts are missing."""
         with stop_on_signals(), file_lock(self.output_lock, f"campaign output {self.out_dir}", wait=False):
@@ -714,7 +737,7 @@ class Campaign:
         )
 
     def _measure(
-        self, plan: Plan, show_progress: bool, record: str, extra: dict[str, Any], wait_for_device: bool = False
+        self, plan: Plan, show_progress: bool, record: str, extra: RecordExtra, wait_for_device: bool = False
     ) -> None:
         """Measure the missing parts of `plan` on the device, under its lock, leaving a run record."""
         check_device(self.c)
@@ -752,11 +775,11 @@ class Campaign:
         control: DeviceControl,
         source: EnergySource,
         record: str,
-        extra: dict[str, Any],
+        extra: RecordExtra,
     ) -> None:
         self.parts_dir.mkdir(parents=True, exist_ok=True)
-        rec = {**self._record_base(record, extra), "status": "running"}
-        counters: dict[str, Any] = {}
+        rec: RunRecord = {**self._record_base(record, extra), "status": "running"}
+        counters: dict[str, PeriodRecord | None] = {}
         write_json(rec, self.record_path(record))
         try:
             with progress_bar(show_progress) as progress:
@@ -776,18 +799,18 @@ class Campaign:
                         rows, samples = measure_part(self.c, unit, setting, source, period)
                         self.write_part(part_name(setting, unit), unit, rows, samples)
                         progress.advance(task)
-            rec.update(status="done")
+            rec["status"] = "done"
         except Interrupted as exc:
-            rec.update(status="interrupted", error=f"interrupted by {exc}")
+            rec["status"], rec["error"] = "interrupted", f"interrupted by {exc}"
             raise
         except BaseException as exc:
-            rec.update(status="failed", error=_first_line(exc))
+            rec["status"], rec["error"] = "failed", _first_line(exc)
             raise
         finally:
             rec["ended_at"] = time.time()
             write_json(rec, self.record_path(record))
 
-    def _record_base(self, name: str, extra: dict[str, Any]) -> dict[str, Any]:
+    def _record_base(self, name: str, extra: RecordExtra) -> RunRecord:
         return {
             "name": name,
             "campaign": self.c.name,
@@ -799,9 +822,9 @@ class Campaign:
             **extra,
         }
 
-    def records(self) -> list[dict[str, Any]]:
+    def records(self) -> list[RunRecord]:
         """The run records beside the parts (local first, then shards in order)."""
-        found = []
+        found: list[RunRecord] = []
         for p in sorted(self.parts_dir.glob("*.run.json")) if self.parts_dir.is_dir() else []:
             try:
                 found.append(json.loads(p.read_text()))
@@ -832,7 +855,7 @@ class Campaign:
                     timings.unlink(missing_ok=True)
                     break
 
-    def write_part(self, name: str, unit: Unit, rows: list[dict], samples: list[dict]) -> None:
+    def write_part(self, name: str, unit: Unit, rows: list[dict[str, Any]], samples: list[dict[str, Any]]) -> None:
         table = TIMINGS if unit.item_type == "op" else NETWORKS
         write_parquet(conform(pd.DataFrame(samples), POWER_SAMPLES), self.parts_dir / f"{name}.samples.parquet")
         # the timings file last: its presence marks the part done
@@ -848,7 +871,7 @@ class Campaign:
                         frames.append(pd.read_parquet(p))
         return frames
 
-    def consolidate(self, skipped: int) -> dict[str, Any]:
+    def consolidate(self, skipped: int) -> CampaignMeta:
         """All parts of this plan into timings, networks and power_samples, plus campaign.json.
 
         The tables depend on the parts alone (read in plan order), so a merge of shards and a local
@@ -867,10 +890,10 @@ class Campaign:
         write_parquet(nets, self.out_dir / "networks.parquet")
         write_parquet(samples, self.out_dir / "power_samples.parquet")
         failed = int((ops["status"] == "failed").sum() + (nets["status"] == "failed").sum())
-        counters: dict[str, Any] = {}
+        counters: dict[str, PeriodRecord | None] = {}
         for r in records:
             counters.update(r.get("energy_counter") or {})
-        meta = {
+        meta: CampaignMeta = {
             "campaign": self.c.name,
             "parameters": {**asdict(self.c)},
             "fingerprint": fingerprint(self.c),
@@ -878,7 +901,7 @@ class Campaign:
             "plan": self.plan.summary(),
             "planned_parts": self.plan.parts_record(),
             "environment": env,
-            "runs": [{k: v for k, v in r.items() if k != "environment"} for r in records],
+            "runs": [_without_environment(r) for r in records],
             "started_at": started,
             "ended_at": time.time(),
             "parts_resumed": skipped,
@@ -895,7 +918,14 @@ class Campaign:
         return meta
 
 
-def energy_rows(ops: pd.DataFrame, nets: pd.DataFrame, target: float) -> dict[str, Any]:
+def _without_environment(record: RunRecord) -> RunRecord:
+    """A run record as campaign.json lists it: the environment is kept once, beside the runs."""
+    out = record.copy()
+    out.pop("environment", None)
+    return out
+
+
+def energy_rows(ops: pd.DataFrame, nets: pd.DataFrame, target: float) -> EnergyRows:
     """Of the measured rows that have an energy source: how many, how many are flagged (energy_flag), and the
     longest window a flagged row says would have met the bound (None: no row is flagged for its bound)."""
     frames = [t for t in (ops, nets) if len(t)]
@@ -911,7 +941,7 @@ def energy_rows(ops: pd.DataFrame, nets: pd.DataFrame, target: float) -> dict[st
     }
 
 
-def part_stats(parts_dir: Path, names: Sequence[str]) -> dict[str, Any]:
+def part_stats(parts_dir: Path, names: Sequence[str]) -> PartStats:
     """Counts over the finished parts among `names`: parts done, rows, failed rows and the latest error."""
     done, rows, nets, failed = 0, 0, 0, 0
     last: tuple[float, str] | None = None
@@ -944,7 +974,7 @@ def part_stats(parts_dir: Path, names: Sequence[str]) -> dict[str, Any]:
     }
 
 
-def _concat(frames: Iterable[pd.DataFrame], table: Any) -> pd.DataFrame:
+def _concat(frames: Iterable[pd.DataFrame], table: Table) -> pd.DataFrame:
     frames = [f for f in frames if len(f)]
     if not frames:
         return conform(pd.DataFrame({c: [] for c in table.names}), table)

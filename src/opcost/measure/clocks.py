@@ -36,12 +36,15 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from opcost.errors import OpcostError
 from opcost.locks import device_lock, private_dir, read_private_json, write_private_json
 from opcost.measure.interrupts import say as _say
 from opcost.measure.interrupts import stop_on_signals
+
+if TYPE_CHECKING:
+    from opcost.measure.nvml import Nvml
 
 PERMISSION_HELP = (
     "changing clocks or power limits needs root (or `nvidia-smi -acp UNRESTRICTED` by an admin for clocks); "
@@ -86,7 +89,7 @@ PID_MAX = 1 << 22  # Linux's largest pid_max: no process anywhere has a larger P
 CLOCK_SLACK_S = 300.0  # a state file may be stamped this far in the future (clock adjustments)
 
 
-def device_key(nvml: Any) -> str:
+def device_key(nvml: Nvml) -> str:
     """What names a GPU's lock and state file: its UUID (stable across index renumbering)."""
     try:
         key = nvml.uuid()
@@ -117,7 +120,7 @@ class DeviceControl:
 
     def __init__(
         self,
-        nvml: Any = None,
+        nvml: Nvml | None = None,
         device: str = "cpu",
         state_dir: Path | None = None,
         say: Callable[[str], None] = _say,
@@ -168,33 +171,35 @@ class DeviceControl:
             self.restore()
 
     # -- changing ---------------------------------------------------------------------------
-    def apply(self, setting: Setting) -> dict[str, Any]:
+    def apply(self, setting: Setting) -> dict[str, float]:
         """Set clocks/limit (or reset them for the default); return what the device reports now."""
-        if self.nvml is None:
+        nvml, clock, limit = self.nvml, setting.clock_mhz, setting.power_limit_w
+        if nvml is None:
             return {}
         try:
-            if setting.clock_mhz is not None:
-                self._change("clocks", lambda: self.nvml.lock_clocks(setting.clock_mhz))
+            if clock is not None:
+                self._change("clocks", lambda: nvml.lock_clocks(clock))
             elif self._changed["clocks"]:
-                self.nvml.reset_clocks()
+                nvml.reset_clocks()
                 self._changed["clocks"] = False
-            if setting.power_limit_w is not None:
-                self._change("power_limit", lambda: self.nvml.set_power_limit(setting.power_limit_w))
+            if limit is not None:
+                self._change("power_limit", lambda: nvml.set_power_limit(limit))
             elif self._changed["power_limit"] and self._saved_limit is not None:
-                self.nvml.set_power_limit(self._saved_limit)
+                nvml.set_power_limit(self._saved_limit)
                 self._changed["power_limit"] = False
         except Exception as exc:
-            if self.nvml.is_permission_error(exc):
+            if nvml.is_permission_error(exc):
                 raise OpcostError(
                     f"no permission to apply {setting.label} on {self.device}: {PERMISSION_HELP}"
                 ) from exc
             raise
-        return {"sm_clock_mhz": self.nvml.clock_mhz("sm"), "power_limit_w": self.nvml.power_limit_w()}
+        return {"sm_clock_mhz": nvml.clock_mhz("sm"), "power_limit_w": nvml.power_limit_w()}
 
     def _change(self, knob: str, call: Callable[[], None]) -> None:
         """Mark `knob` changed (and save the originals) BEFORE the NVML call, so that a signal
         arriving while the call runs still restores it; unmark it if the call fails (an NVML call
         that returns an error changed nothing)."""
+        assert self.nvml is not None  # apply calls it on a GPU only
         was = self._changed[knob]
         if not was:
             if self._saved_limit is None:
@@ -279,7 +284,7 @@ class DeviceControl:
         self.restore()
         return True
 
-    def trusted_record(self, saved: Any) -> str:
+    def trusted_record(self, saved: object) -> str:
         """Why the record of a state file cannot have been written by a run on this GPU ("" if it can): it
         must name this GPU and this host, a possible PID (alive or dead), and a time between this
         machine's boot and now; its original power limit must be one the GPU accepts."""
@@ -304,13 +309,14 @@ class DeviceControl:
         if limit is not None:
             if not isinstance(limit, (int, float)) or isinstance(limit, bool):
                 return f"its original power limit {limit!r} is no number"
+            assert self.nvml is not None  # the record names this GPU's key, which only a GPU has
             lo, hi = self.nvml.power_limit_range_w()
             if not lo <= limit <= hi:
                 return f"its original power limit {limit:g} W is outside what {self.device} allows ({lo:g}..{hi:g} W)"
         return ""
 
     def _save_state(self) -> None:
-        if self.state_file is None:
+        if self.state_file is None or self.nvml is None:  # no state file without a GPU
             return
         write_private_json(
             {

@@ -26,6 +26,8 @@ from typing import Callable
 
 import numpy as np
 
+from opcost.measure.records import PeriodRecord
+
 ENERGY_BOUND = 0.02  # the relative error a row's energy must be within by its own bound
 RESOLUTION_J = 0.001  # NVML's counter counts mJ
 POLL_S = 0.0005  # the poller sleeps this long between reads (the GIL is free while it sleeps)
@@ -78,7 +80,7 @@ class CounterPeriod:
             return 0.0
         return (self.p90_s - self.p10_s) / 2
 
-    def record(self) -> dict[str, float | int | None]:
+    def record(self) -> PeriodRecord:
         """What campaign.json and the raw power log keep of it."""
         return {
             "median_s": self.median_s,

@@ -14,19 +14,23 @@ whole counter updates is as good as its bound says on this card.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from opcost.measure.counter import Change, CounterPoller, aligned_energy, period_from_changes
 from opcost.measure.power import NvmlEnergy, integrate_power_j
+from opcost.measure.records import EnergyCheck, ShortWindows
 from opcost.measure.workload import device_sync
+
+if TYPE_CHECKING:
+    from opcost.measure.nvml import Nvml
 
 SHORT_S = 0.3  # the short windows' span between counter changes
 
 
-def short_windows(changes: list[Change], long_power_w: float, short_s: float = SHORT_S) -> dict[str, Any]:
+def short_windows(changes: list[Change], long_power_w: float, short_s: float = SHORT_S) -> ShortWindows:
     """Consecutive windows of at least `short_s` between counter changes: each one's mean power against the
     long window's, and how often its own bound held (|deviation| <= bound)."""
     devs, bounds = [], []
@@ -51,8 +55,8 @@ def short_windows(changes: list[Change], long_power_w: float, short_s: float = S
 
 
 def energy_check(
-    nvml: Any, device: str, seconds: float = 10.0, size: int = 8192, interval_s: float = 0.005
-) -> dict[str, Any]:
+    nvml: Nvml, device: str, seconds: float = 10.0, size: int = 8192, interval_s: float = 0.005
+) -> EnergyCheck:
     """Run `size`x`size` matmuls on `device` for `seconds`; compare counter, integrated power and short
     counter-aligned windows."""
     source = NvmlEnergy(nvml)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
+from types import FrameType
 from typing import Any, Callable, Iterator
 
 HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM)
@@ -48,7 +49,7 @@ def stop_on_signals(cleanup: Callable[[], None] | None = None) -> Iterator[None]
     """
     previous: dict[int, Any] = {}
 
-    def on_signal(signum: int, frame: Any) -> None:
+    def on_signal(signum: int, frame: FrameType | None) -> None:
         if cleanup is not None:
             try:
                 cleanup()

@@ -23,7 +23,6 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -32,6 +31,7 @@ from opcost.errors import OpcostError
 from opcost.io import write_json, write_parquet
 from opcost.measure.campaign import Plan, energy_rows, parameters_fingerprint
 from opcost.measure.counter import Change, CounterPeriod, bound_flag, counter_window, period_from_gaps
+from opcost.measure.records import Landed, LandResult
 from opcost.params.profile import CampaignParams
 from opcost.schemas import NETWORKS, POWER_SAMPLES, TIMINGS, Table, conform
 
@@ -179,7 +179,7 @@ def _only(
     return keep(timings, "op", "op_id"), keep(networks, "network", "set_id"), s[in_plan].reset_index(drop=True)
 
 
-def land(source: Path, raw_dir: Path, campaign: CampaignParams, plan: Plan | None) -> dict[str, Any]:
+def land(source: Path, raw_dir: Path, campaign: CampaignParams, plan: Plan | None) -> LandResult:
     """Land `source` as campaign `campaign` into `raw_dir` (data/raw/<name>/); what was landed, as a record.
 
     `plan`: the params.yaml campaign's plan, whose parts the recorded ones must be (ops measured under an older
@@ -201,7 +201,7 @@ def land(source: Path, raw_dir: Path, campaign: CampaignParams, plan: Plan | Non
     timings = _table(files, "timings.parquet", source)
     networks = _table(files, "networks.parquet", source)
     samples = _table(files, "power_samples.parquet", source)
-    rederived = []
+    rederived: list[str] = []
     if plan is not None and meta.get("planned_parts") != plan.parts_record():
         moved = remap_legacy_ids(plan, timings, samples)
         planned = {(u.item_type, u.item_id, u.mode, s.label) for s in plan.settings for u in plan.units}
@@ -228,10 +228,10 @@ def land(source: Path, raw_dir: Path, campaign: CampaignParams, plan: Plan | Non
         rederived += ["energy_bound", "energy_flag", "energy_counter (from the power log's samples)"]
     for df in (timings, networks, samples):
         df["campaign"] = campaign.name
-    meta["energy_rows"] = energy_rows(timings, networks, campaign.energy_bound)
+    meta["energy_rows"] = energy = energy_rows(timings, networks, campaign.energy_bound)
     meta["rows"] = {"timings": len(timings), "networks": len(networks), "power_samples": len(samples)}
     meta["failed_rows"] = int((timings["status"] == "failed").sum() + (networks["status"] == "failed").sum())
-    meta["landed"] = {
+    landed: Landed = {
         "from": source.name,
         "digest": digest,
         "at": time.time(),
@@ -239,6 +239,7 @@ def land(source: Path, raw_dir: Path, campaign: CampaignParams, plan: Plan | Non
         "parameters_fingerprint": parameters_fingerprint(campaign),
         "rederived": rederived,
     }
+    meta["landed"] = landed
     meta["campaign"] = campaign.name
     raw_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{raw_dir.name}.", dir=raw_dir.parent))
@@ -256,4 +257,4 @@ def land(source: Path, raw_dir: Path, campaign: CampaignParams, plan: Plan | Non
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
-    return {"campaign": campaign.name, "folder": str(raw_dir), **meta["energy_rows"], "landed": meta["landed"]}
+    return {"campaign": campaign.name, "folder": str(raw_dir), **energy, "landed": landed}

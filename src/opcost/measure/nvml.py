@@ -12,6 +12,7 @@ from types import ModuleType
 from typing import Any
 
 from opcost.errors import OpcostError
+from opcost.measure.records import PowerSample
 
 
 def load_pynvml() -> ModuleType:
@@ -19,7 +20,8 @@ def load_pynvml() -> ModuleType:
         import pynvml
     except ImportError as exc:  # pragma: no cover - nvidia-ml-py is a pinned dependency
         raise OpcostError("nvidia-ml-py is not installed: pip install nvidia-ml-py") from exc
-    return pynvml
+    module: ModuleType = pynvml  # untyped: the library's calls are Any to mypy (ignore_missing_imports)
+    return module
 
 
 class Nvml:
@@ -71,7 +73,7 @@ class Nvml:
     def energy_j(self) -> float | None:
         """Total energy since driver load (Volta and newer), or None where the GPU lacks the counter."""
         try:
-            return self.lib.nvmlDeviceGetTotalEnergyConsumption(self.handle) / 1000.0
+            return float(self.lib.nvmlDeviceGetTotalEnergyConsumption(self.handle) / 1000.0)
         except self.lib.NVMLError as exc:
             if self._err(exc) == self.lib.NVML_ERROR_NOT_SUPPORTED:
                 return None
@@ -97,7 +99,7 @@ class Nvml:
         kind = self.lib.NVML_CLOCK_SM if which == "sm" else self.lib.NVML_CLOCK_MEM
         return int(self.lib.nvmlDeviceGetClockInfo(self.handle, kind))
 
-    def sample(self) -> dict[str, Any]:
+    def sample(self) -> PowerSample:
         """One row of the raw power log."""
         power, power_kind = self.power_w()
         util = self.lib.nvmlDeviceGetUtilizationRates(self.handle)
@@ -126,7 +128,7 @@ class Nvml:
         return lo / 1000.0, hi / 1000.0
 
     def power_limit_w(self) -> float:
-        return self.lib.nvmlDeviceGetPowerManagementLimit(self.handle) / 1000.0
+        return float(self.lib.nvmlDeviceGetPowerManagementLimit(self.handle) / 1000.0)
 
     def lock_clocks(self, mhz: int) -> None:
         self.lib.nvmlDeviceSetGpuLockedClocks(self.handle, int(mhz), int(mhz))

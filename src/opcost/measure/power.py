@@ -18,10 +18,14 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from opcost.errors import OpcostError
+from opcost.measure.records import PowerSample
 from opcost.params.profile import ENERGY_SOURCES
+
+if TYPE_CHECKING:
+    from opcost.measure.nvml import Nvml
 
 RAPL_ROOT = Path("/sys/class/powercap")
 
@@ -36,7 +40,7 @@ class EnergySource(ABC):
         return None
 
     @abstractmethod
-    def sample(self) -> dict[str, Any] | None:
+    def sample(self) -> PowerSample | None:
         """One raw power-log row, or None if this source logs nothing."""
 
     def start_sampling(self, interval_s: float) -> "Sampler":
@@ -44,7 +48,7 @@ class EnergySource(ABC):
         sampler.start()
         return sampler
 
-    def window_energy_j(self, samples: list[dict[str, Any]], seconds: float) -> float | None:
+    def window_energy_j(self, samples: list[PowerSample], seconds: float) -> float | None:
         """Energy of a window from its power samples, for sources without an energy counter."""
         return None
 
@@ -58,7 +62,7 @@ class Sampler:
     def __init__(self, source: EnergySource, interval_s: float) -> None:
         self.source = source
         self.interval_s = interval_s
-        self.rows: list[dict[str, Any]] = []
+        self.rows: list[PowerSample] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="opcost-power-sampler", daemon=True)
 
@@ -72,7 +76,7 @@ class Sampler:
                 self.rows.append(row)
             self._stop.wait(self.interval_s)
 
-    def stop(self) -> list[dict[str, Any]]:
+    def stop(self) -> list[PowerSample]:
         self._stop.set()
         self._thread.join()
         row = self.source.sample()  # one closing sample, so every window has at least two
@@ -84,7 +88,7 @@ class Sampler:
 class NoEnergy(EnergySource):
     name = "none"
 
-    def sample(self) -> dict[str, Any] | None:
+    def sample(self) -> PowerSample | None:
         return None
 
     def start_sampling(self, interval_s: float) -> Sampler:
@@ -95,24 +99,24 @@ class _NullSampler(Sampler):
     def start(self) -> None:
         pass
 
-    def stop(self) -> list[dict[str, Any]]:
+    def stop(self) -> list[PowerSample]:
         return []
 
 
 class NvmlEnergy(EnergySource):
     name = "nvml"
 
-    def __init__(self, nvml: Any) -> None:
+    def __init__(self, nvml: Nvml) -> None:
         self.nvml = nvml
         self.has_counter = nvml.has_energy_counter()
 
     def read_energy_j(self) -> float | None:
         return self.nvml.energy_j()
 
-    def sample(self) -> dict[str, Any]:
+    def sample(self) -> PowerSample:
         return {**self.nvml.sample(), "source": self.name}
 
-    def window_energy_j(self, samples: list[dict[str, Any]], seconds: float) -> float | None:
+    def window_energy_j(self, samples: list[PowerSample], seconds: float) -> float | None:
         return integrate_power_j(samples)  # pre-Volta GPUs: no counter, integrate logged power
 
 
@@ -152,7 +156,7 @@ class RaplEnergy(EnergySource):
             self._last[i] = now
         return self._total_uj / 1e6
 
-    def sample(self) -> dict[str, Any]:
+    def sample(self) -> PowerSample:
         return {"timestamp": time.time(), "energy_j": self.read_energy_j(), "source": self.name}
 
 
@@ -171,7 +175,7 @@ class NvidiaSmiEnergy(EnergySource):
         self.exe = exe
         self.index = index
 
-    def sample(self) -> dict[str, Any] | None:
+    def sample(self) -> PowerSample | None:
         return None
 
     def start_sampling(self, interval_s: float) -> Sampler:
@@ -179,12 +183,12 @@ class NvidiaSmiEnergy(EnergySource):
         s.start()
         return s
 
-    def window_energy_j(self, samples: list[dict[str, Any]], seconds: float) -> float | None:
-        powers = [s["power_w"] for s in samples if s.get("power_w") is not None]
+    def window_energy_j(self, samples: list[PowerSample], seconds: float) -> float | None:
+        powers = [p for s in samples if (p := s.get("power_w")) is not None]
         return sum(powers) / len(powers) * seconds if powers else None
 
 
-def parse_smi_line(line: str) -> dict[str, Any] | None:
+def parse_smi_line(line: str) -> PowerSample | None:
     """One CSV line of `nvidia-smi --format=csv,noheader,nounits` in NvidiaSmiEnergy.QUERY order."""
     parts = [p.strip() for p in line.split(",")]
     if len(parts) != 6:
@@ -209,14 +213,16 @@ def parse_smi_line(line: str) -> dict[str, Any] | None:
 
 
 class _SmiSampler(Sampler):
+    source: NvidiaSmiEnergy
+
     def start(self) -> None:
         ms = max(int(self.interval_s * 1000), 1)
         cmd = [
-            self.source.exe,  # type: ignore[attr-defined]
+            self.source.exe,
             f"--query-gpu={NvidiaSmiEnergy.QUERY}",
             "--format=csv,noheader,nounits",
             f"-lms={ms}",
-            f"-i={self.source.index}",  # type: ignore[attr-defined]
+            f"-i={self.source.index}",
         ]
         self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self._thread = threading.Thread(target=self._read, daemon=True)
@@ -229,7 +235,7 @@ class _SmiSampler(Sampler):
             if row is not None:
                 self.rows.append(row)
 
-    def stop(self) -> list[dict[str, Any]]:
+    def stop(self) -> list[PowerSample]:
         self._proc.terminate()
         try:
             self._proc.wait(timeout=5)
@@ -239,15 +245,15 @@ class _SmiSampler(Sampler):
         return self.rows
 
 
-def integrate_power_j(samples: list[dict[str, Any]]) -> float | None:
+def integrate_power_j(samples: list[PowerSample]) -> float | None:
     """Trapezoidal integral of power over the samples' timestamps (J)."""
-    pts = sorted((s["timestamp"], s["power_w"]) for s in samples if s.get("power_w") is not None)
+    pts = sorted((s["timestamp"], p) for s in samples if (p := s.get("power_w")) is not None)
     if len(pts) < 2:
         return None
     return sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in zip(pts, pts[1:]))
 
 
-def open_source(name: str, device: str, nvml: Any = None, rapl_root: Path = RAPL_ROOT) -> EnergySource:
+def open_source(name: str, device: str, nvml: Nvml | None = None, rapl_root: Path = RAPL_ROOT) -> EnergySource:
     """The energy source `name` for `device`; `auto` picks nvml on CUDA, rapl (else none) on CPU."""
     if name not in ENERGY_SOURCES:
         raise OpcostError(f"unknown energy source {name!r}; valid: {', '.join(ENERGY_SOURCES)}")

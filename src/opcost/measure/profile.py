@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import pandas as pd
 
 from opcost.locks import device_state_dir
 from opcost.measure.campaign import Campaign, Plan, make_plan, units_from_op_ids, units_from_sets
+from opcost.measure.records import CampaignMeta, PlanSummary
 from opcost.params.extract import ModelInputSet
 from opcost.params.profile import CampaignParams
 
@@ -45,7 +46,7 @@ def run_adhoc(
     dry_run: bool = False,
     show_progress: bool = True,
     remeasure: bool = False,
-) -> dict[str, Any]:
+) -> CampaignMeta | PlanSummary:
     plan = adhoc_plan(campaign, [replace(m, modes=campaign.modes) for m in models])
     if dry_run:
         return plan.summary()

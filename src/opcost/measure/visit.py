@@ -21,12 +21,16 @@ import sys
 import tarfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from opcost.errors import OpcostError
 from opcost.io import atomic_path, write_json
+from opcost.measure.records import VisitEnvironment, VisitRecord, VisitResult
 from opcost.params.extract import ModelInputSet
 from opcost.params.profile import CampaignParams
+
+if TYPE_CHECKING:
+    from opcost.measure.campaign import Plan
 
 ARCHIVE_LIMIT_BYTES = 16 * 2**20
 NEEDED = ("torch", "torchvision", "pandas", "pyarrow", "pynvml", "typer", "rich", "yaml")
@@ -36,7 +40,7 @@ CHECK_FILE = "energy_counter_check.json"
 MIN_FREE_BYTES = 1 * 2**30
 
 
-def environment_check(campaign: CampaignParams, out: Path) -> dict[str, Any]:
+def environment_check(campaign: CampaignParams, out: Path) -> VisitEnvironment:
     """What the machine has, as a record; an OpcostError naming the first thing missing that the visit needs."""
     missing = [m for m in NEEDED if importlib.util.find_spec(m) is None]
     if missing:
@@ -69,7 +73,7 @@ def environment_check(campaign: CampaignParams, out: Path) -> dict[str, Any]:
     }
 
 
-def visit_plan(campaign: CampaignParams, sets: list[ModelInputSet], extracted: tuple[Path, Path] | None) -> Any:
+def visit_plan(campaign: CampaignParams, sets: list[ModelInputSet], extracted: tuple[Path, Path] | None) -> Plan:
     """The campaign's plan: over the extract stage's tables where they travelled with the project
     (`extracted`: operations and occurrences Parquet files), else over ops traced on the spot (its own sets,
     and every torchvision set of sets.yaml for its op ids: an op id is a hash of the op's spec, so tracing finds
@@ -123,7 +127,7 @@ def run_visit(
     show_progress: bool = True,
     say: Callable[[str], None] = print,
     extracted: tuple[Path, Path] | None = None,
-) -> dict[str, Any]:
+) -> VisitResult:
     """The whole visit (environment, energy check, campaign, archive); resumes in `work` after an interrupt."""
     from opcost.locks import device_state_dir
     from opcost.measure.campaign import Campaign
@@ -152,7 +156,7 @@ def run_visit(
     plan = visit_plan(campaign, sets, extracted)
     say(f"plan: {plan.parts} parts, {plan.measurements} measurements, about {plan.estimated_seconds() / 60:.1f} min")
     result = Campaign(plan, out, work / ".parts", state_dir=device_state_dir()).run(show_progress)
-    record = {
+    record: VisitRecord = {
         "campaign": campaign.name,
         "environment": env,
         "started_at": started,

@@ -21,7 +21,7 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from opcost.errors import OpcostError
 from opcost.io import atomic_path, write_json
@@ -31,6 +31,9 @@ from opcost.params.profile import CampaignParams, SlurmParams
 from opcost.paths import Paths
 from opcost.slurm import scheduler
 from opcost.slurm.scheduler import JobState
+
+if TYPE_CHECKING:
+    from opcost.measure.records import ShardProgress
 
 TELEMETRY_OFF = "export MLFLOW_DISABLE_TELEMETRY=true DO_NOT_TRACK=true DVC_NO_ANALYTICS=1"
 
@@ -194,7 +197,7 @@ def job_states(paths: Paths, record: Mapping[str, Any]) -> dict[str, JobState]:
 # --------------------------------------------------------------------------------------------
 
 
-def shard_progress(paths: Paths, params: Params, name: str, n_shards: int) -> list[dict[str, Any]]:
+def shard_progress(paths: Paths, params: Params, name: str, n_shards: int) -> list[ShardProgress]:
     """Per shard: parts_total, parts_done, failed_rows, last_error, and merged (data/raw/NAME holds
     the whole campaign), from what is on disk; the profiler's own account (opcost.measure.shards)."""
     from opcost.measure.shards import shard_progress as progress

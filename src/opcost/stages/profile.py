@@ -8,7 +8,7 @@ the one line it prints. Planning and measuring (resumably) are opcost.measure's 
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, Mapping
 
 import pandas as pd
 
@@ -18,6 +18,7 @@ from opcost.locks import device_state_dir
 from opcost.measure.campaign import Campaign, Plan, all_failed_message, all_flagged_message, energy_summary
 from opcost.measure.interrupts import RESUME_HINT, Interrupted
 from opcost.measure.profile import campaign_plan
+from opcost.measure.records import CampaignMeta, PlanSummary, ShardPlanSummary, ShardResult
 from opcost.params.load import Params
 from opcost.paths import Paths
 from opcost.schemas import OCCURRENCES, OPERATIONS
@@ -64,7 +65,7 @@ def other_threads(camp: Campaign, parts: bool = True, output: bool = True) -> se
     OMP_NUM_THREADS or the core count, was never a parameter)."""
     if camp.c.threads is None:
         return set()
-    envs = [r.get("environment") or {} for r in camp.records()] if parts else []
+    envs: list[Mapping[str, Any]] = [r.get("environment") or {} for r in camp.records()] if parts else []
     done = camp.completed() if output else None
     envs += [done.get("environment") or {}] if done is not None else []
     return threads_measured(envs) - {camp.c.threads}
@@ -92,7 +93,7 @@ def run(
     dry_run: bool = False,
     show_progress: bool = True,
     remeasure: bool = False,
-) -> dict[str, Any]:
+) -> CampaignMeta | PlanSummary:
     """Stage `profile@<name>`: measure what is missing into data/raw/<name>/ (nothing if it is complete), on
     the campaign's `threads`. Output or parts measured on another thread count are measured afresh, as a
     changed setting in the fingerprint would be."""
@@ -118,7 +119,7 @@ def run_shard(
     dry_run: bool = False,
     show_progress: bool = True,
     wait_for_device: bool = False,
-) -> dict[str, Any]:
+) -> ShardResult | ShardPlanSummary:
     """Shard `index` of `count` of campaign `name`: parts only, merged later by `merge`."""
     camp = stage_campaign(paths, params, name)
     if dry_run:
@@ -128,17 +129,17 @@ def run_shard(
         return camp.run_shard(index, count, show_progress, wait_for_device)
 
 
-def merge(paths: Paths, params: Params, name: str, count: int | None = None) -> dict[str, Any]:
+def merge(paths: Paths, params: Params, name: str, count: int | None = None) -> CampaignMeta:
     """Every shard's parts of campaign `name` into data/raw/<name>/, as a local run writes them."""
     camp = stage_campaign(paths, params, name)
     _refuse_other_threads(camp, output=True)
     return camp.merge(count)
 
 
-def summary(result: dict[str, Any]) -> str:
+def summary(result: CampaignMeta | ShardResult) -> str:
     """What a profile run (local, shard, merge, ad hoc or an already complete campaign) did, in one line."""
-    rows = result["rows"]
     if "shard" in result:
+        rows = result["rows"]
         return (
             f"profile {result['campaign']} shard {result['shard']}/{result['shards']}: {result['parts_done']} of "
             f"{result['parts']} parts done ({result['parts_resumed']} resumed), {rows['timings']} op rows, "
@@ -154,32 +155,37 @@ def summary(result: dict[str, Any]) -> str:
             f"measure{f' ({energy})' if energy else ''}. --remeasure measures it again"
         )
     energy = energy_summary(result)
+    counts = result["rows"]
     return (
-        f"profile {result['campaign']}: {rows['timings']} op rows, {rows['networks']} network rows, "
-        f"{rows['power_samples']} power samples, {result['failed_rows']} failed, "
+        f"profile {result['campaign']}: {counts['timings']} op rows, {counts['networks']} network rows, "
+        f"{counts['power_samples']} power samples, {result['failed_rows']} failed, "
         f"{result['parts_resumed']} parts resumed; energy source {result['environment']['energy_source']}"
         + (f"; {energy}" if energy else "")
     )
 
 
-def failure(result: dict[str, Any]) -> str | None:
+def failure(result: CampaignMeta | ShardResult) -> str | None:
     """Why a profile run fails (exit 1): every measurement failed, or, in a run that measured, every energy row is
     flagged. A campaign already complete (pulled, or landed from elsewhere: the H200 probe, every energy row
-    flagged) measured nothing now: its flagged energy does not fail `dvc repro`."""
-    return all_failed_message(result) or (None if result.get("complete") else all_flagged_message(result))
+    flagged) measured nothing now: its flagged energy does not fail `dvc repro`. A shard counts no energy rows."""
+    failed = all_failed_message(result)
+    if failed is not None or "shard" in result or result.get("complete"):
+        return failed
+    return all_flagged_message(result)
 
 
 def main(argv: list[str] | None = None) -> int:
     """As `opcost profile --campaign NAME`: an interrupt says how to resume; every op failed: exit 1."""
-    done: dict[str, Any] = {}
+    done: dict[str, CampaignMeta] = {}
 
     def args(p: Any) -> None:
         p.add_argument("--campaign", required=True, help="a campaign of params.yaml (profile.campaigns)")
         p.add_argument("--no-progress", action="store_true", help="do not draw a progress bar")
         p.add_argument("--remeasure", action="store_true", help="measure again even if the campaign is complete")
 
-    def go(paths: Paths, params: Params, a: Any) -> dict[str, Any]:
-        result: dict[str, Any] = run(paths, params, a.campaign, show_progress=not a.no_progress, remeasure=a.remeasure)
+    def go(paths: Paths, params: Params, a: Any) -> CampaignMeta:
+        result = run(paths, params, a.campaign, show_progress=not a.no_progress, remeasure=a.remeasure)
+        assert "rows" in result  # a measuring run's result, not a dry run's plan
         done["result"] = result
         return result
 
