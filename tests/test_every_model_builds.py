@@ -1,9 +1,9 @@
-"""Every model the README advertises builds and is answered, each in a fresh process.
+"""Every model the README and docs/ advertise builds and is answered, each in a fresh process.
 
 A fresh process matters: whether an import works depends on what was imported before it (a
 stand-in `torch._dynamo` once broke every `hf:` model, and the suite did not see it because an
-earlier test had loaded the real one). So each README example with an `hf:` or user-file model, and
-one model of every family the README names, runs as `python -m opcost ...` in its own process,
+earlier test had loaded the real one). So each example of the README or docs/ with an `hf:` or user-file
+model, and one model of every family docs/predict.md names, runs as `python -m opcost ...` in its own process,
 against a small project of tiny bundles (the answer's numbers are not what is checked here; that
 the model builds, is traced and answered is).
 """
@@ -23,21 +23,22 @@ import pytest
 from builders import record_in_lock, tiny_bundle
 
 REPO = Path(__file__).resolve().parents[1]
-README = (REPO / "README.md").read_text()
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+TEXT = "\n".join(page.read_text() for page in PAGES)  # the README and every page of docs/
 pytestmark = pytest.mark.slow  # each test starts python and imports torch (several seconds on 2 cores)
 
 
 def _readme_file(name: str) -> str:
-    """The Python block of the README that starts with `# <name>` (the user file its examples use)."""
-    for block in re.findall(r"```python\n(.*?)```", README, flags=re.S):
+    """The Python block of the README or docs/ that starts with `# <name>` (the user file its examples use)."""
+    for block in re.findall(r"```python\n(.*?)```", TEXT, flags=re.S):
         if block.startswith(f"# {name}\n"):
             return block
-    raise AssertionError(f"README has no ```python block starting with '# {name}'")
+    raise AssertionError(f"README and docs/ have no ```python block starting with '# {name}'")
 
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A project root with tiny A30 bundles (both modes) and the README's `my.py`."""
+    """A project root with tiny A30 bundles (both modes) and the `my.py` of docs/predict.md."""
     root = tmp_path_factory.mktemp("project")
     for target in ("A30-inference", "A30-training"):
         tiny_bundle(root, target)
@@ -55,9 +56,9 @@ def opcost(root: Path, args: list[str], timeout: float = 240) -> subprocess.Comp
 
 
 def _readme_examples() -> list[list[str]]:
-    """The README's `opcost predict|recommend|coverage` lines that name an `hf:` or user-file model."""
+    """The `opcost predict|recommend|coverage` lines of the README and docs/ that name an `hf:` or user-file model."""
     found = []
-    for block in re.findall(r"```sh\n(.*?)```", README, flags=re.S):
+    for block in re.findall(r"```sh\n(.*?)```", TEXT, flags=re.S):
         for line in block.splitlines():
             line = re.sub(r"(^|\s)#.*$", "", line).strip()
             if not line.startswith(("opcost predict", "opcost recommend", "opcost coverage")):
@@ -72,7 +73,7 @@ README_EXAMPLES = _readme_examples()
 
 
 def test_the_readme_names_hf_and_user_file_examples():
-    """The examples below are read from the README; an edit that drops them all would test nothing."""
+    """The examples below are read from the README and docs/; an edit that drops them all would test nothing."""
     models = {w for ex in README_EXAMPLES for w in ex if w.startswith("hf:") or ".py:" in w}
     assert {"hf:gpt2", "my.py:gpt2"} <= models, README_EXAMPLES
 
@@ -86,7 +87,7 @@ def test_every_readme_example_with_an_hf_or_user_file_model_runs(project, args):
         assert re.search(r"time [\d.]+ ms", res.stdout), res.stdout
 
 
-# One model of every family the README names ("Any network": torchvision's families, an import path, a
+# One model of every family docs/predict.md names ("Any network": torchvision's families, an import path, a
 # file, a Hugging Face model type and class), small enough to take seconds: (model, inputs, model args).
 FAMILIES = {
     "classification": ("resnet18", ["float32:1,3,32,32"], []),

@@ -1,8 +1,8 @@
 """Every command the README and the design notes in docs/ show is one that works: each `opcost` line's
 verb and flags exist (`opcost <verb> --help` knows them), bench scripts run with `.venv/bin/python` and
 exist, `dvc repro` names a stage of dvc.yaml, `make` a target of the Makefile, and source paths exist.
-The README starts where a user starts (the set-up commands, then a quick start), keeps the method and
-its history in docs/, and every page it links exists."""
+The README starts where a user starts (the set-up commands, then a quick start), keeps the reference, the method
+and its history in docs/, and every page and heading a page links exists."""
 
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ def test_paths_in_commands_exist():
 
 def test_the_pipeline_diagram_shows_every_stage():
     text = (REPO / "README.md").read_text()
-    diagram = text[text.index("## Pipeline") :].split("```")[1]
+    diagram = text[text.index("## How the pieces fit") :].split("```")[1]
     stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
     missing = [s for s in stages if not re.search(rf"(?<![\w-]){re.escape(s)}(?![\w-])", diagram)]
     assert not missing, f"README's pipeline diagram lacks the stages {missing}"
@@ -152,14 +152,34 @@ def test_every_relative_link_resolves_and_the_readme_links_every_docs_page():
     assert not missing, f"README links no {missing}"
 
 
+def _slug(heading: str) -> str:
+    """A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_anchor_names_a_heading_of_its_page():
+    """A link into a page's section (`page.md#section`, `#section`) leads to a heading that exists, so moving a
+    section from one page to another cannot leave links pointing at nothing."""
+    for page in DOCS:
+        for target, anchor in re.findall(r"\]\(([^)#\s]*)#([^)\s]+)\)", page.read_text()):
+            linked = (page.parent / target) if target else page
+            if re.match(r"^[a-z]+:", target) or linked.suffix != ".md":
+                continue
+            text = re.sub(r"(?ms)^```.*?^```", "", linked.read_text())  # a `# comment` in a code block is no heading
+            anchors = {_slug(h) for h in re.findall(r"(?m)^#+ (.*)$", text)}
+            assert anchor in anchors, f"{page.relative_to(REPO)}: {target or page.name}#{anchor} names no heading"
+
+
 def test_the_project_tree_lists_what_exists():
-    tree = _readme()[_readme().index("## Project tree") :].split("```")[1]
+    """The tree in docs/architecture.md (the README links it) names the folders and modules that exist."""
+    text = (REPO / "docs" / "architecture.md").read_text()
+    tree = text[text.index("## Project tree") :].split("```")[1]
     named = re.findall(r"^\s{0,2}([\w./]+/|[\w]+\.py)\s", tree, flags=re.M)
     top = set("src/opcost/ networks/ tests/ docs/ stack/ data/ models/ reports/ bench/ dvcstore/".split())
     assert top <= set(named), top - set(named)
     pkg = REPO / "src" / "opcost"
     for name in named:
         if name not in top:
-            assert (pkg / name).exists(), f"README's project tree names {name}, which src/opcost lacks"
+            assert (pkg / name).exists(), f"docs/architecture.md's project tree names {name}, which src/opcost lacks"
     folders = {p.name + "/" for p in pkg.iterdir() if p.is_dir() and not p.name.startswith("_")}
-    assert folders <= set(named), f"README's project tree lacks {folders - set(named)}"
+    assert folders <= set(named), f"docs/architecture.md's project tree lacks {folders - set(named)}"
