@@ -1,6 +1,7 @@
 # Two entry points that work on a fresh machine: `make repro` and `make test`.
 # Both create .venv from pyproject.toml when it is missing or older than pyproject.toml.
-# The team stack (README "Team set-up"): `make stack-up`, `make test-integration`, `make stack-down`.
+# The team stack (docs/testing.md, "The local stack and the integration tests"): `make stack-up`,
+# `make test-integration`, `make stack-down`.
 
 PYTHON ?= python3
 VENV := .venv

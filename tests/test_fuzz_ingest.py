@@ -1,6 +1,7 @@
 """A small deterministic run of the ingest fuzzer, as the command that writes reports/bench/fuzz_ingest.json
-(README: robustness): corrupted copies of the real external files never crash a parser, never stop a source for
-one line, never yield a row that breaks its schema, and every line is taken, rejected or skipped (none lost).
+(docs/pipeline.md, "ingest@<source> and evaluate"): corrupted copies of the real external files never crash a
+parser, never stop a source for one line, never yield a row that breaks its schema, and every line is taken,
+rejected or skipped (none lost).
 
 The fuzzer runs as a subprocess (`python bench/fuzz_ingest.py --out ...`), never imported: a bench script's
 functions are no API a test may pin."""

@@ -95,7 +95,7 @@ def test_sweeps_and_reports(evaluated):
     cov = json.loads(paths.ingest_coverage.read_text())
     by = {(r["set_id"], r["device_config"], r["mode"]): r for r in cov["networks"]}
     r18 = by[("resnet18:32x3x32x32", "A30", "inference")]
-    # every conv and linear of resnet18 was measured; residual adds and flatten were not (README)
+    # every conv and linear of resnet18 was measured; residual adds and flatten were not (docs/pipeline.md)
     assert (
         r18["flops_share"] > 0.99
         and {"add", "flatten"} <= set(r18["missing_kinds"])

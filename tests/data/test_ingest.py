@@ -130,7 +130,7 @@ def test_thesis_counts_equal_the_datasets_readme(ingest_root):
     ops = OP_MEASUREMENTS.validate(pd.read_parquet(d / "op_measurements.parquet"))
     NET_MEASUREMENTS.validate(pd.read_parquet(d / "networks.parquet"))
     cat = OPERATIONS.validate(pd.read_parquet(d / "operations.parquet"))
-    # unique op + shape per file, as the README counts them
+    # unique op + shape per file, as data/external/README.md counts them
     a30 = ops[(ops["source_file"] == "ops/inference/A30.log")]
     assert a30["op_id"].nunique() == 625
     assert ops[ops["source_file"] == "ops/training/A30.log"]["op_id"].nunique() == 929

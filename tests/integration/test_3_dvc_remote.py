@@ -36,7 +36,7 @@ def test_push_to_the_s3_remote_and_pull_into_a_fresh_clone(clone, stack, tmp_pat
     # The team's remote goes into git; the credentials into .dvc/config.local, which git ignores.
     dvc(clone, "remote", "add", "-d", "team", f"s3://{bucket}/{prefix}")
     dvc(clone, "remote", "modify", "team", "endpointurl", endpoint)
-    # a dead S3 fails a push after bounded retries instead of hanging (README, "When a team service is down")
+    # a dead S3 fails a push after bounded retries instead of hanging (docs/team.md, "When a team service is down")
     dvc(clone, "remote", "modify", "team", "connect_timeout", "10")
     dvc(clone, "remote", "modify", "team", "read_timeout", "60")
     dvc(clone, "remote", "modify", "--local", "team", "access_key_id", os.environ["AWS_ACCESS_KEY_ID"])

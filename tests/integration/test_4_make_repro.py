@@ -1,8 +1,8 @@
 """`make repro` in a fresh clone with MLFLOW_TRACKING_URI pointing at the stack's server.
 
-With a reduced params.yaml (see README "Team set-up"): 3 folds and small forests for the six train
-stages, and a time-only cpu-smoke campaign, so the whole pipeline reruns in minutes on 2 cores. The
-full parameters take far longer and test nothing more about the server.
+With a reduced params.yaml (see docs/testing.md, "The local stack and the integration tests"): 3 folds and
+small forests for the six train stages, and a time-only cpu-smoke campaign, so the whole pipeline reruns in
+minutes on 2 cores. The full parameters take far longer and test nothing more about the server.
 
 The clone's .venv is made by this test as the Makefile would, except that it sees the packages of
 the environment running the tests (a path file) instead of downloading them again; `make repro`

@@ -103,7 +103,7 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
     pred, _ = clockval.leave_one_gpu_out(pts)
     curves = clockval.curve_scores(pred)
     tree_pred, _ = clockval.leave_one_gpu_out(pts, lambda d: clockval.trees(d, cp.seed, cp.tree_iterations))
-    stacked_pred, _ = clockval.leave_one_gpu_out(pts, clockval.stacked)  # compared, not shipped (README)
+    stacked_pred, _ = clockval.leave_one_gpu_out(pts, clockval.stacked)  # compared, not shipped (docs/clocks.md)
     logo = pd.concat(
         [
             clockval.summarise(curves, ["device", "source"]).assign(learner="physical"),
