@@ -521,16 +521,24 @@ CLOCK_MODEL_FILE = "clock_model.json"  # model/clocks/clock.py's file (not impor
 XPOWER_MODEL_FILE = "xpower_model.json"  # model/clocks/xpower.py's file (likewise)
 
 
-def json_hash(path: Path) -> str:
-    """md5 of a JSON file's content in canonical form (sorted keys): the clock model's content hash."""
+def canonical_hash(data: object) -> str:
+    """md5 of a JSON value in canonical form (sorted keys): a JSON model's content hash, the same whether
+    taken from the model in memory (the training stage) or from its saved file (`json_hash`)."""
     import hashlib
+    import json
+
+    return hashlib.md5(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def json_hash(path: Path) -> str:
+    """`canonical_hash` of a JSON file's content: the clock model's content hash, as a fresh clone finds it."""
     import json
 
     try:
         data = json.loads(path.read_text())
     except ValueError:
         raise OpcostError(f"{path} is not JSON; refused") from None
-    return hashlib.md5(json.dumps(data, sort_keys=True).encode()).hexdigest()
+    return canonical_hash(data)
 
 
 def sync_clock_model(
