@@ -989,8 +989,7 @@ def visit(
         c = params.profile.campaigns[campaign]
         extracted = (paths.operations, paths.occurrences)
         if dry_run:
-            plan: dict[str, Any] = v.visit_plan(c, list(params.extract.sets), extracted).summary()
-            return plan
+            return v.visit_plan(c, list(params.extract.sets), extracted).summary()
         from opcost.outputs import check_output_file
 
         check_output_file(archive, "--out")  # before the campaign: /proc/x.tar.gz is one line, not a lost visit

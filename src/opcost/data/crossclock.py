@@ -1,32 +1,11 @@
-"""Cross-clock measurements from public sources -> the sweeps table (see CROSS_CLOCK.md and
-data/external/README.md for what each file is, where it comes from and what is unverified).
+"""Cross-clock measurements from public sources -> the sweeps table.
 
-Conventions, the same for every source: `time_s` is the time of one unit of work (a pipeline-stage
-instruction, a training iteration, a kernel call), `energy_j` the energy of that same unit and
-`power_w` the average power over it; `detail.unit` names the unit. Clocks are the clocks the work
-ran at (null where the source does not record them), `value` the setting of the swept knob.
-
-perseus-stage-profiles  `<model>+<gpu>_bf16.csv` (stage, instruction, frequency, time, energy):
-    one workload per model x stage x instruction (forward/backward, also in `phase`), swept over the
-    locked SM clock. Stages whose whole profile is an identical copy of an earlier stage's (stages
-    1-6 repeat stage 0 in every file) are dropped and counted; the kept stage lists its copies.
-perseus-power-limit     `<GPU>_zeus_{global,local}.csv`: whole training iterations of pipeline-
-    parallel training under power limits. global: one limit on every GPU (the knob); local: the
-    heaviest stage's limit swept, the others chosen by Zeus. `power_limit_<i>` = 0.0 for i >= pp
-    means "no such stage"; the A40 and A100 local files order their columns differently (fields are
-    read by name). `energy` sums all dp x tp x pp GPUs (the only reading under which no GPU draws
-    far above its limit), so energy_j and power_w are per GPU: energy / GPUs; detail keeps both.
-nv-dvfs-kernels         `<gpu>-dvfs-real.csv`: one CUDA kernel per benchmark at 10 core clocks,
-    time in ms, average power, DCGM activity (SMACT .. FP16A into the sm_active .. fp16_active
-    columns) and PTX instruction counts (the non-zero ones in detail).
-gpu-frequency-dvfs      `aggregated_all_kernels_effective.csv`: kernels over a core x memory clock
-    grid, per-launch time and energy. Like dvfs-conv each grid point appears twice, in the core
-    sweep at its memory clock (`<app>@mem<MHz>`) and in the memory sweep at its core clock
-    (`<app>@core<MHz>`), both by the applied clocks: 2100 MHz requested ran at 1905-1965 MHz,
-    depending on the memory clock, so those points form short memory sweeps of their own (the
-    request is in detail). The `auto` rows (unlocked default clocks) are kept once each, flagged
-    `default_setting` with value and clocks null: the clocks they record (core 210-435 MHz at up
-    to ~350 W) cannot be the clocks they ran at, so they are no measurement at those clocks.
+One parser per source (perseus-stage-profiles, perseus-power-limit, nv-dvfs-kernels,
+gpu-frequency-dvfs), all to the same conventions: `time_s` is the time of one unit of work,
+`energy_j` the energy of that same unit and `power_w` the average power over it (`detail.unit`
+names the unit); clocks are the clocks the work ran at, `value` the setting of the swept knob.
+Each file's format and its quirks: docs/data-sources.md#cross-clock-sources; what each file is and
+where it comes from: data/external/README.md and CROSS_CLOCK.md.
 """
 
 from __future__ import annotations

@@ -1,30 +1,11 @@
 """NeuSight's public measurements (data/external/neusight/, MIT) -> the project's tables.
 
-NeuSight (ASPLOS'25) measured, on a P4, P100, T4, V100 and A100 (PCIe), with PyTorch 2.1.0 and CUDA
-12.1, in fp32 with TF32 off, each time as the mean of the fastest 5 of 25 runs between CUDA events
-(`METHOD`, recorded in the ingest summary). Files (../shared/datasets/README.md "neusight"):
-
-- `ops/<op>/<GPU>.csv.gz`: the forward time of one op per line, with the kernel it launched. Each line
-  becomes an op_measurements row under the project's own op spec of that call, so FLOPs, bytes and GEMM
-  dimensions apply as to any op: `bmm` (functional, B x M x N @ B x N x K), `Linear(N, K, bias=True)` on
-  B x M x N, `Conv2d(Cin, Cout, k, stride, padding, bias=False)` on a square B x Cin x S x S input,
-  `LayerNorm(H)`, `Softmax(dim=-1)`, `GELU()`, `ReLU()` on B x H, and functional `add` / `mul` of two
-  B x H tensors. The kernel name, warps and blocks per SM, grid and block go to a side table
-  (`OP_KERNELS`), keyed like the row (source file and line).
-- `networks/<GPU>/<model>-<train|inf>-<seqlen>-<batch>.json`: whole-model time -> a networks row:
-  inference `forward` (the e2e time under no_grad); training `forward` (fw) and `forward_backward`
-  (e2e = fw + backward; NeuSight times no optimizer step, so it is not a `train_step`). `-fusion` files
-  (torch.compile) are skipped and counted.
-- beside each JSON, `.csv.gz`: one FX node per line (one transformer layer plus embeddings and head,
-  each node timed on its own) -> the `NETWORK_NODES` table with `num_layer`, the layer's repeat count.
-
-Device configs: the file's GPU name resolved by the device table (`Tesla_V100-PCIE-32GB` -> `V100`),
-with `_no_tf32` on GPUs that have TF32 (the A100s): NeuSight ran with TF32 off. The A100 conv file is
-from an `NVIDIA A100 80GB PCIe` (`A100_PCIe`), the rest from the 40 GB PCIe card (`A100_PCIe_40GB`).
-
-Paper costs (FLOPs, bytes, output shape) of the nine op kinds are closed formulas here (`op_metrics_of`),
-not a meta-device run per op: the same numbers as `opcost.ops.features.op_metrics` (torch's
-FlopCounterMode; tests/data/test_neusight.py checks them on a sample), for ~190 000 lines in seconds.
+Op timings become op_measurements rows under the project's own op spec (so FLOPs, bytes and GEMM
+dimensions apply as to any op), with the kernel each launched in a side table; whole-model timings
+become networks rows and their per-FX-node timings the network-nodes table. Device configs come from
+the device table, `_no_tf32` where the GPU has TF32 (NeuSight ran with it off). Paper costs of the
+nine op kinds are closed formulas, the same numbers as ops.features.op_metrics, so ~190 000 lines
+import in seconds. Files, units and conventions: docs/data-sources.md#neusight.
 """
 
 from __future__ import annotations

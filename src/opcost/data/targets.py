@@ -1,33 +1,13 @@
 """What each train target learns from, built by the evaluate stage (torch-free).
 
-For every device config x mode with op measurements, three tables under
-data/evaluated/targets/<device>-<mode>/:
-- operations.parquet: the measured rows of the phase its models predict, with each op's spec,
-  paper costs, `layer_id` (the op without its input shapes: the unit of grouped cross-validation),
-  `families` (architecture families of every extracted network that calls the op: the unit of
-  leave-one-family-out), `models` (the models of the extracted networks of this mode that call it: what a
-  network split may keep when it holds a model out) and `estimated` (see below);
-- networks.parquet: the whole networks measured on that device config and mode (default clock and
-  power limit), with their family: what the composition layer is fitted and judged on;
-- network_ops.parquet: every op those networks call (measured or not), with calls and spec.
-
-Rows left out: in an inference target, a dropout or stochastic depth with p > 0. Eval mode makes it the
-identity, so a network never runs the work such a row timed (the thesis measured these layers in train
-mode); the models cost them at the launch floor (model/basis/physics.is_noop). Counted in
-reports/evaluate/summary.json (`excluded_rows`).
-
-Estimated rows: a training target whose device has far fewer training than inference measurements (the
-RTX 2080 Ti) gets the missing ops' forward+backward estimated from its own inference measurement t. Time is
-additive, floors kept apart from work (a forward+backward call pays ~10x an inference call's launch cost):
-
-    estimate = floor_fb + r x (t - floor_inf)+,   r = (t_fb - floor_fb) / (t_inf - floor_inf) on the reference
-
-floor_inf and floor_fb are launch floors (the 2nd percentile of a device's inference and forward+backward
-times, as model/training/fit.py takes it); r is measured on the reference device (the config with the most
-ops measured in both modes) per op at least BIG_OVER_FLOOR x its floor, else the median r of its kind.
-Power comes from the device's own training / inference ratio (per kind where MIN_POWER_PAIRS ops pair up),
-not the reference's. Those rows say `estimated`; the real ones are never replaced. Figures:
-docs/op-models.md, "Estimated training rows".
+For every device config x mode with op measurements: its op rows (with the units of grouped and
+family cross-validation), its measured networks and every op they call, under
+data/evaluated/targets/<device>-<mode>/. Inference targets leave out dropout and stochastic depth
+with p > 0 (eval mode runs them as identities). A training target whose device has far fewer training
+than inference measurements gets the missing rows estimated from its own inference rows, flagged
+`estimated`, never replacing a real one.
+Tables: docs/data-sources.md#what-each-train-target-learns-from; the estimate and its figures:
+docs/op-models.md#estimated-training-rows.
 """
 
 from __future__ import annotations

@@ -1,35 +1,11 @@
 """The thesis' measurement logs (raw stdout of its scripts) -> measurement rows.
 
-A log mixes data lines with Python warnings (two lines each: the warning and the echoed source
-line), tracebacks, out-of-memory notes and progress messages. Every line is classified: data lines
-become rows, the other kinds are counted, and a line that looks like a data line but cannot be
-taken (a module repr that does not parse or build, an impossible shape, the wrong number of values,
-a value that is not a finite number or is outside its range such as a zero time, a bad timestamp,
-undecodable bytes) is a reject, kept with its file, line number and reason. One bad line never
-stops the file. Value layout (see data/external/README.md):
-
-op line       `<module repr> (<input shape>) v1 .. v14` (inference) or `v1 .. v23` (training:
-              v1..v14 the forward pass, v15..v23 forward+backward)
-network line  `<model name> (<shape>)` followed by `<ModelClass> (<shape>) v1 .. v14`
-
-v1 t [s], v2 e [mJ], v3 small error of e [mJ], v4 sigma_e = sigma_P x t [mJ], v5 iterations,
-v6 total runtime [s], v7 mean power after the 3-sigma filter [W], v8 sigma_P [W], v9/v10 a total
-energy and its sigma as logged [J], v11 a second time per iteration [s], v12/v13 start and stop
-(`YYYY-MM-DD_HH-MM-SS`), v14 sigma_t [s]. Training v15..v23: t, sigma_t, e [mJ], sigma_e [mJ],
-total runtime, P, sigma_P, total energy [J], its sigma. Energies are stored in J.
-
-A data line must also agree with its own arithmetic (`check_arithmetic`), which every line of the
-real logs does to within 0.1 %: total runtime = iterations x t, e = P x t, and sigma_t at most
-t x sqrt(iterations) (the largest spread n non-negative times with mean t can have). A line cut
-short, or with a digit lost, breaks one of these and is rejected as `inconsistent`.
-
-The last value of a line is the one a file cut short can leave looking whole (`1` for
-`11.374414850457741`), so a file's last line without a line end is checked further
-(`check_last_value`): the total energy's sigma is the first-order propagation of power and time,
-sigma_E = E x hypot(sigma_P / P, sigma_t / t), to the last digit on every line of the real logs, and
-that relation holds the last value (v14 sigma_t, or v23 the forward+backward sigma_E). A last value
-it does not pin down to 1e-5 (sigma_t far below sigma_P moves sigma_E too little) is rejected as
-`unterminated`: it cannot be told from a cut one.
+Every line is classified: data lines become rows, warnings, tracebacks, out-of-memory notes and
+progress messages are counted, and a line that looks like data but cannot be taken is a reject kept
+with its file, line number and reason; one bad line never stops the file. A data line must agree with
+its own arithmetic (`check_arithmetic`), and a file's last line without a line end must pin its last
+value down (`check_last_value`), so a line cut short or missing a digit is rejected, not read.
+Value layout, the checks and why they hold: docs/data-sources.md#the-thesis-logs.
 """
 
 from __future__ import annotations

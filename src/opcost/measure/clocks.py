@@ -1,30 +1,12 @@
 """Core clocks and power limits: validate, set, record what was reached, and always restore.
 
-Settings are checked against what the device supports before anything is measured; permission is
-probed by applying the first setting (and restoring it) before the first measurement, so a
-campaign without the right to change clocks stops at once with a message saying what it needs.
-
-Restoring must survive everything short of a power cut:
-- `DeviceControl.session()` restores on normal exit, on exceptions and, from inside the signal
-  handler, on SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2/SIGALRM; the handlers are in place
-  before the permission probe, the first change of all.
-- A knob is marked changed before its NVML call, so a signal landing during the call restores it.
-- Each restore step stands alone: a clock reset the driver refuses still lets the power limit come
-  back; every failure is reported together afterwards.
-- Before the first change the original state is written to a state file per GPU
-  (`<machine lock dir>/device-state/<uuid>.json`, beside the machine-wide device lock, so any
-  checkout finds it). SIGKILL cannot be handled, so the next run on that GPU from whichever
-  checkout, or `opcost restore-device` from any directory, restores from the file first; it is
-  removed after a clean restore.
-- A state file sets the GPU, so it is trusted only if it can be ours (`DeviceControl.trusted_record`):
-  it lies in a folder only root or the current user can write, is a plain file (never followed
-  through a link) owned by root or the current user, and records this GPU, this host, a possible
-  PID and a time between this machine's boot and now. Anything else is refused in one line and
-  nothing is changed.
-  NVML cannot read back whether clocks were locked before, so the found state is taken to be the
-  driver default (unlocked) and restored by resetting the lock, as `nvidia-smi -rgc` does.
-
-Tested against a fake NVML and a dry run only: no test here changes a real GPU's clocks.
+Settings are checked against the device and permission is probed before the first measurement, so a
+campaign without the right to change clocks stops at once. Restoring must survive everything short
+of a power cut: `DeviceControl.session()` restores on exit, exceptions and catchable signals, and the
+original state is written to a per-GPU state file first, so after a SIGKILL the next run (or
+`opcost restore-device`) restores from it; a state file is trusted only if it can be ours
+(`DeviceControl.trusted_record`). Tested against a fake NVML only.
+Design: docs/measuring.md#clocks-and-power-limits-set-and-always-restored.
 """
 
 from __future__ import annotations

@@ -1,28 +1,12 @@
 """Every op kind the project knows, with its facts: one table, asked by every module that treats kinds apart.
 
-A kind is what an op is recorded as: a module class name (`Conv2d`), a normalised function name
-(`add`, `flatten`, ops/spec.function_kind) or a kernel name of a composite's parts (`bmm`,
-`layer_norm`, ops/parts.part_kind). Each kind has one row, so a kind cannot be costed one way and extracted another;
-the modules ask the query functions below.
-
-Facts of a kind:
-- `category`: what an op of a kind the models never saw is predicted as (model/basis/physics.proxy_kind):
-  the first kind of its category the models know. The order of the rows within a category is
-  that preference order. None: no category (costed from its parts if it has any, else charged).
-- `matmul`: a matrix product (GEMM-like: model/basis/gemm.py); which peak it takes (TF32 for convolutions
-  only, under PyTorch's defaults) is model/basis/physics.peak_of's call.
-- `composite`: one op of several kernels (attention): the extractor records the module call whole
-  (its children's forward never runs), and costing sums its parts when nothing measured it.
-- `drops`: random dropping (dropout, stochastic depth): no work in eval mode or at p = 0.
-- `noop`: never any work (Identity). Views (flatten of a contiguous tensor, reshape, ...) are no-ops
-  by their `is_view` metric (ops/features.op_metrics), per call, not per kind.
-- `recurrent`: `sequence` (LSTM, GRU, RNN: T x layers x directions sequential steps) or `cell` (one step).
-- `gemm_part`: an ATen matrix product among a composite's parts: costed as the linear layer of the
-  same GEMM (model/composition/costing.part_record); `bias_first`: its first argument is the bias (addmm, baddbmm).
-- `init_getters`: constructor arguments a module of this kind does not keep under their own name,
-  read back from an instance (ops/spec.module_attrs).
-
+A kind is what an op is recorded as (a module class name, a normalised function name or a kernel
+name of a composite's parts). Each kind has one row, so a kind cannot be costed one way and
+extracted another; the modules ask the query functions below. Facts: `category` (what an unseen
+kind is predicted as, in preference order), `matmul`, `composite`, `drops`, `noop`, `recurrent`,
+`gemm_part` / `bias_first` and `init_getters`.
 Nothing here imports torch: costing a cached extraction asks the same table without loading it.
+Design: docs/architecture.md#op-kinds-one-table-opskindspy.
 """
 
 from __future__ import annotations

@@ -1,32 +1,13 @@
 """Peak device memory of a network: inference, and one training step with SGD (momentum) or Adam.
 
-How it is computed. The network runs once more on the tensors it was traced on (meta: no memory,
-no arithmetic) under a `TorchDispatchMode` that sees every tensor the step allocates. Each new
-storage adds its size to the live total; a `weakref.finalize` on the storage subtracts it when
-PyTorch frees it, which happens exactly when the last tensor (or autograd's saved-tensor slot) lets
-go of it. So the timeline follows what autograd keeps for backward, what it frees as backward
-walks back, the gradients, the optimizer's state and every temporary, without a hand-written rule
-per layer. What runs:
-- inference: `eval()`, `torch.inference_mode()`, one forward;
-- training (the steady state of a loop): `train()`, forward, loss = the sum of the floating-point
-  outputs, backward, `optimizer.step()`, `zero_grad(set_to_none=True)`, with the optimizer state
-  already allocated (one untracked step first). Optimizers run as `foreach=True`, their default
-  on CUDA (the grouped update allocates per-list temporaries the loop form would not).
-Parameters, buffers and inputs exist before the step; optimizer state exists in the steady state.
-
-`F.scaled_dot_product_attention` on meta tensors takes the math path, which materialises the L x L
-attention matrix; CUDA (flash / memory-efficient kernels) and CPU (flash) do not. On meta it is
-therefore run as the CPU flash kernel, which keeps what the fused GPU kernels keep (the output and
-a log-sum-exp per row). Eager attention (explicit matmul + softmax) materialises the matrix on
-every device and is counted as it runs.
-
-The allocator's rounding (512 B blocks, segments) and the fit rule are in `ops/footprint.py`.
-The peak is tracked in rounded blocks (`peak_bytes`, what `torch.cuda.max_memory_allocated`
-reports) and as requested (`peak_raw_bytes`, what a CPU allocator sees).
-
-Not modelled: library workspaces the kernels ask the allocator for themselves (cuDNN convolution
-algorithms, cuBLAS), which depend on the algorithm the GPU picks; fragmentation beyond the segment
-rounding; a loss function other than a sum; mixed precision (AMP) copies.
+The network runs once more on its meta tensors under a `TorchDispatchMode` that adds each new
+storage to a live total and subtracts it (through a `weakref.finalize`) when PyTorch frees it, so the
+timeline follows what autograd keeps and frees, the gradients, the optimizer's state and every
+temporary, without a hand-written rule per layer. Training is the steady state of a loop (optimizer
+state allocated, `foreach=True`); `scaled_dot_product_attention` runs as the fused kernel, not meta's
+L x L math path. The peak is kept in allocator blocks (`peak_bytes`) and as requested
+(`peak_raw_bytes`); the rounding and the fit rule are in `ops/footprint.py`.
+Design: docs/memory.md#the-trace.
 """
 
 from __future__ import annotations

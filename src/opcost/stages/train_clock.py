@@ -22,8 +22,6 @@ MLflow and registers `opcost-clock` and `opcost-xpower` (champion rules of model
 
 from __future__ import annotations
 
-import hashlib
-import json
 import sys
 from typing import Any
 
@@ -45,12 +43,6 @@ from opcost.tables import read_table
 
 def split_id(pts: pd.DataFrame, min_points: int) -> str:
     return f"logo-{'+'.join(sorted(set(pts['device'])))}-min{min_points}"
-
-
-def content_hash(model: ClockModel | xpower.PowerModel) -> str:
-    """What registry.json_hash computes from the saved file (a fresh clone's sync-registry finds it); a
-    rerun on another CPU checks its `bundle_hash` this way (bench/repro_cpu.py)."""
-    return hashlib.md5(json.dumps(model.to_json(), sort_keys=True).encode()).hexdigest()
 
 
 def _csv(df: pd.DataFrame, target: Any) -> None:
@@ -118,7 +110,7 @@ def run(paths: Paths, params: Params, log_to_mlflow: bool = True) -> dict[str, A
     model.logo_error = clockval.pooled_error(curves)
     model.logo_error_bins = clockval.error_by_ratio(pred)
     split = split_id(pts, cp.min_points)
-    chash = content_hash(model)
+    chash = registry.canonical_hash(model.to_json())
     data_version = registry.stage_data_version(paths.root, tracking.CLOCK_RUN)  # what sync-registry tags it with
     record = clock_record(model, split, logo, chash, pred, data_version).as_dict()
     model.save(paths.clock_model_dir)
@@ -245,7 +237,7 @@ def run_xpower(paths: Paths, sweeps: pd.DataFrame, data_version: str = "") -> di
     ape = (off["p_hat"] / off["p"] - 1).abs()
     model.logo_error = {"power": float(ape.mean()), "energy": float(ape.mean())}
     split = f"logo-{'+'.join(sorted(seen))}"
-    chash = content_hash(model)
+    chash = registry.canonical_hash(model.to_json())
 
     per_gpu = {str(d): {str(k): pooled(gk) for k, gk in g.groupby("kind")} for d, g in off.groupby("device")}
     metrics: dict[str, Any] = {

@@ -1,13 +1,13 @@
-"""The accuracy goals table: each goal's figure when the goals were set (issue 21), now, the goal, and whether it
-is met.
+"""The accuracy goals table: each goal's figure when the goals were set ("at filing"), now, the goal, and whether
+it is met.
 
-Why: the issue asks for every figure "in reports/ and MLflow from dvc repro, next to today's", and a
-closing note that gives each goal's figure and each miss. The figures already sit in the train
-targets' JSON and the clock model's metrics; this module reads them (never recomputes them) and puts
-the issue's filing-time figures beside them, so `dvc repro` writes the comparison and a reviewer reads
-one table (reports/goals.md, reports/goals.json) instead of six files.
+Why: every figure should come "in reports/ and MLflow from dvc repro, next to today's", with each goal's
+figure and each miss. The figures already sit in the train targets' JSON and the clock model's metrics;
+this module reads them (never recomputes them) and puts the figures at filing beside them, so `dvc repro`
+writes the comparison and a reviewer reads one table (reports/goals.md, reports/goals.json) instead of
+six files. Where the goals come from: docs/CHANGELOG.md.
 
-The "at filing" figures are quoted from issue 21 as text, not numbers: several are ranges or come
+The "at filing" figures are quoted from the goals as text, not numbers: several are ranges or come
 from checks outside this project (the coverage of unseen training networks), so none is used in a
 computation. Networks are measured for the first four targets only; a target without measured
 networks has no network row (never a zero).

@@ -1,4 +1,4 @@
-"""Does cost by sequential steps get recurrent layers' measured scaling right? (bench/recurrent_scaling.py)
+"""Does cost by sequential steps get recurrent layers' measured scaling right?
 
 The costing (model/composition/costing.py) charges an LSTM, GRU or RNN layer its steps: one launch floor per
 sequential step (ops/recurrent.recurrent_steps: T x layers x directions) plus every repetition of
@@ -9,8 +9,7 @@ check it, beside the alternatives it replaced:
 - `steps`: time in proportion to sequential steps (the floor term alone: a launch-bound device);
 - `kernels`: in proportion to the kernels launched (sum of the parts' counts);
 - `flops`: in proportion to the work (what one fused op scaled by its FLOPs would say);
-- `one_op`: no scaling at all (the layer charged as one op, as before recurrent specs: 0.41 ms for a
-  6-layer LSTM over 512 steps);
+- `one_op`: no scaling at all (the layer charged as one op);
 - `by_steps`: the costing's own form, t = a x kernels + b x FLOPs per call, with the per-kernel cost a
   and the per-FLOP cost b fitted (non-negative least squares) on the sequence-length configurations
   only (one layer, one direction) and judged on the layer and direction pairs it never saw;

@@ -12,7 +12,7 @@ kernel size or shapes they never saw.
   attain (pooled as above).
 Rows with a baseline are predicted by it alone, no tree residual added (Encoding.baseline_only). Training
 rows only, both tree feature sets (improved, physical). Figures: docs/op-models.md, "Training baselines of
-depthwise convolutions and Linear layers" (bench/training_family.py).
+depthwise convolutions and Linear layers".
 """
 
 from __future__ import annotations

@@ -167,8 +167,8 @@ def tf32_fallback(kind: str, hp: dict[str, Any], device_config: str) -> bool:
 # +15 to +65 % family-out on the A30, base within 15 % of the measured time). The `physical` baseline
 # combines the two times as an L2 norm, (C^2 + M^2)^(1/2): the larger alone where one dominates, up to
 # sqrt(2) x it where they balance; C is the compute time at the peak the op attains (the parts above).
-# p = 2 is the one value tried besides 1 (the sum: A30 inference family twe 20.4 -> 16.8 %, RTX 2080 Ti
-# training 22.2 -> 24.3 %); p = 2 helps 5 of 6 targets' family twe (bench/family_split.py).
+# p = 2 is the one value tried besides 1 (the sum); figures: docs/op-models.md, "Tried, not shipped: GEMM-like
+# baselines".
 OVERLAP_NORM = 2.0
 
 
@@ -209,8 +209,8 @@ def overlap_s(compute_s: np.ndarray, memory_s: np.ndarray, norm: float = OVERLAP
 # stride-(2, 1) one. cuDNN chooses its algorithm on the whole kernel: on the FP32 units a 3x3, stride-1,
 # undilated, ungrouped convolution runs Winograd at 1.2x the nominal peak (median, A30 without TF32),
 # a 3x3 stride-2 one at 0.47x, a 1x1 one at 0.6x. Kernel height and width, the product of the strides
-# and that Winograd eligibility, for every convolution; NOT_A_CONV for other ops. On the grouped and
-# the family split of all six targets they help a little and hurt nowhere beyond noise (bench/family_split.py).
+# and that Winograd eligibility, for every convolution; NOT_A_CONV for other ops. Figures: docs/op-models.md,
+# "A convolution's whole kernel".
 KERNEL_COLUMNS: Sequence[str] = ("kernel_h", "kernel_w", "stride_area", "winograd_3x3")
 NOT_A_CONV = -1.0
 

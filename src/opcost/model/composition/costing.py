@@ -1,30 +1,11 @@
 """Every op of a network gets a cost, and says where it came from.
 
-Sources, in order of preference:
-- `measured`: the op was measured on this device config and mode (at its default clock): the
-  measurement itself, not a model's guess of it;
-- `estimated`: a forward+backward row estimated from an inference measurement (data/targets.py);
-- `floor`: a no-op (view, identity, eval-mode dropout) costs what the device's measured no-ops
-  cost (else its launch floor);
-- `predicted`: the per-op time and power models;
-- `decomposed`: a composite (attention) no measurement or model covers, costed as the kernels it
-  runs (ops/parts.py), each by these same rules: matrix products as the linear layer of the same
-  GEMM, softmax, copies and masks by their category. Each kernel's isolated cost carries one launch
-  floor; a composite keeps one, as a measured op would: floor + sum of (kernel - floor)+;
-- `proxy`: a kind the models never saw, predicted as the known kind of its category (physics.py);
-- `charged`: nothing stands in: the launch floor plus the op's roofline time times what measured
-  ops of a similar size cost above the floor per roofline second (model/training/netval.charge_ratio); the
-  composition layer scales it like every other op.
-A prediction is then never a partial sum presented as a total.
-
-The labels of an answer live here, one home for every module that sets or reads them (costing, the
-cross-device answers of model/prediction/xdevice_predict.py, `clock_source`, recommend's marks):
-- `measured` (MEASURED), `predicted` (PREDICTED) as above; as a `clock_source`, `measured` is a clock the
-  device's own measurements were taken at (its sweep, or its default clock, taken as the boost clock);
-- `transferred` (TRANSFERRED): the cross-device model on a GPU none of whose ops it was trained on, or (as a
-  `clock_source`) the cross-clock model;
-- `fitted` (FITTED): the cross-device model on a GPU whose own measured ops are in its training set (NeuSight's
-  P4, P100, T4, V100, A100 PCIe: about 39 000 each): an in-sample fit, not a transfer to an unseen GPU.
+Sources, in order of preference: `measured`, `estimated`, `floor` (no-ops), `predicted`,
+`decomposed` (a composite costed as its kernels), `proxy` (an unseen kind as the known kind of its
+category) and `charged` (launch floor plus roofline time at what similar measured ops cost), so a
+prediction is never a partial sum presented as a total. The labels of an answer (`MEASURED`,
+`PREDICTED`, `TRANSFERRED`, `FITTED`) live here too, one home for every module that sets or reads them.
+Design: docs/composition.md#where-each-ops-cost-comes-from.
 """
 
 from __future__ import annotations

@@ -1,32 +1,12 @@
 """Op time on any GPU of the device table: one model over the op's features and the device's.
 
-Layer 4 of the design ("Devices"). Every op measured on any GPU (the thesis A30 and RTX 2080 Ti,
-NeuSight's P4, P100, T4, V100 and A100) becomes one row: its kind, FLOPs, bytes and GEMM shape, and
-the figures of the device config it ran on (devices.py: the peak that applies, FP32 peak,
-bandwidth, SMs, L2, boost clock). The trees learn log(t / (roofline + floor)): how far from the
-hardware's bound the op runs, with the roofline written in the device's own units so that a GPU
-the trees never saw is described by where its ops sit relative to its ridge point, how many waves
-of thread blocks its SMs need and whether the working set fits in its L2, not by its name.
-`winograd_fp32` marks a 3x3, stride-1, undilated, ungrouped convolution on the FP32 units
-(gemm.kernel_features' eligibility; NeuSight's convolutions by their kernel and stride): cuDNN runs it
-with Winograd, faster than its direct FLOPs (the thesis RTX 2080 Ti's resnet34 3x3 convolutions at 0.75
-of their FP32 roofline time), which no other column can tell from a 3x3 stride-2 one of the same GEMM.
-
-Numerics: fp32 with PyTorch's defaults. cuDNN convolutions may use TF32 on Ampere and newer
-(`torch.backends.cudnn.allow_tf32` is True by default), matmuls do not (`torch.backends.cuda.matmul.
-allow_tf32` is False since 1.12); a `_no_tf32` device config turns TF32 off for convolutions too.
-NeuSight measured with TF32 off everywhere, so its A100 rows are `A100_PCIe_40GB_no_tf32`.
-
-Timing: the thesis timed ops with torch.utils.benchmark (wall clock per call over a loop: a tiny op
-costs the host's per-call time), NeuSight with CUDA events around one call. The `wall_clock` feature
-says which. Transferred answers are asked in device time (`wall_clock` = 0) and the network composition
-(model/crossdevice/xdevice_net.py) charges each call at least its host floor. The thesis rows that time only the
-host are left out of the fit (`host_bound`). NeuSight's event-timed small calls are not pure device time
-either (events around one call on an idle GPU include the host's dispatch: add and ReLU flat at 26-39 us
-on every NeuSight GPU) but carry no plateau test: leaving them out made every fold worse (README).
-
-Nothing here is tuned to a held-out GPU: `leave_one_gpu_out` fits through `fit_fn` on rows of the
-other GPUs only (tests spy on it).
+Every op measured on any GPU becomes one row (its kind, FLOPs, bytes, GEMM shape and the figures of
+the device config it ran on), and the trees learn log(t / (roofline + floor)) with the roofline in
+the device's own units, so a GPU the trees never saw is described by where its ops sit against its
+hardware, not by its name. `wall_clock` says how a row was timed; transferred answers are asked in
+device time, and thesis rows that time only the host are left out of the fit (`host_bound`).
+Nothing here is tuned to a held-out GPU: `leave_one_gpu_out` fits through `fit_fn` on the others.
+Design: docs/cross-device.md#the-model.
 """
 
 from __future__ import annotations

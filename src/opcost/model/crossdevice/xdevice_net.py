@@ -5,23 +5,11 @@ times (model/crossdevice/xdevice.py, CUDA-event units):
 
     t_net = scale x sum over kernel calls of max(t_op, host_floor)  (+ the optimizer step in training)
 
-- `host_floor`: eager PyTorch launches one kernel per op from the host; a fast GPU finishes a small
-  kernel before the host has issued the next, so no call costs less than the host's per-op time.
-  A view or a Python-side node (size, getitem) launches nothing and costs nothing here. An op costed
-  from the kernels it runs (attention, `Conv1D`, recurrent layers; `op_rows`) counts each kernel call.
-- `scale`: what isolated timings miss or add in a running network (cache warmth, overlap).
-- training: each op's backward is `bw_ratio[kind]` x its forward, the median over NeuSight's per-node
-  fw/bw times of the training GPUs; a kind NeuSight never timed (conv, batch norm, pooling) takes
-  DEFAULT_BW_RATIO. The thesis' forward+backward op timings (above their host plateau) were tried as the
-  ratio of those kinds and made the held-out A30's training networks worse (MAPE 22.6 ->
-  28.0 %, signed median -10 -> +7 %): an isolated op's backward carries more than the network pays for it.
-  The optimizer step reads and writes each parameter a few times, bytes-bound at the device's bandwidth.
-`host_floor` and `scale` are fitted on the networks of the training GPUs only; leave-one-GPU-out
-refits them without the held-out GPU, with op predictions from the fold's op model.
-
-Two validation sets: NeuSight's end-to-end configs (one FX-traced transformer layer repeated
-`num_layer` times plus embeddings and head; nodes mapped to op rows here) and the thesis networks
-(data/evaluated/targets/<config>-<mode>/networks.parquet and network_ops.parquet).
+`host_floor` is the host's per-op time (no call costs less), `scale` what isolated timings miss in a
+running network; in training each op's backward is `bw_ratio[kind]` x its forward. Both are fitted on
+the training GPUs' networks only (leave-one-GPU-out refits them), and validated on NeuSight's
+end-to-end configs and the thesis networks.
+Design: docs/cross-device.md#networks-on-a-transferred-gpu.
 """
 
 from __future__ import annotations

@@ -1,33 +1,12 @@
 """Whole-network predictions from per-operation models: time, energy, power, breakdown, coverage.
 
-A network is extracted on meta tensors (as the extract stage does); every unique op gets a cost and
-a source (measured, estimated, launch floor, predicted, decomposed into its kernels, proxy kind or
-charged at roofline: model/composition/costing.py), and the composition layer (model/composition/compose.py) turns the
-op costs and call counts into the network's time and energy, with 90 % intervals from its out-of-sample residuals,
-widened when the question extrapolates. Models come from models/<device>-<mode>/ (the DVC outputs of the train stages),
-or from the MLflow registry's champion with `registry=True`.
-
-`Predictor` composes one piece per job, each in its own module:
-- bundles, loaded once (model/store/bundlestore.py);
-- extraction (model/composition/network.py) behind the network cache (model/composition/netcache.py);
-- costing per (target, clock) over the union of the ops asked about (model/composition/costing.py);
-- clock transfer: the cross-clock model, the clock grid, the widened intervals (model/prediction/clocktransfer.py);
-- transferred GPUs: the cross-device model (model/prediction/xdevice_predict.py);
-- answers (model/prediction/answer.py) and the `recommend` table (model/prediction/recommend.py).
-The clock grid's size is the caller's (`clock_grid_points`, params clock.grid_points read at the edge:
-cli.py, api.py, the validate stage); the library reads no parameters file.
-
-Speed. Bundles hold tree ensembles compiled to numpy arrays, and extracted networks are cached in
-.opcost/cache/networks/, so a question about a network seen before imports neither torch nor
-XGBoost; a GPU with its own bundle needs neither pandas nor the cross-device model. A `Predictor`
-also keeps extractions in memory, and `predict_many` costs each device's ops once for all the
-networks it is asked about.
-
-A network is any `NetSpec` (ops/netspec.py: a torchvision name, an import path or file, or a
-Hugging Face config; builder arguments; typed inputs); the old (model name, input shape) form is
-the same thing with one image input. Its memory footprints (ops/memory.py) are computed at
-extraction, stored beside the op records, and reported on the prediction with whether the step
-fits on each device of the table; `recommend` drops device configs it does not fit on.
+`Predictor` only composes, one piece per job in its own module: bundles loaded once (store/bundlestore),
+extraction behind the network cache (composition/network, netcache), costing per (target, clock)
+over the union of the ops asked about (composition/costing), clock transfer
+(prediction/clocktransfer), transferred GPUs (prediction/xdevice_predict), answers and `recommend`.
+Cached extractions and compiled trees let a repeated question skip torch, XGBoost and pandas. The clock
+grid's size is the caller's (`clock_grid_points`): the library reads no parameters file.
+Design: docs/architecture.md#inside-a-prediction-one-module-per-job.
 """
 
 from __future__ import annotations

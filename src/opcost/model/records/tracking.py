@@ -1,28 +1,12 @@
 """MLflow: the only module that knows tracking URIs, experiment, run and registered-model names.
 
-Tracking URI: `MLFLOW_TRACKING_URI` if set, else `sqlite:///<store root>/mlflow.db` (MLflow 3
-refuses the file store unless forced). The store root is `DVC_ROOT` when a DVC stage runs (DVC 3
-sets it to the user's workspace also for `dvc exp run --temp`/`--queue`, whose stages run in a
-throwaway copy), so experiments log into the workspace's database, not the copy's; everything else
-a stage reads or writes resolves from its own working directory (`paths.find_root`). For the same
-reason experiments get an explicit artifact location under the store root (`mlruns/`).
-Numbers that decide things live in DVC metrics files; MLflow mirrors them for browsing.
-
-A team service that is down must not stall a client: `setup` first checks that the tracking
-server (or the PostgreSQL behind a database URI) answers within `REACH_TIMEOUT_S`, and bounds
-MLflow's own HTTP retries and request timeout (`MLFLOW_HTTP_REQUEST_MAX_RETRIES`,
-`MLFLOW_HTTP_REQUEST_TIMEOUT`, unless the user set them), so a dead server is one line naming it
-within seconds instead of 11-12 minutes of silent retries and a chain of tracebacks.
-
-Concurrency and interrupts:
-- On SQLite, creating a fresh store (MLflow migrates its schema) and every registry write happen
-  under one file lock beside the database (`mlflow.db.lock`), so two processes never race. A
-  tracking server serialises writes itself; there the registry relies on resolving duplicate
-  versions after the fact (model/store/registry.py), which needs no lock.
-- `tracked_run` ends a run FINISHED, FAILED on an exception, or KILLED on SIGINT/SIGTERM/SIGHUP,
-  never leaving it RUNNING; a run whose process died without a chance to say so (SIGKILL) is
-  marked KILLED by the next `setup` on the same host, in any experiment of the project (a killed
-  `validate` is found by the next `train`), from the PID and host tags every run carries.
+Tracking URI: `MLFLOW_TRACKING_URI`, else an SQLite store under the store root (`DVC_ROOT` inside a
+DVC stage, so `dvc exp run --temp` logs into the workspace, not the throwaway copy). A tracking
+server that does not answer is one line within seconds (`REACH_TIMEOUT_S`, bounded MLflow retries),
+not minutes of retries. SQLite writes happen under one file lock (`write_lock`); `tracked_run` never
+leaves a run RUNNING, and a run whose process was killed is marked KILLED by the next `setup` on the
+same host. Numbers that decide things live in DVC metrics files; MLflow mirrors them for browsing.
+Design: docs/architecture.md#mlflow-tracking-and-the-registry.
 """
 
 from __future__ import annotations

@@ -1,29 +1,13 @@
 """The MLflow model registry: register a bundle once, keep exactly one version per content hash,
 and move the `champion` alias.
 
-The champion never moves by accident: candidates are compared only when they were scored on the
-same split (tag `split`: kind, folds, seed), and `champion` moves automatically only from committed
-work on the main branch (not a DVC experiment, not uncommitted code or parameters); on main a
-candidate scored on another split supersedes the old champion, because main's configuration is the
-reference. Anything else registers a version and leaves the alias where it is, until an explicit
-`opcost promote`.
-
-Registration is idempotent and safe with several processes at once:
-- on SQLite every write happens under `tracking.write_lock`;
-- the content hash is set in the same call that creates the version (no window in which a version
-  exists without it);
-- on any store, after creating a version the process looks for other versions with the same hash;
-  the oldest survives and a newer one deletes itself, so two processes racing on a tracking server
-  (where no file lock reaches) still end with one version;
-- a version without a hash tag (left by an interrupted older run) is removed on the next
-  registration, and so is a version whose model artifact cannot be found.
-
-What `sync-registry` registers is checked first (model/records/integrity.py): a bundle's own `bundle_hash`
-is only a field it declares, so each folder's content md5 must equal the md5 `dvc.lock` records for
-it, or it is refused; a folder whose stage `dvc status` reports changed is registered but never
-made champion. Each replay (parent and nested runs, registration, the champion decision) happens
-under the write lock, and a run record another sync is replaying now (tag `RECORD_TAG`, the md5 of
-run.json) is left to it, so concurrent syncs leave one set of runs.
+The champion never moves by accident: candidates are compared only when scored on the same split,
+and the alias moves automatically only from committed work on the main branch; anything else
+registers a version and leaves the alias until an explicit `opcost promote`. Registration is
+idempotent with several processes at once (a lock on SQLite; on a tracking server the newer of two
+versions with one hash deletes itself). `sync-registry` registers only folders whose md5 `dvc.lock`
+records, and never makes champion one whose stage `dvc status` reports changed.
+Design: docs/architecture.md#mlflow-tracking-and-the-registry.
 """
 
 from __future__ import annotations
@@ -521,16 +505,24 @@ CLOCK_MODEL_FILE = "clock_model.json"  # model/clocks/clock.py's file (not impor
 XPOWER_MODEL_FILE = "xpower_model.json"  # model/clocks/xpower.py's file (likewise)
 
 
-def json_hash(path: Path) -> str:
-    """md5 of a JSON file's content in canonical form (sorted keys): the clock model's content hash."""
+def canonical_hash(data: object) -> str:
+    """md5 of a JSON value in canonical form (sorted keys): a JSON model's content hash, the same whether
+    taken from the model in memory (the training stage) or from its saved file (`json_hash`)."""
     import hashlib
+    import json
+
+    return hashlib.md5(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def json_hash(path: Path) -> str:
+    """`canonical_hash` of a JSON file's content: the clock model's content hash, as a fresh clone finds it."""
     import json
 
     try:
         data = json.loads(path.read_text())
     except ValueError:
         raise OpcostError(f"{path} is not JSON; refused") from None
-    return hashlib.md5(json.dumps(data, sort_keys=True).encode()).hexdigest()
+    return canonical_hash(data)
 
 
 def sync_clock_model(

@@ -8,8 +8,8 @@
 For each held-out group: every op that only the held-out model (family) calls, at any input size, is removed
 from the op models' training rows and from the measured look-up; an op that another model calls too (the same
 kind, attributes and input shape: resnet18 and resnet34 share every layer at 224x224) was measured for that
-model and stays, as in a project that never saw the held-out one (`held_only`; dropping it too is what
-bench/net_split.py reports as `strict ops`). In the `network` split every op the held-out network calls
+model and stays, as in a project that never saw the held-out one (`held_only`; dropping it too is the strict
+rule, docs/composition.md#holding-a-model-out). In the `network` split every op the held-out network calls
 is removed. Op models are refitted on what remains (the chosen algorithm and features), the composition layer
 and its per-family terms (model/composition/compose.py) are refitted on the other networks, and the held-out networks
 are predicted from scratch. A held-out network gets a family term only from siblings left in the fold; in the family
