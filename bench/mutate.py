@@ -434,7 +434,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation(
         "prediction-cache-ignores-device-table",
         "model/composition/predcache.py",
-        (("return (encoding, transform, find_device(encoding.device_config))", "return (encoding, transform)"),),
+        (("return (encoding, transform, encoding.device)", "return (encoding, transform)"),),
         "the predicted-value cache survives a change of the device table entry its physics features read",
         ("tests/model/test_predcache.py",),
     ),

@@ -72,9 +72,9 @@ class Ops:
         self.floor_s = floor_s
         self.p_w = np.nan_to_num(costs.p_w, nan=0.0)
         self.matmul = np.array([kind_facts(r.kind).matmul for r in records], bool)
-        cm = np.array([compute_memory_s(r.kind, r.metrics, data.device_config) for r in records], float)
-        self.compute_s, self.memory_s = cm[:, 0], cm[:, 1]
         found = find_device(data.device_config)
+        cm = np.array([compute_memory_s(r.kind, r.metrics, found) for r in records], float)
+        self.compute_s, self.memory_s = cm[:, 0], cm[:, 1]
         self.l2_share = compose.l2_share(records, found[0].l2_bytes if found else 0.0)
         base = compose.network_terms(costs, calls, records, floor_s, found, data.mode)
         self.base = base

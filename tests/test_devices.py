@@ -118,10 +118,10 @@ def test_physics_of_any_spelling_is_the_table_gpu_never_nominal():
     from opcost.model.basis.physics import NOMINAL_BANDWIDTH, NOMINAL_PEAK, device_peaks
 
     a30 = DEVICES["A30"]
-    assert device_peaks("NVIDIA_A30") == (a30.tf32_flops, a30.fp32_flops, a30.bandwidth)
-    assert device_peaks("NVIDIA A30_no_tf32") == (a30.fp32_flops, a30.fp32_flops, a30.bandwidth)
+    assert device_peaks(find_device("NVIDIA_A30")) == (a30.tf32_flops, a30.fp32_flops, a30.bandwidth)
+    assert device_peaks(find_device("NVIDIA A30_no_tf32")) == (a30.fp32_flops, a30.fp32_flops, a30.bandwidth)
     for key in DEVICES:
-        assert device_peaks(key) != (NOMINAL_PEAK, NOMINAL_PEAK, NOMINAL_BANDWIDTH)
+        assert device_peaks(find_device(key)) != (NOMINAL_PEAK, NOMINAL_PEAK, NOMINAL_BANDWIDTH)
 
 
 def test_clock_model_reads_sweep_names_through_the_table():

@@ -339,14 +339,14 @@ def test_tf32_peak_exactly_where_the_config_allows_it():
     on both (PyTorch leaves cuBLAS TF32 off), 13.4 TF (FP32) on an RTX 2080 Ti that has no TF32; elementwise
     ops run on the FP32 units everywhere (datasheets)."""
     gemm = {"flops": 10**12, "bytes_read": 1000, "bytes_written": 1000}
-    assert roofline_s("Conv2d", gemm, "A30") == pytest.approx(1 / 82, rel=1e-12)
-    assert roofline_s("Linear", gemm, "A30") == pytest.approx(1 / 10.3, rel=1e-12)
-    assert roofline_s("Conv2d", gemm, "A30_no_tf32") == pytest.approx(1 / 10.3, rel=1e-12)
-    assert roofline_s("Linear", gemm, "RTX2080Ti") == pytest.approx(1 / 13.4, rel=1e-12)
-    assert roofline_s("add", gemm, "A30") == pytest.approx(1 / 10.3, rel=1e-12)
+    assert roofline_s("Conv2d", gemm, find_device("A30")) == pytest.approx(1 / 82, rel=1e-12)
+    assert roofline_s("Linear", gemm, find_device("A30")) == pytest.approx(1 / 10.3, rel=1e-12)
+    assert roofline_s("Conv2d", gemm, find_device("A30_no_tf32")) == pytest.approx(1 / 10.3, rel=1e-12)
+    assert roofline_s("Linear", gemm, find_device("RTX2080Ti")) == pytest.approx(1 / 13.4, rel=1e-12)
+    assert roofline_s("add", gemm, find_device("A30")) == pytest.approx(1 / 10.3, rel=1e-12)
     # bytes-bound: the bandwidth (933 GB/s), whatever the peak
     stream = {"flops": 10, "bytes_read": 933 * 10**9, "bytes_written": 0}
-    assert roofline_s("Linear", stream, "A30") == pytest.approx(1.0, rel=1e-12)
+    assert roofline_s("Linear", stream, find_device("A30")) == pytest.approx(1.0, rel=1e-12)
 
 
 def test_a_noop_costs_what_the_devices_measured_noops_cost():
@@ -356,7 +356,8 @@ def test_a_noop_costs_what_the_devices_measured_noops_cost():
     params = netval.coster_params(data, np.arange(data.n))
     assert params["noop_s"] == pytest.approx(5e-6, rel=1e-12) and params["noop_power_w"] == 60.0
     assert params["floor_s"] != pytest.approx(params["noop_s"], rel=0.05)  # the two are told apart
-    coster = OpCoster("inference", "A30", models={}, kinds=("Linear",), charge_ratio=1.0, median_power_w=100.0,
+    coster = OpCoster("inference", find_device("A30"), models={}, kinds=("Linear",), charge_ratio=1.0,
+                      median_power_w=100.0,
                       **{k: params[k] for k in ("floor_s", "noop_s", "noop_power_w")})  # fmt: skip
     noop = [r for r, is_noop in zip(data.records, data.noop) if is_noop]
     unseen = OpRecord("unseen-identity", "Identity", {}, (3, 3), 9, {"flops": 0, "bytes_read": 0,
@@ -364,7 +365,7 @@ def test_a_noop_costs_what_the_devices_measured_noops_cost():
     c = coster.cost([*noop, unseen])
     assert list(c.t_s) == [5e-6] * 4 and list(c.p_w) == [60.0] * 4 and set(c.source) == {"floor"}
     # where the device measured no no-op, the launch floor stands in
-    floor_only = OpCoster("inference", "A30", {}, ("Linear",), 1e-5, 60.0, 1.0, 100.0, noop_s=None)
+    floor_only = OpCoster("inference", find_device("A30"), {}, ("Linear",), 1e-5, 60.0, 1.0, 100.0, noop_s=None)
     assert floor_only.cost([unseen]).t_s[0] == 1e-5
     assert costing.SOURCES[2] == "floor"
 

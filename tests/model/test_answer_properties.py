@@ -664,7 +664,7 @@ def test_transferred_energy_is_time_times_the_power_models_power(ops_, time_s, i
         got, note = energy(Path(root), r, config, mode)
     tdp = find_device(config)[0].tdp_w
     work = 3.0 if mode == "training" else 1.0
-    u = work * sum(roofline_s(x.kind, x.metrics, config) * n for x, n in zip(recs, calls)) / time_s
+    u = work * sum(roofline_s(x.kind, x.metrics, find_device(config)) * n for x, n in zip(recs, calls)) / time_s
     level_ = min(max(a + b * min(max(u, 0.0), 1.0) ** c, 0.0), 1.0)
     p = min(tdp * (idle + (1 - idle) * level_) * (level or 1.0), tdp)
     assert got is not None
@@ -804,11 +804,11 @@ def test_the_clock_transfer_moves_each_op_by_its_roofline_share(ops_, config, x)
         m = {"full": {"flops": fl, "bytes_read": rd, "bytes_written": wr}, "flops": {"flops": fl},
              "read": {"bytes_read": rd}}[which]  # fmt: skip
         recs.append(OpRecord(f"op{i}", kind, {}, (1,), 1, {**m, "params": 0}))
-    bw = device_peaks(config)[2]
+    bw = device_peaks(find_device(config))[2]
     want = []
     for fl, rd, wr, which, kind in ops_:
         fl, rd, wr = fl * (which != "read"), rd * (which != "flops"), wr * (which == "full")
-        tc, tm = fl / op_peak(kind, config), (rd + wr) / bw
+        tc, tm = fl / op_peak(kind, find_device(config)), (rd + wr) / bw
         want.append(tc / (tc + tm) if tc + tm > 0 else 0.0)
     share = roofline_shares(recs, find_device(config))
     assert share == pytest.approx(want, rel=1e-12, abs=1e-15)

@@ -18,6 +18,7 @@ import pytest
 from torch import nn
 
 from builders import catalog_row, module_spec
+from opcost.devices import find_device
 from opcost.model.basis import backward
 from opcost.model.basis.physics import compute_memory_s
 from opcost.model.composition.bundle import Bundle
@@ -85,7 +86,7 @@ def small_rows(data: fit.TargetData, rows: np.ndarray) -> np.ndarray:
 
 def test_the_generator_is_the_thesis_law():
     data = training_target()
-    m = np.array([compute_memory_s(r.kind, r.metrics, "A30")[1] for r in data.records])
+    m = np.array([compute_memory_s(r.kind, r.metrics, find_device("A30"))[1] for r in data.records])
     dw = data.depthwise
     k2 = np.array([int(np.ravel([data.records[i].hp["kernel_size"]])[0]) ** 2 for i in np.where(dw)[0]])
     assert sorted(set(k2.tolist())) == [9, 25, 49]

@@ -20,9 +20,12 @@ import pytest
 from torch import nn
 
 from builders import catalog_row, module_spec
+from opcost.devices import find_device
 from opcost.model.basis import features, gemm, physics
 from opcost.model.training import fit
 from opcost.params.train import TrainParams
+
+A30 = find_device("A30")  # resolved once, as the answer path does (Bundle.device)
 
 FP32_A30, TF32_A30, BW_A30 = 10.3e12, 82e12, 933e9  # FLOP/s, FLOP/s, B/s: A30 datasheet (devices.py)
 FLOOR = 1e-5
@@ -49,16 +52,18 @@ def test_only_convolutions_with_known_channels_can_fall_back() -> None:
     stem = {"in_channels": 3, "out_channels": 64, "groups": 1}
     assert physics.tensor_core_eligible("Linear", {"in_features": 3, "out_features": 5})
     assert physics.tensor_core_eligible("Conv2d", None) and physics.tensor_core_eligible("Conv2d", {})
-    assert gemm.tf32_fallback("Conv2d", stem, "A30")
-    assert not gemm.tf32_fallback("Conv2d", stem, "A30_no_tf32")  # TF32 off: every convolution on FP32 already
-    assert not gemm.tf32_fallback("Conv2d", stem, "RTX2080Ti")  # no TF32 on Turing
-    assert not gemm.tf32_fallback("Conv2d", {"in_channels": 64, "out_channels": 64, "groups": 1}, "A30")
-    assert not gemm.tf32_fallback("Conv2d", {"in_channels": 6, "out_channels": 6, "groups": 6}, "A30")  # depthwise
+    assert gemm.tf32_fallback("Conv2d", stem, A30)
+    assert not gemm.tf32_fallback(
+        "Conv2d", stem, find_device("A30_no_tf32")
+    )  # TF32 off: every convolution on FP32 already
+    assert not gemm.tf32_fallback("Conv2d", stem, find_device("RTX2080Ti"))  # no TF32 on Turing
+    assert not gemm.tf32_fallback("Conv2d", {"in_channels": 64, "out_channels": 64, "groups": 1}, A30)
+    assert not gemm.tf32_fallback("Conv2d", {"in_channels": 6, "out_channels": 6, "groups": 6}, A30)  # depthwise
     # a stem takes no part in the TF32 unit's attained fraction: it is not on that unit
-    assert gemm.gemm_unit("Conv2d", stem, "A30") == ""
-    assert gemm.gemm_unit("Conv2d", stem, "A30_no_tf32") == gemm.FP32_UNIT
+    assert gemm.gemm_unit("Conv2d", stem, A30) == ""
+    assert gemm.gemm_unit("Conv2d", stem, find_device("A30_no_tf32")) == gemm.FP32_UNIT
     # the physics the improved encoding sees stays the kind's (the peak of every convolution on the A30)
-    assert physics.op_peak("Conv2d", "A30") == pytest.approx(TF32_A30)
+    assert physics.op_peak("Conv2d", A30) == pytest.approx(TF32_A30)
 
 
 def stem_target() -> fit.TargetData:
@@ -127,7 +132,7 @@ def test_the_stems_baseline_is_the_same_in_training_and_in_a_bundle() -> None:
     assert got[0] == pytest.approx(expected, rel=1e-9)
     # the improved encoding keeps the kind's TF32 roofline (its models are unchanged)
     improved = data.encs["improved"].log_roofline([stem])[0]
-    assert improved == pytest.approx(math.log(physics.roofline_s("Conv2d", m, "A30")))
+    assert improved == pytest.approx(math.log(physics.roofline_s("Conv2d", m, A30)))
 
 
 @pytest.mark.parametrize(

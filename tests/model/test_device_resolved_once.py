@@ -1,10 +1,11 @@
 """A bundle's device is resolved once, when the bundle is loaded (`Bundle.device`), and passed down the answer
 path: no function on it (the composition terms, the reference clock, the clock checks, the clock transfer,
-the assembly) looks the device config's name up in the device table again.
+the assembly, the op models' costing) looks the device config's name up in the device table again. Each op
+model's encoding resolves its own name once, when it is made (`Encoding.device`); its features, roofline
+offsets and the costing's charged ops (model/basis/) take the resolved device, never the name.
 
 A spy replaces `find_device` and `device_config` in every opcost module that holds them and records the
-code on the stack of each call. The op models' costing (`OpCoster.cost`: the encodings, the roofline) resolves
-its own encoding's name and is left out; everything else a question runs through is counted."""
+code on the stack of each call: everything a question runs through is counted."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pytest
 from builders import record_in_lock, tiny_bundle
 from opcost import devices
 from opcost.errors import OpcostError
+from opcost.model.basis.features import FEATURE_SETS, Encoding, OpRecord
 from opcost.model.composition.bundle import Bundle
 from opcost.model.composition.costing import OpCoster
 from opcost.model.prediction.answer import Request
@@ -62,15 +64,20 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> list[Resolution]:
 
 
 BUNDLE = {Bundle.__post_init__.__code__, Bundle.device.fget.__code__}  # type: ignore[attr-defined]
+ENCODING = {Encoding.__post_init__.__code__}
 
 
 def by_bundle(seen: list[Resolution]) -> list[str]:
     return [config for config, stack in seen if BUNDLE & set(stack)]
 
 
+def by_encoding(seen: list[Resolution]) -> list[str]:
+    return [config for config, stack in seen if ENCODING & set(stack)]
+
+
 def elsewhere(seen: list[Resolution]) -> list[str]:
-    """Resolutions neither a bundle's own nor the op models' costing: where each came from."""
-    leave_out = BUNDLE | {OpCoster.cost.__code__}
+    """Resolutions neither a bundle's own nor an encoding's, when it is made: where each came from."""
+    leave_out = BUNDLE | ENCODING
     return [
         f"{config!r} from {stack[0].co_qualname} ({Path(stack[0].co_filename).name})"
         for config, stack in seen
@@ -97,7 +104,9 @@ def test_the_answer_path_resolves_each_bundles_device_once(project: Path, monkey
     pr.predict_many(questions)  # the bundles are loaded: nothing is resolved again
     again = seen[len(during) :]
     assert sorted(by_bundle(during)) == ["A30", "myhost"]  # once per bundle, at its load
-    assert elsewhere(during) == [] and by_bundle(again) == [] and elsewhere(again) == []
+    encs = [m.encoding for d in ("A30", "myhost") for m in pr.bundle(d, "inference").models.values()]
+    assert sorted(by_encoding(during)) == sorted(e.device_config for e in encs)  # once per op model, at its load
+    assert elsewhere(during) == [] and by_bundle(again) == [] and by_encoding(again) == [] and elsewhere(again) == []
     assert pr.bundle("A30", "inference").device == devices.device_config("A30")
     assert pr.bundle("myhost", "inference").device is None
     assert [a.to_json() for a in got] == [a.to_json() for a in first]  # the same answers as without the spy
@@ -106,6 +115,30 @@ def test_the_answer_path_resolves_each_bundles_device_once(project: Path, monkey
     with pytest.raises(OpcostError, match=r"^myhost is not in the device table \(opcost/devices.py\): no clock range "
                        "or TDP to transfer the clock model with; leave out --clock$"):  # fmt: skip
         pr.predict("resnet18", SHAPE, "myhost", clock_mhz=1200.0)
+
+
+@pytest.mark.parametrize("config", ["A30", "A30_no_tf32", "myhost"])
+def test_the_basis_takes_the_resolved_device_never_the_name(config: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An encoding resolves its device config once, when it is made; its rows, roofline offsets (every feature
+    set, the `physical` one's GEMM baselines among them) and a costing's charged ops resolve nothing again."""
+    from torch import nn
+
+    from builders import module_record
+
+    recs = [module_record(nn.Conv2d(3, 64, 7, 2, 3), (8, 3, 64, 64)), module_record(nn.Conv2d(8, 8, 3, groups=8),
+            (8, 8, 32, 32)), module_record(nn.Linear(64, 32), (8, 64))]  # fmt: skip
+    mystery = OpRecord("m", "Mystery", {}, (8, 64), 512, {"flops": 10**9, "bytes_read": 10**6, "bytes_written": 10**6})
+    seen = spy(monkeypatch)
+    encs = [Encoding(fs, ("Conv2d", "Linear"), config, 5e-6, 0.1, 0.5, 0.4, 0.2, 0.3) for fs in FEATURE_SETS]
+    assert [c for c, _ in seen] == [config] * len(FEATURE_SETS) == by_encoding(seen)  # once each, when made
+    del seen[:]
+    for enc in encs:
+        enc.matrix([(r, None) for r in recs]), enc.matrix([(r, 1200.0) for r in recs], cached=True)
+        enc.log_offset(recs)
+    coster = OpCoster("inference", encs[0].device, {}, ("Linear",), 1e-5, 60.0, 2.0, 100.0)
+    assert coster.cost([mystery]).source == ["charged"]
+    assert seen == []
+    assert encs[0].device == devices.find_device(config) and (encs[0].device is None) == (config == "myhost")
 
 
 def test_a_bundle_resolves_a_reassigned_device_config_anew() -> None:

@@ -17,10 +17,13 @@ import pytest
 from torch import nn
 
 from builders import catalog_row, module_spec
+from opcost.devices import find_device
 from opcost.model.basis import gemm
 from opcost.model.composition.bundle import Bundle
 from opcost.model.training import fit
 from opcost.params.train import TrainParams
+
+A30 = find_device("A30")  # resolved once, as the answer path does (Bundle.device)
 
 FP32_A30 = 10.3e12  # FLOP/s, A30 datasheet
 E_TRUE = 0.08  # depthwise convolutions' fraction of the FP32 peak in the generator
@@ -40,7 +43,7 @@ def test_depthwise_efficiency_and_fp32_time_are_the_known_figures():
     assert gemm.depthwise_efficiency(compute, compute / E_TRUE) == pytest.approx(E_TRUE, rel=1e-12)
     assert gemm.depthwise_efficiency(compute, FLOOR + compute / E_TRUE, FLOOR) == pytest.approx(E_TRUE, rel=1e-12)
     assert gemm.depthwise_efficiency(np.zeros(0), np.zeros(0)) == 0.0  # nothing to learn from: no baseline
-    assert gemm.fp32_compute_s(10.3e12, "A30") == pytest.approx(1.0)
+    assert gemm.fp32_compute_s(10.3e12, A30) == pytest.approx(1.0)
 
 
 def depthwise_target() -> fit.TargetData:
@@ -123,12 +126,12 @@ def test_a_saved_bundle_predicts_what_the_fit_predicts(tmp_path):
 
 def test_unit_of_each_gemm_like_op_follows_pytorchs_defaults():
     conv = {"groups": 1, "in_channels": 64, "out_channels": 64}
-    assert gemm.gemm_unit("Conv2d", conv, "A30") == gemm.TF32_UNIT
-    assert gemm.gemm_unit("Conv2d", conv, "A30_no_tf32") == gemm.FP32_UNIT
-    assert gemm.gemm_unit("Conv2d", conv, "RTX2080Ti") == gemm.FP32_UNIT
-    assert gemm.gemm_unit("Linear", {"in_features": 8, "out_features": 8}, "A30") == gemm.FP32_UNIT
-    assert gemm.gemm_unit("Conv2d", {"groups": 64, "in_channels": 64}, "A30") == ""  # depthwise: its own baseline
-    assert gemm.gemm_unit("ReLU", {}, "A30") == ""
+    assert gemm.gemm_unit("Conv2d", conv, A30) == gemm.TF32_UNIT
+    assert gemm.gemm_unit("Conv2d", conv, find_device("A30_no_tf32")) == gemm.FP32_UNIT
+    assert gemm.gemm_unit("Conv2d", conv, find_device("RTX2080Ti")) == gemm.FP32_UNIT
+    assert gemm.gemm_unit("Linear", {"in_features": 8, "out_features": 8}, A30) == gemm.FP32_UNIT
+    assert gemm.gemm_unit("Conv2d", {"groups": 64, "in_channels": 64}, A30) == ""  # depthwise: its own baseline
+    assert gemm.gemm_unit("ReLU", {}, A30) == ""
 
 
 def test_unit_efficiencies_are_the_known_fractions_of_compute_bound_rows():

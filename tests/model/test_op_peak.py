@@ -12,7 +12,7 @@ import math
 
 import pytest
 
-from opcost.devices import device_config
+from opcost.devices import device_config, find_device
 from opcost.model.basis import features, physics
 from opcost.model.crossdevice import xdevice
 from opcost.model.prediction import clocktransfer
@@ -38,24 +38,24 @@ TF = 1e12
     ],
 )
 def test_fp32_peak_per_kind_and_config(kind: str, config: str, peak_tf: float) -> None:
-    assert physics.op_peak(kind, config) == pytest.approx(peak_tf * TF, rel=1e-12)
+    assert physics.op_peak(kind, find_device(config)) == pytest.approx(peak_tf * TF, rel=1e-12)
 
 
 def test_half_precision_takes_the_fp16_peak() -> None:
-    assert physics.op_peak("Linear", "A30", "float16") == pytest.approx(165 * TF, rel=1e-12)
-    assert physics.op_peak("Conv2d", "RTX2080Ti", "bfloat16") == pytest.approx(53.8 * TF, rel=1e-12)
+    assert physics.op_peak("Linear", find_device("A30"), "float16") == pytest.approx(165 * TF, rel=1e-12)
+    assert physics.op_peak("Conv2d", find_device("RTX2080Ti"), "bfloat16") == pytest.approx(53.8 * TF, rel=1e-12)
 
 
 def test_the_cross_device_kinds_get_the_same_peak_as_the_project_kinds() -> None:
     for config in ("A30", "A30_no_tf32", "RTX2080Ti", "T4", "A100_PCIe_40GB_no_tf32"):
         dev, tf32 = device_config(config)
-        assert xdevice.op_peak("conv", dev, tf32) == physics.op_peak("Conv2d", config)
-        assert xdevice.op_peak("linear", dev, tf32) == physics.op_peak("Linear", config)
-        assert xdevice.op_peak("bmm", dev, tf32) == physics.op_peak("bmm", config)
+        assert xdevice.op_peak("conv", dev, tf32) == physics.op_peak("Conv2d", device_config(config))
+        assert xdevice.op_peak("linear", dev, tf32) == physics.op_peak("Linear", device_config(config))
+        assert xdevice.op_peak("bmm", dev, tf32) == physics.op_peak("bmm", device_config(config))
 
 
 def test_a_device_the_table_lacks_gets_the_nominal_peak() -> None:
-    assert physics.op_peak("Conv2d", "cpu-host") == physics.NOMINAL_PEAK
+    assert physics.op_peak("Conv2d", find_device("cpu-host")) == physics.NOMINAL_PEAK
 
 
 def test_every_model_asks_the_one_function(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -66,7 +66,7 @@ def test_every_model_asks_the_one_function(monkeypatch: pytest.MonkeyPatch) -> N
     metrics = {"flops": 2e9, "bytes_read": 1.0, "bytes_written": 1.0, "params": 0, "is_view": False,
                "output_shapes": [[8, 64]]}  # fmt: skip
     for kind in ("Linear", "Conv2d", "ReLU"):
-        assert physics.roofline_s(kind, metrics, "A30") == pytest.approx(2.0)
+        assert physics.roofline_s(kind, metrics, device_config("A30")) == pytest.approx(2.0)
         rec = features.OpRecord("op", kind, {}, (8, 32), 256, metrics)
         assert clocktransfer.roofline_shares([rec], device_config("A30"))[0] == pytest.approx(1.0, abs=1e-9)
         enc = features.Encoding("improved", (kind,), "A30")

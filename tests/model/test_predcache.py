@@ -145,17 +145,23 @@ def fresh_device_memo():
 
 
 def test_a_patched_device_table_empties_the_cache(records, evaluated, monkeypatch, fresh_device_memo):
-    """log(t / roofline) models read the device table: another entry is another answer, not the cached one."""
+    """log(t / roofline) models read the device table: an encoding made under another entry (equal to the old
+    one field by field: the entry is resolved once, when the encoding is made) gets another answer, not the
+    cached one."""
     qm = _model(1.5, 1.5, "log_roofline")  # every op takes 1.5 x its roofline time plus floor
     items = [(r, None) for r in records]
     before = qm.predict(items)
-    monkeypatch.setitem(DEVICES, "A30", dataclasses.replace(DEVICES["A30"], bandwidth=DEVICES["A30"].bandwidth / 4))
+    a30 = DEVICES["A30"]
+    monkeypatch.setitem(DEVICES, "A30", dataclasses.replace(a30, bandwidth=a30.bandwidth / 4))
     devices.device_config.cache_clear(), devices.find_device.cache_clear()
+    assert qm.encoding.device is not None and qm.encoding.device.device is a30  # resolved once: the old entry
+    qm.encoding = dataclasses.replace(qm.encoding)  # made under the patched table
+    assert qm.encoding == ENC and qm.encoding.device is not None and qm.encoding.device.device is DEVICES["A30"]
     after = qm.predict(items)
     assert evaluated == [len(items), len(items)]
     assert np.array_equal(after, qm.predict(items, cached=False))
     assert not np.array_equal(after, before)
-    assert after == pytest.approx(1.5 * np.exp(ENC.log_roofline(records)), rel=1e-12)
+    assert after == pytest.approx(1.5 * np.exp(qm.encoding.log_roofline(records)), rel=1e-12)
 
 
 # -- models/ listed once, seen again when it changes -------------------------------------------------

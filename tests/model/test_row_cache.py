@@ -3,6 +3,7 @@ encoded once per (layout, clock, record content), and no two different records s
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 from torch import nn
 
 from builders import module_record as _record
+from opcost import devices
 from opcost.model.basis import features
 from opcost.model.basis.features import Encoding, OpRecord, RowCache, with_kind
 from opcost.model.basis.trees import TreeEnsemble
@@ -124,6 +126,30 @@ def test_another_layout_gets_its_own_rows(records, spy):
     assert np.array_equal(a, Encoding("improved", ("Conv2d",), "A30", 5e-6).matrix(items))
     assert np.array_equal(b, Encoding("improved", ("Conv2d",), "A30_no_tf32", 5e-6).matrix(items))
     assert not np.array_equal(a, b)  # TF32 on and off: other compute times
+
+
+@pytest.fixture
+def patched_a30(monkeypatch):
+    """The A30's table entry at a quarter of its bandwidth; the memoised lookups cleared around the patch."""
+    devices.find_device.cache_clear()
+    a30 = devices.DEVICES["A30"]
+    monkeypatch.setitem(devices.DEVICES, "A30", dataclasses.replace(a30, bandwidth=a30.bandwidth / 4))
+    yield
+    monkeypatch.undo()
+    devices.find_device.cache_clear()
+
+
+def test_an_encoding_made_under_a_patched_device_table_gets_its_own_rows(records, spy, request):
+    """The device is resolved once, when an encoding is made, and is no part of its identity: an encoding made
+    under another table entry equals the old one field by field, yet its rows are its own."""
+    cache, items = RowCache(), [(records[0], None)]
+    old = Encoding("improved", ("Conv2d",), "A30", 5e-6)
+    a = cache.matrix(old, items)
+    request.getfixturevalue("patched_a30")
+    new = Encoding("improved", ("Conv2d",), "A30", 5e-6)
+    b = cache.matrix(new, items)
+    assert new == old and new.device != old.device and len(spy) == 2
+    assert np.array_equal(b, new.matrix(items)) and not np.array_equal(a, b)
 
 
 def test_the_cache_is_bounded_and_drops_the_least_recently_used(records, spy):

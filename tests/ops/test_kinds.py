@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from opcost.closure import SRC, closure
+from opcost.devices import find_device
 from opcost.model.basis.features import OpRecord
 from opcost.model.basis.physics import is_noop, proxy_kind
 from opcost.model.composition.costing import OpCoster
@@ -148,7 +149,7 @@ def test_resnet18s_flatten_costs_the_devices_no_op_time():
     flatten = next(c.spec for c in trace(meta_model("resnet18"), (32, 3, 224, 224)).calls if c.spec.kind == "flatten")
     rec = OpRecord(flatten.op_id, "flatten", {}, (32, 512, 1, 1), 32 * 512, op_metrics(flatten).as_dict())
     coster = OpCoster(
-        mode="inference", device_config="A30", models={}, kinds=("ReLU",), floor_s=3e-6, noop_power_w=60.0,
+        mode="inference", device=find_device("A30"), models={}, kinds=("ReLU",), floor_s=3e-6, noop_power_w=60.0,
         charge_ratio=1.0, median_power_w=100.0, noop_s=4e-6,
     )  # fmt: skip
     costs = coster.cost([rec])

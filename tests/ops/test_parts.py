@@ -7,11 +7,14 @@ import math
 import numpy as np
 import pytest
 
+from opcost.devices import find_device
 from opcost.model.basis.features import op_record, part_record
 from opcost.model.composition.costing import OpCoster
 from opcost.ops.catalog import extract_nets
 from opcost.ops.netspec import NetSpec
 from opcost.ops.parts import op_parts
+
+A30 = find_device("A30")  # resolved once, as the answer path does (Bundle.device)
 
 
 @pytest.fixture(scope="module")
@@ -99,16 +102,16 @@ def test_an_uncovered_composite_costs_floor_plus_its_kernels_above_the_floor(com
     ((spec, metrics, parts),) = composites["MultiheadAttention"]
     rec = op_record(spec, {**metrics.as_dict(), "parts": parts})
     floor = 2e-5
-    coster = OpCoster("inference", "A30", {"time": _ByBytes()}, ("Linear", "ReLU"), floor, 100.0, 1.0, 100.0)
+    coster = OpCoster("inference", A30, {"time": _ByBytes()}, ("Linear", "ReLU"), floor, 100.0, 1.0, 100.0)
     costs = coster.cost([rec])
     assert costs.source == ["decomposed"] and costs.proxy == [f"{len(parts)} kernels"]
     each = [(p["bytes_read"] + p["bytes_written"]) / 1e11 + 1e-5 for p in parts]
     assert costs.t_s[0] == pytest.approx(floor + sum(max(t - floor, 0.0) for t in each), rel=1e-12)
     # measured beats decomposed; a model that knows the composite kind predicts it whole
-    measured = OpCoster("inference", "A30", {"time": _ByBytes()}, ("Linear",), floor, 100.0, 1.0, 100.0,
+    measured = OpCoster("inference", A30, {"time": _ByBytes()}, ("Linear",), floor, 100.0, 1.0, 100.0,
                         lookup={spec.op_id: (1e-3, 150.0, False)})  # fmt: skip
     assert measured.cost([rec]).source == ["measured"] and measured.cost([rec]).t_s[0] == 1e-3
-    knows = OpCoster("inference", "A30", {"time": _ByBytes()}, ("MultiheadAttention",), floor, 100.0, 1.0, 100.0)
+    knows = OpCoster("inference", A30, {"time": _ByBytes()}, ("MultiheadAttention",), floor, 100.0, 1.0, 100.0)
     assert knows.cost([rec]).source == ["predicted"]
 
 
@@ -140,7 +143,7 @@ def test_kinds_no_category_knows_and_sdpa_carry_their_kernels(gpt2_ops):
 
 def test_a_conv1d_is_costed_as_the_linear_layer_it_is(gpt2_ops):
     floor = 2e-5
-    coster = OpCoster("inference", "A30", {"time": _ByBytes()}, ("Linear", "ReLU"), floor, 100.0, 1.0, 100.0)
+    coster = OpCoster("inference", A30, {"time": _ByBytes()}, ("Linear", "ReLU"), floor, 100.0, 1.0, 100.0)
     for s, m, parts in gpt2_ops.values():
         if s.kind != "Conv1D":
             continue
@@ -157,7 +160,6 @@ def test_a_conv1d_is_costed_as_the_linear_layer_it_is(gpt2_ops):
 
 def test_an_op_nothing_covers_is_charged_above_the_floor_and_counts_in_the_total():
     """Charged ops sit in the composition's sum like every op: never left out of a total."""
-    from opcost.devices import find_device
     from opcost.model.basis.physics import roofline_s
     from opcost.model.composition.compose import Composition, network_terms
     from opcost.model.training.netval import charge_ratio
@@ -168,11 +170,11 @@ def test_an_op_nothing_covers_is_charged_above_the_floor_and_counts_in_the_total
     assert charge_ratio(t, roof, 1e-5) == pytest.approx(np.median((t[1:4] - 1e-5) / roof[1:4]))
     rec = op_record_like("Mystery", flops=2 * 10**9, bytes_moved=4 * 10**6)
     floor = 1e-5
-    coster = OpCoster("inference", "A30", {"time": _ByBytes()}, ("Linear",), floor, 100.0, 3.0, 150.0)
+    coster = OpCoster("inference", A30, {"time": _ByBytes()}, ("Linear",), floor, 100.0, 3.0, 150.0)
     costs = coster.cost([rec])
     assert costs.source == ["charged"]
-    assert costs.t_s[0] == pytest.approx(floor + 3.0 * roofline_s("Mystery", rec.metrics, "A30"), rel=1e-12)
-    terms = network_terms(costs, np.array([4.0]), [rec], floor, find_device("A30"), "inference")
+    assert costs.t_s[0] == pytest.approx(floor + 3.0 * roofline_s("Mystery", rec.metrics, A30), rel=1e-12)
+    terms = network_terms(costs, np.array([4.0]), [rec], floor, A30, "inference")
     assert terms["sum"] == pytest.approx(4 * (costs.t_s[0] - floor), rel=1e-12)
     comp = Composition("inference", time_coef={"sum": 0.5, "calls_floor": 1.0, "params_bw": 0.0, "const": 0.0})
     assert comp.time(terms) == pytest.approx(0.5 * terms["sum"] + 4 * floor, rel=1e-12)

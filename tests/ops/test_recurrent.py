@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+from opcost.devices import find_device
 from opcost.model.basis.features import op_record
 from opcost.model.composition.costing import OpCoster
 from opcost.ops.extract import trace_call
@@ -14,6 +15,8 @@ from opcost.ops.features import op_metrics
 from opcost.ops.parts import op_parts
 from opcost.ops.recurrent import recurrent_steps
 from opcost.ops.spec import OpSpec, build
+
+A30 = find_device("A30")  # resolved once, as the answer path does (Bundle.device)
 
 
 def _spec(module: nn.Module, x_shape: tuple[int, ...]) -> OpSpec:
@@ -75,7 +78,7 @@ class _ByBytes:
 def _cost(layers: int, steps: int, floor: float = 2e-5) -> float:
     spec = _lstm(layers, steps)
     rec = op_record(spec, {**op_metrics(spec).as_dict(), "parts": op_parts(spec)})
-    coster = OpCoster("inference", "A30", {"time": _ByBytes()}, ("Linear", "ReLU"), floor, 100.0, 1.0, 100.0)
+    coster = OpCoster("inference", A30, {"time": _ByBytes()}, ("Linear", "ReLU"), floor, 100.0, 1.0, 100.0)
     costs = coster.cost([rec])
     assert costs.source == ["decomposed"]
     return float(costs.t_s[0])

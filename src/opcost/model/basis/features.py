@@ -34,6 +34,7 @@ from opcost.ops.kinds import bias_first, is_gemm_part
 if TYPE_CHECKING:  # torch stays out of the import path of predictions
     import pandas as pd
 
+    from opcost.devices import DeviceConfig
     from opcost.ops.spec import OpSpec
 
 FEATURE_SETS = ("baseline", "improved", "physical")  # physical: improved + model/basis/gemm.py's depthwise baseline
@@ -120,7 +121,9 @@ def op_record(spec: "OpSpec", metrics: dict[str, Any]) -> OpRecord:
 @dataclass(frozen=True)
 class Encoding:
     """The feature columns of one trained model: the kinds it knows, the feature set, and the device
-    config whose table figures (peaks, bandwidth) the physics features use."""
+    config whose table figures (peaks, bandwidth) the physics features use. `device_config` is the name
+    (bundle.json's, and the encoding's identity); it is resolved once, when the encoding is made (`device`),
+    and the physics below is handed that, never the name."""
 
     feature_set: str
     kinds: tuple[str, ...]
@@ -134,6 +137,17 @@ class Encoding:
     dw_train_efficiency: float = 0.0
     mm_train_efficiency: float = 0.0  # training: compute-bound Linear layers' 3 GEMMs at this fraction (likewise)
     kind_floors: floors.KindFloors = ()  # inference: per-kind floors in the offset, else floor_s (data/floors.py)
+    # `device_config` resolved in the device table when the encoding is made; not part of its identity (the
+    # row and prediction caches key on (encoding, device) instead: a patched table is another layout)
+    _device: DeviceConfig | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_device", find_device(self.device_config))
+
+    @property
+    def device(self) -> DeviceConfig | None:
+        """The device config's GPU and numerics, None where the table lacks it (nominal figures)."""
+        return self._device
 
     @property
     def columns(self) -> list[str]:
@@ -196,11 +210,11 @@ class Encoding:
                 float(len(shape)),
                 float(bool(metrics["is_view"])),
             ]
-            compute = flops / op_peak(rec.kind, self.device_config)
-            memory = (read + written) / device_peaks(self.device_config)[2]
+            compute = flops / op_peak(rec.kind, self._device)
+            memory = (read + written) / device_peaks(self._device)[2]
             m, n, k = gemm_dims(rec.kind, hp, rec.input_shape, metrics["output_shapes"])
             out += [
-                math.log(roofline_s(rec.kind, metrics, self.device_config)),
+                math.log(roofline_s(rec.kind, metrics, self._device)),
                 math.log1p(compute * 1e9),
                 math.log1p(memory * 1e9),
                 float(compute >= memory),
@@ -210,7 +224,7 @@ class Encoding:
                 *gemm.kernel_features(kind, view_hp),  # as the trees see it: a Linear layer as its 1x1 convolution
             ]
         if self.feature_set == "physical":
-            out += gemm.features(rec.kind, hp, float(metrics["flops"]), self.device_config)
+            out += gemm.features(rec.kind, hp, float(metrics["flops"]), self._device)
         return out
 
     def matrix(self, items: Iterable[tuple[OpRecord, float | None]], cached: bool = False) -> np.ndarray:
@@ -238,7 +252,7 @@ class Encoding:
         """(`log_roofline`, `baseline_only`) of `records` at once: what a log(t / roofline) model's raw output
         is back-transformed with (`back_transform`), each op's compute and memory time computed once."""
         records = list(records)
-        cfg = self.device_config
+        cfg = self._device
         cm = np.array([compute_memory_s(r.kind, r.metrics, cfg) for r in records], float).reshape(-1, 2)
         works = self._works(records, cm)
         fl = floors.per_op([r.kind for r in records], self.floor_s, self.kind_floors)
@@ -345,7 +359,7 @@ class RowCache:
         return len(self._rows)
 
     def _layout(self, enc: Encoding) -> int:
-        layout = (enc, find_device(enc.device_config))  # a patched device table is another layout
+        layout = (enc, enc.device)  # an encoding made under a patched device table is another layout
         with self._lock:
             if layout not in self._layouts:
                 if len(self._layouts) >= _LAYOUTS_MAX:

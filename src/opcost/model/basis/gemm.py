@@ -21,13 +21,15 @@ Figures and what was tried: docs/op-models.md ("Depthwise convolutions", "The pe
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from opcost.devices import find_device
 from opcost.model.basis.physics import device_peaks, op_peak, spatial_size, tensor_core_eligible
 from opcost.ops import kinds
+
+if TYPE_CHECKING:
+    from opcost.devices import DeviceConfig
 
 CONV_PREFIX = "Conv"
 
@@ -40,9 +42,9 @@ def is_depthwise(kind: str, hp: dict[str, Any]) -> bool:
     return groups > 1 and groups == int(hp.get("in_channels", 0) or 0)
 
 
-def fp32_compute_s(flops: float, device_config: str) -> float:
-    """FLOPs over the FP32 (non-tensor-core) peak of the device config [s]."""
-    return float(flops) / device_peaks(device_config)[1]
+def fp32_compute_s(flops: float, device: DeviceConfig | None) -> float:
+    """FLOPs over the FP32 (non-tensor-core) peak of the resolved device config (None: nominal) [s]."""
+    return float(flops) / device_peaks(device)[1]
 
 
 def depthwise_efficiency(compute_s: np.ndarray, t_s: np.ndarray, floor_s: float = 0.0) -> float:
@@ -56,11 +58,11 @@ def depthwise_efficiency(compute_s: np.ndarray, t_s: np.ndarray, floor_s: float 
     return float(np.exp(np.mean(np.log(c[ok] / t[ok]))))
 
 
-def features(kind: str, hp: dict[str, Any], flops: float, device_config: str) -> list[float]:
+def features(kind: str, hp: dict[str, Any], flops: float, device: DeviceConfig | None) -> list[float]:
     """[depthwise flag, log(1 + FP32 compute time in ns) of a depthwise op, else 0]."""
     if not is_depthwise(kind, hp):
         return [0.0, 0.0]
-    return [1.0, math.log1p(fp32_compute_s(flops, device_config) * 1e9)]
+    return [1.0, math.log1p(fp32_compute_s(flops, device) * 1e9)]
 
 
 FEATURE_COLUMNS: Sequence[str] = ("depthwise", "log_dw_compute_s")
@@ -116,12 +118,12 @@ COMPUTE_BOUND_RATIO = 4.0  # compute time at least this multiple of memory time:
 COMPUTE_BOUND_ROWS = 5
 
 
-def gemm_unit(kind: str, hp: dict[str, Any], device_config: str) -> str:
+def gemm_unit(kind: str, hp: dict[str, Any], device: DeviceConfig | None) -> str:
     """The unit a GEMM-like op runs on under PyTorch's defaults: TF32_UNIT or FP32_UNIT; "" for an op
     that is not a matrix product, and for a depthwise convolution (its own baseline above)."""
-    if kind not in kinds.MATMUL_KINDS or is_depthwise(kind, hp) or tf32_fallback(kind, hp, device_config):
+    if kind not in kinds.MATMUL_KINDS or is_depthwise(kind, hp) or tf32_fallback(kind, hp, device):
         return ""
-    return TF32_UNIT if op_peak(kind, device_config) > device_peaks(device_config)[1] else FP32_UNIT
+    return TF32_UNIT if op_peak(kind, device) > device_peaks(device)[1] else FP32_UNIT
 
 
 def unit_efficiencies(
@@ -150,12 +152,12 @@ def unit_efficiencies(
 # charges them at the nominal FP32 peak, where they run at 37-80 % (the FP32 convolutions' range) and
 # they take no part in the TF32 unit's attained fraction. Only on configs whose TF32 is on: elsewhere
 # every convolution is on the FP32 units already.
-def tf32_fallback(kind: str, hp: dict[str, Any], device_config: str) -> bool:
-    """A (not depthwise) convolution on a TF32 config that the tensor cores cannot take."""
+def tf32_fallback(kind: str, hp: dict[str, Any], device: DeviceConfig | None) -> bool:
+    """A (not depthwise) convolution on a TF32 config (a resolved one; None: the table lacks it) that the
+    tensor cores cannot take."""
     if not kind.startswith(CONV_PREFIX) or is_depthwise(kind, hp) or tensor_core_eligible(kind, hp):
         return False
-    found = find_device(device_config)
-    return bool(found and found[1] and found[0].has_tf32)
+    return bool(device and device[1] and device[0].has_tf32)
 
 
 # -- compute and memory overlap ------------------------------------------------------------------

@@ -23,12 +23,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Sequence
 
-from opcost.devices import find_device
 from opcost.errors import OpcostError
 from opcost.ops import kinds
 
 if TYPE_CHECKING:
-    from opcost.devices import Device
+    from opcost.devices import Device, DeviceConfig
 
 # Nominal figures for a device the table does not know (FLOP/s, B/s).
 NOMINAL_PEAK, NOMINAL_BANDWIDTH = 1e12, 1e11
@@ -37,13 +36,13 @@ NOMINAL_PEAK, NOMINAL_BANDWIDTH = 1e12, 1e11
 MATMUL_KINDS = kinds.MATMUL_KINDS
 
 
-def device_peaks(device_config: str) -> tuple[float, float, float]:
-    """(convolution peak, FP32 peak, bandwidth) of a device config: the first is the FP32-input peak of
-    the matrix units where the config allows TF32; which op takes which peak is `op_peak`'s call."""
-    found = find_device(device_config)
-    if found is None:
+def device_peaks(device: DeviceConfig | None) -> tuple[float, float, float]:
+    """(convolution peak, FP32 peak, bandwidth) of a resolved device config (None: the table lacks it, nominal
+    figures): the first is the FP32-input peak of the matrix units where the config allows TF32; which op takes
+    which peak is `op_peak`'s call."""
+    if device is None:
         return NOMINAL_PEAK, NOMINAL_PEAK, NOMINAL_BANDWIDTH
-    dev, tf32 = found
+    dev, tf32 = device
     return dev.peak_flops("float32", tf32), dev.fp32_flops, dev.bandwidth
 
 
@@ -83,26 +82,26 @@ def tensor_core_eligible(kind: str, hp: dict[str, Any] | None) -> bool:
     return all(c % TF32_CHANNEL_MULTIPLE == 0 for c in per_group)
 
 
-def op_peak(kind: str, device_config: str, dtype: str = "float32") -> float:
-    """`peak_of` for a device config (`A30`, `A30_no_tf32`); NOMINAL_PEAK where the table lacks it."""
-    found = find_device(device_config)
-    if found is None:
+def op_peak(kind: str, device: DeviceConfig | None, dtype: str = "float32") -> float:
+    """`peak_of` for a resolved device config (the A30, TF32 on or off); NOMINAL_PEAK where the table lacks it
+    (None). The name is resolved once at the edge (devices.find_device), never here: this runs per op."""
+    if device is None:
         return NOMINAL_PEAK
-    return peak_of(kind, found[0], found[1], dtype)
+    return peak_of(kind, device[0], device[1], dtype)
 
 
 def compute_memory_s(
-    kind: str, metrics: dict[str, Any], device_config: str, dtype: str = "float32"
+    kind: str, metrics: dict[str, Any], device: DeviceConfig | None, dtype: str = "float32"
 ) -> tuple[float, float]:
     """(FLOPs over the op's peak, bytes read and written over the bandwidth) of one call [s]."""
-    compute = float(metrics["flops"]) / op_peak(kind, device_config, dtype)
-    memory = (float(metrics["bytes_read"]) + float(metrics["bytes_written"])) / device_peaks(device_config)[2]
+    compute = float(metrics["flops"]) / op_peak(kind, device, dtype)
+    memory = (float(metrics["bytes_read"]) + float(metrics["bytes_written"])) / device_peaks(device)[2]
     return compute, memory
 
 
-def roofline_s(kind: str, metrics: dict[str, Any], device_config: str, dtype: str = "float32") -> float:
+def roofline_s(kind: str, metrics: dict[str, Any], device: DeviceConfig | None, dtype: str = "float32") -> float:
     """max(compute time, memory time) of one call on the device; never zero (1 ns floor)."""
-    return max(*compute_memory_s(kind, metrics, device_config, dtype), 1e-9)
+    return max(*compute_memory_s(kind, metrics, device, dtype), 1e-9)
 
 
 def spatial_size(value: Any, rank: int = 2) -> tuple[int, ...]:

@@ -258,13 +258,13 @@ def thesis_rows(targets_dir: Path) -> pd.DataFrame:
                 m = {"flops": r.flops, "bytes_read": r.bytes_read, "bytes_written": r.bytes_written}
                 if not all(pd.notna(v) for v in m.values()):
                     continue
-                u = mult * roofline_s(str(r.kind), m, config) / float(r.t_s)
+                u = mult * roofline_s(str(r.kind), m, found) / float(r.t_s)
                 rows.append(_abs_row("thesis-ops", dev, f"{folder.name}|{r.op_id}", u, r.p_w, r.t_s))
         if nets_file.is_file() and nops_file.is_file():
             nets, nops = pd.read_parquet(nets_file), pd.read_parquet(nops_file)
             nops = nops.dropna(subset=["flops", "bytes_read", "bytes_written"])
             roof = pd.Series(
-                [float(r["calls"]) * roofline_s(str(r["kind"]), r, config) for r in nops.to_dict("records")],
+                [float(r["calls"]) * roofline_s(str(r["kind"]), r, found) for r in nops.to_dict("records")],
                 index=nops.index, dtype=float,
             )  # fmt: skip
             per_set = roof.groupby(nops["set_id"]).sum() if len(nops) else pd.Series(dtype=float)

@@ -136,7 +136,7 @@ class Bundle:
     def coster(self) -> OpCoster:
         return OpCoster(
             mode=self.mode,
-            device_config=self.device_config,
+            device=self.device,
             models=self.models,
             kinds=self.kinds,
             floor_s=self.floor_s,

@@ -33,7 +33,7 @@ CLOCK_SOURCES = (MEASURED, TRANSFERRED)  # where an answer's clock behaviour cam
 @dataclass
 class OpCoster:
     mode: str
-    device_config: str
+    device: DeviceConfig | None  # resolved once at the edge (Bundle.device); None: the table lacks it, nominal figures
     models: dict[str, Any]  # quantity -> bundle.QuantityModel
     kinds: tuple[str, ...]  # kinds the models were trained on
     floor_s: float
@@ -71,7 +71,7 @@ class OpCoster:
                 to_model.append(i)
                 model_records.append(with_kind(r, k))  # keeps its cached rows (features.py)
             else:
-                t[i] = self.floor_s + roofline_s(r.kind, r.metrics, self.device_config) * self.charge_ratio
+                t[i] = self.floor_s + roofline_s(r.kind, r.metrics, self.device) * self.charge_ratio
                 p[i] = self.median_power_w
                 source[i] = "charged"
         if to_model:

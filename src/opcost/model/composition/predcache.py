@@ -23,7 +23,6 @@ from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 
-from opcost.devices import find_device
 from opcost.memo import BoundedLRU
 from opcost.model.basis.features import OpRecord, record_key
 
@@ -84,7 +83,7 @@ class PredictionCache:
 
 def model_stamp(encoding: Any, transform: str) -> tuple[Any, ...]:
     """What a model's predicted values depend on besides its trees, the record and the clock."""
-    return (encoding, transform, find_device(encoding.device_config))
+    return (encoding, transform, encoding.device)
 
 
 def freeze(ensemble: Any) -> None:

@@ -337,7 +337,8 @@ def busy_share(r: TransferredOps, device_config: str, work: float = 1.0) -> floa
     rows count it)."""
     from opcost.model.basis.physics import roofline_s
 
-    roof = work * sum(roofline_s(x.kind, x.metrics, device_config) * c for x, c in zip(r.records, r.calls))
+    found = devices.find_device(device_config)  # once per network, not per op
+    roof = work * sum(roofline_s(x.kind, x.metrics, found) * c for x, c in zip(r.records, r.calls))
     return float(roof / r.time_s) if r.time_s > 0 else 0.0
 
 

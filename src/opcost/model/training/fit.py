@@ -114,7 +114,8 @@ def prepare(df: pd.DataFrame, mode: str, device_config: str) -> TargetData:
     clocks = [None if pd.isna(c) else float(c) for c in df["clock_mhz"]]
     items = list(zip(records, clocks))
     encs = encodings(df["kind"], device_config)
-    cms = [compute_memory_s(r.kind, r.metrics, device_config) for r in records]
+    dev = encs["improved"].device  # the name resolved once, by the encodings
+    cms = [compute_memory_s(r.kind, r.metrics, dev) for r in records]
     X = {fs: encs[fs].matrix(items) for fs in FEATURE_SETS}
     return TargetData(
         df=df,
@@ -129,11 +130,11 @@ def prepare(df: pd.DataFrame, mode: str, device_config: str) -> TargetData:
         families=[list(f) for f in df["families"]],
         estimated=df["estimated"].to_numpy(bool) if "estimated" in df else np.zeros(len(df), bool),
         depthwise=np.array([gemm.is_depthwise(r.kind, r.hp) for r in records], bool),
-        dw_compute=np.array([gemm.fp32_compute_s(r.metrics["flops"], device_config) for r in records], float),
-        unit=np.array([gemm.gemm_unit(r.kind, r.hp, device_config) for r in records], dtype=object),
+        dw_compute=np.array([gemm.fp32_compute_s(r.metrics["flops"], dev) for r in records], float),
+        unit=np.array([gemm.gemm_unit(r.kind, r.hp, dev) for r in records], dtype=object),
         compute_s=np.array([cm[0] for cm in cms], float),
         memory_s=np.array([cm[1] for cm in cms], float),
-        fallback=np.array([gemm.tf32_fallback(r.kind, r.hp, device_config) for r in records], bool),
+        fallback=np.array([gemm.tf32_fallback(r.kind, r.hp, dev) for r in records], bool),
         dw_work=backward.work_s([cm[1] for cm in cms], [backward.taps(r.kind, r.hp) for r in records])
         * (mode == backward.TRAINING_MODE),
         mm_work=backward.linear_work_s(df["kind"].tolist(), [cm[0] for cm in cms], [cm[1] for cm in cms])

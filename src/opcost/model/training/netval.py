@@ -95,7 +95,7 @@ def coster_params(data: TargetData, rows: np.ndarray) -> dict[str, Any]:
 def coster_from(data: TargetData, rows: np.ndarray, models: dict[str, Any]) -> OpCoster:
     return OpCoster(
         mode=data.mode,
-        device_config=data.device_config,
+        device=find_device(data.device_config),
         models=models,
         kinds=tuple(sorted(set(data.df["kind"].iloc[rows]))),
         **coster_params(data, rows),
@@ -120,7 +120,7 @@ def all_terms(
     coster: OpCoster, nets: dict[str, tuple[list[OpRecord], np.ndarray]], data: TargetData
 ) -> dict[str, dict[str, Any]]:
     out = {}
-    device = find_device(data.device_config)  # resolved once for every network
+    device = coster.device  # resolved once for every network
     for set_id, (recs, calls) in nets.items():
         costs = coster.cost(recs)
         terms = compose.network_terms(costs, calls, recs, coster.floor_s, device, data.mode)
