@@ -31,7 +31,7 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 import torch  # noqa: E402
 
 from opcost.io import atomic_path, write_json  # noqa: E402
-from opcost.ops.memory import footprint, measure_cpu_peak  # noqa: E402
+from opcost.ops.memory import CpuPeak, footprint, measure_cpu_peak  # noqa: E402
 from opcost.ops.netspec import NetSpec, build_model, make_inputs, trace_network  # noqa: E402
 from opcost.paths import Paths  # noqa: E402
 from opcost.progress import progress_bar  # noqa: E402
@@ -56,7 +56,7 @@ NETWORKS = [
 QUICK = {"resnet18", "hf:bert"}
 
 
-def measured_peak(net: NetSpec, mode: str, optimizer: str | None) -> dict:
+def measured_peak(net: NetSpec, mode: str, optimizer: str | None) -> CpuPeak:
     """The CPU allocator's peak for the step, on the network built with seeded random weights."""
     loaded = build_model(net, meta=False, seed=0)
     args, kwargs = make_inputs(loaded, "cpu", seed=0)

@@ -45,7 +45,7 @@ class SetResult:
     set: ModelInputSet | NetSpec
     mode: str
     trace: Trace
-    calls: Counter = field(default_factory=Counter)  # op_id -> calls
+    calls: Counter[str] = field(default_factory=Counter)  # op_id -> calls
     first_call: dict[str, int] = field(default_factory=dict)
     traced: TracedNetwork | None = None
 

@@ -13,7 +13,7 @@ Design: docs/memory.md#the-trace.
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable
+from typing import Any, Callable, TypedDict
 
 import torch
 from torch import nn
@@ -42,7 +42,7 @@ class _Tracker(TorchDispatchMode):
         self.peak = self.peak_raw = self.peak_reserved = 0
         self.phase = "forward"
         self.peak_phase = "forward"
-        self._alive: dict[int, weakref.finalize] = {}
+        self._alive: dict[int, weakref.finalize[[], torch.UntypedStorage]] = {}
         self.window_peak = 0  # peak since the last `mark`, for per-op transients
 
     def _class(self, size: int) -> int:
@@ -81,7 +81,9 @@ class _Tracker(TorchDispatchMode):
                 self.add(t.untyped_storage())
         return self.live - before
 
-    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
         out = func(*args, **(kwargs or {}))
         for t in flat_tensors(out):
             if t.device.type == self.device_type:
@@ -98,7 +100,9 @@ class _Tracker(TorchDispatchMode):
 class _FusedAttentionOnMeta(TorchFunctionMode):
     """`F.scaled_dot_product_attention` on meta tensors as the fused (flash) kernel: see docstring."""
 
-    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+    def __torch_function__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
         kwargs = kwargs or {}
         if func is torch.nn.functional.scaled_dot_product_attention and not kwargs.get("enable_gqa"):
             q, k, v = args[:3]
@@ -170,7 +174,7 @@ def _state_tensors(opt: torch.optim.Optimizer) -> list[torch.Tensor]:
     return [t for s in opt.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
 
 
-def train_step(model: nn.Module, args: tuple, kwargs: dict, opt: torch.optim.Optimizer) -> None:
+def train_step(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], opt: torch.optim.Optimizer) -> None:
     """One training step as this module defines it: forward, sum loss, backward, step, zero_grad."""
     loss = _loss(model(*args, **kwargs))
     if loss is not None:
@@ -179,7 +183,7 @@ def train_step(model: nn.Module, args: tuple, kwargs: dict, opt: torch.optim.Opt
     opt.zero_grad(set_to_none=True)
 
 
-def _device_type(model: nn.Module, args: tuple) -> str:
+def _device_type(model: nn.Module, args: tuple[Any, ...]) -> str:
     for t in [*model.parameters(), *flat_tensors(list(args))]:
         return t.device.type
     return "meta"
@@ -187,8 +191,8 @@ def _device_type(model: nn.Module, args: tuple) -> str:
 
 def footprint(
     model: nn.Module,
-    args: tuple,
-    kwargs: dict,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
     mode: str,
     optimizer: str | None = None,
     is_op: Callable[[nn.Module], bool] | None = None,
@@ -265,14 +269,25 @@ def footprint(
         tracker.detach_all()
 
 
-def network_memory(model: nn.Module, args: tuple, kwargs: dict, mode: str) -> dict[str, Footprint]:
+def network_memory(model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], mode: str) -> dict[str, Footprint]:
     """The footprints a prediction in `mode` may ask for: inference, or training per optimizer."""
     if mode == "inference":
         return {"inference": footprint(model, args, kwargs, "inference")}
     return {opt: footprint(model, args, kwargs, "training", opt) for opt in OPTIMIZERS}
 
 
-def measure_cpu_peak(model: nn.Module, args: tuple, kwargs: dict, mode: str, optimizer: str | None = None) -> dict:
+class CpuPeak(TypedDict):
+    """`measure_cpu_peak`'s record: the measured peak and what it is made of (bytes), and the step's time."""
+
+    peak_bytes: int  # existing_bytes + the peak of the step's allocations
+    existing_bytes: int  # the storages that exist before the step
+    events: int  # the allocation and free events the profiler recorded
+    step_s: float  # wall time of the recorded step
+
+
+def measure_cpu_peak(
+    model: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], mode: str, optimizer: str | None = None
+) -> CpuPeak:
     """What the CPU allocator records for the same step on real tensors: the validation's measurement.
 
     `torch.profiler` with `profile_memory=True` records every allocation and free during the step;

@@ -47,5 +47,5 @@ def meta_model(name: str, dtype: str = "float32") -> nn.Module:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torchvision's init-weights FutureWarnings
         with meta_parameters():
-            model = torchvision.models.get_model(name)
+            model: nn.Module = torchvision.models.get_model(name)  # torchvision ships no type information
     return model.to(dtype=getattr(torch, dtype))

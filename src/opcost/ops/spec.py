@@ -387,7 +387,7 @@ def build_module(spec: OpSpec, device: torch.device | str = "meta") -> nn.Module
     try:
         if torch.device(device).type == "meta":
             with meta_parameters():
-                module = cls(**kwargs)
+                module: nn.Module = cls(**kwargs)  # a module-category spec's target is an nn.Module class
         else:
             module = cls(**kwargs).to(device)
     except TypeError as exc:  # an argument this torch's layer does not take: the op cannot be built here
