@@ -309,9 +309,13 @@ def parse_network(json_path: Path, rel: str, config: str, res: Read) -> None:
         res.skipped["torch.compile (-fusion) network, end-to-end only"] += 1
         return
     try:
-        doc = json.loads(json_path.read_text())
+        doc: object = json.loads(json_path.read_text())  # untrusted until it is known to be an object
     except (OSError, ValueError) as exc:
         raise OpcostError(f"{rel} is not a JSON file: {exc}") from None
+    if not isinstance(doc, dict):
+        raise OpcostError(
+            f"{rel}: expected a JSON object with num_layer, e2e/fw/bwall_latency; got {clip(json.dumps(doc), 40)}"
+        )
     missing = [k for k in ("num_layer", "e2e_latency", "fw_latency", "bwall_latency") if k not in doc]
     if missing:
         raise OpcostError(f"{rel}: missing {', '.join(missing)}; expected num_layer, e2e/fw/bwall_latency")
