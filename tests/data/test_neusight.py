@@ -13,7 +13,8 @@ import torch
 import yaml
 from torch import nn
 
-from opcost.data.neusight import METHOD, OP_FILES, op_metrics_of, op_spec, read_neusight
+from opcost.data.neusight import METHOD, OP_FILES, Read, op_metrics_of, op_spec, parse_network, read_neusight
+from opcost.errors import OpcostError
 from opcost.ops.extract import trace_call
 from opcost.ops.features import op_metrics
 from opcost.ops.parts import has_parts
@@ -102,6 +103,15 @@ def test_networks_become_rows_with_their_phases(read):
     assert set(nets["device_config"]) == {"V100"}
     assert sorted(map(tuple, nets["input_shape"])) == [(1, 512), (2, 512), (2, 512), (8, 512)]  # batch x seqlen
     assert read.skipped["torch.compile (-fusion) network, end-to-end only"] == 1
+
+
+@pytest.mark.parametrize("text", ["5", "null", "[]", '"e2e_latency fw_latency num_layer bwall_latency"'])
+def test_a_network_file_that_is_not_a_json_object_is_a_one_line_error(tmp_path, text):
+    path = tmp_path / "bert_large-inf-512-8.json"
+    path.write_text(text)
+    with pytest.raises(OpcostError, match=r"^networks/V100/bert_large-inf-512-8\.json: expected a JSON object") as e:
+        parse_network(path, "networks/V100/bert_large-inf-512-8.json", "V100", Read())
+    assert "\n" not in str(e.value) and text[:30] in str(e.value)  # what the file holds, clipped
 
 
 def test_fx_nodes_keep_shapes_times_and_the_layer_repeat(read):

@@ -31,7 +31,7 @@ INSTRUCTIONS = ("forward", "backward")
 
 def perseus_stages(root: Path, source: str) -> SweepRead:
     out = SweepRead()
-    dropped: dict[str, Any] = {}
+    dropped: dict[str, dict[str, list[int]]] = {}
     for f in globbed(root, "*.csv", "Perseus stage profiles"):
         m = PERSEUS_STAGE_FILE.fullmatch(f.name)
         if not m or m.group("gpu") not in PERSEUS_STAGE_GPUS:
@@ -43,7 +43,7 @@ def perseus_stages(root: Path, source: str) -> SweepRead:
 
         def rows_of(
             line: Line, rec: dict[str, str], model: str = model, device: str = device, dtype: str = dtype
-        ) -> list[dict]:
+        ) -> list[dict[str, Any]]:
             stage = whole(rec, "stage")
             if stage < 0:
                 raise LineError("out_of_range", f"stage = {stage}, expected a stage number >= 0")
@@ -80,6 +80,10 @@ def perseus_stages(root: Path, source: str) -> SweepRead:
     return out
 
 
+# A stage's profile: (phase, clock, time, energy) of each of its points, sorted.
+StageProfile = tuple[tuple[str, float, float, float], ...]
+
+
 def _drop_identical_stages(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[int, list[int]]]:
     """Keep the first of every group of stages whose profiles (instruction, clock, time, energy at
     every point) are identical; the kept rows name their copies. Returns the rows and, per kept
@@ -87,10 +91,12 @@ def _drop_identical_stages(rows: list[dict[str, Any]]) -> tuple[list[dict[str, A
     by_stage: dict[int, list[dict[str, Any]]] = {}
     for r in rows:
         by_stage.setdefault(json.loads(r["detail"])["stage"], []).append(r)
-    first_of: dict[tuple, int] = {}
+    first_of: dict[StageProfile, int] = {}
     copies: dict[int, list[int]] = {}
     for stage in sorted(by_stage):
-        profile = tuple(sorted((r["phase"], r["value"], r["time_s"], r["energy_j"]) for r in by_stage[stage]))
+        profile: StageProfile = tuple(
+            sorted((r["phase"], r["value"], r["time_s"], r["energy_j"]) for r in by_stage[stage])
+        )
         if profile in first_of:
             copies.setdefault(first_of[profile], []).append(stage)
         else:
@@ -141,7 +147,7 @@ def perseus_power_limit(root: Path, source: str) -> SweepRead:
             raise OpcostError(f"{f}: expected a name <A40|A100>_zeus_<global|local>.csv")
         device, mode = PERSEUS_PL_GPUS[m.group("gpu")], m.group("mode")
 
-        def rows_of(line: Line, rec: dict[str, str], device: str = device, mode: str = mode) -> list[dict]:
+        def rows_of(line: Line, rec: dict[str, str], device: str = device, mode: str = mode) -> list[dict[str, Any]]:
             dp, tp, pp = whole(rec, "dp"), whole(rec, "tp"), whole(rec, "pp")
             if not (1 <= dp <= 4096 and 1 <= tp <= 4096 and 1 <= pp <= MAX_STAGES):
                 raise LineError("out_of_range", f"dp, tp, pp = {dp}, {tp}, {pp}: expected 1..4096 and pp <= 64")
@@ -247,7 +253,7 @@ def nv_dvfs(root: Path, source: str) -> SweepRead:
             raise OpcostError(f"{f}: expected a name <gpu>-dvfs-real.csv with gpu one of {', '.join(NV_DVFS_GPUS)}")
         device = NV_DVFS_GPUS[m.group("gpu")]
 
-        def rows_of(line: Line, rec: dict[str, str], device: str = device) -> list[dict]:
+        def rows_of(line: Line, rec: dict[str, str], device: str = device) -> list[dict[str, Any]]:
             core, mem = number(rec, "core_frequency"), number(rec, "memory_frequency")
             t = number(rec, "time") / 1000  # ms
             p = number(rec, "average_power")
@@ -309,7 +315,7 @@ def gpu_frequency(root: Path, source: str) -> SweepRead:
         raise OpcostError(f"{root} is a file; expected the folder holding {GPU_FREQ_FILE}")
     path = root / GPU_FREQ_FILE
 
-    def rows_of(line: Line, rec: dict[str, str]) -> list[dict]:
+    def rows_of(line: Line, rec: dict[str, str]) -> list[dict[str, Any]]:
         auto = rec["is_auto_baseline"].strip()
         if auto not in ("0", "1"):
             raise LineError("bad_value", f"is_auto_baseline = {rec['is_auto_baseline']!r}, expected 0 or 1")

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from opcost.devices import NO_TF32_SUFFIX, lookup_device
@@ -116,13 +117,14 @@ def thesis_power_stats(samples: pd.DataFrame) -> tuple[float, float]:
     return float(kept.mean()), float(kept.std())
 
 
-def flagged_energy(rows: pd.DataFrame) -> np.ndarray:
+def flagged_energy(rows: pd.DataFrame) -> npt.NDArray[np.bool_]:
     """Rows whose energy the profiler did not trust (a non-null `energy_flag`, measure/timing.py): their
     time stands, their energy and power are left out of every statistic. A table without the column
     (written before it existed) flags nothing."""
     if "energy_flag" not in rows.columns:
         return np.zeros(len(rows), bool)
-    return rows["energy_flag"].notna().to_numpy(bool)
+    flagged: npt.NDArray[np.bool_] = rows["energy_flag"].notna().to_numpy(bool)
+    return flagged
 
 
 def evaluate_campaign_rows(rows: pd.DataFrame, samples: pd.DataFrame, item_col: str, keys: list[str]) -> pd.DataFrame:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 FLOOR_PERCENTILE = 2  # the device floor's percentile (model/training/fit.py launch_floor), per kind here
 KIND_FLOOR_ROWS = 5
@@ -57,7 +58,7 @@ def kind_floors(
     return tuple(out)
 
 
-def per_op(kinds: Sequence[str] | np.ndarray, floor_s: float, floors: KindFloors) -> np.ndarray:
+def per_op(kinds: Sequence[str] | np.ndarray, floor_s: float, floors: KindFloors) -> npt.NDArray[np.float64]:
     """Each op's floor [s]: its kind's where `floors` has one, else the device's `floor_s`."""
     table = dict(floors)
     return np.array([table.get(str(k), floor_s) for k in kinds], float)

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence, TypedDict
 
 import pandas as pd
 
 from opcost.data import crossclock, neusight, sweeps, thesis
+from opcost.data.textfile import Reject
 from opcost.errors import OpcostError
 from opcost.ops.catalog import operations_table
 from opcost.ops.features import OpMetrics
@@ -46,13 +47,22 @@ SWEEP_READERS: dict[str, Callable[[Path, str], sweeps.SweepRead]] = {
 }
 
 
-def rejects_table(rows: list[dict[str, Any]], source: str) -> pd.DataFrame:
+class LogFileCounts(TypedDict):
+    """What one thesis log gave, as summary.json lists it under `files`."""
+
+    parsed: int  # data lines turned into rows
+    rows: int
+    rejected: int
+    skipped: dict[str, int]  # lines skipped, by kind
+
+
+def rejects_table(rows: list[Reject], source: str) -> pd.DataFrame:
     """The rejects of a source as a schemas.REJECTS table (empty, with its columns, if none)."""
     df = pd.DataFrame(rows, columns=[c for c in REJECTS.names if c != "source"]).assign(source=source)
     return conform(df, REJECTS)
 
 
-def reject_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
+def reject_counts(rows: Sequence[Mapping[str, object]]) -> dict[str, int]:
     """Rejected lines by reason, every reason listed (0 where none), for summary.json."""
     c = Counter(r["reason"] for r in rows)
     return {k: c.get(k, 0) for k in REJECT_REASONS}
@@ -63,8 +73,8 @@ def measurement_tables(
     op_rows: list[dict[str, Any]],
     net_rows: list[dict[str, Any]],
     specs: Mapping[str, tuple[OpSpec, OpMetrics]],
-    rejects: list[dict[str, Any]],
-    files: dict[str, Any],
+    rejects: list[Reject],
+    files: Mapping[str, LogFileCounts] | Mapping[str, neusight.FileCounts],
     skipped_lines: dict[str, int],
     parts: dict[str, list[dict[str, Any]]] | None = None,
     more_tables: Mapping[str, pd.DataFrame] | None = None,
@@ -99,12 +109,12 @@ def measurement_tables(
 def ingest_thesis(src: IngestSource, root: Path) -> tuple[dict[str, Any], dict[str, pd.DataFrame]]:
     """The thesis' logs of operations and networks (data/thesis.py); specs of the ops measured only."""
     root = root / src.path
-    spec_cache: dict = {}
-    op_rows: list[dict] = []
-    net_rows: list[dict] = []
-    rejects: list[dict] = []
-    files: dict[str, Any] = {}
-    totals: Counter = Counter()
+    spec_cache: thesis.SpecCache = {}
+    op_rows: list[dict[str, Any]] = []
+    net_rows: list[dict[str, Any]] = []
+    rejects: list[Reject] = []
+    files: dict[str, LogFileCounts] = {}
+    totals: Counter[str] = Counter()
     for table, path, config, mode in thesis.thesis_logs(root):
         rel = str(path.relative_to(root))
         if table == "ops":

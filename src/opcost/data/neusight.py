@@ -16,7 +16,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from opcost.data.textfile import CsvFile, Line, LineError, Parsed, clip, csv_records, parse_number, read_csv
 from opcost.devices import DEVICES, NO_TF32_SUFFIX, lookup_device
@@ -167,6 +167,14 @@ def _prod(xs: tuple[int, ...]) -> int:
 # --------------------------------------------------------------------------------------------
 
 
+class FileCounts(TypedDict):
+    """What one NeuSight file gave, as summary.json lists it under `files`."""
+
+    rows: int
+    rejected: int
+    nodes: NotRequired[int]  # a network's JSON: the rows its node CSV gave
+
+
 @dataclass
 class Read(Parsed):
     """Rows of every NeuSight table, plus what a summary needs."""
@@ -175,7 +183,7 @@ class Read(Parsed):
     nets: list[dict[str, Any]] = field(default_factory=list)
     nodes: list[dict[str, Any]] = field(default_factory=list)
     specs: dict[str, tuple[OpSpec, OpMetrics]] = field(default_factory=dict)
-    files: dict[str, dict[str, Any]] = field(default_factory=dict)
+    files: dict[str, FileCounts] = field(default_factory=dict)
 
 
 def _whole(rec: dict[str, str], col: str, lo: int = 1) -> int:
@@ -251,21 +259,26 @@ def _kernel_row(rec: dict[str, str]) -> dict[str, Any]:
     return out
 
 
-def _shapes(text: str, what: str) -> Any:
+# A shape literal as the node CSV holds it, after checking: a list of ints, or of such lists (one per tensor).
+Shape = list["int | Shape"]
+
+
+def _shapes(text: str, what: str) -> Shape:
     """A literal list/tuple of non-negative ints (or of such lists), parsed without evaluation."""
     try:
         v = ast.literal_eval(text.strip()) if text.strip() else None
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         raise LineError("bad_shape", f"{what} {clip(text, 60)!r} is not a shape literal") from None
 
-    def ok(x: Any) -> bool:
+    def ok(x: object) -> bool:
         if isinstance(x, (list, tuple)):
             return all(ok(y) for y in x)
         return isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= MAX_DIM
 
     if v is None or not isinstance(v, (list, tuple)) or not ok(v):
         raise LineError("bad_shape", f"{what} {clip(text, 60)!r} is not a shape of integers >= 0")
-    return json.loads(json.dumps(v))  # tuples -> lists
+    shape: Shape = json.loads(json.dumps(v))  # tuples -> lists
+    return shape
 
 
 def parse_network(json_path: Path, rel: str, config: str, res: Read) -> None:
@@ -277,9 +290,13 @@ def parse_network(json_path: Path, rel: str, config: str, res: Read) -> None:
         res.skipped["torch.compile (-fusion) network, end-to-end only"] += 1
         return
     try:
-        doc = json.loads(json_path.read_text())
+        doc: object = json.loads(json_path.read_text())  # untrusted until it is known to be an object
     except (OSError, ValueError) as exc:
         raise OpcostError(f"{rel} is not a JSON file: {exc}") from None
+    if not isinstance(doc, dict):
+        raise OpcostError(
+            f"{rel}: expected a JSON object with num_layer, e2e/fw/bwall_latency; got {clip(json.dumps(doc), 40)}"
+        )
     missing = [k for k in ("num_layer", "e2e_latency", "fw_latency", "bwall_latency") if k not in doc]
     if missing:
         raise OpcostError(f"{rel}: missing {', '.join(missing)}; expected num_layer, e2e/fw/bwall_latency")
@@ -381,8 +398,8 @@ def read_neusight(root: Path) -> Read:
 
 
 def summary_counts(res: Read) -> dict[str, Any]:
-    by_config: Counter = Counter(r["device_config"] for r in res.rows)
-    by_kind: Counter = Counter(r["kind"] for r in res.rows)
+    by_config: Counter[str] = Counter(r["device_config"] for r in res.rows)
+    by_kind: Counter[str] = Counter(r["kind"] for r in res.rows)
     return {
         "method": METHOD,
         "op_rows_by_device_config": dict(sorted(by_config.items())),

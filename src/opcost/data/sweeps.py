@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NotRequired, TypedDict
 
 from opcost.data.textfile import CsvFile, Line, LineError, Parsed, csv_records, parse_number, read_csv
 from opcost.devices import table_name
@@ -31,14 +31,35 @@ from opcost.schemas import SWEEPS
 ZEUS_COLUMNS = ["dataset", "network", "batch_size", "optimizer", "power_limit", "time_per_epoch", "average_power"]
 DVFS_COLUMNS = ["appName", "coreF", "memF", "argNo", "time/us", "power/W", "GFLOPS", "GFLOPS/W"]
 
+# One measurement of a sweep: device, workload, knob and setting (the knob's value, "default" if unset).
+SweepPoint = tuple[str, str, str, float | str | None]
+
+
+class SweepFileCounts(TypedDict):
+    """What one file of a sweep source gave, as summary.json lists it under `files`."""
+
+    lines_taken: int
+    sweep_rows: int
+    rejected: int
+    skipped: dict[str, int]  # lines skipped, by kind
+    identical_stage_rows_dropped: NotRequired[int]  # Perseus stage profiles only (crossclock.perseus_stages)
+
+
+class SweepInfo(TypedDict, total=False):
+    """What a reader adds to its source's summary.json beyond the counts every sweep source has."""
+
+    identical_stages: dict[str, dict[str, list[int]]]  # file -> kept "stage<k>" -> the stages dropped as copies
+    identical_stage_rows_dropped: int
+    default_setting_rows: int
+
 
 @dataclass
 class SweepRead(Parsed):
     """Rows, rejects and skipped lines of a sweep source, with per-file counts for summary.json."""
 
-    files: dict[str, dict[str, Any]] = field(default_factory=dict)
-    info: dict[str, Any] = field(default_factory=dict)
-    seen: dict[tuple, str] = field(default_factory=dict)  # sweep point -> "file line n" that gave it
+    files: dict[str, SweepFileCounts] = field(default_factory=dict)
+    info: SweepInfo = field(default_factory=SweepInfo)
+    seen: dict[SweepPoint, str] = field(default_factory=dict)  # sweep point -> "file line n" that gave it
 
     @property
     def rows_per_file(self) -> dict[str, int]:
@@ -103,7 +124,7 @@ def text(rec: dict[str, str], col: str) -> str:
     return v
 
 
-def sweep_point(row: dict[str, Any]) -> tuple:
+def sweep_point(row: dict[str, Any]) -> SweepPoint:
     """What one measurement of a sweep is: device, workload, knob and setting ("default" if unset)."""
     return (row["device"], row["workload"], row["knob"], "default" if row["default_setting"] else row["value"])
 

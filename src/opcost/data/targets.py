@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from opcost.data.floors import device_floor
@@ -44,11 +45,11 @@ def op_models(occurrences: pd.DataFrame, mode: str) -> dict[str, list[str]]:
     return {str(k): sorted(set(v)) for k, v in occ.groupby("op_id")["model"]}
 
 
-def train_mode_only(rows: pd.DataFrame, mode: str) -> np.ndarray:
+def train_mode_only(rows: pd.DataFrame, mode: str) -> npt.NDArray[np.bool_]:
     """Rows of an inference target that timed work only train mode does (see module docstring)."""
     if mode != "inference" or rows.empty:
         return np.zeros(len(rows), bool)
-    drop_kinds = rows["kind"].isin(DROP_KINDS).to_numpy()
+    drop_kinds: npt.NDArray[np.bool_] = rows["kind"].isin(DROP_KINDS).to_numpy()
     p = np.array([float(json.loads(s).get("attrs", {}).get("p") or 0.0) if d else 0.0
                   for s, d in zip(rows["spec_json"], drop_kinds)])  # fmt: skip
     return drop_kinds & (p > 0)
@@ -112,7 +113,7 @@ def estimated_training_rows(ops: pd.DataFrame, device: str) -> pd.DataFrame:
     return rows
 
 
-def power_ratio(train_fb: pd.DataFrame, inf: pd.DataFrame, kinds: pd.Series) -> np.ndarray:
+def power_ratio(train_fb: pd.DataFrame, inf: pd.DataFrame, kinds: pd.Series) -> npt.NDArray[np.float64]:
     """Training / inference power of the ops in `kinds`, from the device's own ops measured in both
     modes: the median per kind (at least MIN_POWER_PAIRS pairs), else over every pair; 1.0 (power
     unchanged) where the device measured no op in both modes with power."""
@@ -124,7 +125,8 @@ def power_ratio(train_fb: pd.DataFrame, inf: pd.DataFrame, kinds: pd.Series) -> 
     overall = float(pairs["rp"].median())
     g = pairs.groupby("kind")["rp"]
     per_kind = g.median()[g.size() >= MIN_POWER_PAIRS]
-    return kinds.map(per_kind).fillna(overall).to_numpy(float)
+    by_op: npt.NDArray[np.float64] = kinds.map(per_kind).fillna(overall).to_numpy(float)
+    return by_op
 
 
 def target_tables(

@@ -23,9 +23,10 @@ import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from opcost.errors import OpcostError
+from opcost.schemas import Table
 
 UNDECODABLE = "undecodable"
 NUL_BYTE = "nul_byte"
@@ -136,21 +137,31 @@ def read_lines(path: Path, what: str) -> list[Line]:
     return lines
 
 
+class Reject(TypedDict):
+    """A rejected line: a schemas.REJECTS row without the source column."""
+
+    source_file: str
+    line: int
+    reason: str
+    message: str
+    text: str
+
+
 @dataclass
 class Parsed:
     """What a parser made of one file: rows taken, lines rejected (schemas.REJECTS rows without the
     source column) and lines skipped by kind (not data: warnings, progress, blank lines)."""
 
     rows: list[dict[str, Any]] = field(default_factory=list)
-    rejects: list[dict[str, Any]] = field(default_factory=list)
-    skipped: Counter = field(default_factory=Counter)
+    rejects: list[Reject] = field(default_factory=list)
+    skipped: Counter[str] = field(default_factory=Counter)
 
     def reject(self, rel: str, line: Line, reason: str, message: str) -> None:
         self.rejects.append(
             {"source_file": rel, "line": line.number, "reason": reason, "message": message, "text": clip(line.text)}
         )
 
-    def take(self, rel: str, line: Line, rows: list[dict[str, Any]], table: Any) -> bool:
+    def take(self, rel: str, line: Line, rows: list[dict[str, Any]], table: Table) -> bool:
         """Keep the rows of one line if every one meets the table's rules (Table.row_problem);
         otherwise reject the whole line, naming the first broken rule."""
         for r in rows:

@@ -23,7 +23,7 @@ from opcost.errors import OpcostError
 from opcost.ops.features import OpMetrics, op_metrics
 from opcost.ops.reprparse import spec_from_repr
 from opcost.ops.spec import OpSpec
-from opcost.schemas import NET_MEASUREMENTS, OP_MEASUREMENTS
+from opcost.schemas import NET_MEASUREMENTS, OP_MEASUREMENTS, Table
 
 LINE_KINDS = ("data", "warning", "traceback", "out_of_memory", "progress", "other")
 
@@ -219,6 +219,8 @@ class Classifier:
 
 # A spec cache entry: the spec and its paper costs, or why the repr cannot be used.
 SpecEntry = tuple[OpSpec, OpMetrics] | str
+# The spec cache of a source: (repr, shape) of a logged op -> its SpecEntry.
+SpecCache = dict[tuple[str, tuple[int, ...]], SpecEntry]
 
 
 def spec_entry(text: str, shape: tuple[int, ...]) -> SpecEntry:
@@ -241,7 +243,7 @@ def spec_entry(text: str, shape: tuple[int, ...]) -> SpecEntry:
     return spec, metrics
 
 
-def _take(res: LogResult, rel: str, line: Line, rows: list[dict[str, Any]], table: Any) -> None:
+def _take(res: LogResult, rel: str, line: Line, rows: list[dict[str, Any]], table: Table) -> None:
     """Keep the rows of one line if they meet the table's rules and then their own arithmetic
     (`check_arithmetic`: after the rules, so a zero or negative value is named out_of_range), and,
     for a file's last line without a line end, the check of its last value (`check_last_value`)."""
@@ -252,7 +254,8 @@ def _take(res: LogResult, rel: str, line: Line, rows: list[dict[str, Any]], tabl
             return
 
     def label(r: dict[str, Any]) -> str:
-        return {"forward_backward": "forward+backward"}.get(r.get("phase", ""), r.get("phase", ""))
+        phase: str = r.get("phase", "")
+        return {"forward_backward": "forward+backward"}.get(phase, phase)
 
     try:
         for r in rows:
@@ -266,7 +269,7 @@ def _take(res: LogResult, rel: str, line: Line, rows: list[dict[str, Any]], tabl
         res.parsed += 1
 
 
-def parse_op_log(path: Path, rel: str, device_config: str, mode: str, spec_cache: dict) -> LogResult:
+def parse_op_log(path: Path, rel: str, device_config: str, mode: str, spec_cache: SpecCache) -> LogResult:
     """One ops log. Training lines give a forward and a forward_backward row each.
 
     `spec_cache` maps (repr, shape) to a `SpecEntry`; it is shared across the logs of a source so
