@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from builders import layer_scores, transferred_ops
-from opcost.devices import DEVICES, find_device
+from opcost.devices import DEVICES, device_config, find_device
 from opcost.model.basis.features import OpRecord
 from opcost.model.basis.physics import NOMINAL_BANDWIDTH
 from opcost.model.clocks.clock import ClockModel
@@ -573,7 +573,7 @@ def test_a_transferred_gpu_at_another_clock_moves_as_its_ops_do(ops_, time_s, op
     factor = np.array([fa for *_, fa in ops_]) if with_factor else np.ones(len(ops_))
     r = transferred_ops(recs, calls, time_s, (0.8 * time_s, 1.3 * time_s), t_s=t_ref, factor=factor, optimizer_s=opt)
     en = TransferredEnergy(power * time_s, power, (0.7 * power * time_s, 1.4 * power * time_s))
-    out, en_out, note = at_clock(r, en if with_energy else None, config, f, model)
+    out, en_out, note = at_clock(r, en if with_energy else None, device_config(config), f, model)
 
     share = np.array([1.0 if cb else 0.0 for cb, *_ in ops_] + [0.0])
     tr = np.append(t_ref, opt)
@@ -601,18 +601,19 @@ def test_a_transferred_gpu_at_another_clock_moves_as_its_ops_do(ops_, time_s, op
     assert en_out.interval == pytest.approx((ke * lo / (1 + ee), ke * hi * (1 + ee)), rel=1e-9)
 
 
-def test_a_clock_on_a_gpu_outside_the_table_and_a_zero_time_answer() -> None:
-    """at_clock refuses a config the device table lacks in one line naming it; a zero-time answer has no power
-    (NaN), and its busy share is 0, not a division by zero."""
+def test_a_gpu_outside_the_table_and_a_zero_time_answer() -> None:
+    """A config the device table lacks is refused in one line naming it where the request is resolved
+    (transfer_config), before any transferred answer; a zero-time answer has no power (NaN), and its busy share
+    is 0, not a division by zero."""
     from opcost.errors import OpcostError
-    from opcost.model.prediction.xdevice_predict import busy_share
+    from opcost.model.prediction.xdevice_predict import busy_share, transfer_config
 
     r = transferred_ops([_record(0, True)], [1.0], 0.0, (0.0, 0.0), t_s=[0.0])
-    with pytest.raises(OpcostError, match="--clock on NOT_A_GPU: not in the device table"):
-        at_clock(r, None, "NOT_A_GPU", 1000.0, ClockModel())
-    _, en, _ = at_clock(r, TransferredEnergy(0.0, 100.0, (0.0, 0.0)), "A30", 1000.0, ClockModel())
+    with pytest.raises(OpcostError, match="^unknown device 'NOT_A_GPU'; "):
+        transfer_config("NOT_A_GPU", "inference", [])
+    _, en, _ = at_clock(r, TransferredEnergy(0.0, 100.0, (0.0, 0.0)), device_config("A30"), 1000.0, ClockModel())
     assert en is not None and math.isnan(en.power_w)
-    assert busy_share(r, "A30") == 0.0
+    assert busy_share(r, device_config("A30")) == 0.0
 
 
 def test_a_transferred_answer_at_a_clock_leaves_the_default_clock_answer_as_it_was() -> None:
@@ -628,7 +629,7 @@ def test_a_transferred_answer_at_a_clock_leaves_the_default_clock_answer_as_it_w
     en = TransferredEnergy(1.2, 300.0, (0.9, 1.6))
     before, en_before = copy.deepcopy(r), copy.deepcopy(en)
     f = 0.6 * find_device("A30")[0].boost_clock_mhz
-    out, en_out, _ = at_clock(r, en, "A30", f, ClockModel(logo_error_bins=BINS))
+    out, en_out, _ = at_clock(r, en, device_config("A30"), f, ClockModel(logo_error_bins=BINS))
 
     assert out.time_s != r.time_s and en_out is not None and en_out.energy_j != en.energy_j  # it did move
     for fld in dataclasses.fields(r):
@@ -661,7 +662,7 @@ def test_transferred_energy_is_time_times_the_power_models_power(ops_, time_s, i
         pm.levels = {find_device(config)[0].name: {"factor": level, "networks": 7.0}}
     with tempfile.TemporaryDirectory() as root:
         pm.save(Path(root) / "models" / "xpower")
-        got, note = energy(Path(root), r, config, mode)
+        got, note = energy(Path(root), r, device_config(config), mode)
     tdp = find_device(config)[0].tdp_w
     work = 3.0 if mode == "training" else 1.0
     u = work * sum(roofline_s(x.kind, x.metrics, find_device(config)) * n for x, n in zip(recs, calls)) / time_s
@@ -680,7 +681,7 @@ def test_transferred_energy_is_time_times_the_power_models_power(ops_, time_s, i
         assert "over its predicted time), fitted on 0 GPUs (none named)" in note
         assert f" W = TDP {tdp:.0f} W x (idle " in note  # no level: the formula starts at the TDP
     with tempfile.TemporaryDirectory() as root:  # no power model: no energy, and the note says why
-        assert energy(Path(root), r, config, mode) == (
+        assert energy(Path(root), r, device_config(config), mode) == (
             None,
             "energy: models/xpower not found (`dvc pull` or its stage), so energy is left out",
         )

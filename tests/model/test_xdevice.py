@@ -94,17 +94,17 @@ def test_names_resolve_and_unknown_gpus_are_refused():
 def test_own_models_stay_champion_elsewhere_transferred():
     own = ["A30-inference", "A30_no_tf32-training"]
     assert xdevice_predict.transfer_config("NVIDIA A30", "inference", own) == ("A30", None)
-    assert xdevice_predict.transfer_config("A30", "training", own) == ("A30", "transferred")
-    assert xdevice_predict.transfer_config("Tesla T4", "inference", own) == ("T4", "transferred")
+    assert xdevice_predict.transfer_config("A30", "training", own) == ("A30", (DEVICES["A30"], True))
+    assert xdevice_predict.transfer_config("Tesla T4", "inference", own) == ("T4", (DEVICES["T4"], True))
 
 
 def test_no_tf32_on_a_gpu_without_tf32_is_its_own_bundle():
     """Without TF32 units `_no_tf32` changes no op's numerics: the RTX 2080 Ti's own bundle answers."""
     own = ["RTX2080Ti-inference", "A30-inference"]
     assert xdevice_predict.transfer_config("RTX2080Ti_no_tf32", "inference", own) == ("RTX2080Ti", None)
-    assert xdevice_predict.transfer_config("A30_no_tf32", "inference", own) == ("A30_no_tf32", "transferred")
+    assert xdevice_predict.transfer_config("A30_no_tf32", "inference", own) == ("A30_no_tf32", (DEVICES["A30"], False))
     assert xdevice_predict.transfer_config("RTX2080Ti_no_tf32", "training", own) == (
-        "RTX2080Ti_no_tf32", "transferred")  # fmt: skip
+        "RTX2080Ti_no_tf32", (DEVICES["RTX2080Ti"], False))  # fmt: skip
     assert same_numerics("V100_no_tf32") == "V100" and same_numerics("nvidia a100_no_tf32") == "A100_no_tf32"
     assert same_numerics("Tesla T4") == "T4" and same_numerics("my-cpu-host") == "my-cpu-host"
 

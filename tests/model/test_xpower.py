@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from builders import transferred_ops
-from opcost.devices import DEVICES
+from opcost.devices import DEVICES, device_config
 from opcost.errors import OpcostError
 from opcost.model.clocks import clockval, xpower
 from opcost.model.clocks.clock import ClockModel, memory_share, time_ratio
@@ -246,7 +246,7 @@ def test_a_transferred_training_step_counts_its_backward_in_the_busy_share(tmp_p
     rec = OpRecord("mm", "Linear", {}, (1024, 1024), 1024 * 1024,
                    {"flops": 1e12, "bytes_read": 1e6, "bytes_written": 1e6})  # fmt: skip
     r = transferred_ops([rec], [2.0], 0.1, (0.08, 0.12))
-    en, note = xdevice_predict.energy(tmp_path, r, "H100", mode)
+    en, note = xdevice_predict.energy(tmp_path, r, device_config("H100"), mode)
     assert en is not None
     u = work * 2 * 1e12 / 67e12 / 0.1
     assert xpower.work_factor(mode) == work and DEVICES["H100"].fp32_flops == 67e12

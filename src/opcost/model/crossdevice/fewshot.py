@@ -23,6 +23,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from opcost.devices import DeviceConfig
+
 SHRINK_OPS = 30.0  # pseudo-ops of "no extra correction" behind each factor
 KEY_COLUMNS = ("xkind", "batch", "m", "n", "k", "flops", "bytes", "numel")  # an op's identity across networks
 POOLED = "*"
@@ -283,12 +285,12 @@ def energy_summary(df: pd.DataFrame) -> dict[str, Any]:
 
 # -- answers --------------------------------------------------------------------------------------------
 def device_factors(
-    op_model: Any, measured_rows: list[tuple[dict[str, Any], float]], device_config: str
+    op_model: Any, measured_rows: list[tuple[dict[str, Any], float]], found: DeviceConfig
 ) -> dict[str, float]:
     """The kind factors (`kind_factors`) of a GPU from its measured ops ((cross-device row, GPU time per
     call), model/crossdevice/measured.op_rows_measured) against `op_model`'s transferred device times; {} without
     any."""
     if not measured_rows:
         return {}
-    rows = pd.DataFrame([r for r, _ in measured_rows]).assign(device_config=device_config, wall_clock=0.0)
-    return kind_factors(rows["xkind"], [t for _, t in measured_rows], op_model.predict(rows))
+    rows = pd.DataFrame([r for r, _ in measured_rows]).assign(device_config=found.name, wall_clock=0.0)
+    return kind_factors(rows["xkind"], [t for _, t in measured_rows], op_model.predict(rows, found))

@@ -11,6 +11,7 @@ Design: docs/cross-device.md#the-model.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import io
 import math
@@ -24,7 +25,7 @@ import pandas as pd
 
 from opcost import devices
 from opcost.data import floors
-from opcost.devices import NO_TF32_SUFFIX, Device, resolve_device
+from opcost.devices import NO_TF32_SUFFIX, Device, DeviceConfig, resolve_device
 from opcost.errors import OpcostError
 from opcost.io import read_json_model, read_npz, write_json, write_npz
 from opcost.model.basis import physics
@@ -216,13 +217,19 @@ def thesis_ops(table: pd.DataFrame, device_config: str) -> pd.DataFrame:
 
 
 # -- features ------------------------------------------------------------------------------------
-def design(rows: pd.DataFrame, floor_s: float) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """(X, log(roofline + floor)) of cross-device rows; X's columns are COLUMNS."""
+def design(
+    rows: pd.DataFrame, floor_s: float, found: DeviceConfig | None = None
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """(X, log(roofline + floor)) of cross-device rows; X's columns are COLUMNS. `found`: the resolved
+    device config of the rows named `found.name` (an answer's), not looked up again."""
     n = len(rows)
     X = np.zeros((n, len(COLUMNS)))
     offset = np.zeros(n)
     col = {c: i for i, c in enumerate(COLUMNS)}
-    devs = {c: devices.device_config(c) for c in rows["device_config"].unique()}
+    devs = {
+        c: found if found is not None and c == found.name else devices.device_config(c)
+        for c in rows["device_config"].unique()
+    }
     xk = rows["xkind"].to_numpy()
     for k in XKINDS:
         X[:, col[f"kind={k}"]] = xk == k
@@ -316,11 +323,17 @@ class OpModel:
     # (ROW_SOURCES); an answer on such a GPU is an in-sample fit (costing.FITTED). Empty: a model saved before.
     trained_rows: dict[str, dict[str, int]] = field(default_factory=dict)
 
-    def predict(self, rows: pd.DataFrame) -> npt.NDArray[np.float64]:
+    def predict(self, rows: pd.DataFrame, found: DeviceConfig | None = None) -> npt.NDArray[np.float64]:
+        """Op times of `rows`; `found`: the resolved device config of an answer's rows (`design`)."""
         if len(rows) == 0:
             return np.zeros(0)
-        X, off = design(rows, self.floor_s)
+        X, off = design(rows, self.floor_s, found)
         return np.exp(self.ensemble.predict(X) + off)
+
+    @functools.cached_property
+    def trained_devices(self) -> list[Device]:
+        """The devices of `trained_on`, resolved once per loaded model (an answer's distance reads them)."""
+        return [devices.device_config(g).device for g in self.trained_on]
 
 
 def host_bound(rows: pd.DataFrame, factor: float) -> np.ndarray:

@@ -28,7 +28,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from opcost import devices
-from opcost.devices import NO_TF32_SUFFIX, resolve_device_config
+from opcost.devices import NO_TF32_SUFFIX, DeviceConfig, resolve_device_config
 from opcost.errors import OpcostError
 from opcost.model.crossdevice.hostqueue import step_queue
 from opcost.model.crossdevice.hosts import HostProfile
@@ -250,11 +250,11 @@ def op_time(
     return t
 
 
-def optimizer_s(mode: str, params: float, device_config: str) -> float:
+def optimizer_s(mode: str, params: float, found: DeviceConfig) -> float:
     """The optimizer step of a training step: bytes-bound at the device's bandwidth."""
     if mode != "training" or params <= 0:
         return 0.0
-    return OPTIMIZER_BYTES_PER_PARAM * params / devices.device_config(device_config).device.bandwidth
+    return OPTIMIZER_BYTES_PER_PARAM * params / found.device.bandwidth
 
 
 HOST_FLOOR_GRID = tuple(float(x) for x in np.geomspace(1e-6, 4e-5, 40))  # NeuSight's host: no host times published
@@ -295,7 +295,9 @@ def _prepared(nets: pd.DataFrame, nodes: pd.DataFrame, t_fw: npt.NDArray[np.floa
         ratio = np.array([bw_ratio(ratios, x) for x in xk[idx]]) if r.mode == "training" else None
         host = hosts.get(str(getattr(r, "host", "")))
         h = None if host is None else host.costs(xk[idx])
-        out.append((r.measured_s, t_fw[idx], ratio, calls[idx], optimizer_s(r.mode, r.params, r.device_config), h))
+        stepped = r.mode == "training" and r.params > 0  # only an optimizer step needs the device resolved
+        opt = optimizer_s(r.mode, r.params, devices.device_config(r.device_config)) if stepped else 0.0
+        out.append((r.measured_s, t_fw[idx], ratio, calls[idx], opt, h))
     return out
 
 

@@ -146,9 +146,9 @@ class Predictor:
         answers = {k: assemble(s, b, c, n, costed[(b.target, c)], optimizer, self.clocks) for s, b, c, n, k in prepared}
         return [answers[k] if k in answers else transferred[k] for k in range(len(requests))]
 
-    def transfer(self, device: str, mode: str, own: list[str] | None = None) -> tuple[str, str | None]:
-        """(device config, config to answer with the cross-device model or None). None where the device
-        has its own bundle in this mode (an NVML name becomes its key) or no models/xdevice is there.
+    def transfer(self, device: str, mode: str, own: list[str] | None = None) -> tuple[str, DeviceConfig | None]:
+        """(device config, the resolved config to answer with the cross-device model or None). None where the
+        device has its own bundle in this mode (an NVML name becomes its key) or no models/xdevice is there.
         `own`: the targets, where the caller listed them already."""
         from opcost.model.prediction.xdevice_predict import own_candidates, own_config
 
@@ -163,8 +163,7 @@ class Predictor:
             return device, None
         from opcost.model.prediction.xdevice_predict import transfer_config
 
-        cfg, how = transfer_config(device, mode, own)
-        return cfg, (cfg if how is not None else None)
+        return transfer_config(device, mode, own)
 
     def check_checkout(self, own: list[str], configs: Sequence[str], mode: str) -> None:
         """Refuse where `dvc.lock` records `models/<config>-<mode>` for one of `configs` but the checkout
@@ -186,7 +185,7 @@ class Predictor:
             )
 
     def _transferred_answer(
-        self, spec: NetSpec, device_config: str, mode: str, optimizer: str, clock: float | None
+        self, spec: NetSpec, found: DeviceConfig, mode: str, optimizer: str, clock: float | None
     ) -> NetworkPrediction:
         from opcost.model.prediction import xdevice_predict
 
@@ -194,11 +193,11 @@ class Predictor:
         if clock is not None:  # range first (one line naming it), then the clock model
             from opcost.model.clocks.clock import check_device_clock
 
-            check_device_clock(find_device(device_config), float(clock))
+            check_device_clock(found, float(clock))
             cm = self.clocks.model()
         net = self.network(spec, mode=mode)
         return xdevice_predict.network_prediction(
-            self.paths.xdevice_model_dir, spec, net, device_config, mode, optimizer, clock, cm, self.host
+            self.paths.xdevice_model_dir, spec, net, found, mode, optimizer, clock, cm, self.host
         )
 
     def _at_clock(self, bundle: Bundle, records: list[OpRecord], ref: Costs, clock: float) -> Costs:
@@ -214,10 +213,11 @@ class Predictor:
             return tuple(b.clocks_mhz)
         return self._grid_clocks(b.device)
 
-    def transferred_clocks(self, device_config: str) -> tuple[float | None, ...]:
-        """The clocks `recommend` asks the cross-device model about: the same grid as for an own bundle
-        without a measured sweep when the clock model is there, else only the default clock."""
-        return self._grid_clocks(find_device(device_config))
+    def transferred_clocks(self, found: DeviceConfig) -> tuple[float | None, ...]:
+        """The clocks `recommend` asks the cross-device model about for a resolved device config: the same
+        grid as for an own bundle without a measured sweep when the clock model is there, else only the
+        default clock."""
+        return self._grid_clocks(found)
 
     def _grid_clocks(self, device: DeviceConfig | None) -> tuple[float | None, ...]:
         """The grid over a resolved device's range when the clock model is there, else the default clock."""

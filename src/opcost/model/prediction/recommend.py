@@ -31,6 +31,7 @@ from opcost.modes import check_mode
 if TYPE_CHECKING:
     import pandas as pd
 
+    from opcost.devices import DeviceConfig
     from opcost.model.prediction.answer import NetworkPrediction
     from opcost.paths import Paths
 
@@ -50,11 +51,11 @@ class Asks(Protocol):
 
     def targets(self) -> list[str]: ...
 
-    def transfer(self, device: str, mode: str, own: list[str] | None = None) -> tuple[str, str | None]: ...
+    def transfer(self, device: str, mode: str, own: list[str] | None = None) -> tuple[str, DeviceConfig | None]: ...
 
     def sweep_clocks(self, device: str, mode: str) -> tuple[float | None, ...]: ...
 
-    def transferred_clocks(self, device_config: str) -> tuple[float | None, ...]: ...
+    def transferred_clocks(self, found: DeviceConfig) -> tuple[float | None, ...]: ...
 
     def check_checkout(self, own: list[str], configs: Sequence[str], mode: str) -> None: ...
 
@@ -85,11 +86,11 @@ def recommend(
     if devices is not None:  # `--devices H100,A100,L4,T4`: own bundles where they exist, else transferred
         from opcost.model.prediction.xdevice_predict import table_configs
 
-        chosen = [pr.transfer(d, mode)[0] for d in table_configs(devices)]
+        chosen = [pr.transfer(d, mode) for d in table_configs(devices)]
         requests = [
             Request(model, input_shape, d, mode, c)
-            for d in chosen
-            for c in (pr.sweep_clocks(d, mode) if d in own else pr.transferred_clocks(d))
+            for d, found in chosen
+            for c in (pr.sweep_clocks(d, mode) if d in own or found is None else pr.transferred_clocks(found))
         ]
     else:
         locked = [t.rpartition("-")[0] for t in sorted(locked_models(pr.paths.root)) if t.endswith(f"-{mode}")]

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 
 from opcost import devices
-from opcost.devices import NO_TF32_SUFFIX, resolve_device_config, same_numerics, table_name
+from opcost.devices import NO_TF32_SUFFIX, DeviceConfig, resolve_device_config, same_numerics, table_name
 from opcost.errors import OpcostError
 from opcost.model.composition.compose import Costs
 from opcost.model.composition.costing import FITTED, MEASURED, TRANSFERRED
@@ -114,16 +114,17 @@ def own_config(device: str, mode: str, own_targets: list[str]) -> str | None:
     return None
 
 
-def transfer_config(device: str, mode: str, own_targets: list[str]) -> tuple[str, str | None]:
+def transfer_config(device: str, mode: str, own_targets: list[str]) -> tuple[str, DeviceConfig | None]:
     """(device config, None) when `device` has its own bundle in `mode` (its table key if an NVML name
-    was given); (device config, 'transferred') for a table GPU without one. Unknown names: one line."""
+    was given); (device config, its resolved DeviceConfig) for a table GPU without one: the name is resolved
+    here, once per request, and the answer path takes the DeviceConfig. Unknown names: one line."""
     mine = own_config(device, mode, own_targets)
     if mine is not None:
         return mine, None
-    cfg = resolve_device_config(device)
-    if f"{cfg}-{mode}" in own_targets:
-        return cfg, None
-    return cfg, SOURCE
+    found = devices.device_config(device)
+    if f"{found.name}-{mode}" in own_targets:
+        return found.name, None
+    return found.name, found
 
 
 def host_profile(folder: Path, comp: Mapping[str, Any], name: str | None) -> HostProfile:
@@ -148,17 +149,18 @@ def host_profile(folder: Path, comp: Mapping[str, Any], name: str | None) -> Hos
     )
 
 
-def predict_network(folder: Path, net: Any, device_config: str, mode: str, optimizer: str = "sgd",
+def predict_network(folder: Path, net: Any, found: DeviceConfig, mode: str, optimizer: str = "sgd",
                     host: str | None = None) -> TransferredOps:  # fmt: skip
     """Per-op transferred costs and the composed network time with its interval, for `net` (a
-    predict.Network) on `device_config`, its step run through the host/GPU queue (model/crossdevice/hostqueue.py) with
-    the host `host` (host_profile)."""
+    predict.Network) on the device config `found`, its step run through the host/GPU queue
+    (model/crossdevice/hostqueue.py) with the host `host` (host_profile)."""
     import pandas as pd
 
     from opcost.model.crossdevice import fewshot, xdevice, xdevice_net, xinterval
 
     model = load(folder)
-    dev, tf32 = devices.device_config(device_config)
+    dev, tf32 = found
+    device_config = found.name  # the key of the data: the rows' column, models/measured
     ids = list(net.records)
     recs = [net.records[i] for i in ids]
     calls = np.array([float(net.calls[i]) for i in ids])
@@ -168,10 +170,10 @@ def predict_network(folder: Path, net: Any, device_config: str, mode: str, optim
     rows = pd.DataFrame([row for _, row, _ in expanded])
     rows["device_config"] = device_config
     rows["wall_clock"] = 0.0
-    t_fw = model.op.predict(rows) if len(rows) else np.zeros(0)
+    t_fw = model.op.predict(rows, found) if len(rows) else np.zeros(0)
     # the GPU's measured ops correct the transfer of the others per kind (model/crossdevice/fewshot.py; forward times)
     pairs = measured_rows(Path(folder), device_config)
-    factors = fewshot.device_factors(model.op, pairs, device_config)
+    factors = fewshot.device_factors(model.op, pairs, found)
     if factors and len(rows):
         t_fw = fewshot.apply_factors(rows["xkind"], t_fw, factors)
     comp = model.composition
@@ -188,7 +190,7 @@ def predict_network(folder: Path, net: Any, device_config: str, mode: str, optim
         np.array([xdevice_net.bw_ratio(comp.get("bw_ratio", {}), x) for x in xk]) if mode == "training" else None
     )
     params = float(sum(float(r.metrics.get("params", 0)) * c for r, c in zip(recs, calls)))
-    opt = xdevice_net.optimizer_s(mode, params, device_config)
+    opt = xdevice_net.optimizer_s(mode, params, found)
     own = measured_times(Path(folder), device_config, mode)
     own_gpu = measured_gpu_times(Path(folder), device_config, mode)
     hit = np.array([i in own for i in ids], bool)
@@ -211,7 +213,7 @@ def predict_network(folder: Path, net: Any, device_config: str, mode: str, optim
     factor = np.ones(len(ids))
     factor[hit] = scale
     per_call[hit] = [own[i] for i in np.asarray(ids, dtype=object)[hit]]
-    trained = [devices.device_config(g).device for g in model.op.trained_on]
+    trained = model.op.trained_devices
     in_sample = dev.name in model.op.trained_on  # its own measured ops are in the training set: FITTED
     dist = xdevice.distance(dev, trained) if not in_sample else 0.0
     share = xinterval.other_share(xk, t_fw, calls[owner] * count) if len(rows) else 1.0
@@ -331,18 +333,17 @@ def factors_note(factors: dict[str, float], n_ops: int, device_config: str) -> s
     )
 
 
-def busy_share(r: TransferredOps, device_config: str, work: float = 1.0) -> float:
+def busy_share(r: TransferredOps, found: DeviceConfig, work: float = 1.0) -> float:
     """The network's roofline time over its predicted time (what the power model's busy share means), its ops'
     forward roofline times x `work` (xpower.work_factor: a training step's backward counted as the power model's
     rows count it)."""
     from opcost.model.basis.physics import roofline_s
 
-    found = devices.find_device(device_config)  # once per network, not per op
     roof = work * sum(roofline_s(x.kind, x.metrics, found) * c for x, c in zip(r.records, r.calls))
     return float(roof / r.time_s) if r.time_s > 0 else 0.0
 
 
-def energy(root: Path, r: TransferredOps, device_config: str, mode: str) -> tuple[TransferredEnergy | None, str]:
+def energy(root: Path, r: TransferredOps, found: DeviceConfig, mode: str) -> tuple[TransferredEnergy | None, str]:
     """Energy from the cross-device power model (model/clocks/xpower.py, models/xpower/) where both exist:
     (energy, its interval, power) and a note; else None and why."""
     from opcost.model.clocks import xpower
@@ -351,13 +352,11 @@ def energy(root: Path, r: TransferredOps, device_config: str, mode: str) -> tupl
     if not folder.is_dir():
         return None, "energy: models/xpower not found (`dvc pull` or its stage), so energy is left out"
     pm = xpower.PowerModel.load(folder)
-    key = device_config[: -len(NO_TF32_SUFFIX)] if device_config.endswith(NO_TF32_SUFFIX) else device_config
-    u = busy_share(r, device_config, xpower.work_factor(mode))
-    p, rel = pm.predict(key, np.array([u]), None, mode)
+    dev = found.device
+    u = busy_share(r, found, xpower.work_factor(mode))
+    p, rel = pm.predict(dev.name, np.array([u]), None, mode)
     e = float(p[0]) * r.time_s
     lo, hi = r.interval
-
-    dev = devices.device_config(device_config).device
     lv = pm.levels.get(dev.name)
     level = (
         ""
@@ -379,7 +378,7 @@ def energy(root: Path, r: TransferredOps, device_config: str, mode: str) -> tupl
 
 
 def at_clock(
-    r: TransferredOps, en: TransferredEnergy | None, device_config: str, clock: float, clock_model: Any
+    r: TransferredOps, en: TransferredEnergy | None, found: DeviceConfig, clock: float, clock_model: Any
 ) -> tuple[TransferredOps, TransferredEnergy | None, str]:
     """The transferred answer `r` (and its energy `en`), both at the boost clock, moved to core clock
     `clock` by the cross-clock model (model/clocks/clock.py), as model/prediction/clocktransfer.py does for own bundles
@@ -387,14 +386,10 @@ def at_clock(
     bytes-bound (share 0), the network's transferred power as every op's reference power. The intervals
     widen by the clock model's leave-one-GPU-out error at this distance from the boost clock. `r` and `en` stay as
     they were: the moved answer and energy are new values."""
-    from opcost.devices import find_device
     from opcost.model.clocks.clock import check_clock, time_ratio
     from opcost.model.prediction.clocktransfer import roofline_shares, transfer_note, widen
 
-    found = find_device(device_config)
-    if found is None:  # transfer_config only answers for table GPUs; kept as a guard, one line
-        raise OpcostError(f"--clock on {device_config}: not in the device table, no clock range to check")
-    dev = found[0]
+    dev = found.device
     check_clock(dev, clock)
     share = np.append(roofline_shares(r.records, found), 0.0)  # the optimizer step: memory-bound
     t_ref = np.append(np.asarray(r.t_s, float), r.optimizer_s)
@@ -418,7 +413,7 @@ def at_clock(
         elo, ehi = en.interval
         en_out = TransferredEnergy(energy_j=e, power_w=e / time_s if time_s > 0 else float("nan"),
                                    interval=widen((ke * elo, ke * ehi), ee))  # fmt: skip
-    note = f"clock {clock:g} MHz (boost {dev.boost_clock_mhz:g}): " + transfer_note(et, ee, device_config)
+    note = f"clock {clock:g} MHz (boost {dev.boost_clock_mhz:g}): " + transfer_note(et, ee, found.name)
     return out, en_out, note
 
 
@@ -426,23 +421,24 @@ def network_prediction(
     folder: Path,
     spec: Any,
     net: Any,
-    device_config: str,
+    found: DeviceConfig,
     mode: str,
     optimizer: str,
     clock: float | None = None,
     clock_model: Any = None,
     host: str | None = None,
 ) -> NetworkPrediction:
-    """A predict.NetworkPrediction whose every op is `transferred`; at `clock` (MHz, within the table's
-    range) through `clock_model` (model/clocks/clock.ClockModel), else at the default (boost) clock; driven by
-    the host `host` (host_profile; None: the reference host)."""
+    """A predict.NetworkPrediction whose every op is `transferred`, on the device config `found`; at `clock`
+    (MHz, within the table's range) through `clock_model` (model/clocks/clock.ClockModel), else at the default
+    (boost) clock; driven by the host `host` (host_profile; None: the reference host)."""
     from opcost.model.prediction.answer import TRAINING_NOTE, NetworkPrediction, network_fields
 
-    r = predict_network(folder, net, device_config, mode, optimizer, host)
-    en, en_note = energy(Path(folder).parent.parent, r, device_config, mode)
+    device_config = found.name
+    r = predict_network(folder, net, found, mode, optimizer, host)
+    en, en_note = energy(Path(folder).parent.parent, r, found, mode)
     clock_note = None
     if clock is not None:
-        r, en, clock_note = at_clock(r, en, device_config, float(clock), clock_model)
+        r, en, clock_note = at_clock(r, en, found, float(clock), clock_model)
     n = len(r.ids)
     own = measured_note(folder, r, device_config)
     costs = Costs(r.t_s, np.full(n, np.nan), list(r.sources), [None] * n)
