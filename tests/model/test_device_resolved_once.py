@@ -2,10 +2,12 @@
 path: no function on it (the composition terms, the reference clock, the clock checks, the clock transfer,
 the assembly, the op models' costing) looks the device config's name up in the device table again. Each op
 model's encoding resolves its own name once, when it is made (`Encoding.device`); its features, roofline
-offsets and the costing's charged ops (model/basis/) take the resolved device, never the name.
+offsets and the costing's charged ops (model/basis/) take the resolved device, never the name. A transferred
+answer (a table GPU without an own bundle) resolves the name asked once per request, where the request enters
+(`transfer_config`), and the cross-device model its training GPUs once, when it is loaded.
 
-A spy replaces `find_device` and `device_config` in every opcost module that holds them and records the
-code on the stack of each call: everything a question runs through is counted."""
+A spy replaces `find_device`, `device_config` and `resolve_device_config` in every opcost module that holds them
+and records the code on the stack of each call: everything a question runs through is counted."""
 
 from __future__ import annotations
 
@@ -44,9 +46,10 @@ def project(tmp_path: Path) -> Path:
 
 
 def spy(monkeypatch: pytest.MonkeyPatch) -> list[Resolution]:
-    """Every call of devices.find_device / devices.device_config from here on, wherever it was imported."""
+    """Every call of devices.find_device / device_config / resolve_device_config from here on, wherever it was
+    imported."""
     seen: list[Resolution] = []
-    for name in ("find_device", "device_config"):
+    for name in ("find_device", "device_config", "resolve_device_config"):
         real = getattr(devices, name)
 
         def counted(config: str, _real: Any = real) -> Any:
@@ -162,3 +165,61 @@ def test_a_question_that_is_not_a_request_is_refused_in_one_line_before_any_work
     assert "\n" not in msg and msg.startswith("question 1 of predict_many is a tuple, not an ")
     assert "Request(model, input_shape, device, mode, clock_mhz=None)" in msg
     assert not pr.bundles.loaded  # refused before any bundle was loaded
+
+
+@pytest.fixture
+def xproject(project: Path) -> Path:
+    """`project` plus a cross-device model (fitted on synthetic rows of four table GPUs) and a power model: the
+    GPUs without an own bundle are answered by transfer, with energy."""
+    import numpy as np
+    import pandas as pd
+
+    from builders import FAST_XDEVICE, synthetic_xdevice_rows
+    from opcost.model.clocks.xpower import PowerModel
+    from opcost.model.crossdevice import xdevice
+
+    rng = np.random.default_rng(4)
+    rows = pd.concat([synthetic_xdevice_rows(rng, n=15).query("device_config == 'SYN0'").assign(device_config=cfg)
+                      for cfg in ("V100_no_tf32", "P100_no_tf32", "A30", "RTX2080Ti")], ignore_index=True)  # fmt: skip
+    comp = {"host_floor_s": 5e-6, "scale": 1.0, "bw_ratio": {"linear": 2.0}}
+    op = xdevice.fit(rows, FAST_XDEVICE)
+    xdevice.XdeviceModel(op, comp, {"a": 0.2, "b": 0.05}).save(Paths(project).xdevice_model_dir)
+    PowerModel(idle=0.3, a=0.2, b=0.5, c=1.0, rel_err90=0.1).save(Paths(project).xpower_model_dir)
+    return project
+
+
+def test_a_transferred_answer_resolves_the_name_asked_once_per_request(
+    xproject: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each transferred request resolves its device name once, in `transfer_config`, and passes the DeviceConfig
+    down (the op rows, the optimizer step, energy, busy share, the clock range and transfer); the cross-device model
+    resolves its training GPUs once, when it is loaded; a second identical round resolves only the names asked."""
+    from opcost.model.crossdevice.xdevice import OpModel
+    from opcost.model.prediction import xdevice_predict
+    from opcost.model.prediction.predict import Predictor
+
+    questions = [
+        Request("resnet18", SHAPE, "H100", "inference"),
+        Request("resnet18", SHAPE, "NVIDIA L4", "training", 1200.0),  # an NVML name, at a clock
+        Request("resnet18", SHAPE, "T4_no_tf32", "inference", 900.0),
+        Request("resnet18", SHAPE, "A30", "training"),  # a training GPU of the cross-device model: fitted
+    ]
+    warm = Predictor(paths=Paths(xproject), disk_cache=False)
+    first = warm.predict_many(questions)  # every module imported, the networks extracted
+    monkeypatch.setattr(xdevice_predict, "_MODELS", {})  # the cross-device model is loaded again below
+    pr = Predictor(paths=Paths(xproject), disk_cache=False)
+    pr.networks = warm.networks
+    seen = spy(monkeypatch)
+    got = pr.predict_many(questions)
+    during = list(seen)
+    pr.predict_many(questions)
+    again = seen[len(during) :]
+    load = {OpModel.trained_devices.func.__code__}  # type: ignore[attr-defined]
+    loaded = xdevice_predict.load(Paths(xproject).xdevice_model_dir).op.trained_on
+    assert sorted(c for c, stack in during if load & set(stack)) == sorted(loaded)  # once each, at the load
+    asked = [f"{q.device!r} from transfer_config (xdevice_predict.py)" for q in questions]
+    assert elsewhere([(c, stack) for c, stack in during if not load & set(stack)]) == asked
+    assert elsewhere(again) == asked  # nothing beyond the names asked, once each
+    assert [a.to_json() for a in got] == [a.to_json() for a in first]  # the same answers as without the spy
+    assert [a.composition for a in got] == ["cross-device"] * 4 and got[3].fitted is not None
+    assert got[0].energy_j is not None and got[1].clock_source == got[2].clock_source == "transferred"
