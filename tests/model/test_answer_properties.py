@@ -234,6 +234,7 @@ def test_the_assembled_answer_is_the_reference_composition_and_its_scaled_interv
     assert got.sum_s == pytest.approx(ref["raw_sum_s"], rel=1e-9)
     assert list(got.calls) == [c for *_, c in net] and got.op_ids == [r.op_id for r, *_ in net]
     assert got.sources == sources and got.proxies == proxies and got.kinds == [r.kind for r, *_ in net]
+    assert list(got.t_s) == [t for _, t, _, _ in net]  # each op's own cost per call, as costed
     assert (got.mode, got.device_config, got.clock_mhz, got.calibrated, got.composition) == (
         mode, config, None, True, "calibrated")  # fmt: skip
     unvouched = SimpleNamespace(**{**vars(_spy_bundle(comp, floor, config, with_power)), "unvouched": "models/x: none"})
@@ -302,6 +303,7 @@ def test_a_batch_outside_the_measured_ones_widens_the_interval_and_says_so_once(
     bundle.ranges = {"in_numel": [0.1, 0.1]}
     big = assemble(spec, bundle, None, net, costed)
     assert big.warnings == [w for w in big.warnings if "3 of 3 ops exceed by more than" in w] != []
+    assert not any(w in big.note for w in big.warnings)  # a warning is not also a note: only a batch alone is
     assert np.log(big.time_interval_s) == pytest.approx(np.log(outside.time_interval_s), rel=1e-9)
 
 
@@ -434,6 +436,7 @@ def test_a_transferred_layer_is_its_sources_mean_in_this_devices_units(sources, 
     layer.family_terms = {"fam": {"time": 0.1, "energy": 0.2, "n": 1.0}}  # as a bundle's JSON may carry
     assert layer.energy(terms, t, "fam") == pytest.approx((min(e, cap * t) if cap > 0 else e) * math.exp(0.2))
     assert layer.transferred_from == [n for n, *_ in comps]
+    assert (layer.mode, layer.n_networks, layer.calibrated) == ("inference", 0, False)  # bundle.json records them
 
 
 def test_a_transferred_layer_skips_sources_without_op_power_and_labels_each_sources_groups() -> None:
@@ -614,6 +617,10 @@ def test_a_gpu_outside_the_table_and_a_zero_time_answer() -> None:
     _, en, _ = at_clock(r, TransferredEnergy(0.0, 100.0, (0.0, 0.0)), device_config("A30"), 1000.0, ClockModel())
     assert en is not None and math.isnan(en.power_w)
     assert busy_share(r, device_config("A30")) == 0.0
+    # a step none of whose ops takes time (the host's, say): nothing of it moves with the clock
+    idle = transferred_ops([_record(0, True)], [1.0], 0.5, (0.4, 0.6), t_s=[0.0])
+    moved, _, _ = at_clock(idle, None, device_config("A30"), 1000.0, ClockModel())
+    assert moved.time_s == 0.5
 
 
 def test_a_transferred_answer_at_a_clock_leaves_the_default_clock_answer_as_it_was() -> None:
@@ -747,9 +754,11 @@ def test_cost_groups_moves_only_clocks_off_the_boost_and_shares_their_reference_
     pair = (module_record(nn.Conv2d(3, 8, 3), (2, 3, 16, 16)), module_record(nn.ReLU(), (2, 8, 9, 9)))
     recs = {r.op_id: r for r in pair}
     seen: list[tuple[float, np.ndarray]] = []
+    handed: list[list[str]] = []
 
     def at_clock_(b, records, base, clock):
         assert b is a30_bundle
+        handed.append([r.op_id for r in records])  # the group's own records, in id order
         seen.append((clock, np.array(base.t_s)))
         return Costs(base.t_s * 1440.0 / clock, base.p_w, list(base.source), list(base.proxy))
 
@@ -764,6 +773,7 @@ def test_cost_groups_moves_only_clocks_off_the_boost_and_shares_their_reference_
     for f in (720.0, 960.0):
         assert [got[("A30-inference", f)][i][0] for i in ids] == pytest.approx(list(ref.t_s * 1440.0 / f), rel=1e-12)
     assert [c for c, _ in seen] == [720.0, 960.0] and all(np.allclose(b, ref.t_s) for _, b in seen)
+    assert handed == [ids, ids]
     # another op set at another clock: its own reference costs, not the first set's
     one = {max(recs): recs[max(recs)]}  # the op sorted last: a shared reference would cost it as the first
     got1 = cost_groups({("A30-inference", 720.0): recs, ("A30-inference", 600.0): one}, {"A30-inference": a30_bundle},
@@ -852,3 +862,27 @@ def test_a_known_familys_answer_reads_its_own_note_warning_and_the_modes_memory(
     beyond = [w for w in got.warnings if "composition layer's answer is" in w]
     assert len(beyond) == 1 and "(|c| <= 0.02)" in beyond[0]
     assert got.memory is not None and got.memory["peak_bytes"] == 1 << 20 and got.memory["mode"] == "inference"
+
+
+def test_the_power_level_is_clipped_to_its_range_at_both_ends() -> None:
+    """PowerModel.level by hand: the busy share held to [0, 1] before the power law, the level to [0, 1] after
+    it (a + b u^c with a < 0 and a + b > 1 leaves the range at both ends)."""
+    pm = PowerModel(a=-0.2, b=1.5, c=2.0)
+    assert pm.level([-1.0, 0.0, 0.5, 1.0, 2.0]).tolist() == pytest.approx([0.0, 0.0, 0.175, 1.0, 1.0], abs=1e-15)
+
+
+def test_an_interval_asked_without_a_covariate_and_a_transferred_layer_without_a_factor() -> None:
+    """Composition.log_interval: no covariate is the scale of a network the layer did not move (0, not 1); a
+    transferred layer widens a quantity by its own measured factor, and one it has no factor for not at all."""
+    scores, cov = trend_scores(30, 0.1, 0.0, 2.0, 5)  # a spread that grows with the covariate (ratio > 0)
+
+    def layer(**kw: object) -> Composition:
+        return Composition("inference", {"sum": 1.0}, calibrated=True,
+                           scores=layer_scores(scores, scores, cov_t=cov, cov_e=cov), **kw)  # fmt: skip
+
+    own = layer()
+    assert own.log_interval("time") == own.log_interval("time", covariate=0.0)
+    assert own.log_interval("time", covariate=1.0) != own.log_interval("time", covariate=0.0)  # the check can fail
+    moved = layer(source="transferred", transfer_widening={"time": 1.5})
+    assert moved.log_interval("time") == own.log_interval("time").widened(1.5)
+    assert moved.log_interval("energy") == own.log_interval("energy")
