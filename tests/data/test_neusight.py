@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -112,6 +114,20 @@ def test_a_network_file_that_is_not_a_json_object_is_a_one_line_error(tmp_path, 
     with pytest.raises(OpcostError, match=r"^networks/V100/bert_large-inf-512-8\.json: expected a JSON object") as e:
         parse_network(path, "networks/V100/bert_large-inf-512-8.json", "V100", Read())
     assert "\n" not in str(e.value) and text[:30] in str(e.value)  # what the file holds, clipped
+
+
+@pytest.mark.parametrize("layers", ['"24"', "null", "2.5", "true", "-1"])
+def test_a_network_with_nodes_and_no_layer_count_is_a_one_line_error(tmp_path, layers):
+    name = "bert_large-train-512-2"
+    doc = json.loads((V100 / f"{name}.json").read_text())
+    (tmp_path / f"{name}.json").write_text(json.dumps({**doc, "num_layer": json.loads(layers)}))
+    shutil.copy(V100 / f"{name}.csv.gz", tmp_path / f"{name}.csv.gz")
+    rel = f"networks/V100/{name}.json"
+    with pytest.raises(
+        OpcostError, match=rf"^{re.escape(rel)}: num_layer {re.escape(layers)} is not a layer count"
+    ) as e:
+        parse_network(tmp_path / f"{name}.json", rel, "V100", Read())
+    assert "\n" not in str(e.value)
 
 
 def test_fx_nodes_keep_shapes_times_and_the_layer_repeat(read):

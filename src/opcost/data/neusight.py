@@ -327,7 +327,13 @@ def parse_network(json_path: Path, rel: str, config: str, res: Read) -> None:
     nodes = json_path.with_name(json_path.name.removesuffix(".json") + ".csv.gz")
     n_nodes = 0
     if nodes.is_file():
-        n_nodes = parse_nodes(nodes, str(Path(rel).with_name(nodes.name)), base, int(doc["num_layer"]), res)
+        layers = doc["num_layer"]
+        if isinstance(layers, bool) or not isinstance(layers, int) or layers < 0:
+            raise OpcostError(
+                f"{rel}: num_layer {clip(json.dumps(layers), 20)} is not a layer count (an integer >= 0), which its "
+                f"node table {nodes.name} needs"
+            )
+        n_nodes = parse_nodes(nodes, str(Path(rel).with_name(nodes.name)), base, layers, res)
     res.files[rel] = {"rows": len(res.nets) - before[0], "rejected": len(res.rejects) - before[1], "nodes": n_nodes}
 
 
