@@ -1,8 +1,8 @@
 """No test module imports another test module: shared helpers live in tests/builders.py (or another helper
-module whose name is not test_*). Importing a test module runs its module-level code, can load it twice
-under two names (`test_x` and `tests.model.test_x`), and makes its helpers look private to it while other
-files depend on them. Checked on the source (`ast`) of every tests/**/*.py but tests/integration/, which runs
-apart against the team stack; a script a test hands to a subprocess (`python -c`) counts too.
+module whose name is not test_*; tests/integration/stack_tools.py for the team stack's tests). Importing a test
+module runs its module-level code, can load it twice under two names (`test_x` and `tests.model.test_x`), and
+makes its helpers look private to it while other files depend on them. Checked on the source (`ast`) of every
+tests/**/*.py; a script a test hands to a subprocess (`python -c`) counts too.
 
 No test imports or loads a bench script either (bench/*.py): a script's functions would become an API nobody
 declared, pinning the library's internals as the script uses them. A test builds what it needs from the
@@ -66,7 +66,7 @@ def files_where(check: Callable[[str], list[str]], skip: tuple[str, ...] = ()) -
 
 
 def test_no_imports_of_test_modules_another():
-    offenders = files_where(imports_of_test_modules, skip=("integration",))
+    offenders = files_where(imports_of_test_modules)
     assert not offenders, f"test modules importing test modules (move the helper to tests/builders.py): {offenders}"
 
 

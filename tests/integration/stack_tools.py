@@ -75,3 +75,14 @@ def wait_for(what: str, done: Callable[[], bool], timeout: float, every: float =
         if time.monotonic() > end:
             raise AssertionError(f"{what}: not within {timeout:.0f} s")
         time.sleep(every)
+
+
+def small_training(raw: dict) -> None:
+    """params.yaml's train section cut to a few small trees: a training run the stack tests can wait for."""
+    raw["train"].update({"folds": 3, "random_forest": {"n_estimators": 10}, "xgboost": {"n_estimators": 20}})
+
+
+def training_inputs(clone: Path, target: str) -> None:
+    """The evaluate stage's per-target table, made here if the commit's data was not pushed yet."""
+    if not (clone / "data" / "evaluated" / "targets" / target / "operations.parquet").is_file():
+        dvc(clone, "repro", "--single-item", "evaluate")

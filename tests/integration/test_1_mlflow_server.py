@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import boto3
-from stack_tools import dvc, opcost, run, set_params
+from stack_tools import dvc, opcost, run, set_params, small_training, training_inputs
 
 TARGET = "RTX2080Ti-training"  # the smallest training set of the thesis data (256 rows)
 NAME = f"opcost-{TARGET}"
@@ -50,16 +50,6 @@ rows = pd.read_parquet(sys.argv[2]).head(40)
 # the pyfunc model costs ops as predictions do (measured, floor, predicted, ...): compare like with like
 print(json.dumps(bundle.coster().cost([record_of(r) for _, r in rows.iterrows()], None).t_s.tolist()))
 """
-
-
-def small_training(raw: dict) -> None:
-    raw["train"].update({"folds": 3, "random_forest": {"n_estimators": 10}, "xgboost": {"n_estimators": 20}})
-
-
-def training_inputs(clone, target: str) -> None:
-    """The evaluate stage's per-target table, made here if the commit's data was not pushed yet."""
-    if not (clone / "data" / "evaluated" / "targets" / target / "operations.parquet").is_file():
-        dvc(clone, "repro", "--single-item", "evaluate")
 
 
 def test_training_logs_to_the_server_and_the_champion_reads_back_elsewhere(clone, stack):

@@ -17,8 +17,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from stack_tools import dvc, opcost, opcost_env, run, set_params, wait_for
-from test_1_mlflow_server import small_training, training_inputs
+from stack_tools import dvc, opcost, opcost_env, run, set_params, small_training, training_inputs, wait_for
 
 TARGET = "RTX2080Ti-training"
 
