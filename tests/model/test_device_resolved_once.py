@@ -110,6 +110,10 @@ def test_the_answer_path_resolves_each_bundles_device_once(project: Path, monkey
     encs = [m.encoding for d in ("A30", "myhost") for m in pr.bundle(d, "inference").models.values()]
     assert sorted(by_encoding(during)) == sorted(e.device_config for e in encs)  # once per op model, at its load
     assert elsewhere(during) == [] and by_bundle(again) == [] and by_encoding(again) == [] and elsewhere(again) == []
+    read = len(seen)
+    assert got[2].memory is not None and got[2].fits is not None and [a.to_json() for a in got]
+    assert seen[read:] == []  # reading an answer (its memory's fit on the device) resolves nothing: it carries it
+    assert got[2].device == devices.device_config("A30") and got[3].device is None
     assert pr.bundle("A30", "inference").device == devices.device_config("A30")
     assert pr.bundle("myhost", "inference").device is None
     assert [a.to_json() for a in got] == [a.to_json() for a in first]  # the same answers as without the spy
@@ -220,6 +224,10 @@ def test_a_transferred_answer_resolves_the_name_asked_once_per_request(
     asked = [f"{q.device!r} from transfer_config (xdevice_predict.py)" for q in questions]
     assert elsewhere([(c, stack) for c, stack in during if not load & set(stack)]) == asked
     assert elsewhere(again) == asked  # nothing beyond the names asked, once each
+    read = len(seen)
+    assert got[0].memory is not None and got[0].fits is not None and [a.to_json() for a in got]
+    assert seen[read:] == []  # reading a transferred answer resolves nothing either
+    assert [a.device for a in got] == [devices.device_config(q.device) for q in questions]
     assert [a.to_json() for a in got] == [a.to_json() for a in first]  # the same answers as without the spy
     assert [a.composition for a in got] == ["cross-device"] * 4 and got[3].fitted is not None
     assert got[0].energy_j is not None and got[1].clock_source == got[2].clock_source == "transferred"

@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from opcost.devices import DeviceConfig
 
 OPTIMIZERS = ("sgd", "adam")
 BLOCK = 512  # bytes: the CUDA caching allocator's smallest block and rounding unit
@@ -103,9 +106,6 @@ def memory_summary(fp: Footprint) -> dict[str, Any]:
     }
 
 
-def device_fits(fp: Footprint, device_config: str) -> bool | None:
-    """Whether the step fits on a device config's device; None for one the table does not know."""
-    from opcost.devices import find_device
-
-    found = find_device(device_config)
-    return None if found is None else fits(fp, found[0].memory_bytes)
+def device_fits(fp: Footprint, device: DeviceConfig | None) -> bool | None:
+    """Whether the step fits on a resolved device config's device; None for one the table does not know."""
+    return None if device is None else fits(fp, device.device.memory_bytes)

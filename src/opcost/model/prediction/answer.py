@@ -28,6 +28,7 @@ from opcost.ops.netspec import NetSpec, ref_kind
 if TYPE_CHECKING:
     import pandas as pd
 
+    from opcost.devices import DeviceConfig
     from opcost.model.prediction.clocktransfer import ClockTransfer
 
 # How an answer's op costs became the network's time (`NetworkPrediction.composition`): a layer fitted on this
@@ -134,6 +135,9 @@ class NetworkPrediction:
     # A cross-device answer on a GPU whose own measured ops the model was trained on (costing.FITTED): the GPU,
     # how many ops, measured by whom (xdevice_predict.fitted_info); None otherwise (and then absent from the JSON).
     fitted: FittedInfo | None = None
+    # The device config resolved where the question entered (the bundle's, or the transferred request's), which
+    # `fits` and recommend's memory column read; None: a device the table lacks. Not part of the JSON.
+    device: DeviceConfig | None = field(default=None, repr=False, compare=False)
 
     @property
     def fits(self) -> bool | None:
@@ -141,7 +145,7 @@ class NetworkPrediction:
         if self.memory is None:
             return None
         return device_fits(
-            Footprint.from_json({k: self.memory[k] for k in Footprint.__dataclass_fields__}), self.device_config
+            Footprint.from_json({k: self.memory[k] for k in Footprint.__dataclass_fields__}), self.device
         )
 
     def operations(self) -> list[dict[str, Any]]:
@@ -302,6 +306,7 @@ def assemble(
     return NetworkPrediction(
         **network_fields(spec, net, bundle.mode, optimizer),
         device_config=bundle.device_config,
+        device=bundle.device,
         mode=bundle.mode,
         clock_mhz=clock,
         time_s=time_s,

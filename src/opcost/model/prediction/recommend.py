@@ -108,7 +108,7 @@ def recommend(
                     "device_config": p.device_config,
                     "clock_mhz": p.clock_mhz,
                     "needed_bytes": p.memory["needed_bytes"],
-                    "device_memory_bytes": device_memory(p.device_config),
+                    "device_memory_bytes": device_memory(p.device),
                 }
             )
         else:
@@ -122,12 +122,9 @@ def recommend(
     return settings_table(kept, max_slowdown, dropped)
 
 
-def device_memory(device_config: str) -> float | None:
-    """The device's memory in bytes, None for a device the table lacks."""
-    from opcost.devices import find_device
-
-    found = find_device(device_config)
-    return None if found is None else found[0].memory_bytes
+def device_memory(device: DeviceConfig | None) -> float | None:
+    """The resolved device's memory in bytes, None for a device the table lacks."""
+    return None if device is None else device.device.memory_bytes
 
 
 def marks(p: "NetworkPrediction") -> list[str]:

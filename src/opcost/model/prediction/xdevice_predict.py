@@ -515,6 +515,7 @@ def network_prediction(
     return NetworkPrediction(
         **network_fields(spec, net, mode, optimizer),
         device_config=device_config,
+        device=found,
         mode=mode,
         clock_mhz=None if clock is None else float(clock),
         time_s=r.time_s,
