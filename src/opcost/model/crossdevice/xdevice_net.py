@@ -250,9 +250,14 @@ def op_time(
     return t
 
 
+def steps_optimizer(mode: str, params: float) -> bool:
+    """Whether a step runs an optimizer step: training, with parameters to update."""
+    return mode == "training" and params > 0
+
+
 def optimizer_s(mode: str, params: float, found: DeviceConfig) -> float:
     """The optimizer step of a training step: bytes-bound at the device's bandwidth."""
-    if mode != "training" or params <= 0:
+    if not steps_optimizer(mode, params):
         return 0.0
     return OPTIMIZER_BYTES_PER_PARAM * params / found.device.bandwidth
 
@@ -295,7 +300,8 @@ def _prepared(nets: pd.DataFrame, nodes: pd.DataFrame, t_fw: npt.NDArray[np.floa
         ratio = np.array([bw_ratio(ratios, x) for x in xk[idx]]) if r.mode == "training" else None
         host = hosts.get(str(getattr(r, "host", "")))
         h = None if host is None else host.costs(xk[idx])
-        stepped = r.mode == "training" and r.params > 0  # only an optimizer step needs the device resolved
+        # only an optimizer step needs the device resolved (an inference row may name a GPU the table lacks)
+        stepped = steps_optimizer(r.mode, r.params)
         opt = optimizer_s(r.mode, r.params, devices.device_config(r.device_config)) if stepped else 0.0
         out.append((r.measured_s, t_fw[idx], ratio, calls[idx], opt, h))
     return out
