@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 
 from opcost import devices
-from opcost.devices import NO_TF32_SUFFIX, DeviceConfig, resolve_device_config, same_numerics, table_name
+from opcost.devices import DeviceConfig, resolve_device_config, same_numerics, table_name
 from opcost.errors import OpcostError
 from opcost.model.composition.compose import Costs
 from opcost.model.composition.costing import FITTED, MEASURED, TRANSFERRED
@@ -557,7 +557,6 @@ def table_configs(names: str) -> list[str]:
 
 
 __all__ = [
-    "NO_TF32_SUFFIX",
     "HostSplit",
     "TransferredEnergy",
     "TransferredOps",
